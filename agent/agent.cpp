@@ -1,0 +1,208 @@
+#include "agent/agent.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "agent/signals.h"
+
+namespace gpubox {
+
+Agent::Agent(CommandLine options) : options_(std::move(options)), is_pid1_(::getpid() == 1) {}
+
+Agent::~Agent() = default;
+
+Status Agent::open_state_dir() {
+  std::error_code error;
+  std::filesystem::create_directories(options_.config.state_dir, error);
+  if (error) {
+    return Status(ErrorCode::permission_denied,
+                  "cannot create state_dir '" + options_.config.state_dir + "': " + error.message());
+  }
+  ::chmod(options_.config.state_dir.c_str(), 0700);
+  log::Options log_options;
+  log_options.level = options_.config.log_level;
+  log_options.to_stderr = options_.config.log_stderr;
+  if (options_.config.log_file) log_options.file = options_.config.state_dir + "/agent.log";
+  std::string log_error;
+  if (!log::configure(log_options, &log_error)) {
+    return Status(ErrorCode::permission_denied, "cannot open the log file: " + log_error);
+  }
+  return Status::ok();
+}
+
+int Agent::run() {
+  // Not PID 1: become the child subreaper, so orphans of our children are ours to reap.
+  if (!is_pid1_) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  Status started = open_state_dir();
+  auto loop = EventLoop::create();
+  auto signal_fd = open_signal_fd();
+  if (started && !loop) started = loop.status();
+  if (started && !signal_fd) started = signal_fd.status();
+  if (!started) {
+    std::fprintf(stderr, "gpubox-agent: cannot start: %s\n", started.message().c_str());
+    return kExitNoStart;
+  }
+  loop_ = std::move(*loop);
+  signal_fd_ = std::move(*signal_fd);
+  Status watched = loop_->add_fd(signal_fd_.get(), [this] { handle_signals(); });
+  if (!watched) {
+    std::fprintf(stderr, "gpubox-agent: cannot start: %s\n", watched.message().c_str());
+    return kExitNoStart;
+  }
+
+  const Config& config = options_.config;
+  std::vector<std::pair<std::string, std::string>> common_env(config.env.begin(), config.env.end());
+  common_env.insert(common_env.end(), config.secrets.begin(), config.secrets.end());
+  supervisor_ = std::make_unique<Supervisor>(processes_, *loop_, config.shutdown_grace, std::move(common_env),
+                                             std::vector<std::string>{"GPUBOX_CONFIG"});
+  supervisor_->on_change([](const ChildInfo& child) {
+    log::debug("child state", {{"child", child.name}, {"state", child_state_name(child.state)}});
+  });
+
+  log::info("agent starting", {{"pid", static_cast<int>(::getpid())},
+                               {"mode", is_pid1_ ? "pid1" : "subreaper"},
+                               {"state_dir", config.state_dir},
+                               {"children", static_cast<int>(config.children.size())}});
+  if (!options_.command.empty()) {
+    Status main_started = start_main_command();
+    if (!main_started) {
+      std::fprintf(stderr, "gpubox-agent: %s\n", main_started.message().c_str());
+      log::error("main command could not start", {{"error", main_started.message()}});
+      log::flush();
+      return main_started.code() == ErrorCode::not_found ? kExitNotFound : kExitNotExecutable;
+    }
+  }
+  for (const auto& child : config.children) {
+    (void)supervisor_->add(child);
+    (void)supervisor_->start(child.name);
+  }
+  signal_ready();
+  loop_->run();
+
+  log::info("agent exiting", {{"exit_code", exit_code_}, {"killed_after_grace", killed_}});
+  log::flush();
+  return exit_code_;
+}
+
+Status Agent::start_main_command() {
+  SpawnOptions spawn;
+  spawn.argv = options_.command;
+  std::vector<std::pair<std::string, std::string>> env(options_.config.env.begin(), options_.config.env.end());
+  env.insert(env.end(), options_.config.secrets.begin(), options_.config.secrets.end());
+  spawn.env = build_environment(env, {"GPUBOX_CONFIG"});
+  auto pid = processes_.spawn(spawn, [this](pid_t, ExitStatus status) {
+    main_exit_ = status;
+    main_pid_ = 0;
+    exit_code_ = status.shell_code();
+    log::info("main command ended", {{"status", status.describe()}});
+    begin_shutdown("main command ended");
+  });
+  if (!pid) return pid.status();
+  main_pid_ = *pid;
+  // Give the command the terminal, as a shell would, so ^C and ^Z reach it.
+  if (::isatty(STDIN_FILENO)) ::tcsetpgrp(STDIN_FILENO, main_pid_);
+  log::info("main command started", {{"pid", static_cast<int>(main_pid_)}, {"argv0", options_.command[0]}});
+  return Status::ok();
+}
+
+void Agent::signal_ready() {
+  log::info("agent ready");
+  if (options_.ready_fd < 0) return;
+  static const char kReady[] = "ready\n";
+  [[maybe_unused]] auto written = ::write(options_.ready_fd, kReady, sizeof kReady - 1);
+  ::close(options_.ready_fd);
+  options_.ready_fd = -1;
+}
+
+void Agent::handle_signals() {
+  while (int sig = read_signal(signal_fd_.get())) {
+    switch (signal_action(sig, main_pid_ > 0)) {
+      case SignalAction::reap:
+        reap();
+        break;
+      case SignalAction::shutdown:
+        if (stopping_) {
+          log::warn("second shutdown signal: skipping the rest of the grace", {{"signal", signal_name(sig)}});
+          kill_everything();
+        } else {
+          begin_shutdown("signal " + signal_name(sig));
+        }
+        break;
+      case SignalAction::forward:
+        forward(sig);
+        break;
+      case SignalAction::ignore:
+        break;
+    }
+  }
+}
+
+void Agent::forward(int sig) {
+  log::info("forwarding signal", {{"signal", signal_name(sig)}});
+  if (main_pid_ > 0) {
+    if (!processes_.signal_group(main_pid_, sig)) ::kill(main_pid_, sig);
+    return;
+  }
+  for (const auto& child : supervisor_->list()) {
+    if (child.pid > 0) processes_.signal_group(child.pid, sig);
+  }
+}
+
+void Agent::reap() {
+  processes_.reap();
+  finish_if_done();
+}
+
+void Agent::begin_shutdown(std::string_view reason) {
+  if (stopping_) return;
+  stopping_ = true;
+  log::info("shutting down", {{"reason", reason}, {"grace_ms", static_cast<long long>(options_.config.shutdown_grace.count())}});
+  supervisor_->stop_all([] {});
+  if (main_pid_ > 0) processes_.signal_group(main_pid_, SIGTERM);
+  grace_timer_ = loop_->schedule(options_.config.shutdown_grace, [this] {
+    grace_timer_ = 0;
+    kill_everything();
+  });
+  finish_if_done();
+}
+
+void Agent::kill_everything() {
+  if (grace_timer_) loop_->cancel(grace_timer_);
+  grace_timer_ = 0;
+  processes_.reap();
+  bool anything_left = is_pid1_ ? processes_.has_children() : !processes_.live_pids().empty();
+  if (!anything_left) {
+    finish_if_done();
+    return;
+  }
+  killed_ = true;
+  log::warn("killing what is left", {{"processes", static_cast<int>(processes_.live_pids().size())}});
+  supervisor_->kill_all();
+  for (pid_t pid : processes_.live_pids()) {
+    processes_.signal_group(pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+  }
+  // As PID 1 of a namespace, -1 means every process in it, orphans included.
+  if (is_pid1_) ::kill(-1, SIGKILL);
+  finish_if_done();
+}
+
+void Agent::finish_if_done() {
+  if (!stopping_) return;
+  processes_.reap();
+  // As PID 1, wait for every process of the namespace; as a subreaper, for ours.
+  bool done = is_pid1_ ? !processes_.has_children() : processes_.live_pids().empty();
+  if (!done) return;
+  if (grace_timer_) loop_->cancel(grace_timer_);
+  grace_timer_ = 0;
+  if (!main_exit_) exit_code_ = killed_ ? kExitKilled : kExitClean;
+  loop_->stop();
+}
+
+}  // namespace gpubox

@@ -1,0 +1,66 @@
+// Agent: the PID-1 core of a sandbox. Reaps every child, forwards signals by
+// the policy in signals.h, supervises the configured children, runs the main
+// command when given one, and shuts down in order on SIGTERM. run() is called
+// once, on the main thread, which then is the event-loop thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "agent/command_line.h"
+#include "agent/event_loop.h"
+#include "agent/process_table.h"
+#include "agent/supervisor.h"
+
+namespace gpubox {
+
+// The agent's exit statuses. With a main command the agent exits with the
+// command's status instead (its code, or 128 + the signal that killed it;
+// 127 when it is not found, 126 when it cannot be executed).
+enum ExitCode {
+  kExitClean = 0,       // shut down, every child ended within the grace
+  kExitKilled = 1,      // shut down, the grace ran out and something was killed
+  kExitUsage = 2,       // bad config or command line; nothing was started
+  kExitNoStart = 70,    // the agent itself could not start (state dir, signalfd, …)
+  kExitNotExecutable = 126,
+  kExitNotFound = 127,
+};
+
+class Agent {
+ public:
+  explicit Agent(CommandLine options);
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+  ~Agent();
+
+  // Runs until the agent has shut down; returns its exit status.
+  int run();
+
+ private:
+  Status open_state_dir();
+  Status start_main_command();
+  void signal_ready();
+  void handle_signals();
+  void forward(int sig);
+  void reap();
+  void begin_shutdown(std::string_view reason);
+  void kill_everything();
+  void finish_if_done();
+
+  CommandLine options_;
+  bool is_pid1_;
+  Fd signal_fd_;
+  std::unique_ptr<EventLoop> loop_;
+  ProcessTable processes_;
+  std::unique_ptr<Supervisor> supervisor_;
+
+  // Event-loop thread only.
+  pid_t main_pid_ = 0;
+  std::optional<ExitStatus> main_exit_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Timers::TimerId grace_timer_ = 0;
+  int exit_code_ = kExitClean;
+};
+
+}  // namespace gpubox

@@ -1,0 +1,133 @@
+#include "agent/command_line.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace gpubox {
+
+const char kUsage[] =
+    "usage: gpubox-agent [options] [-- CMD ARGS...]\n"
+    "\n"
+    "Runs as the init (PID 1) of a sandbox: reaps zombies, forwards signals,\n"
+    "supervises the configured children and, given CMD, runs it as the main\n"
+    "child and exits with its status.\n"
+    "\n"
+    "options:\n"
+    "  --config FILE         the JSON config (docs/config.md); else $GPUBOX_CONFIG\n"
+    "  --state-dir DIR       overrides state_dir\n"
+    "  --log-level LEVEL     overrides log.level (trace debug info warn error off)\n"
+    "  --grace-seconds N     overrides shutdown.grace_seconds\n"
+    "  --ready-fd FD         write \"ready\\n\" to FD once ready, then close it\n"
+    "  --check-config        validate the config, print it as JSON (secrets redacted) and exit\n"
+    "  --version             print the version and exit\n"
+    "  --help                print this help and exit\n";
+
+namespace {
+
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::from_errno(errno, "config: cannot read '" + path + "'");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// A flag's number as JSON; its text as a JSON string when it is no number,
+// so that validation reports exactly what was given.
+nlohmann::json number_or_text(const std::string& text) {
+  try {
+    size_t used = 0;
+    double value = std::stod(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<CommandLine> parse_command_line(const std::vector<std::string>& args, const char* env_config) {
+  CommandLine line;
+  std::string config_file;
+  nlohmann::json overrides = nlohmann::json::object();
+  size_t i = 0;
+  auto value_of = [&](const std::string& flag) -> Result<std::string> {
+    if (i + 1 >= args.size()) return Status(ErrorCode::invalid_request, flag + ": expected a value");
+    return args[++i];
+  };
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      line.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      if (line.command.empty()) return Status(ErrorCode::invalid_request, "--: expected a command after it");
+      break;
+    }
+    if (arg == "--version") {
+      line.mode = CommandLine::Mode::version;
+      return line;
+    }
+    if (arg == "--help" || arg == "-h") {
+      line.mode = CommandLine::Mode::help;
+      return line;
+    }
+    if (arg == "--check-config") {
+      line.mode = CommandLine::Mode::check_config;
+      continue;
+    }
+    Result<std::string> value = Status(ErrorCode::invalid_request, arg + ": unknown option (see --help)");
+    if (arg == "--config" || arg == "--state-dir" || arg == "--log-level" || arg == "--grace-seconds" ||
+        arg == "--ready-fd") {
+      value = value_of(arg);
+    }
+    if (!value) return value.status();
+    if (arg == "--config") {
+      config_file = *value;
+    } else if (arg == "--state-dir") {
+      overrides["state_dir"] = *value;
+    } else if (arg == "--log-level") {
+      overrides["log"]["level"] = *value;
+    } else if (arg == "--grace-seconds") {
+      overrides["shutdown"]["grace_seconds"] = number_or_text(*value);
+    } else if (arg == "--ready-fd") {
+      nlohmann::json fd = number_or_text(*value);
+      if (!fd.is_number() || fd.get<double>() < 0 || fd.get<double>() > 65535 ||
+          fd.get<double>() != static_cast<int>(fd.get<double>())) {
+        return Status(ErrorCode::invalid_request, "--ready-fd: expected a file descriptor number, got \"" + *value + "\"");
+      }
+      line.ready_fd = static_cast<int>(fd.get<double>());
+    }
+  }
+
+  std::string document_text = "{}";
+  if (!config_file.empty()) {
+    auto text = read_file(config_file);
+    if (!text) return text.status();
+    document_text = std::move(*text);
+  } else if (env_config && *env_config) {
+    auto decoded = decode_config_env(env_config);
+    if (!decoded) return decoded.status();
+    document_text = std::move(*decoded);
+  }
+  if (!overrides.empty()) {
+    nlohmann::json document;
+    try {
+      document = nlohmann::json::parse(document_text);
+    } catch (const nlohmann::json::parse_error&) {
+      // parse_config below reports the error with its position.
+    }
+    if (document.is_object()) {
+      document.merge_patch(overrides);
+      document_text = document.dump();
+    }
+  }
+  auto config = parse_config(document_text);
+  if (!config) {
+    std::string source = !config_file.empty() ? config_file : (env_config && *env_config) ? "GPUBOX_CONFIG" : "flags";
+    return Status(ErrorCode::invalid_request, "config (" + source + "): " + config.status().message());
+  }
+  line.config = std::move(*config);
+  return line;
+}
+
+}  // namespace gpubox

@@ -1,0 +1,27 @@
+// Parses gpubox-agent's command line into what main() runs. Pure: reads no
+// environment and no files except the --config file it names.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/config.h"
+
+namespace gpubox {
+
+struct CommandLine {
+  enum class Mode { run, version, help, check_config };
+  Mode mode = Mode::run;
+  Config config;
+  std::vector<std::string> command;  // after "--": the main child, like tini
+  int ready_fd = -1;                 // "ready\n" is written here once the agent is ready
+};
+
+// argv excludes the program name. env_config is GPUBOX_CONFIG's value or null.
+// The document comes from --config FILE, else from GPUBOX_CONFIG, else is {};
+// flags then override single fields. Errors are one line naming the flag or key.
+Result<CommandLine> parse_command_line(const std::vector<std::string>& args, const char* env_config);
+
+extern const char kUsage[];
+
+}  // namespace gpubox

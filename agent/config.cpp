@@ -1,0 +1,313 @@
+#include "agent/config.h"
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+namespace gpubox {
+namespace {
+
+using nlohmann::json;
+
+// Thrown inside this file only; parse_config turns it into a Status.
+struct ConfigError {
+  std::string message;
+};
+
+std::string describe(const json& value) {
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& expected, const json& got) {
+  throw ConfigError{path + ": expected " + expected + ", got " + describe(got)};
+}
+
+// Reads the keys of one JSON object; remembers which were read so that
+// finish() can refuse any key the schema does not know.
+class ObjectReader {
+ public:
+  ObjectReader(const json& object, std::string path) : object_(object), path_(std::move(path)) {
+    if (!object_.is_object()) fail(display_path(), "an object", object_);
+  }
+
+  std::string child_path(std::string_view key) const {
+    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  }
+
+  const json* find(std::string_view key) {
+    known_.insert(std::string(key));
+    auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+
+  void string(std::string_view key, std::string* out) {
+    if (const json* v = find(key)) {
+      if (!v->is_string()) fail(child_path(key), "a string", *v);
+      *out = v->get<std::string>();
+    }
+  }
+
+  void boolean(std::string_view key, bool* out) {
+    if (const json* v = find(key)) {
+      if (!v->is_boolean()) fail(child_path(key), "true or false", *v);
+      *out = v->get<bool>();
+    }
+  }
+
+  void integer(std::string_view key, long long min, long long max, int* out) {
+    if (const json* v = find(key)) {
+      if (!v->is_number_integer() || v->get<long long>() < min || v->get<long long>() > max) {
+        fail(child_path(key), "an integer from " + std::to_string(min) + " to " + std::to_string(max), *v);
+      }
+      *out = static_cast<int>(v->get<long long>());
+    }
+  }
+
+  void milliseconds(std::string_view key, double scale_to_ms, double min, double max,
+                    std::chrono::milliseconds* out) {
+    if (const json* v = find(key)) {
+      if (!v->is_number() || v->get<double>() < min || v->get<double>() > max) {
+        fail(child_path(key), "a number from " + trim(min) + " to " + trim(max), *v);
+      }
+      *out = std::chrono::milliseconds(static_cast<long long>(v->get<double>() * scale_to_ms));
+    }
+  }
+
+  void string_map(std::string_view key, std::map<std::string, std::string>* out) {
+    if (const json* v = find(key)) {
+      std::string path = child_path(key);
+      if (!v->is_object()) fail(path, "an object of strings", *v);
+      for (const auto& [name, value] : v->items()) {
+        if (!value.is_string()) fail(path + "." + name, "a string", value);
+        (*out)[name] = value.get<std::string>();
+      }
+    }
+  }
+
+  void finish() const {
+    for (const auto& [key, value] : object_.items()) {
+      if (!known_.count(key)) throw ConfigError{child_path(key) + ": unknown key"};
+    }
+  }
+
+  std::string display_path() const { return path_.empty() ? "config" : path_; }
+
+ private:
+  static std::string trim(double number) {
+    std::string text = std::to_string(number);
+    text.erase(text.find_last_not_of('0') + 1);
+    if (!text.empty() && text.back() == '.') text.pop_back();
+    return text;
+  }
+
+  const json& object_;
+  std::string path_;
+  std::set<std::string> known_;
+};
+
+void check_env_names(const std::map<std::string, std::string>& env, const std::string& path) {
+  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
+  for (const auto& [name, value] : env) {
+    if (!std::regex_match(name, kName)) {
+      throw ConfigError{path + "." + name + ": expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"};
+    }
+    if (value.find('\0') != std::string::npos) throw ConfigError{path + "." + name + ": value holds a NUL byte"};
+  }
+}
+
+RestartPolicy parse_restart(const std::string& text, const std::string& path) {
+  if (text == "always") return RestartPolicy::always;
+  if (text == "on-failure") return RestartPolicy::on_failure;
+  if (text == "never") return RestartPolicy::never;
+  fail(path, "\"always\", \"on-failure\" or \"never\"", text);
+}
+
+ChildSpec parse_child(const json& value, const std::string& path) {
+  static const std::regex kChildName("[a-z0-9][a-z0-9_-]{0,63}");
+  ObjectReader reader(value, path);
+  ChildSpec child;
+  reader.string("name", &child.name);
+  if (!std::regex_match(child.name, kChildName)) {
+    fail(reader.child_path("name"), "1 to 64 of [a-z0-9_-], starting with a letter or digit", child.name);
+  }
+  const json* argv = reader.find("argv");
+  if (!argv || !argv->is_array() || argv->empty()) {
+    fail(reader.child_path("argv"), "a non-empty array of strings", argv ? *argv : json());
+  }
+  for (size_t i = 0; i < argv->size(); ++i) {
+    const json& arg = (*argv)[i];
+    std::string arg_path = reader.child_path("argv") + "[" + std::to_string(i) + "]";
+    if (!arg.is_string()) fail(arg_path, "a string", arg);
+    if (arg.get<std::string>().find('\0') != std::string::npos) fail(arg_path, "a string without NUL bytes", arg);
+    child.argv.push_back(arg.get<std::string>());
+  }
+  if (child.argv[0].empty()) fail(reader.child_path("argv") + "[0]", "a program name or path", (*argv)[0]);
+  reader.string_map("env", &child.env);
+  check_env_names(child.env, reader.child_path("env"));
+  reader.string("cwd", &child.cwd);
+  if (!child.cwd.empty() && child.cwd[0] != '/') fail(reader.child_path("cwd"), "an absolute path", child.cwd);
+  std::string restart = "on-failure";
+  reader.string("restart", &restart);
+  child.restart = parse_restart(restart, reader.child_path("restart"));
+  reader.milliseconds("backoff_initial_ms", 1, 1, 600'000, &child.backoff_initial);
+  reader.milliseconds("backoff_max_ms", 1, 1, 3'600'000, &child.backoff_max);
+  if (child.backoff_max < child.backoff_initial) {
+    fail(reader.child_path("backoff_max_ms"), "a number no smaller than backoff_initial_ms",
+         static_cast<long long>(child.backoff_max.count()));
+  }
+  reader.integer("max_restarts", 0, 1'000'000, &child.max_restarts);
+  reader.milliseconds("restart_window_seconds", 1000, 1, 86'400, &child.restart_window);
+  reader.finish();
+  return child;
+}
+
+Config parse_document(const json& document) {
+  Config config;
+  ObjectReader root(document, "");
+  root.string("state_dir", &config.state_dir);
+  if (config.state_dir.empty() || config.state_dir[0] != '/') fail("state_dir", "an absolute path", config.state_dir);
+
+  if (const json* log_value = root.find("log")) {
+    ObjectReader log_reader(*log_value, "log");
+    std::string level = "info";
+    log_reader.string("level", &level);
+    if (!log::parse_level(level, &config.log_level)) {
+      fail("log.level", "one of \"trace\", \"debug\", \"info\", \"warn\", \"error\", \"off\"", level);
+    }
+    log_reader.boolean("stderr", &config.log_stderr);
+    log_reader.boolean("file", &config.log_file);
+    log_reader.finish();
+  }
+
+  if (const json* shutdown = root.find("shutdown")) {
+    ObjectReader shutdown_reader(*shutdown, "shutdown");
+    shutdown_reader.milliseconds("grace_seconds", 1000, 0, 3600, &config.shutdown_grace);
+    shutdown_reader.finish();
+  }
+
+  root.string_map("env", &config.env);
+  check_env_names(config.env, "env");
+  root.string_map("secrets", &config.secrets);
+  check_env_names(config.secrets, "secrets");
+
+  if (const json* children = root.find("children")) {
+    if (!children->is_array()) fail("children", "an array of child objects", *children);
+    std::set<std::string> names;
+    for (size_t i = 0; i < children->size(); ++i) {
+      std::string path = "children[" + std::to_string(i) + "]";
+      ChildSpec child = parse_child((*children)[i], path);
+      if (!names.insert(child.name).second) fail(path + ".name", "a name no other child has", child.name);
+      config.children.push_back(std::move(child));
+    }
+  }
+  root.finish();
+  return config;
+}
+
+bool looks_like_base64(std::string_view text) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=' || c == '\n' || c == '\r')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::string> base64_decode(std::string_view text) {
+  auto value_of = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  unsigned buffer = 0;
+  int bits = 0;
+  bool padding = false;
+  for (char c : text) {
+    if (c == '\n' || c == '\r') continue;
+    if (c == '=') {
+      padding = true;
+      continue;
+    }
+    int v = value_of(c);
+    if (v < 0 || padding) return std::nullopt;
+    buffer = (buffer << 6) | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view restart_policy_name(RestartPolicy policy) {
+  switch (policy) {
+    case RestartPolicy::always: return "always";
+    case RestartPolicy::on_failure: return "on-failure";
+    case RestartPolicy::never: return "never";
+  }
+  return "never";
+}
+
+Result<Config> parse_config(std::string_view json_text) {
+  json document;
+  try {
+    document = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    return Status(ErrorCode::invalid_request,
+                  "config: not valid JSON at byte " + std::to_string(e.byte) + " (" + e.what() + ")");
+  }
+  try {
+    return parse_document(document);
+  } catch (const ConfigError& e) {
+    return Status(ErrorCode::invalid_request, e.message);
+  }
+}
+
+Result<std::string> decode_config_env(std::string_view value) {
+  size_t first = value.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && value[first] == '{') return std::string(value);
+  if (looks_like_base64(value)) {
+    if (auto decoded = base64_decode(value)) return *decoded;
+  }
+  return Status(ErrorCode::invalid_request, "GPUBOX_CONFIG: expected a JSON object or its base64 encoding");
+}
+
+std::string config_to_json(const Config& config) {
+  auto seconds = [](std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; };
+  json document;
+  document["state_dir"] = config.state_dir;
+  constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+  document["log"] = {{"level", kLevels[static_cast<int>(config.log_level)]},
+                     {"stderr", config.log_stderr},
+                     {"file", config.log_file}};
+  document["shutdown"] = {{"grace_seconds", seconds(config.shutdown_grace)}};
+  document["env"] = config.env;
+  document["secrets"] = json::object();
+  for (const auto& [name, value] : config.secrets) document["secrets"][name] = "[redacted]";
+  document["children"] = json::array();
+  for (const auto& child : config.children) {
+    json c = {{"name", child.name},
+              {"argv", child.argv},
+              {"env", child.env},
+              {"restart", restart_policy_name(child.restart)},
+              {"backoff_initial_ms", child.backoff_initial.count()},
+              {"backoff_max_ms", child.backoff_max.count()},
+              {"max_restarts", child.max_restarts},
+              {"restart_window_seconds", seconds(child.restart_window)}};
+    if (!child.cwd.empty()) c["cwd"] = child.cwd;
+    document["children"].push_back(std::move(c));
+  }
+  return document.dump(2);
+}
+
+}  // namespace gpubox

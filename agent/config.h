@@ -1,0 +1,53 @@
+// The agent's configuration: one JSON document (docs/config.md), validated
+// strictly before anything starts. Plain data; safe to copy between threads.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/log.h"
+#include "rpc/status.h"
+
+namespace gpubox {
+
+enum class RestartPolicy { always, on_failure, never };
+std::string_view restart_policy_name(RestartPolicy policy);
+
+// One process the supervisor keeps running.
+struct ChildSpec {
+  std::string name;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // added to the agent's environment
+  std::string cwd;                         // empty: the agent's cwd
+  RestartPolicy restart = RestartPolicy::on_failure;
+  std::chrono::milliseconds backoff_initial{100};
+  std::chrono::milliseconds backoff_max{30'000};
+  int max_restarts = 5;                     // more restarts than this within the window: failed
+  std::chrono::milliseconds restart_window{60'000};
+};
+
+struct Config {
+  std::string state_dir = "/run/gpubox";
+  log::Level log_level = log::Level::info;
+  bool log_stderr = true;
+  bool log_file = true;
+  std::chrono::milliseconds shutdown_grace{10'000};
+  std::map<std::string, std::string> env;      // added to every child's environment
+  std::map<std::string, std::string> secrets;  // like env; values are never logged
+  std::vector<ChildSpec> children;
+};
+
+// Parses and validates a whole config document. Errors name the key path and
+// what is expected, e.g. "shutdown.grace_seconds: expected a number from 0 to 3600, got \"x\"".
+Result<Config> parse_config(std::string_view json_text);
+
+// GPUBOX_CONFIG holds the JSON text itself or its base64 encoding; returns the JSON text.
+Result<std::string> decode_config_env(std::string_view value);
+
+// The config as JSON in the schema's own shape, secret values redacted.
+std::string config_to_json(const Config& config);
+
+}  // namespace gpubox

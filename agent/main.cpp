@@ -1,0 +1,33 @@
+// gpubox-agent: parses, wires and runs. Logic lives in gpubox_agent_core.
+#include <cstdio>
+#include <cstdlib>
+
+#include "agent/agent.h"
+#include "agent/signals.h"
+#include "agent/version.h"
+
+int main(int argc, char** argv) {
+  // Before any thread exists, so that every thread inherits the mask.
+  gpubox::block_signals();
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto line = gpubox::parse_command_line(args, std::getenv("GPUBOX_CONFIG"));
+  if (!line) {
+    std::fprintf(stderr, "gpubox-agent: %s\n", line.status().message().c_str());
+    return gpubox::kExitUsage;
+  }
+  switch (line->mode) {
+    case gpubox::CommandLine::Mode::version:
+      std::printf("gpubox-agent %s (protocol %d)\n", gpubox::kVersion, gpubox::kProtocolVersion);
+      return 0;
+    case gpubox::CommandLine::Mode::help:
+      std::fputs(gpubox::kUsage, stdout);
+      return 0;
+    case gpubox::CommandLine::Mode::check_config:
+      std::printf("%s\n", gpubox::config_to_json(line->config).c_str());
+      return 0;
+    case gpubox::CommandLine::Mode::run:
+      break;
+  }
+  return gpubox::Agent(std::move(*line)).run();
+}

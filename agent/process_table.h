@@ -1,0 +1,86 @@
+// ProcessTable: spawns children and routes every reaped exit status to the
+// callback registered for its pid, so a waiter never loses a status to the
+// global reap. spawn() may be called from any thread; reap() belongs to the
+// event-loop thread, which also runs every callback.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rpc/status.h"
+
+namespace gpubox {
+
+// How a process ended: an exit code, or the signal that killed it.
+struct ExitStatus {
+  int code = 0;    // valid when signal == 0
+  int signal = 0;  // non-zero when killed by a signal
+  bool core_dumped = false;
+
+  static ExitStatus from_wait_status(int wait_status);
+  bool success() const { return signal == 0 && code == 0; }
+  // The shell's convention: the code, or 128 + signal.
+  int shell_code() const { return signal ? 128 + signal : code; }
+  // "exited with code 3" / "killed by SIGKILL".
+  std::string describe() const;
+};
+
+struct SpawnOptions {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
+  std::vector<std::string> env;   // the whole environment, "NAME=value"
+  std::string cwd;                // empty: inherit
+  bool new_session = false;       // setsid(); otherwise a new process group (setpgid)
+  int stdin_fd = -1;              // -1: inherit the agent's
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+// Starts processes; an interface so the supervisor can be tested with a fake.
+class ProcessLauncher {
+ public:
+  using ExitCallback = std::function<void(pid_t pid, ExitStatus status)>;
+  virtual ~ProcessLauncher() = default;
+  // Starts a child in its own process group (or session). The child's signal
+  // mask is emptied and every disposition reset before exec. A program that
+  // cannot be executed is an error (not_found or permission_denied), not a child.
+  virtual Result<pid_t> spawn(const SpawnOptions& options, ExitCallback on_exit) = 0;
+  // Sends sig to the process group led by pgid; false when none exists.
+  virtual bool signal_group(pid_t pgid, int sig) = 0;
+};
+
+class ProcessTable final : public ProcessLauncher {
+ public:
+  ProcessTable() = default;
+  ProcessTable(const ProcessTable&) = delete;
+  ProcessTable& operator=(const ProcessTable&) = delete;
+
+  Result<pid_t> spawn(const SpawnOptions& options, ExitCallback on_exit) override;
+  bool signal_group(pid_t pgid, int sig) override;
+
+  // Reaps every exited child (waitpid(-1, WNOHANG)), orphans included, and
+  // runs the callback of each that has one. Returns how many were reaped.
+  int reap();
+  // False once a reap found that no child at all is left (ECHILD).
+  bool has_children() const;
+  // Pids spawned through this table and not yet reaped.
+  std::vector<pid_t> live_pids() const;
+
+ private:
+  mutable std::mutex mutex_;
+  // State below is protected by mutex_. waitpid runs under it too, so a child
+  // cannot be reaped between its spawn and the registration of its callback.
+  std::unordered_map<pid_t, ExitCallback> waiters_;
+  bool no_children_ = false;
+};
+
+// Process-wide environment as "NAME=value" strings, with overrides applied
+// and the names in `remove` left out.
+std::vector<std::string> build_environment(const std::vector<std::pair<std::string, std::string>>& overrides,
+                                           const std::vector<std::string>& remove = {});
+
+}  // namespace gpubox

@@ -1,0 +1,18 @@
+# Third-party libraries. Everything PID 1 links is linked statically:
+# libzmq from build/deps (scripts/setup.sh), spdlog and fmt header-only.
+find_package(Threads REQUIRED)
+find_package(nlohmann_json REQUIRED)
+
+add_library(gpubox_spdlog INTERFACE)
+target_compile_definitions(gpubox_spdlog INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY SPDLOG_FMT_EXTERNAL SPDLOG_PREVENT_CHILD_FD)
+
+find_library(GPUBOX_ZMQ_STATIC NAMES libzmq.a PATHS ${GPUBOX_DEPS_DIR}/lib NO_DEFAULT_PATH)
+find_library(GPUBOX_SODIUM_STATIC NAMES libsodium.a)
+if(GPUBOX_ZMQ_STATIC AND GPUBOX_SODIUM_STATIC)
+  add_library(gpubox_zmq INTERFACE)
+  target_include_directories(gpubox_zmq INTERFACE ${GPUBOX_DEPS_DIR}/include)
+  target_link_libraries(gpubox_zmq INTERFACE ${GPUBOX_ZMQ_STATIC} ${GPUBOX_SODIUM_STATIC} Threads::Threads)
+  target_compile_definitions(gpubox_zmq INTERFACE ZMQ_STATIC)
+else()
+  message(FATAL_ERROR "static libzmq not found under ${GPUBOX_DEPS_DIR}: run scripts/setup.sh first")
+endif()

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs every Debian package gpubox needs and builds a static libzmq from
+# Debian's own source package. Idempotent: a second run installs nothing and
+# reuses the libzmq already built under build/deps.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+deps="$root/build/deps"
+
+packages=(
+  build-essential cmake ninja-build pkg-config file git dpkg-dev util-linux procps
+  clang libclang-rt-14-dev
+  xeus-dev cppzmq-dev libsodium-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev
+  nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev
+  libarchive-dev libzstd-dev liblz4-dev libacl1-dev libbz2-dev liblzma-dev zlib1g-dev nettle-dev
+  python3 python3-zmq python3-msgpack python3-jupyter-client python3-nbclient
+  python3-ipykernel python3-jupyter-kernel-test
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+# deb-src for the same suites as the binary sources, so `apt-get source` works.
+src_list=/etc/apt/sources.list.d/gpubox-deb-src.sources
+need_update=0
+if [ ! -f "$src_list" ]; then
+  sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$src_list"
+  need_update=1
+fi
+if [ ${#missing[@]} -gt 0 ] || [ ! -f "$deps/lib/libzmq.a" ]; then
+  [ ${#missing[@]} -gt 0 ] && need_update=1
+  if [ "$need_update" = 1 ]; then apt-get update -qq; fi
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -f "$deps/lib/libzmq.a" ]; then
+  echo "setup: building static libzmq from Debian's zeromq3 source (once; cached in build/deps)"
+  rm -rf "$deps/src" && mkdir -p "$deps/src"
+  (cd "$deps/src" && apt-get source -qq zeromq3 >/dev/null 2>&1)
+  zsrc=$(find "$deps/src" -maxdepth 1 -type d -name 'zeromq3-*' | head -n1)
+  cmake -S "$zsrc" -B "$deps/src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX="$deps" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+    -DBUILD_SHARED=OFF -DBUILD_STATIC=ON -DBUILD_TESTS=OFF -DENABLE_DRAFTS=OFF \
+    -DWITH_LIBSODIUM=ON -DENABLE_CURVE=ON -DWITH_LIBBSD=OFF \
+    -DWITH_GSSAPI=OFF -DWITH_NORM=OFF -DWITH_OPENPGM=OFF -DWITH_VMCI=OFF \
+    -DWITH_DOCS=OFF -DENABLE_CPACK=OFF >/dev/null
+  cmake --build "$deps/src/build" >/dev/null
+  cmake --install "$deps/src/build" >/dev/null
+  rm -rf "$deps/src"
+fi
+echo "setup: ok"
