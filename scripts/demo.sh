@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds, and runs the local demo,
+# telling in plain words what happens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh default >/dev/null
+exec scripts/demo_pid1.sh build/bin/gpubox-agent
