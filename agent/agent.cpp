@@ -7,6 +7,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <future>
+#include <set>
+
+#include "agent/methods/methods.h"
+#include "rpc/keys.h"
 
 #include "agent/signals.h"
 
@@ -14,7 +20,81 @@ namespace gpubox {
 
 Agent::Agent(CommandLine options) : options_(std::move(options)), is_pid1_(::getpid() == 1) {}
 
-Agent::~Agent() = default;
+Agent::~Agent() { server_.reset(); }
+
+namespace {
+
+Result<std::string> read_secret_key(const RpcConfig& rpc) {
+  if (!rpc.secret_key.empty() || rpc.secret_key_file.empty()) return rpc.secret_key;
+  std::ifstream in(rpc.secret_key_file);
+  std::string key;
+  if (!in || !std::getline(in, key)) {
+    return Status(ErrorCode::not_found, "cannot read rpc.secret_key_file '" + rpc.secret_key_file + "'");
+  }
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (!rpc::is_z85_key(key)) {
+    return Status(ErrorCode::invalid_request, "rpc.secret_key_file '" + rpc.secret_key_file + "': expected a 40-character Z85 key");
+  }
+  return key;
+}
+
+}  // namespace
+
+Status Agent::start_rpc() {
+  const RpcConfig& rpc = options_.config.rpc;
+  if (rpc.endpoints.empty()) return Status::ok();
+  AgentHooks hooks;
+  hooks.request_shutdown = [this] { loop_->post([this] { begin_shutdown("sys.shutdown"); }); };
+  hooks.components = [this] { return components(); };
+  hooks.accepting_work = [this] { return accepting_work_.load(); };
+  hooks.child_env.assign(options_.config.env.begin(), options_.config.env.end());
+  hooks.child_env.insert(hooks.child_env.end(), options_.config.secrets.begin(), options_.config.secrets.end());
+
+  rpc::ServerOptions server;
+  server.endpoints = rpc.endpoints;
+  auto secret = read_secret_key(rpc);
+  if (!secret) return secret.status();
+  server.secret_key = *secret;
+  server.authorized = std::make_shared<rpc::AuthorizedKeys>(rpc.authorized_keys, rpc.authorized_keys_file);
+  server.limits.max_in_flight = static_cast<std::size_t>(rpc.max_in_flight);
+  server.limits.max_body_bytes = static_cast<std::size_t>(rpc.max_body_bytes);
+  server.limits.max_message_bytes = static_cast<std::size_t>(rpc.max_message_bytes);
+  server.max_workers = static_cast<std::size_t>(rpc.max_workers);
+
+  add_sys_methods(methods_, hooks, server.limits);
+  add_proc_methods(methods_, processes_, hooks);
+  add_fs_methods(methods_);
+  auto started = rpc::Server::start(std::move(server), methods_);
+  if (!started) return started.status();
+  server_ = std::move(*started);
+  std::string endpoints;
+  for (const auto& endpoint : server_->endpoints()) endpoints += (endpoints.empty() ? "" : " ") + endpoint;
+  log::info("rpc listening", {{"endpoints", endpoints}, {"public_key", server_->public_key()}});
+  return Status::ok();
+}
+
+nlohmann::json Agent::components() {
+  // The supervisor belongs to the loop thread: ask it there.
+  auto promise = std::make_shared<std::promise<nlohmann::json>>();
+  auto answer = promise->get_future();
+  loop_->post([this, promise] {
+    nlohmann::json children = nlohmann::json::object();
+    for (const auto& child : supervisor_->list()) {
+      nlohmann::json entry = {{"state", child_state_name(child.state)}, {"restarts", child.restarts}};
+      if (child.pid) entry["pid"] = child.pid;
+      if (child.last_exit) entry["last_exit"] = child.last_exit->describe();
+      if (!child.last_error.empty()) entry["last_error"] = child.last_error;
+      children[child.name] = std::move(entry);
+    }
+    promise->set_value(nlohmann::json{{"rpc", {{"state", "ready"}}},
+                                      {"shutdown", {{"state", stopping_ ? "stopping" : "running"}}},
+                                      {"children", std::move(children)}});
+  });
+  if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+    return nlohmann::json{{"rpc", {{"state", "ready"}}}, {"children", {{"state", "unknown: the agent's loop is busy"}}}};
+  }
+  return answer.get();
+}
 
 Status Agent::open_state_dir() {
   std::error_code error;
@@ -69,6 +149,12 @@ int Agent::run() {
                                {"mode", is_pid1_ ? "pid1" : "subreaper"},
                                {"state_dir", config.state_dir},
                                {"children", static_cast<int>(config.children.size())}});
+  if (Status rpc = start_rpc(); !rpc) {
+    std::fprintf(stderr, "gpubox-agent: cannot start RPC: %s\n", rpc.message().c_str());
+    log::error("rpc could not start", {{"error", rpc.message()}});
+    log::flush();
+    return kExitNoStart;
+  }
   if (!options_.command.empty()) {
     Status main_started = start_main_command();
     if (!main_started) {
@@ -84,6 +170,7 @@ int Agent::run() {
   }
   signal_ready();
   loop_->run();
+  server_.reset();  // answers calls still in flight before the process table goes
 
   log::info("agent exiting", {{"exit_code", exit_code_}, {"killed_after_grace", killed_}});
   log::flush();
@@ -162,13 +249,23 @@ void Agent::reap() {
 void Agent::begin_shutdown(std::string_view reason) {
   if (stopping_) return;
   stopping_ = true;
+  accepting_work_ = false;
   log::info("shutting down", {{"reason", reason}, {"grace_ms", static_cast<long long>(options_.config.shutdown_grace.count())}});
-  supervisor_->stop_all([] {});
-  if (main_pid_ > 0) processes_.signal_group(main_pid_, SIGTERM);
+  // Scheduled before stop_all() arms the supervisor's own kill timers (same
+  // grace, due a moment later), so this one fires first and a KILL after the
+  // grace is always counted in the exit status.
   grace_timer_ = loop_->schedule(options_.config.shutdown_grace, [this] {
     grace_timer_ = 0;
     kill_everything();
   });
+  supervisor_->stop_all([] {});
+  if (main_pid_ > 0) processes_.signal_group(main_pid_, SIGTERM);
+  // Processes started over RPC (proc.exec, proc.spawn) are neither main nor supervised.
+  std::set<pid_t> supervised;
+  for (const auto& child : supervisor_->list()) supervised.insert(child.pid);
+  for (pid_t pid : processes_.live_pids()) {
+    if (pid != main_pid_ && !supervised.count(pid)) processes_.signal_group(pid, SIGTERM);
+  }
   finish_if_done();
 }
 

@@ -4,6 +4,7 @@
 // once, on the main thread, which then is the event-loop thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -11,6 +12,7 @@
 #include "agent/event_loop.h"
 #include "agent/process_table.h"
 #include "agent/supervisor.h"
+#include "rpc/server.h"
 
 namespace gpubox {
 
@@ -38,6 +40,8 @@ class Agent {
 
  private:
   Status open_state_dir();
+  Status start_rpc();
+  nlohmann::json components();
   Status start_main_command();
   void signal_ready();
   void handle_signals();
@@ -53,6 +57,9 @@ class Agent {
   std::unique_ptr<EventLoop> loop_;
   ProcessTable processes_;
   std::unique_ptr<Supervisor> supervisor_;
+  rpc::MethodRegistry methods_;
+  std::unique_ptr<rpc::Server> server_;  // destroyed before the loop and the process table
+  std::atomic<bool> accepting_work_{true};
 
   // Event-loop thread only.
   pid_t main_pid_ = 0;

@@ -1,5 +1,7 @@
 #include "agent/config.h"
 
+#include "rpc/keys.h"
+
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -163,6 +165,58 @@ ChildSpec parse_child(const json& value, const std::string& path) {
   return child;
 }
 
+void parse_key_list(ObjectReader& reader, std::string_view key, std::vector<std::string>* out) {
+  const json* list = reader.find(key);
+  if (!list) return;
+  std::string path = reader.child_path(key);
+  if (!list->is_array()) fail(path, "an array of Z85 public keys", *list);
+  for (size_t i = 0; i < list->size(); ++i) {
+    const json& item = (*list)[i];
+    if (!item.is_string() || !rpc::is_z85_key(item.get<std::string>())) {
+      fail(path + "[" + std::to_string(i) + "]", "a 40-character Z85 public key", item);
+    }
+    out->push_back(item.get<std::string>());
+  }
+}
+
+void parse_rpc(const json& value, RpcConfig* rpc) {
+  ObjectReader reader(value, "rpc");
+  if (const json* endpoints = reader.find("endpoints")) {
+    if (!endpoints->is_array()) fail("rpc.endpoints", "an array of ipc:// or tcp:// endpoints", *endpoints);
+    rpc->endpoints_given = true;
+    for (size_t i = 0; i < endpoints->size(); ++i) {
+      const json& item = (*endpoints)[i];
+      std::string path = "rpc.endpoints[" + std::to_string(i) + "]";
+      if (!item.is_string()) fail(path, "a string", item);
+      std::string endpoint = item.get<std::string>();
+      bool ipc = endpoint.rfind("ipc:///", 0) == 0 && endpoint.size() > 7;
+      bool tcp = endpoint.rfind("tcp://", 0) == 0 && endpoint.find(':', 6) != std::string::npos;
+      if (!ipc && !tcp) fail(path, "ipc:///ABSOLUTE/PATH or tcp://HOST:PORT", item);
+      rpc->endpoints.push_back(endpoint);
+    }
+  }
+  reader.string("secret_key", &rpc->secret_key);
+  if (!rpc->secret_key.empty() && !rpc::is_z85_key(rpc->secret_key)) {
+    throw ConfigError{"rpc.secret_key: expected a 40-character Z85 secret key"};  // never echo a secret
+  }
+  reader.string("secret_key_file", &rpc->secret_key_file);
+  parse_key_list(reader, "authorized_keys", &rpc->authorized_keys);
+  reader.string("authorized_keys_file", &rpc->authorized_keys_file);
+  reader.integer("max_in_flight", 1, 1'000'000, &rpc->max_in_flight);
+  reader.integer("max_workers", 1, 4096, &rpc->max_workers);
+  reader.integer("max_body_bytes", 1024, 64 << 20, &rpc->max_body_bytes);
+  reader.integer("max_message_bytes", 1 << 16, 1 << 30, &rpc->max_message_bytes);
+  reader.finish();
+  bool has_tcp = false;
+  for (const auto& endpoint : rpc->endpoints) has_tcp |= endpoint.rfind("tcp://", 0) == 0;
+  if (has_tcp && rpc->secret_key.empty() && rpc->secret_key_file.empty()) {
+    throw ConfigError{"rpc.secret_key: required with a tcp:// endpoint (or rpc.secret_key_file)"};
+  }
+  if (has_tcp && rpc->authorized_keys.empty() && rpc->authorized_keys_file.empty()) {
+    throw ConfigError{"rpc.authorized_keys: required with a tcp:// endpoint (or rpc.authorized_keys_file)"};
+  }
+}
+
 Config parse_document(const json& document) {
   Config config;
   ObjectReader root(document, "");
@@ -202,6 +256,8 @@ Config parse_document(const json& document) {
       config.children.push_back(std::move(child));
     }
   }
+  if (const json* rpc = root.find("rpc")) parse_rpc(*rpc, &config.rpc);
+  if (!config.rpc.endpoints_given) config.rpc.endpoints = {"ipc://" + config.state_dir + "/rpc.sock"};
   root.finish();
   return config;
 }
@@ -307,6 +363,16 @@ std::string config_to_json(const Config& config) {
     if (!child.cwd.empty()) c["cwd"] = child.cwd;
     document["children"].push_back(std::move(c));
   }
+  json rpc = {{"endpoints", config.rpc.endpoints},
+              {"authorized_keys", config.rpc.authorized_keys},
+              {"max_in_flight", config.rpc.max_in_flight},
+              {"max_workers", config.rpc.max_workers},
+              {"max_body_bytes", config.rpc.max_body_bytes},
+              {"max_message_bytes", config.rpc.max_message_bytes}};
+  if (!config.rpc.secret_key.empty()) rpc["secret_key"] = "[redacted]";
+  if (!config.rpc.secret_key_file.empty()) rpc["secret_key_file"] = config.rpc.secret_key_file;
+  if (!config.rpc.authorized_keys_file.empty()) rpc["authorized_keys_file"] = config.rpc.authorized_keys_file;
+  document["rpc"] = std::move(rpc);
   return document.dump(2);
 }
 

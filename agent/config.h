@@ -29,6 +29,21 @@ struct ChildSpec {
   std::chrono::milliseconds restart_window{60'000};
 };
 
+// The RPC endpoint set (rpc/PROTOCOL.md).
+struct RpcConfig {
+  // Default: one ipc:// socket, STATE_DIR/rpc.sock. An empty list disables RPC.
+  std::vector<std::string> endpoints;
+  bool endpoints_given = false;
+  std::string secret_key;            // Z85; never logged. Or:
+  std::string secret_key_file;       // a file holding it
+  std::vector<std::string> authorized_keys;  // client public keys (Z85)
+  std::string authorized_keys_file;  // one key per line; re-read when it changes
+  int max_in_flight = 256;
+  int max_workers = 64;
+  int max_body_bytes = 1 << 20;
+  int max_message_bytes = 64 << 20;
+};
+
 struct Config {
   std::string state_dir = "/run/gpubox";
   log::Level log_level = log::Level::info;
@@ -38,6 +53,7 @@ struct Config {
   std::map<std::string, std::string> env;      // added to every child's environment
   std::map<std::string, std::string> secrets;  // like env; values are never logged
   std::vector<ChildSpec> children;
+  RpcConfig rpc;
 };
 
 // Parses and validates a whole config document. Errors name the key path and

@@ -1,0 +1,34 @@
+// The agent's RPC methods, registered on a MethodRegistry. Handlers run on
+// the RPC server's worker threads (sys.ping on its I/O thread).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "agent/process_table.h"
+#include "rpc/server.h"
+
+namespace gpubox {
+
+// What the methods may ask of the rest of the agent. Every function may be
+// called from any thread.
+struct AgentHooks {
+  // Starts the agent's graceful shutdown.
+  std::function<void()> request_shutdown;
+  // Readiness of each component: {"rpc": {"state": "ready"}, "children": {...}}.
+  std::function<nlohmann::json()> components;
+  // False once shutdown began: methods that start work refuse it.
+  std::function<bool()> accepting_work;
+  // Environment overrides applied to every process the agent starts (config env and secrets).
+  std::vector<std::pair<std::string, std::string>> child_env;
+};
+
+// sys.ping, sys.info, sys.shutdown.
+void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, const rpc::Limits& limits);
+// proc.exec, proc.spawn, proc.signal, proc.list.
+void add_proc_methods(rpc::MethodRegistry& methods, ProcessLauncher& launcher, const AgentHooks& hooks);
+// fs.read, fs.write, fs.list, fs.stat, fs.mkdir, fs.remove, fs.move.
+void add_fs_methods(rpc::MethodRegistry& methods);
+
+}  // namespace gpubox

@@ -1,0 +1,34 @@
+// AuthorizedKeys: the allow-list of client public keys (Z85). Keys come from
+// a fixed list and, optionally, a file (one key per line, '#' comments) that
+// is re-read whenever its modification time changes, so a key removed from
+// the file is refused from the next message on. Any thread.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gpubox::rpc {
+
+class AuthorizedKeys {
+ public:
+  AuthorizedKeys(std::vector<std::string> keys, std::string file = {});
+
+  bool allows(const std::string& public_key);
+  void set_keys(std::vector<std::string> keys);
+
+ private:
+  void refresh_from_file();  // REQUIRES: mutex_ held
+
+  std::mutex mutex_;
+  // State below is protected by mutex_.
+  std::set<std::string> fixed_;
+  std::set<std::string> from_file_;
+  std::string file_;
+  std::chrono::steady_clock::time_point last_check_{};
+  std::int64_t file_mtime_ns_ = -1;
+};
+
+}  // namespace gpubox::rpc

@@ -1,0 +1,115 @@
+#include "rpc/call.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace gpubox::rpc {
+namespace {
+
+void raise_fd(int fd) {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
+}
+
+void lower_fd(int fd) {
+  std::uint64_t value;
+  [[maybe_unused]] auto n = ::read(fd, &value, sizeof value);
+}
+
+}  // namespace
+
+CallState::CallState(std::uint64_t id_, std::string method_, std::optional<Clock::time_point> deadline_,
+                     std::uint64_t window_)
+    : id(id_),
+      method(std::move(method_)),
+      deadline(deadline_),
+      window(window_),
+      stop_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      data_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      credit_out(window_) {}
+
+CallState::~CallState() {
+  if (stop_fd >= 0) ::close(stop_fd);
+  if (data_fd >= 0) ::close(data_fd);
+}
+
+bool CallState::stop(Status reason) {
+  {
+    std::lock_guard lock(mutex);
+    if (finished) return false;
+    finished = true;
+    stop_reason = std::move(reason);
+  }
+  raise_fd(stop_fd);
+  changed.notify_all();
+  return true;
+}
+
+bool CallState::finish() {
+  std::lock_guard lock(mutex);
+  if (finished) return false;
+  finished = true;
+  return true;
+}
+
+CallContext::CallContext(std::shared_ptr<CallState> state, nlohmann::json params,
+                         std::vector<zmq::message_t> attachments, std::string peer, Send send)
+    : state_(std::move(state)),
+      params_(std::move(params)),
+      attachments_(std::move(attachments)),
+      peer_(std::move(peer)),
+      send_(std::move(send)) {}
+
+Status CallContext::stop_reason() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stop_reason;
+}
+
+bool CallContext::wait_stopped(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(state_->mutex);
+  return state_->changed.wait_for(lock, timeout, [&] { return !state_->stop_reason.is_ok(); });
+}
+
+Status CallContext::send_data(const nlohmann::json& body, std::vector<zmq::message_t> attachments) {
+  {
+    std::unique_lock lock(state_->mutex);
+    state_->changed.wait(lock, [&] { return state_->credit_out > 0 || !state_->stop_reason.is_ok(); });
+    if (!state_->stop_reason.is_ok()) return state_->stop_reason;
+    if (state_->finished) return Status(ErrorCode::internal, "send_data after the call finished");
+    --state_->credit_out;
+  }
+  Outgoing out;
+  out.header.id = state_->id;
+  out.header.kind = Kind::data;
+  out.body = encode_body(body);
+  out.attachments = std::move(attachments);
+  send_(std::move(out));
+  return Status::ok();
+}
+
+void CallContext::grant_credit(std::uint64_t credit) {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->finished) return;
+    state_->credit_in += credit;
+  }
+  Outgoing out;
+  out.header.id = state_->id;
+  out.header.kind = Kind::credit;
+  out.header.credit = credit;
+  out.body = encode_body(nlohmann::json::object());
+  send_(std::move(out));
+}
+
+Result<std::optional<Incoming>> CallContext::receive_data(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(state_->mutex);
+  state_->changed.wait_for(lock, timeout, [&] { return !state_->inbox.empty() || !state_->stop_reason.is_ok(); });
+  if (!state_->stop_reason.is_ok()) return state_->stop_reason;
+  if (state_->inbox.empty()) return std::optional<Incoming>();
+  Incoming next = std::move(state_->inbox.front());
+  state_->inbox.pop_front();
+  if (state_->inbox.empty()) lower_fd(state_->data_fd);
+  return std::optional<Incoming>(std::move(next));
+}
+
+}  // namespace gpubox::rpc

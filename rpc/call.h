@@ -1,0 +1,111 @@
+// One request in flight, as a method handler sees it. A handler runs on one
+// worker thread (or, for inline methods, on the server's I/O thread) and uses
+// its CallContext from that thread only; the server's I/O thread feeds it
+// credit, client DATA and cancellation through the shared CallState.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "rpc/protocol.h"
+#include "rpc/status.h"
+
+namespace gpubox::rpc {
+
+using Clock = std::chrono::steady_clock;
+
+// A DATA message from the client.
+struct Incoming {
+  nlohmann::json body;
+  std::vector<zmq::message_t> attachments;
+};
+
+// Frames the server's I/O thread sends for a call; final marks RESULT/ERROR.
+struct Outgoing {
+  Header header;
+  std::string body;
+  std::vector<zmq::message_t> attachments;
+};
+
+// State shared by the I/O thread and the handler's thread.
+struct CallState {
+  CallState(std::uint64_t id, std::string method, std::optional<Clock::time_point> deadline, std::uint64_t window);
+  ~CallState();
+  CallState(const CallState&) = delete;
+  CallState& operator=(const CallState&) = delete;
+
+  // Marks the call stopped (cancelled, deadline, shutdown) unless it already
+  // finished. Returns true when this call did the marking.
+  bool stop(Status reason);
+  // Marks the call finished; false when it had already finished or stopped.
+  bool finish();
+
+  const std::uint64_t id;
+  const std::string method;
+  const std::optional<Clock::time_point> deadline;
+  const std::uint64_t window;
+  // Readable once stopped: lets poll()-based handlers wake on cancellation.
+  const int stop_fd;
+  // Readable while DATA is queued.
+  const int data_fd;
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  // State below is protected by mutex.
+  std::uint64_t credit_out = 0;       // DATA the client is ready to receive
+  std::uint64_t credit_in = 0;        // DATA the client may still send
+  std::deque<Incoming> inbox;
+  bool finished = false;
+  Status stop_reason;                 // not ok once stopped
+};
+
+class CallContext {
+ public:
+  using Send = std::function<void(Outgoing&&)>;
+  CallContext(std::shared_ptr<CallState> state, nlohmann::json params, std::vector<zmq::message_t> attachments,
+              std::string peer, Send send);
+
+  std::uint64_t id() const { return state_->id; }
+  const std::string& method() const { return state_->method; }
+  const nlohmann::json& params() const { return params_; }
+  std::vector<zmq::message_t>& attachments() { return attachments_; }
+  // The client's public key (Z85), or "local" on an ipc endpoint.
+  const std::string& peer() const { return peer_; }
+  std::optional<Clock::time_point> deadline() const { return state_->deadline; }
+
+  // Not ok once the call was cancelled, passed its deadline or the server stops.
+  Status stop_reason() const;
+  bool stopped() const { return !stop_reason().is_ok(); }
+  int stop_fd() const { return state_->stop_fd; }
+  // Waits until stopped or timeout passes; true when stopped.
+  bool wait_stopped(std::chrono::milliseconds timeout) const;
+
+  // Sends one DATA message; waits while the client has no credit left. Fails
+  // with the stop reason when the call stops while waiting.
+  Status send_data(const nlohmann::json& body, std::vector<zmq::message_t> attachments = {});
+  // Lets the client send `credit` more DATA messages.
+  void grant_credit(std::uint64_t credit);
+  // The next DATA message, waiting up to timeout (nullopt when none came).
+  // Fails with the stop reason once stopped.
+  Result<std::optional<Incoming>> receive_data(std::chrono::milliseconds timeout);
+  int data_fd() const { return state_->data_fd; }
+
+ private:
+  std::shared_ptr<CallState> state_;
+  nlohmann::json params_;
+  std::vector<zmq::message_t> attachments_;
+  std::string peer_;
+  Send send_;
+};
+
+}  // namespace gpubox::rpc

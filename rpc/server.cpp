@@ -1,0 +1,519 @@
+#include "rpc/server.h"
+
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <set>
+#include <zmq_addon.hpp>
+
+#include "rpc/keys.h"
+#include "rpc/worker_pool.h"
+
+namespace gpubox::rpc {
+
+void MethodRegistry::add(std::string name, Handler handler, Dispatch dispatch) {
+  methods_[std::move(name)] = Method{std::move(handler), dispatch};
+}
+
+const MethodRegistry::Method* MethodRegistry::find(const std::string& name) const {
+  auto it = methods_.find(name);
+  return it == methods_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> MethodRegistry::names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, method] : methods_) names.push_back(name);
+  return names;
+}
+
+namespace {
+
+// Identifies a call: which socket, which connection (routing id), which id.
+struct CallKey {
+  std::size_t socket;
+  std::string routing_id;
+  std::uint64_t id;
+  auto operator<=>(const CallKey&) const = default;
+};
+using PeerKey = std::pair<std::size_t, std::string>;
+
+struct Queued {
+  std::size_t socket;
+  std::string routing_id;
+  Outgoing message;
+  std::shared_ptr<CallState> finished_call;  // set on RESULT/ERROR of a registered call
+};
+
+std::string z85_of(const void* key32) {
+  char text[41];
+  zmq_z85_encode(text, static_cast<const std::uint8_t*>(key32), 32);
+  return text;
+}
+
+Outgoing error_message(std::uint64_t id, const Status& status) {
+  Outgoing out;
+  out.header.id = id;
+  out.header.kind = Kind::error;
+  out.body = encode_body(error_body(status));
+  return out;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(ServerOptions opts, const MethodRegistry& registry)
+      : options(std::move(opts)), methods(registry), pool(options.max_workers),
+        outbox_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~Impl() {
+    if (outbox_fd >= 0) ::close(outbox_fd);
+  }
+
+  Status bind(const std::string& endpoint, std::vector<std::string>* bound);
+  void start_zap();
+  void zap_loop();
+  void io_loop();
+  void receive(std::size_t socket);
+  void handle(std::size_t socket, std::vector<zmq::message_t>& frames);
+  void start_call(std::size_t socket, const std::string& routing_id, const std::string& peer, const Header& header,
+                  std::vector<zmq::message_t>& frames);
+  void deliver_data(const CallKey& key, std::vector<zmq::message_t>& frames);
+  void stop_call(const CallKey& key, const std::shared_ptr<CallState>& state, const Status& reason);
+  void erase_call(const CallKey& key);
+  void expire_deadlines();
+  int next_deadline_ms() const;
+  void enqueue(Queued&& queued);
+  void drain_outbox();
+  void send_now(std::size_t socket, const std::string& routing_id, Outgoing& message);
+
+  ServerOptions options;
+  const MethodRegistry& methods;
+  zmq::context_t context{1};
+  std::vector<std::unique_ptr<zmq::socket_t>> sockets;  // owned by the I/O thread once it runs
+  std::vector<bool> curve;                              // per socket: CURVE and the allow-list apply
+  std::unique_ptr<zmq::socket_t> zap_socket;            // owned by the ZAP thread
+  std::thread zap_thread;
+  std::thread io_thread;
+  std::thread::id io_thread_id;
+  WorkerPool pool;
+  std::atomic<bool> stopping{false};
+  std::atomic<std::uint64_t> calls_total{0}, in_flight_total{0}, rejected_total{0};
+
+  const int outbox_fd;  // raised when the outbox gains messages from other threads
+  std::mutex outbox_mutex;
+  std::vector<Queued> outbox;  // guarded by outbox_mutex
+
+  // I/O thread only.
+  std::map<CallKey, std::shared_ptr<CallState>> calls;
+  std::map<PeerKey, std::size_t> in_flight_per_peer;
+  std::set<std::pair<Clock::time_point, CallKey>> deadlines;
+};
+
+void Server::Impl::start_zap() {
+  zap_socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::rep);
+  zap_socket->set(zmq::sockopt::linger, 0);
+  zap_socket->bind("inproc://zeromq.zap.01");
+  zap_thread = std::thread([this] { zap_loop(); });
+}
+
+// ZAP (RFC 27): admits a CURVE client only when its public key is on the allow-list.
+void Server::Impl::zap_loop() {
+  try {
+    while (true) {
+      std::vector<zmq::message_t> request;
+      if (!zmq::recv_multipart(*zap_socket, std::back_inserter(request))) continue;
+      if (request.size() < 6) continue;
+      std::string mechanism = request[5].to_string();
+      std::string key;
+      bool allowed = false;
+      if (mechanism == "CURVE" && request.size() >= 7 && request[6].size() == 32) {
+        key = z85_of(request[6].data());
+        allowed = options.authorized && options.authorized->allows(key);
+      }
+      std::array<zmq::const_buffer, 6> reply = {
+          zmq::str_buffer("1.0"), zmq::buffer(request[1].data(), request[1].size()),
+          allowed ? zmq::str_buffer("200") : zmq::str_buffer("400"),
+          allowed ? zmq::str_buffer("OK") : zmq::str_buffer("client key not authorized"),
+          zmq::buffer(key), zmq::str_buffer("")};
+      zmq::send_multipart(*zap_socket, reply);
+    }
+  } catch (const zmq::error_t&) {
+    // ETERM: the context is shutting down.
+  }
+  zap_socket.reset();
+}
+
+Status Server::Impl::bind(const std::string& endpoint, std::vector<std::string>* bound) {
+  auto socket = std::make_unique<zmq::socket_t>(context, zmq::socket_type::router);
+  socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options.limits.max_message_bytes));
+  socket->set(zmq::sockopt::sndhwm, 0);  // DATA is bounded by credit, finals by max_in_flight
+  socket->set(zmq::sockopt::linger, 200);
+  bool is_curve = false;
+  std::string address = endpoint;
+  if (endpoint.rfind("ipc://", 0) == 0) {
+    std::string path = endpoint.substr(6);
+    if (path.empty() || path[0] != '/') return Status(ErrorCode::invalid_request, "endpoint " + endpoint + ": expected an absolute path");
+    ::unlink(path.c_str());
+  } else if (endpoint.rfind("tcp://", 0) == 0) {
+    if (options.secret_key.empty() || !options.authorized) {
+      return Status(ErrorCode::invalid_request, "endpoint " + endpoint + ": tcp:// requires a CURVE secret key and an allow-list");
+    }
+    socket->set(zmq::sockopt::curve_server, 1);
+    socket->set(zmq::sockopt::curve_secretkey, options.secret_key);
+    socket->set(zmq::sockopt::zap_domain, "gpubox");
+    if (address.size() > 2 && address.compare(address.size() - 2, 2, ":0") == 0) {
+      address.replace(address.size() - 1, 1, "*");
+    }
+    is_curve = true;
+  } else {
+    return Status(ErrorCode::invalid_request, "endpoint " + endpoint + ": expected ipc://PATH or tcp://HOST:PORT");
+  }
+  try {
+    socket->bind(address);
+  } catch (const zmq::error_t& e) {
+    return Status::from_errno(e.num(), "cannot bind " + endpoint);
+  }
+  std::string last = socket->get(zmq::sockopt::last_endpoint);
+  if (!is_curve) ::chmod(last.substr(6).c_str(), 0600);
+  bound->push_back(last);
+  sockets.push_back(std::move(socket));
+  curve.push_back(is_curve);
+  return Status::ok();
+}
+
+void Server::Impl::io_loop() {
+  io_thread_id = std::this_thread::get_id();
+  std::vector<zmq::pollitem_t> items;
+  for (auto& socket : sockets) items.push_back({socket->handle(), 0, ZMQ_POLLIN, 0});
+  items.push_back({nullptr, outbox_fd, ZMQ_POLLIN, 0});
+  while (!stopping.load(std::memory_order_relaxed)) {
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(next_deadline_ms()));
+    } catch (const zmq::error_t&) {
+      break;
+    }
+    for (std::size_t i = 0; i < sockets.size(); ++i) {
+      if (items[i].revents & ZMQ_POLLIN) receive(i);
+    }
+    if (items.back().revents & ZMQ_POLLIN) {
+      std::uint64_t value;
+      [[maybe_unused]] auto n = ::read(outbox_fd, &value, sizeof value);
+    }
+    drain_outbox();
+    expire_deadlines();
+    drain_outbox();
+  }
+  // Shutting down: every call still in flight is answered, then the sockets close.
+  auto remaining = calls;
+  for (auto& [key, state] : remaining) stop_call(key, state, Status(ErrorCode::unavailable, "the agent is shutting down"));
+  drain_outbox();
+  sockets.clear();
+}
+
+void Server::Impl::receive(std::size_t socket) {
+  // A bounded batch, so replies and other sockets get their turn.
+  for (int i = 0; i < 256; ++i) {
+    std::vector<zmq::message_t> frames;
+    std::optional<std::size_t> got;
+    try {
+      got = zmq::recv_multipart(*sockets[socket], std::back_inserter(frames), zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      return;
+    }
+    if (!got) return;
+    handle(socket, frames);
+  }
+}
+
+void Server::Impl::handle(std::size_t socket, std::vector<zmq::message_t>& frames) {
+  if (frames.size() < 2) {
+    ++rejected_total;
+    return;
+  }
+  std::string routing_id = frames[0].to_string();
+  auto header = decode_header(frames[1].to_string_view());
+  if (!header) {
+    ++rejected_total;  // no id to answer to
+    return;
+  }
+  std::string peer = "local";
+  if (curve[socket]) {
+    const char* user = nullptr;
+    try {
+      user = frames[1].gets("User-Id");
+    } catch (const zmq::error_t&) {
+    }
+    peer = user ? user : "";
+    if (!options.authorized->allows(peer)) {
+      ++rejected_total;
+      auto out = error_message(header->id, Status(ErrorCode::permission_denied, "client key is not (or no longer) authorized"));
+      send_now(socket, routing_id, out);
+      return;
+    }
+  }
+  if (options.on_activity) options.on_activity();
+  if (frames.size() < 3) {
+    ++rejected_total;
+    auto out = error_message(header->id, Status(ErrorCode::invalid_request, "message: expected a header frame and a body frame"));
+    send_now(socket, routing_id, out);
+    return;
+  }
+  CallKey key{socket, routing_id, header->id};
+  switch (header->kind) {
+    case Kind::call:
+      start_call(socket, routing_id, peer, *header, frames);
+      return;
+    case Kind::cancel: {
+      auto it = calls.find(key);
+      if (it != calls.end()) stop_call(key, it->second, Status(ErrorCode::cancelled, "cancelled by the client"));
+      return;
+    }
+    case Kind::credit: {
+      auto it = calls.find(key);
+      if (it == calls.end()) return;
+      {
+        std::lock_guard lock(it->second->mutex);
+        it->second->credit_out += header->credit;
+      }
+      it->second->changed.notify_all();
+      return;
+    }
+    case Kind::data:
+      deliver_data(key, frames);
+      return;
+    case Kind::result:
+    case Kind::error: {
+      ++rejected_total;
+      auto out = error_message(header->id, Status(ErrorCode::invalid_request, "header[2] kind: RESULT and ERROR are sent by the agent only"));
+      send_now(socket, routing_id, out);
+      return;
+    }
+  }
+}
+
+void Server::Impl::start_call(std::size_t socket, const std::string& routing_id, const std::string& peer,
+                              const Header& header, std::vector<zmq::message_t>& frames) {
+  CallKey key{socket, routing_id, header.id};
+  auto refuse = [&](const Status& status) {
+    ++rejected_total;
+    auto out = error_message(header.id, status);
+    send_now(socket, routing_id, out);
+  };
+  if (calls.count(key)) {
+    return refuse(Status(ErrorCode::invalid_request, "header[1] id: request " + std::to_string(header.id) + " is already in flight on this connection"));
+  }
+  std::size_t& peer_in_flight = in_flight_per_peer[{socket, routing_id}];
+  if (peer_in_flight >= options.limits.max_in_flight) {
+    return refuse(Status(ErrorCode::resource_exhausted, "more than " + std::to_string(options.limits.max_in_flight) +
+                                                            " requests in flight on this connection; wait for some to finish"));
+  }
+  if (frames.size() - 3 > options.limits.max_attachments) {
+    return refuse(Status(ErrorCode::invalid_request, "message: more than " + std::to_string(options.limits.max_attachments) + " attachments"));
+  }
+  auto body = decode_body(frames[2].to_string_view(), options.limits.max_body_bytes);
+  if (!body) return refuse(body.status());
+  const MethodRegistry::Method* method = methods.find(header.method);
+  if (!method) return refuse(Status(ErrorCode::unknown_method, "no method named '" + header.method + "'; sys.info lists them"));
+
+  std::optional<Clock::time_point> deadline;
+  if (header.timeout_ms) deadline = Clock::now() + std::chrono::milliseconds(header.timeout_ms);
+  auto state = std::make_shared<CallState>(header.id, header.method, deadline, header.credit ? header.credit : kDefaultWindow);
+  std::vector<zmq::message_t> attachments;
+  for (std::size_t i = 3; i < frames.size(); ++i) attachments.push_back(std::move(frames[i]));
+  auto send = [this, socket, routing_id](Outgoing&& out) { enqueue(Queued{socket, routing_id, std::move(out), nullptr}); };
+  auto call_context = std::make_shared<CallContext>(state, std::move(*body), std::move(attachments), peer, send);
+
+  calls.emplace(key, state);
+  ++peer_in_flight;
+  ++in_flight_total;
+  ++calls_total;
+  if (deadline) deadlines.emplace(*deadline, key);
+
+  auto run = [this, socket, routing_id, call_context, state, handler = &method->handler] {
+    Result<nlohmann::json> result = Status(ErrorCode::internal, "handler returned nothing");
+    try {
+      result = (*handler)(*call_context);
+    } catch (const std::exception& e) {
+      result = Status(ErrorCode::internal, std::string("method failed: ") + e.what());
+    } catch (...) {
+      result = Status(ErrorCode::internal, "method failed with an unknown exception");
+    }
+    if (!state->finish()) return;  // already answered: cancelled, deadline, shutdown
+    Outgoing out;
+    if (result) {
+      out.header.id = state->id;
+      out.header.kind = Kind::result;
+      out.body = encode_body(result.value().is_null() ? nlohmann::json::object() : result.value());
+    } else {
+      out = error_message(state->id, result.status());
+    }
+    enqueue(Queued{socket, routing_id, std::move(out), state});
+  };
+  if (method->dispatch == MethodRegistry::Dispatch::io_thread) {
+    run();
+  } else {
+    pool.submit(std::move(run));
+  }
+}
+
+void Server::Impl::deliver_data(const CallKey& key, std::vector<zmq::message_t>& frames) {
+  auto it = calls.find(key);
+  if (it == calls.end()) return;  // late DATA for a call that has ended
+  auto state = it->second;
+  auto body = decode_body(frames[2].to_string_view(), options.limits.max_body_bytes);
+  if (!body) return stop_call(key, state, body.status());
+  {
+    std::lock_guard lock(state->mutex);
+    if (state->credit_in == 0) {
+      // fall through to the stop below, outside the lock
+    } else {
+      --state->credit_in;
+      Incoming incoming{std::move(*body), {}};
+      for (std::size_t i = 3; i < frames.size(); ++i) incoming.attachments.push_back(std::move(frames[i]));
+      state->inbox.push_back(std::move(incoming));
+      std::uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(state->data_fd, &one, sizeof one);
+      state->changed.notify_all();
+      return;
+    }
+  }
+  stop_call(key, state, Status(ErrorCode::resource_exhausted, "DATA beyond the credit the agent granted"));
+}
+
+void Server::Impl::stop_call(const CallKey& key, const std::shared_ptr<CallState>& state, const Status& reason) {
+  if (!state->stop(reason)) return;
+  auto out = error_message(key.id, reason);
+  send_now(key.socket, key.routing_id, out);
+  erase_call(key);
+}
+
+void Server::Impl::erase_call(const CallKey& key) {
+  auto it = calls.find(key);
+  if (it == calls.end()) return;
+  if (it->second->deadline) deadlines.erase({*it->second->deadline, key});
+  calls.erase(it);
+  --in_flight_total;
+  auto peer = in_flight_per_peer.find({key.socket, key.routing_id});
+  if (peer != in_flight_per_peer.end() && --peer->second == 0) in_flight_per_peer.erase(peer);
+}
+
+void Server::Impl::expire_deadlines() {
+  auto now = Clock::now();
+  while (!deadlines.empty() && deadlines.begin()->first <= now) {
+    CallKey key = deadlines.begin()->second;
+    auto it = calls.find(key);
+    if (it == calls.end()) {
+      deadlines.erase(deadlines.begin());
+      continue;
+    }
+    auto state = it->second;
+    stop_call(key, state, Status(ErrorCode::deadline_exceeded, "the request ran past its deadline"));
+  }
+}
+
+int Server::Impl::next_deadline_ms() const {
+  if (deadlines.empty()) return 1000;
+  auto wait = deadlines.begin()->first - Clock::now();
+  if (wait <= Clock::duration::zero()) return 0;
+  return static_cast<int>(std::min<long long>(1000, std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+}
+
+void Server::Impl::enqueue(Queued&& queued) {
+  bool wake;
+  {
+    std::lock_guard lock(outbox_mutex);
+    wake = outbox.empty() && std::this_thread::get_id() != io_thread_id;
+    outbox.push_back(std::move(queued));
+  }
+  if (wake) {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(outbox_fd, &one, sizeof one);
+  }
+}
+
+void Server::Impl::drain_outbox() {
+  std::vector<Queued> batch;
+  {
+    std::lock_guard lock(outbox_mutex);
+    batch.swap(outbox);
+  }
+  for (auto& queued : batch) {
+    if (queued.finished_call) {
+      CallKey key{queued.socket, queued.routing_id, queued.message.header.id};
+      auto it = calls.find(key);
+      if (it == calls.end() || it->second != queued.finished_call) continue;  // answered already
+      erase_call(key);
+    }
+    send_now(queued.socket, queued.routing_id, queued.message);
+  }
+}
+
+void Server::Impl::send_now(std::size_t socket, const std::string& routing_id, Outgoing& message) {
+  if (socket >= sockets.size()) return;
+  zmq::socket_t& out = *sockets[socket];
+  std::string header = encode_header(message.header);
+  try {
+    out.send(zmq::buffer(routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    out.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    auto body_flags = message.attachments.empty() ? zmq::send_flags::dontwait : zmq::send_flags::sndmore | zmq::send_flags::dontwait;
+    out.send(zmq::buffer(message.body), body_flags);
+    for (std::size_t i = 0; i < message.attachments.size(); ++i) {
+      bool last = i + 1 == message.attachments.size();
+      out.send(message.attachments[i], last ? zmq::send_flags::dontwait : zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    }
+  } catch (const zmq::error_t&) {
+    // The peer is gone; ROUTER drops what it cannot route.
+  }
+}
+
+Result<std::unique_ptr<Server>> Server::start(ServerOptions options, const MethodRegistry& methods) {
+  auto impl = std::make_unique<Impl>(std::move(options), methods);
+  if (impl->outbox_fd < 0) return Status::from_errno(errno, "eventfd");
+  std::string public_key;
+  if (!impl->options.secret_key.empty()) {
+    auto derived = public_key_of(impl->options.secret_key);
+    if (!derived) return derived.status();
+    public_key = *derived;
+  }
+  try {
+    impl->start_zap();
+  } catch (const zmq::error_t& e) {
+    return Status(ErrorCode::internal, std::string("ZAP handler: ") + e.what());
+  }
+  std::vector<std::string> bound;
+  Status status;
+  for (const auto& endpoint : impl->options.endpoints) {
+    status = impl->bind(endpoint, &bound);
+    if (!status) break;
+  }
+  if (!status || bound.empty()) {
+    impl->sockets.clear();
+    impl->context.shutdown();
+    impl->zap_thread.join();
+    return status ? Status(ErrorCode::invalid_request, "no RPC endpoint configured") : status;
+  }
+  Impl* raw = impl.get();
+  impl->io_thread = std::thread([raw] { raw->io_loop(); });
+  std::unique_ptr<Server> server(new Server(std::move(impl)));
+  server->bound_ = std::move(bound);
+  server->public_key_ = std::move(public_key);
+  return server;
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  impl_->stopping = true;
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(impl_->outbox_fd, &one, sizeof one);
+  impl_->io_thread.join();
+  impl_->context.shutdown();
+  impl_->zap_thread.join();
+  // impl_'s destructor joins the worker pool: handlers have seen their calls stop.
+}
+
+ServerStats Server::stats() const {
+  return ServerStats{impl_->calls_total.load(), impl_->in_flight_total.load(), impl_->rejected_total.load()};
+}
+
+}  // namespace gpubox::rpc

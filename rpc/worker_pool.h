@@ -1,0 +1,39 @@
+// WorkerPool: runs submitted tasks on up to max_threads threads, starting a
+// thread only when every existing one is busy; tasks beyond that wait in FIFO
+// order. submit() may be called from any thread; the destructor waits for
+// every submitted task to finish.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gpubox::rpc {
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(std::size_t max_threads);
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+  ~WorkerPool();
+
+  void submit(std::function<void()> task);
+  std::size_t threads() const;
+
+ private:
+  void work();
+
+  const std::size_t max_threads_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  // State below is protected by mutex_.
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> threads_;
+  std::size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace gpubox::rpc
