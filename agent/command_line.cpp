@@ -8,6 +8,7 @@ namespace gpubox {
 
 const char kUsage[] =
     "usage: gpubox-agent [options] [-- CMD ARGS...]\n"
+    "       gpubox-agent keygen    print a new CURVE key pair as JSON\n"
     "\n"
     "Runs as the init (PID 1) of a sandbox: reaps zombies, forwards signals,\n"
     "supervises the configured children and, given CMD, runs it as the main\n"
@@ -51,6 +52,11 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
   CommandLine line;
   std::string config_file;
   nlohmann::json overrides = nlohmann::json::object();
+  if (!args.empty() && args[0] == "keygen") {
+    if (args.size() > 1) return Status(ErrorCode::invalid_request, "keygen: takes no arguments");
+    line.mode = CommandLine::Mode::keygen;
+    return line;
+  }
   size_t i = 0;
   auto value_of = [&](const std::string& flag) -> Result<std::string> {
     if (i + 1 >= args.size()) return Status(ErrorCode::invalid_request, flag + ": expected a value");

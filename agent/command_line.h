@@ -10,7 +10,7 @@
 namespace gpubox {
 
 struct CommandLine {
-  enum class Mode { run, version, help, check_config };
+  enum class Mode { run, version, help, check_config, keygen };
   Mode mode = Mode::run;
   Config config;
   std::vector<std::string> command;  // after "--": the main child, like tini

@@ -5,6 +5,7 @@
 #include "agent/agent.h"
 #include "agent/signals.h"
 #include "agent/version.h"
+#include "rpc/keys.h"
 
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask.
@@ -26,6 +27,15 @@ int main(int argc, char** argv) {
     case gpubox::CommandLine::Mode::check_config:
       std::printf("%s\n", gpubox::config_to_json(line->config).c_str());
       return 0;
+    case gpubox::CommandLine::Mode::keygen: {
+      auto keys = gpubox::rpc::generate_keypair();
+      if (!keys) {
+        std::fprintf(stderr, "gpubox-agent: %s\n", keys.status().message().c_str());
+        return 1;
+      }
+      std::printf("{\"public_key\": \"%s\", \"secret_key\": \"%s\"}\n", keys->public_key.c_str(), keys->secret_key.c_str());
+      return 0;
+    }
     case gpubox::CommandLine::Mode::run:
       break;
   }
