@@ -1,0 +1,26 @@
+"""gpubox: a Python client for the gpubox agent's RPC protocol (rpc/PROTOCOL.md).
+
+    import gpubox
+    with gpubox.Client("ipc:///run/gpubox/rpc.sock") as client:
+        client.call("sys.ping", hello="world")        # {"pong": True, "echo": {...}}
+        out = client.call("proc.exec", argv=["uname", "-a"], timeout=30)
+        with client.stream("proc.spawn", shell="cat") as stream:
+            stream.send({"stdin": b"hi\\n"})
+            stream.send({"eof": True})
+            for chunk in stream:                         # Chunk(body, attachments)
+                ...
+            stream.result                                # {"exit_code": 0, ...}
+
+Over tcp:// the agent's CURVE public key is required:
+
+    client = gpubox.Client("tcp://10.0.0.5:7000", server_public_key=AGENT_PUBLIC,
+                           client_secret_key=MY_SECRET)
+
+Failures raise gpubox.RpcError (with .code, .message, .details). A Client is
+for one thread. Needs only pyzmq and msgpack.
+"""
+
+from .client import Chunk, Client, RpcError, Stream, keygen
+from .protocol import DEFAULT_WINDOW, ERROR_CODES, VERSION, Kind
+
+__all__ = ["Chunk", "Client", "RpcError", "Stream", "keygen", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind"]

@@ -1,0 +1,366 @@
+"""A gpubox RPC client: one ZeroMQ DEALER connection to an agent.
+
+A Client and its Streams belong to one thread: they share one ZeroMQ socket
+and nothing here is locked. Use one Client per thread.
+"""
+
+import collections
+import itertools
+import math
+import os
+import time
+from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from .protocol import DEFAULT_WINDOW, Header, Kind, decode_body, decode_header, encode_body, encode_header
+
+Key = Union[str, bytes]
+
+# How much longer than a request's deadline the client waits for each message
+# before it gives up on the agent (the agent answers at the deadline itself).
+_GRACE_S = 5.0
+
+
+class RpcError(Exception):
+    """A request failed: `code` is one of protocol.ERROR_CODES, `message`
+    says what went wrong, `details` is a dict (often empty)."""
+
+    def __init__(self, code: str, message: str, details: Optional[dict] = None):
+        super().__init__("%s: %s" % (code, message))
+        self.code = code
+        self.message = message
+        self.details = details if details is not None else {}
+
+    @classmethod
+    def from_body(cls, body: dict) -> "RpcError":
+        code = body.get("code")
+        if not isinstance(code, str):
+            return cls("internal", "the agent sent a malformed ERROR body: %r" % (body,))
+        details = body.get("details")
+        return cls(code, str(body.get("message", "")), details if isinstance(details, dict) else None)
+
+
+class Chunk(NamedTuple):
+    """One DATA message of a stream: its body and its raw attachment frames.
+    A tuple, so `for body, attachments in stream:` works too."""
+
+    body: dict
+    attachments: List[bytes]
+
+
+def keygen() -> Tuple[str, str]:
+    """A new CURVE key pair, (public, secret), each 40 Z85 characters."""
+    public, secret = zmq.curve_keypair()
+    return public.decode("ascii"), secret.decode("ascii")
+
+
+def _z85_key(value: Key, what: str) -> bytes:
+    key = value.encode("ascii") if isinstance(value, str) else bytes(value)
+    if len(key) != 40:
+        raise ValueError("%s: expected 40 Z85 characters, got %d" % (what, len(key)))
+    return key
+
+
+class Stream:
+    """One request in flight, made by Client.stream().
+
+    Iterating yields its DATA messages as Chunks, in order, until the request
+    ends; iteration then stops (RESULT) or raises RpcError (ERROR). The stream
+    grants the agent more credit each time half of `window` has been consumed,
+    so a slow reader makes the agent wait rather than buffer.
+
+    `send()` streams DATA to the agent as far as the agent's credit allows,
+    `cancel()` asks the agent to stop, `result` waits for the RESULT body.
+    `close()` (or leaving a `with` block) cancels a request that has not ended
+    and drops whatever still arrives for it.
+    """
+
+    def __init__(self, client: "Client", request_id: int, window: int, wait: Optional[float]):
+        self._client = client
+        self.id = request_id
+        self._window = window
+        self._half = max(1, (window + 1) // 2)
+        self._wait = wait
+        self._chunks: Deque[Chunk] = collections.deque()
+        self._agent_credit = window  # DATA the agent may still send
+        self._send_credit = 0  # DATA this side may still send
+        self._final: Union[None, dict, RpcError] = None
+
+    # -- reading -----------------------------------------------------------
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> Chunk:
+        while not self._chunks and self._final is None:
+            self._pump()
+        if self._chunks:
+            chunk = self._chunks.popleft()
+            self._grant_if_due()
+            return chunk
+        if isinstance(self._final, RpcError):
+            raise self._final
+        raise StopIteration
+
+    @property
+    def ended(self) -> bool:
+        """True once the RESULT or ERROR has arrived (or the client gave up)."""
+        return self._final is not None
+
+    @property
+    def result(self) -> dict:
+        """The RESULT body, waiting for it; chunks not read yet are dropped.
+        Raises RpcError when the request ended with an ERROR."""
+        for _ in self:
+            pass
+        if isinstance(self._final, RpcError):
+            raise self._final
+        return self._final
+
+    # -- writing -----------------------------------------------------------
+
+    def send(self, body: Optional[dict] = None, attachments: Iterable[bytes] = ()) -> None:
+        """Sends one DATA message, first waiting for credit from the agent.
+
+        While it waits, chunks that arrive are queued for iteration, and the
+        agent is granted credit for them, so neither side can stall the other.
+        """
+        while True:
+            if self._final is not None:
+                if isinstance(self._final, RpcError):
+                    raise self._final
+                raise RpcError("invalid_request", "request %d has ended; nothing more can be sent" % self.id)
+            if self._send_credit > 0:
+                break
+            self._pump()
+            if self._agent_credit == 0 and self._final is None:
+                self._grant(self._half)
+        self._send_credit -= 1
+        self._client._send(Header(self.id, Kind.DATA), body or {}, attachments)
+
+    def cancel(self) -> None:
+        """Asks the agent to stop the request; it then ends with `cancelled`
+        (unless it had already ended). Does not wait."""
+        if self._final is None:
+            self._client._send(Header(self.id, Kind.CANCEL), {})
+
+    def close(self) -> None:
+        if self._final is None:
+            try:
+                self.cancel()
+            except RpcError:
+                pass
+            self._final = RpcError("cancelled", "request %d was closed by the client" % self.id)
+        self._client._forget(self.id)
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Receives one message for this request."""
+        try:
+            header, body, attachments = self._client._receive(self.id, self._wait)
+        except RpcError as error:
+            self.close()
+            self._final = error
+            raise
+        if header.kind == Kind.DATA:
+            self._chunks.append(Chunk(body, attachments))
+            self._agent_credit -= 1
+        elif header.kind == Kind.CREDIT:
+            self._send_credit += header.credit
+        elif header.kind == Kind.RESULT:
+            self._final = body
+        elif header.kind == Kind.ERROR:
+            self._final = RpcError.from_body(body)
+        else:
+            self._final = RpcError("internal", "the agent sent a %s message for request %d" % (header.kind.name, self.id))
+        if self._final is not None:
+            self._client._forget(self.id)
+
+    def _grant_if_due(self) -> None:
+        # Queued chunks plus the agent's credit stay within the window: grant
+        # the part of it that has been consumed, once that is half of it.
+        consumed = self._window - self._agent_credit - len(self._chunks)
+        if consumed >= self._half and self._final is None:
+            self._grant(consumed)
+
+    def _grant(self, credit: int) -> None:
+        self._client._send(Header(self.id, Kind.CREDIT, credit=credit), {})
+        self._agent_credit += credit
+
+
+class Client:
+    """One connection to an agent.
+
+    `endpoint` is ipc://PATH (no keys: the socket file's permissions are the
+    authentication) or tcp://HOST:PORT, which uses CURVE and needs the agent's
+    public key; the client's key pair is generated when not given (see
+    `public_key`). The constructor waits up to `connect_timeout` seconds for
+    the handshake (0 or None: does not wait) and raises RpcError `unavailable`
+    when nothing answers in time or the handshake fails, `permission_denied`
+    when the agent refuses this client's key. Bad arguments raise ValueError.
+
+    Not thread-safe: use a Client (and its Streams) from one thread.
+    """
+
+    def __init__(self, endpoint: str, server_public_key: Optional[Key] = None,
+                 client_secret_key: Optional[Key] = None, client_public_key: Optional[Key] = None,
+                 connect_timeout: Optional[float] = 10.0):
+        self.endpoint = endpoint
+        self.public_key: Optional[str] = None  # this client's CURVE public key (tcp only)
+        tcp = endpoint.startswith("tcp://")
+        if not tcp and not endpoint.startswith("ipc://"):
+            raise ValueError("endpoint %r: expected ipc://PATH or tcp://HOST:PORT" % endpoint)
+        if tcp:
+            if server_public_key is None:
+                raise ValueError("a tcp:// endpoint needs server_public_key (the agent's CURVE public key)")
+            server_key = _z85_key(server_public_key, "server_public_key")
+            if client_secret_key is None:
+                if client_public_key is not None:
+                    raise ValueError("client_public_key given without client_secret_key")
+                public, secret = zmq.curve_keypair()
+            else:
+                secret = _z85_key(client_secret_key, "client_secret_key")
+                public = (_z85_key(client_public_key, "client_public_key") if client_public_key is not None
+                          else zmq.curve_public(secret))
+            self.public_key = public.decode("ascii")
+        elif not os.path.exists(endpoint[len("ipc://"):]):
+            raise RpcError("unavailable", "cannot reach %s: no such socket (is the agent running?)" % endpoint)
+
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.SNDHWM, 0)
+        if tcp:
+            self._socket.setsockopt(zmq.CURVE_SERVERKEY, server_key)
+            self._socket.setsockopt(zmq.CURVE_PUBLICKEY, public)
+            self._socket.setsockopt(zmq.CURVE_SECRETKEY, secret)
+        self._ids = itertools.count(1)
+        self._queues: Dict[int, Deque[tuple]] = {}  # messages for open requests, not yet taken
+        try:
+            self._connect(connect_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, timeout: Optional[float]) -> None:
+        try:
+            if not timeout:
+                self._socket.connect(self.endpoint)
+                return
+            monitor = self._socket.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            self._socket.connect(self.endpoint)
+        except zmq.ZMQError as e:
+            raise ValueError("cannot connect to %r: %s" % (self.endpoint, e)) from None
+        try:
+            give_up = time.monotonic() + timeout
+            while True:
+                left_ms = math.ceil((give_up - time.monotonic()) * 1000)
+                if left_ms <= 0 or not monitor.poll(left_ms):
+                    raise RpcError("unavailable", "cannot reach %s within %g s: is the agent running there?"
+                                   % (self.endpoint, timeout))
+                event = recv_monitor_message(monitor)["event"]
+                if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    return
+                if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                    raise RpcError("permission_denied", "the agent at %s refused this client's key "
+                                   "(not on its allow-list)" % self.endpoint)
+                raise RpcError("unavailable", "handshake with %s failed: wrong server key or not a gpubox agent"
+                               % self.endpoint)
+        finally:
+            self._socket.disable_monitor()
+            monitor.close(linger=0)
+
+    # -- requests ----------------------------------------------------------
+
+    def call(self, method: str, /, timeout: Optional[float] = None, *, params: Optional[dict] = None,
+             **kwargs: Any) -> dict:
+        """Calls `method` and returns its RESULT body; raises RpcError.
+
+        Keyword arguments are the params (bytes go as msgpack bin); `params`
+        holds any whose names clash with `timeout` or `params`. `timeout`
+        (seconds) is the request's deadline at the agent: past it the request
+        fails with `deadline_exceeded`. DATA a method streams is dropped: use
+        stream() for those.
+        """
+        with self.stream(method, timeout=timeout, params=params, **kwargs) as stream:
+            return stream.result
+
+    def stream(self, method: str, /, timeout: Optional[float] = None, window: int = DEFAULT_WINDOW, *,
+               params: Optional[dict] = None, **kwargs: Any) -> Stream:
+        """Starts `method` and returns its Stream; params as for call().
+        `window` is how many DATA messages the agent may send ahead of the
+        reader."""
+        if not isinstance(window, int) or window < 1:
+            raise ValueError("window: expected a positive integer")
+        timeout_ms = 0
+        if timeout is not None:
+            if timeout <= 0:
+                raise ValueError("timeout: expected a positive number of seconds")
+            timeout_ms = math.ceil(timeout * 1000)
+        body = dict(params or {})
+        body.update(kwargs)
+        request_id = next(self._ids)
+        self._send(Header(request_id, Kind.CALL, method, timeout_ms, window), body)
+        self._queues[request_id] = collections.deque()
+        return Stream(self, request_id, window, None if timeout is None else timeout + _GRACE_S)
+
+    def close(self) -> None:
+        """Closes the connection; requests in flight are abandoned."""
+        if not self._socket.closed:
+            self._socket.close(linger=0)
+        self._context.term()
+        self._queues.clear()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------
+
+    def _send(self, header: Header, body: dict, attachments: Iterable[bytes] = ()) -> None:
+        if self._socket.closed:
+            raise RpcError("unavailable", "the client is closed")
+        self._socket.send_multipart([encode_header(header), encode_body(body), *attachments])
+
+    def _forget(self, request_id: int) -> None:
+        self._queues.pop(request_id, None)
+
+    def _receive(self, request_id: int, wait: Optional[float]) -> Tuple[Header, dict, List[bytes]]:
+        """The next message for request_id, buffering those for other open
+        requests; waits up to `wait` seconds (None: forever)."""
+        queue = self._queues.get(request_id)
+        if queue:
+            return queue.popleft()
+        if self._socket.closed:
+            raise RpcError("unavailable", "the client is closed")
+        give_up = None if wait is None else time.monotonic() + wait
+        while True:
+            timeout_ms = None if give_up is None else max(0, math.ceil((give_up - time.monotonic()) * 1000))
+            if not self._socket.poll(timeout_ms):
+                raise RpcError("unavailable", "no answer from %s within %g s: is the agent still running?"
+                               % (self.endpoint, wait))
+            frames = self._socket.recv_multipart()
+            if len(frames) < 2:
+                continue
+            try:
+                message = (decode_header(frames[0]), decode_body(frames[1]), frames[2:])
+            except ValueError as e:
+                raise RpcError("internal", "the agent sent a malformed message: %s" % e) from None
+            if message[0].id == request_id:
+                return message
+            other = self._queues.get(message[0].id)
+            if other is not None:
+                other.append(message)
