@@ -237,6 +237,10 @@ Result<std::optional<Incoming>> Stream::next() {
   if (data_.empty()) return std::optional<Incoming>();
   Incoming next = std::move(data_.front());
   data_.pop_front();
+  if (credited_ahead_ > 0) {  // already credited while send() waited
+    --credited_ahead_;
+    return std::optional<Incoming>(std::move(next));
+  }
   // Grant the window again each time half of it has been consumed.
   if (++consumed_since_grant_ >= (window_ + 1) / 2 && !ended()) {
     Header credit;
@@ -253,8 +257,19 @@ Result<std::optional<Incoming>> Stream::next() {
 Status Stream::send(const nlohmann::json& body, std::vector<zmq::message_t> attachments) {
   while (send_credit_ == 0) {
     if (ended()) return final_->is_ok() ? Status(ErrorCode::invalid_request, "the request has ended") : final_->status();
+    std::size_t buffered = data_.size();
     Status pumped = pump();
     if (!pumped) return pumped;
+    if (data_.size() > buffered && !ended()) {
+      // The agent may be waiting for output credit before it reads more of
+      // our input: credit what arrived (it is buffered here) so both sides move.
+      Header credit;
+      credit.id = id_;
+      credit.kind = Kind::credit;
+      credit.credit = data_.size() - buffered;
+      credited_ahead_ += credit.credit;
+      if (Status sent = client_.send_message(credit, nlohmann::json::object()); !sent) return sent;
+    }
   }
   --send_credit_;
   Header header;

@@ -74,6 +74,7 @@ class Stream {
   std::uint64_t id_;
   std::uint64_t window_;
   std::uint64_t consumed_since_grant_ = 0;
+  std::uint64_t credited_ahead_ = 0;  // buffered DATA credited before it was consumed
   std::uint64_t send_credit_ = 0;
   std::chrono::milliseconds wait_;
   std::deque<Incoming> data_;

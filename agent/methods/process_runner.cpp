@@ -43,6 +43,7 @@ Result<std::unique_ptr<ProcessRunner>> ProcessRunner::start(ProcessLauncher& lau
   options.stderr_fd = err->second.get();
   auto box = std::make_shared<ExitBox>();
   if (!box->fd.valid()) return Status::from_errno(errno, "eventfd");
+  auto started = std::chrono::steady_clock::now();
   auto pid = launcher.spawn(options, [box](pid_t, ExitStatus status) {
     {
       std::lock_guard lock(box->mutex);
@@ -56,18 +57,18 @@ Result<std::unique_ptr<ProcessRunner>> ProcessRunner::start(ProcessLauncher& lau
   set_nonblocking(out->first.get());
   set_nonblocking(err->first.get());
   return std::unique_ptr<ProcessRunner>(new ProcessRunner(launcher, *pid, std::move(in->second), std::move(out->first),
-                                                          std::move(err->first), std::move(box)));
+                                                          std::move(err->first), std::move(box), started));
 }
 
 ProcessRunner::ProcessRunner(ProcessLauncher& launcher, pid_t pid, Fd stdin_w, Fd stdout_r, Fd stderr_r,
-                             std::shared_ptr<ExitBox> box)
+                             std::shared_ptr<ExitBox> box, std::chrono::steady_clock::time_point started)
     : launcher_(launcher),
       pid_(pid),
       stdin_(std::move(stdin_w)),
       stdout_(std::move(stdout_r)),
       stderr_(std::move(stderr_r)),
       exit_(std::move(box)),
-      started_(std::chrono::steady_clock::now()) {}
+      started_(started) {}
 
 ProcessRunner::~ProcessRunner() {
   // A runner abandoned mid-run must not leave its process behind.

@@ -49,7 +49,8 @@ class ProcessRunner {
 
  private:
   struct ExitBox;
-  ProcessRunner(ProcessLauncher& launcher, pid_t pid, Fd stdin_w, Fd stdout_r, Fd stderr_r, std::shared_ptr<ExitBox> box);
+  ProcessRunner(ProcessLauncher& launcher, pid_t pid, Fd stdin_w, Fd stdout_r, Fd stderr_r, std::shared_ptr<ExitBox> box,
+                std::chrono::steady_clock::time_point started);
   void pump_stdin();
 
   ProcessLauncher& launcher_;
