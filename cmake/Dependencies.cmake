@@ -16,3 +16,11 @@ if(GPUBOX_ZMQ_STATIC AND GPUBOX_SODIUM_STATIC)
 else()
   message(FATAL_ERROR "static libzmq not found under ${GPUBOX_DEPS_DIR}: run scripts/setup.sh first")
 endif()
+
+# OpenSSL's libcrypto, static, for SHA-256 (SHA-NI / AVX2 code paths).
+find_library(GPUBOX_CRYPTO_STATIC NAMES libcrypto.a)
+if(NOT GPUBOX_CRYPTO_STATIC)
+  message(FATAL_ERROR "libcrypto.a not found: run scripts/setup.sh (libssl-dev)")
+endif()
+add_library(gpubox_crypto INTERFACE)
+target_link_libraries(gpubox_crypto INTERFACE ${GPUBOX_CRYPTO_STATIC} ${CMAKE_DL_LIBS} Threads::Threads)

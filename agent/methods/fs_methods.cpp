@@ -98,7 +98,7 @@ Result<json> fs_read(rpc::CallContext& call) {
   std::uint64_t span = length ? static_cast<std::uint64_t>(*length) : std::numeric_limits<std::uint64_t>::max();
   ::posix_fadvise(fd.get(), static_cast<off_t>(start), 0, POSIX_FADV_SEQUENTIAL);
   RangeReader reader(fd.get(), start, span, *path);
-  fs::Sha256 hash;
+  Sha256 hash;
 
   auto first = reader.next();
   if (!first) return first.status();
@@ -195,7 +195,7 @@ Result<json> fs_write(rpc::CallContext& call) {
   auto sha256 = params.string("sha256");
   auto size = params.integer("size", 0, kMaxInt64);
   if (Status status = params.finish(); !status) return status;
-  if (sha256 && !fs::normalize_sha256_hex(*sha256)) {
+  if (sha256 && !normalize_sha256_hex(*sha256)) {
     return Status(ErrorCode::invalid_request, "params.sha256: expected 64 hex digits, got \"" + sha256->substr(0, 80) + "\"");
   }
   if (data && !call.attachments().empty()) {
@@ -278,7 +278,6 @@ Result<json> fs_move(rpc::CallContext& call) {
 }  // namespace
 
 void add_fs_methods(rpc::MethodRegistry& methods) {
-  (void)fs::Sha256();  // initializes libsodium before any worker hashes
   methods.add("fs.read", fs_read);
   methods.add("fs.write", fs_write);
   methods.add("fs.list", fs_list);

@@ -21,12 +21,6 @@ constexpr mode_t kParentMode = 0755;
 // remove_entry recurses once per level on a worker thread's stack.
 constexpr int kMaxRemoveDepth = 2048;
 
-bool sodium_ready() {
-  // sodium_init() is idempotent, but once is all it needs.
-  static const bool ready = ::sodium_init() >= 0;
-  return ready;
-}
-
 // "params.FIELD: cannot ACTION PATH: strerror", with the code errno maps to.
 Status errno_status(int err, std::string_view field, std::string_view action, const std::string& path) {
   std::string context = "params.";
@@ -249,37 +243,6 @@ Status move_across(const std::string& from, const std::string& to, bool overwrit
 }
 
 }  // namespace
-
-Sha256::Sha256() {
-  (void)sodium_ready();
-  crypto_hash_sha256_init(&state_);
-}
-
-void Sha256::update(const void* data, std::size_t size) {
-  crypto_hash_sha256_update(&state_, static_cast<const unsigned char*>(data), size);
-}
-
-std::string Sha256::hex_digest() {
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256_final(&state_, digest);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * sizeof digest);
-  for (unsigned char byte : digest) {
-    hex.push_back(kHex[byte >> 4]);
-    hex.push_back(kHex[byte & 15]);
-  }
-  return hex;
-}
-
-bool normalize_sha256_hex(std::string& text) {
-  if (text.size() != 2 * crypto_hash_sha256_BYTES) return false;
-  for (char& c : text) {
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return true;
-}
 
 std::string_view type_name(mode_t mode) {
   if (S_ISREG(mode)) return "file";

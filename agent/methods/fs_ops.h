@@ -5,7 +5,6 @@
 // Functions are reentrant; each object belongs to the thread that made it.
 #pragma once
 
-#include <sodium.h>
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -15,24 +14,10 @@
 #include <string_view>
 
 #include "agent/fd.h"
+#include "rpc/sha256.h"
 #include "rpc/status.h"
 
 namespace gpubox::fs {
-
-// SHA-256 over bytes fed in pieces (libsodium). Initializes libsodium once.
-class Sha256 {
- public:
-  Sha256();
-  void update(const void* data, std::size_t size);
-  // Lower-case hex of the digest; call once.
-  std::string hex_digest();
-
- private:
-  crypto_hash_sha256_state state_;
-};
-
-// True when text is 64 hex digits; lower-cases it in place.
-bool normalize_sha256_hex(std::string& text);
 
 // "file", "dir", "symlink" or "other".
 std::string_view type_name(mode_t mode);
