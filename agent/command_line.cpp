@@ -97,7 +97,8 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
       overrides["shutdown"]["grace_seconds"] = number_or_text(*value);
     } else if (arg == "--ready-fd") {
       nlohmann::json fd = number_or_text(*value);
-      if (!fd.is_number() || fd.get<double>() < 0 || fd.get<double>() > 65535 ||
+      // Range first, written so that NaN fails it: casting NaN to int is undefined.
+      if (!fd.is_number() || !(fd.get<double>() >= 0 && fd.get<double>() <= 65535) ||
           fd.get<double>() != static_cast<int>(fd.get<double>())) {
         return Status(ErrorCode::invalid_request, "--ready-fd: expected a file descriptor number, got \"" + *value + "\"");
       }

@@ -2,6 +2,7 @@
 
 #include "rpc/keys.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -16,7 +17,19 @@ struct ConfigError {
   std::string message;
 };
 
+// dump() recurses once per nesting level: a deep enough value would overflow
+// the stack, so describe() shows anything nested deeper than this as [...] or {...}.
+bool shallow(const json& value, int levels_left) {
+  if (!value.is_structured()) return true;
+  if (levels_left == 0) return false;
+  for (const auto& item : value) {
+    if (!shallow(item, levels_left - 1)) return false;
+  }
+  return true;
+}
+
 std::string describe(const json& value) {
+  if (!shallow(value, 16)) return value.is_array() ? "[...]" : "{...}";
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return text;
@@ -73,7 +86,8 @@ class ObjectReader {
       if (!v->is_number() || v->get<double>() < min || v->get<double>() > max) {
         fail(child_path(key), "a number from " + trim(min) + " to " + trim(max), *v);
       }
-      *out = std::chrono::milliseconds(static_cast<long long>(v->get<double>() * scale_to_ms));
+      // Rounded, not truncated: 1.001 * 1000 is 1000.9999999999999 in binary floating point.
+      *out = std::chrono::milliseconds(std::llround(v->get<double>() * scale_to_ms));
     }
   }
 
@@ -109,10 +123,19 @@ class ObjectReader {
   std::set<std::string> known_;
 };
 
+// [A-Za-z_][A-Za-z0-9_]*, by hand: std::regex recurses once per character and
+// overflows the stack on names some tens of thousands of bytes long.
+bool is_env_name(const std::string& name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (char c : name) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
 void check_env_names(const std::map<std::string, std::string>& env, const std::string& path) {
-  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
   for (const auto& [name, value] : env) {
-    if (!std::regex_match(name, kName)) {
+    if (!is_env_name(name)) {
       throw ConfigError{path + "." + name + ": expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"};
     }
     if (value.find('\0') != std::string::npos) throw ConfigError{path + "." + name + ": value holds a NUL byte"};

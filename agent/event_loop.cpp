@@ -68,6 +68,12 @@ void EventLoop::stop() {
   [[maybe_unused]] auto n = ::write(wake_.get(), &one, sizeof one);
 }
 
+bool EventLoop::stop_called_from_callback() {
+  std::lock_guard lock(posted_mutex_);
+  if (stop_requested_) running_ = false;
+  return !running_;
+}
+
 void EventLoop::drain_posted() {
   std::uint64_t count;
   [[maybe_unused]] auto n = ::read(wake_.get(), &count, sizeof count);
@@ -86,6 +92,7 @@ void EventLoop::fire_due_timers() {
     auto node = timers_.extract(timers_.begin());
     timer_due_.erase(node.key().second);
     node.mapped()();
+    if (stop_called_from_callback()) return;
   }
 }
 
@@ -114,6 +121,7 @@ void EventLoop::run() {
       if (it != fd_handlers_.end()) {
         auto handler = it->second;  // the handler may remove itself
         handler();
+        stop_called_from_callback();
       }
     }
     if (running_) fire_due_timers();

@@ -39,6 +39,8 @@ class EventLoop final : public Timers {
   EventLoop(Fd epoll, Fd wake);
   void drain_posted();
   void fire_due_timers();
+  // After a callback: ends the loop if stop() was called; true if it was.
+  bool stop_called_from_callback();
   int next_timeout_ms() const;
 
   Fd epoll_;

@@ -148,7 +148,13 @@ std::vector<std::string> build_environment(const std::vector<std::pair<std::stri
   for (char** entry = environ; entry && *entry; ++entry) {
     if (!overridden(name_of(*entry))) env.emplace_back(*entry);
   }
-  for (const auto& [k, v] : overrides) env.push_back(k + "=" + v);
+  // One entry per name, the last override winning: with duplicates, getenv()
+  // would return the first, so a child's own env could not override common env.
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    bool overridden_later = false;
+    for (size_t j = i + 1; j < overrides.size(); ++j) overridden_later |= overrides[j].first == overrides[i].first;
+    if (!overridden_later) env.push_back(overrides[i].first + "=" + overrides[i].second);
+  }
   return env;
 }
 
