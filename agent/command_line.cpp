@@ -116,7 +116,13 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
     if (!decoded) return decoded.status();
     document_text = std::move(*decoded);
   }
+  std::string source = !config_file.empty() ? config_file : (env_config && *env_config) ? "GPUBOX_CONFIG" : "flags";
+  // The document is validated as given first, so a flag cannot hide a bad value it replaces.
+  if (auto as_given = parse_config(document_text); !as_given) {
+    return Status(ErrorCode::invalid_request, "config (" + source + "): " + as_given.status().message());
+  }
   if (!overrides.empty()) {
+    source = "flags";
     nlohmann::json document;
     try {
       document = nlohmann::json::parse(document_text);
@@ -130,7 +136,6 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
   }
   auto config = parse_config(document_text);
   if (!config) {
-    std::string source = !config_file.empty() ? config_file : (env_config && *env_config) ? "GPUBOX_CONFIG" : "flags";
     return Status(ErrorCode::invalid_request, "config (" + source + "): " + config.status().message());
   }
   line.config = std::move(*config);
