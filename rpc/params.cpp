@@ -79,7 +79,8 @@ std::optional<std::int64_t> ParamReader::integer(const std::string& name, std::i
 std::optional<double> ParamReader::number(const std::string& name, double min, double max) {
   const json* value = find(name, false);
   if (!value) return std::nullopt;
-  if (!value->is_number() || value->get<double>() < min || value->get<double>() > max) {
+  // Written so that NaN (which compares false with everything) is refused.
+  if (!value->is_number() || !(value->get<double>() >= min && value->get<double>() <= max)) {
     fail(name, "a number from " + std::to_string(min) + " to " + std::to_string(max), value);
     return std::nullopt;
   }

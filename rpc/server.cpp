@@ -8,6 +8,7 @@
 #include <zmq_addon.hpp>
 
 #include "rpc/keys.h"
+#include "rpc/message.h"
 #include "rpc/worker_pool.h"
 
 namespace gpubox::rpc {
@@ -42,8 +43,15 @@ struct Queued {
   std::size_t socket;
   std::string routing_id;
   Outgoing message;
-  std::shared_ptr<CallState> finished_call;  // set on RESULT/ERROR of a registered call
+  // The call the message belongs to: sent only while that call is still
+  // registered, so nothing follows its RESULT/ERROR.
+  std::shared_ptr<CallState> call;
+  bool final = false;  // RESULT/ERROR: unregisters the call
 };
+
+// Deadlines beyond this (about 100 years) are treated as this, so that
+// now + timeout cannot overflow the clock's nanosecond count.
+constexpr std::uint64_t kMaxTimeoutMs = 100ull * 365 * 24 * 3600 * 1000;
 
 std::string z85_of(const void* key32) {
   char text[41];
@@ -75,9 +83,10 @@ struct Server::Impl {
   void io_loop();
   void receive(std::size_t socket);
   void handle(std::size_t socket, std::vector<zmq::message_t>& frames);
-  void start_call(std::size_t socket, const std::string& routing_id, const std::string& peer, const Header& header,
+  void reject(const CallKey& key, const Status& status);
+  void start_call(std::size_t socket, const std::string& routing_id, const std::string& peer, ParsedRequest& request,
                   std::vector<zmq::message_t>& frames);
-  void deliver_data(const CallKey& key, std::vector<zmq::message_t>& frames);
+  void deliver_data(const CallKey& key, nlohmann::json&& body, std::vector<zmq::message_t>& frames);
   void stop_call(const CallKey& key, const std::shared_ptr<CallState>& state, const Status& reason);
   void erase_call(const CallKey& key);
   void expire_deadlines();
@@ -231,11 +240,9 @@ void Server::Impl::handle(std::size_t socket, std::vector<zmq::message_t>& frame
     return;
   }
   std::string routing_id = frames[0].to_string();
-  auto header = decode_header(frames[1].to_string_view());
-  if (!header) {
-    ++rejected_total;  // no id to answer to
-    return;
-  }
+  std::vector<std::string_view> views;
+  views.reserve(frames.size() - 1);
+  for (std::size_t i = 1; i < frames.size(); ++i) views.push_back(frames[i].to_string_view());
   std::string peer = "local";
   if (curve[socket]) {
     const char* user = nullptr;
@@ -245,23 +252,23 @@ void Server::Impl::handle(std::size_t socket, std::vector<zmq::message_t>& frame
     }
     peer = user ? user : "";
     if (!options.authorized->allows(peer)) {
-      ++rejected_total;
-      auto out = error_message(header->id, Status(ErrorCode::permission_denied, "client key is not (or no longer) authorized"));
-      send_now(socket, routing_id, out);
+      // Checked before anything else is decoded: a refused key gets nothing else.
+      reject({socket, routing_id, peek_request_id(views[0])},
+             Status(ErrorCode::permission_denied, "client key is not (or no longer) authorized"));
       return;
     }
   }
-  if (options.on_activity) options.on_activity();
-  if (frames.size() < 3) {
-    ++rejected_total;
-    auto out = error_message(header->id, Status(ErrorCode::invalid_request, "message: expected a header frame and a body frame"));
-    send_now(socket, routing_id, out);
+  auto request = parse_request(views, options.limits);
+  if (!request) {
+    reject({socket, routing_id, peek_request_id(views[0])}, request.status());
     return;
   }
-  CallKey key{socket, routing_id, header->id};
-  switch (header->kind) {
+  if (options.on_activity) options.on_activity();
+  const Header& header = request->header;
+  CallKey key{socket, routing_id, header.id};
+  switch (header.kind) {
     case Kind::call:
-      start_call(socket, routing_id, peer, *header, frames);
+      start_call(socket, routing_id, peer, *request, frames);
       return;
     case Kind::cancel: {
       auto it = calls.find(key);
@@ -273,58 +280,68 @@ void Server::Impl::handle(std::size_t socket, std::vector<zmq::message_t>& frame
       if (it == calls.end()) return;
       {
         std::lock_guard lock(it->second->mutex);
-        it->second->credit_out += header->credit;
+        it->second->credit_out += header.credit;
       }
       it->second->changed.notify_all();
       return;
     }
     case Kind::data:
-      deliver_data(key, frames);
+      deliver_data(key, std::move(request->body), frames);
       return;
     case Kind::result:
-    case Kind::error: {
-      ++rejected_total;
-      auto out = error_message(header->id, Status(ErrorCode::invalid_request, "header[2] kind: RESULT and ERROR are sent by the agent only"));
-      send_now(socket, routing_id, out);
-      return;
-    }
+    case Kind::error:
+      return;  // refused by parse_request
   }
 }
 
+// Refuses a message. When its id names a call in flight on this connection,
+// that call ends with the error (its work stops), so that it still gets exactly
+// one RESULT or ERROR; otherwise the error is sent for the id. Messages
+// without a readable id are dropped.
+void Server::Impl::reject(const CallKey& key, const Status& status) {
+  ++rejected_total;
+  if (key.id == 0) return;
+  auto it = calls.find(key);
+  if (it != calls.end()) {
+    auto state = it->second;
+    stop_call(key, state, status);
+    return;
+  }
+  auto out = error_message(key.id, status);
+  send_now(key.socket, key.routing_id, out);
+}
+
 void Server::Impl::start_call(std::size_t socket, const std::string& routing_id, const std::string& peer,
-                              const Header& header, std::vector<zmq::message_t>& frames) {
+                              ParsedRequest& request, std::vector<zmq::message_t>& frames) {
+  const Header& header = request.header;
   CallKey key{socket, routing_id, header.id};
-  auto refuse = [&](const Status& status) {
-    ++rejected_total;
-    auto out = error_message(header.id, status);
-    send_now(socket, routing_id, out);
-  };
+  auto refuse = [&](const Status& status) { reject(key, status); };
   if (calls.count(key)) {
     return refuse(Status(ErrorCode::invalid_request, "header[1] id: request " + std::to_string(header.id) + " is already in flight on this connection"));
   }
-  std::size_t& peer_in_flight = in_flight_per_peer[{socket, routing_id}];
-  if (peer_in_flight >= options.limits.max_in_flight) {
+  auto peer_entry = in_flight_per_peer.find({socket, routing_id});
+  if (peer_entry != in_flight_per_peer.end() && peer_entry->second >= options.limits.max_in_flight) {
     return refuse(Status(ErrorCode::resource_exhausted, "more than " + std::to_string(options.limits.max_in_flight) +
                                                             " requests in flight on this connection; wait for some to finish"));
   }
-  if (frames.size() - 3 > options.limits.max_attachments) {
-    return refuse(Status(ErrorCode::invalid_request, "message: more than " + std::to_string(options.limits.max_attachments) + " attachments"));
-  }
-  auto body = decode_body(frames[2].to_string_view(), options.limits.max_body_bytes);
-  if (!body) return refuse(body.status());
+  auto body = std::move(request.body);
   const MethodRegistry::Method* method = methods.find(header.method);
   if (!method) return refuse(Status(ErrorCode::unknown_method, "no method named '" + header.method + "'; sys.info lists them"));
 
   std::optional<Clock::time_point> deadline;
-  if (header.timeout_ms) deadline = Clock::now() + std::chrono::milliseconds(header.timeout_ms);
+  if (header.timeout_ms) {
+    deadline = Clock::now() + std::chrono::milliseconds(std::min(header.timeout_ms, kMaxTimeoutMs));
+  }
   auto state = std::make_shared<CallState>(header.id, header.method, deadline, header.credit ? header.credit : kDefaultWindow);
   std::vector<zmq::message_t> attachments;
   for (std::size_t i = 3; i < frames.size(); ++i) attachments.push_back(std::move(frames[i]));
-  auto send = [this, socket, routing_id](Outgoing&& out) { enqueue(Queued{socket, routing_id, std::move(out), nullptr}); };
-  auto call_context = std::make_shared<CallContext>(state, std::move(*body), std::move(attachments), peer, send);
+  auto send = [this, socket, routing_id, state](Outgoing&& out) {
+    enqueue(Queued{socket, routing_id, std::move(out), state, false});
+  };
+  auto call_context = std::make_shared<CallContext>(state, std::move(body), std::move(attachments), peer, send);
 
   calls.emplace(key, state);
-  ++peer_in_flight;
+  ++in_flight_per_peer[{socket, routing_id}];
   ++in_flight_total;
   ++calls_total;
   if (deadline) deadlines.emplace(*deadline, key);
@@ -347,7 +364,7 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
     } else {
       out = error_message(state->id, result.status());
     }
-    enqueue(Queued{socket, routing_id, std::move(out), state});
+    enqueue(Queued{socket, routing_id, std::move(out), state, true});
   };
   if (method->dispatch == MethodRegistry::Dispatch::io_thread) {
     run();
@@ -356,19 +373,17 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
   }
 }
 
-void Server::Impl::deliver_data(const CallKey& key, std::vector<zmq::message_t>& frames) {
+void Server::Impl::deliver_data(const CallKey& key, nlohmann::json&& body, std::vector<zmq::message_t>& frames) {
   auto it = calls.find(key);
   if (it == calls.end()) return;  // late DATA for a call that has ended
   auto state = it->second;
-  auto body = decode_body(frames[2].to_string_view(), options.limits.max_body_bytes);
-  if (!body) return stop_call(key, state, body.status());
   {
     std::lock_guard lock(state->mutex);
     if (state->credit_in == 0) {
       // fall through to the stop below, outside the lock
     } else {
       --state->credit_in;
-      Incoming incoming{std::move(*body), {}};
+      Incoming incoming{std::move(body), {}};
       for (std::size_t i = 3; i < frames.size(); ++i) incoming.attachments.push_back(std::move(frames[i]));
       state->inbox.push_back(std::move(incoming));
       std::uint64_t one = 1;
@@ -438,11 +453,11 @@ void Server::Impl::drain_outbox() {
     batch.swap(outbox);
   }
   for (auto& queued : batch) {
-    if (queued.finished_call) {
+    if (queued.call) {
       CallKey key{queued.socket, queued.routing_id, queued.message.header.id};
       auto it = calls.find(key);
-      if (it == calls.end() || it->second != queued.finished_call) continue;  // answered already
-      erase_call(key);
+      if (it == calls.end() || it->second != queued.call) continue;  // answered already
+      if (queued.final) erase_call(key);
     }
     send_now(queued.socket, queued.routing_id, queued.message);
   }

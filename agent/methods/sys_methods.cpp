@@ -37,12 +37,18 @@ void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, cons
     };
   });
 
-  methods.add("sys.shutdown", [hooks](rpc::CallContext& call) -> Result<nlohmann::json> {
-    rpc::ParamReader params(call.params());
-    if (Status status = params.finish(); !status) return status;
-    hooks.request_shutdown();
-    return nlohmann::json{{"shutting_down", true}};
-  });
+  // On the I/O thread: its RESULT is queued before the I/O thread can see
+  // the server stopping. On a worker, the shutdown could tear the server
+  // down first and answer the call with "unavailable" instead.
+  methods.add(
+      "sys.shutdown",
+      [hooks](rpc::CallContext& call) -> Result<nlohmann::json> {
+        rpc::ParamReader params(call.params());
+        if (Status status = params.finish(); !status) return status;
+        hooks.request_shutdown();
+        return nlohmann::json{{"shutting_down", true}};
+      },
+      rpc::MethodRegistry::Dispatch::io_thread);
 }
 
 }  // namespace gpubox
