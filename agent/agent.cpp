@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -118,6 +119,8 @@ Status Agent::open_state_dir() {
 int Agent::run() {
   // Not PID 1: become the child subreaper, so orphans of our children are ours to reap.
   if (!is_pid1_) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // The ready fd is ours alone: children must not inherit it and keep the pipe open.
+  if (options_.ready_fd >= 0) ::fcntl(options_.ready_fd, F_SETFD, FD_CLOEXEC);
 
   Status started = open_state_dir();
   auto loop = EventLoop::create();

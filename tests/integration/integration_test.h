@@ -1,0 +1,75 @@
+// The fixture every integration test uses: starts sandboxes through the
+// harness and checks, when the test ends, that it left no zombie behind.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/integration/sandbox_harness.h"
+
+namespace gpubox::testing {
+
+// Generous bounds: they only decide how long a broken agent takes to fail a test.
+inline constexpr milliseconds kStartTimeout{10'000};
+inline constexpr milliseconds kExitTimeout{10'000};
+
+class IntegrationTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // Every sandbox is a local of the test body, destroyed (and reaped) by now.
+    EXPECT_EQ(count_zombie_children(::getpid()), 0) << "the test left a zombie behind";
+  }
+
+  // Starts a sandbox and waits until the agent says it is ready.
+  static std::unique_ptr<Sandbox> start_ready(const SandboxOptions& options) {
+    std::string error;
+    auto box = Sandbox::start(options, &error);
+    EXPECT_TRUE(box) << error;
+    if (box) {
+      EXPECT_TRUE(box->wait_ready(kStartTimeout)) << "agent not ready; stderr:\n" << box->stderr_text();
+    }
+    return box;
+  }
+
+  static std::unique_ptr<Sandbox> start(const SandboxOptions& options) {
+    std::string error;
+    auto box = Sandbox::start(options, &error);
+    EXPECT_TRUE(box) << error;
+    return box;
+  }
+};
+
+// {"/bin/sh", "-c", script, "sh", args...}: args are $1, $2, … inside the script.
+inline std::vector<std::string> sh(const std::string& script, std::initializer_list<std::string> args = {}) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", script, "sh"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+// Messages of the log entries, in order.
+inline std::vector<std::string> log_messages(const Sandbox& box) {
+  std::vector<std::string> messages;
+  for (const auto& entry : box.log_entries()) messages.push_back(entry.value("msg", ""));
+  return messages;
+}
+
+// Log entries with this message (and this child, when given).
+inline std::vector<nlohmann::json> log_with(const Sandbox& box, const std::string& msg, const std::string& child = "") {
+  std::vector<nlohmann::json> found;
+  for (const auto& entry : box.log_entries()) {
+    if (entry.value("msg", "") == msg && (child.empty() || entry.value("child", "") == child)) found.push_back(entry);
+  }
+  return found;
+}
+
+inline double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace gpubox::testing
