@@ -24,13 +24,41 @@ CallState::CallState(std::uint64_t id_, std::string method_, std::optional<Clock
       method(std::move(method_)),
       deadline(deadline_),
       window(window_),
-      stop_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      data_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       credit_out(window_) {}
 
 CallState::~CallState() {
-  if (stop_fd >= 0) ::close(stop_fd);
-  if (data_fd >= 0) ::close(data_fd);
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (data_fd_ >= 0) ::close(data_fd_);
+}
+
+int CallState::stop_fd() {
+  std::lock_guard lock(mutex);
+  if (stop_fd_ < 0) {
+    stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!stop_reason.is_ok()) raise_fd(stop_fd_);
+  }
+  return stop_fd_;
+}
+
+int CallState::data_fd() {
+  std::lock_guard lock(mutex);
+  if (data_fd_ < 0) {
+    data_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!inbox.empty()) raise_fd(data_fd_);
+  }
+  return data_fd_;
+}
+
+bool CallState::deliver(Incoming incoming) {
+  {
+    std::lock_guard lock(mutex);
+    if (credit_in == 0) return false;
+    --credit_in;
+    inbox.push_back(std::move(incoming));
+    if (data_fd_ >= 0) raise_fd(data_fd_);
+  }
+  changed.notify_all();
+  return true;
 }
 
 bool CallState::stop(Status reason) {
@@ -39,8 +67,8 @@ bool CallState::stop(Status reason) {
     if (finished) return false;
     finished = true;
     stop_reason = std::move(reason);
+    if (stop_fd_ >= 0) raise_fd(stop_fd_);
   }
-  raise_fd(stop_fd);
   changed.notify_all();
   return true;
 }
@@ -108,7 +136,7 @@ Result<std::optional<Incoming>> CallContext::receive_data(std::chrono::milliseco
   if (state_->inbox.empty()) return std::optional<Incoming>();
   Incoming next = std::move(state_->inbox.front());
   state_->inbox.pop_front();
-  if (state_->inbox.empty()) lower_fd(state_->data_fd);
+  if (state_->inbox.empty() && state_->data_fd_ >= 0) lower_fd(state_->data_fd_);
   return std::optional<Incoming>(std::move(next));
 }
 

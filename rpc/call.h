@@ -54,10 +54,15 @@ struct CallState {
   const std::string method;
   const std::optional<Clock::time_point> deadline;
   const std::uint64_t window;
+
   // Readable once stopped: lets poll()-based handlers wake on cancellation.
-  const int stop_fd;
-  // Readable while DATA is queued.
-  const int data_fd;
+  // Created on first use; most calls never need it.
+  int stop_fd();
+  // Readable while DATA is queued. Created on first use.
+  int data_fd();
+  // Queues one DATA message from the client (the I/O thread); false when
+  // the client had no credit left for it.
+  bool deliver(Incoming incoming);
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -67,6 +72,8 @@ struct CallState {
   std::deque<Incoming> inbox;
   bool finished = false;
   Status stop_reason;                 // not ok once stopped
+  int stop_fd_ = -1;
+  int data_fd_ = -1;
 };
 
 class CallContext {
@@ -86,7 +93,7 @@ class CallContext {
   // Not ok once the call was cancelled, passed its deadline or the server stops.
   Status stop_reason() const;
   bool stopped() const { return !stop_reason().is_ok(); }
-  int stop_fd() const { return state_->stop_fd; }
+  int stop_fd() const { return state_->stop_fd(); }
   // Waits until stopped or timeout passes; true when stopped.
   bool wait_stopped(std::chrono::milliseconds timeout) const;
 
@@ -98,7 +105,7 @@ class CallContext {
   // The next DATA message, waiting up to timeout (nullopt when none came).
   // Fails with the stop reason once stopped.
   Result<std::optional<Incoming>> receive_data(std::chrono::milliseconds timeout);
-  int data_fd() const { return state_->data_fd; }
+  int data_fd() const { return state_->data_fd(); }
 
  private:
   std::shared_ptr<CallState> state_;

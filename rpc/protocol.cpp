@@ -49,41 +49,144 @@ std::string_view kind_name(Kind kind) {
   return "?";
 }
 
+// The header is on every message, so it has its own small msgpack codec:
+// a fixarray of 6, unsigned integers and one string.
+namespace {
+
+void put_uint(std::string& out, std::uint64_t value) {
+  if (value < 0x80) {
+    out.push_back(static_cast<char>(value));
+    return;
+  }
+  int bytes;
+  if (value <= 0xff) {
+    out.push_back(static_cast<char>(0xcc));
+    bytes = 1;
+  } else if (value <= 0xffff) {
+    out.push_back(static_cast<char>(0xcd));
+    bytes = 2;
+  } else if (value <= 0xffffffffu) {
+    out.push_back(static_cast<char>(0xce));
+    bytes = 4;
+  } else {
+    out.push_back(static_cast<char>(0xcf));
+    bytes = 8;
+  }
+  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+void put_str(std::string& out, std::string_view text) {
+  if (text.size() < 32) {
+    out.push_back(static_cast<char>(0xa0 | text.size()));
+  } else if (text.size() <= 0xff) {
+    out.push_back(static_cast<char>(0xd9));
+    out.push_back(static_cast<char>(text.size()));
+  } else {
+    out.push_back(static_cast<char>(0xda));
+    out.push_back(static_cast<char>((text.size() >> 8) & 0xff));
+    out.push_back(static_cast<char>(text.size() & 0xff));
+  }
+  out.append(text);
+}
+
+// Reads msgpack values from a byte range; every read checks the bounds.
+class HeaderReader {
+ public:
+  explicit HeaderReader(std::string_view bytes) : bytes_(bytes) {}
+  bool done() const { return pos_ == bytes_.size(); }
+
+  std::optional<std::uint8_t> byte() {
+    if (pos_ >= bytes_.size()) return std::nullopt;
+    return static_cast<std::uint8_t>(bytes_[pos_++]);
+  }
+
+  std::optional<std::uint64_t> big_endian(int count) {
+    if (bytes_.size() - pos_ < static_cast<std::size_t>(count)) return std::nullopt;
+    std::uint64_t value = 0;
+    for (int i = 0; i < count; ++i) value = (value << 8) | static_cast<std::uint8_t>(bytes_[pos_++]);
+    return value;
+  }
+
+  // A non-negative integer in any msgpack integer format.
+  std::optional<std::uint64_t> uint() {
+    auto tag = byte();
+    if (!tag) return std::nullopt;
+    if (*tag < 0x80) return *tag;
+    switch (*tag) {
+      case 0xcc: return big_endian(1);
+      case 0xcd: return big_endian(2);
+      case 0xce: return big_endian(4);
+      case 0xcf: return big_endian(8);
+      case 0xd0: case 0xd1: case 0xd2: case 0xd3: {
+        int count = 1 << (*tag - 0xd0);
+        auto raw = big_endian(count);
+        if (!raw) return std::nullopt;
+        std::uint64_t sign_bit = std::uint64_t{1} << (8 * count - 1);
+        if (*raw & sign_bit) return std::nullopt;  // negative
+        return raw;
+      }
+      default: return std::nullopt;
+    }
+  }
+
+  std::optional<std::string_view> str() {
+    auto tag = byte();
+    if (!tag) return std::nullopt;
+    std::optional<std::uint64_t> length;
+    if ((*tag & 0xe0) == 0xa0) length = *tag & 0x1f;
+    else if (*tag == 0xd9) length = big_endian(1);
+    else if (*tag == 0xda) length = big_endian(2);
+    else if (*tag == 0xdb) length = big_endian(4);
+    if (!length || bytes_.size() - pos_ < *length) return std::nullopt;
+    std::string_view text = bytes_.substr(pos_, *length);
+    pos_ += *length;
+    return text;
+  }
+
+ private:
+  std::string_view bytes_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
 std::string encode_header(const Header& header) {
-  json array = json::array({kProtocolVersion, header.id, static_cast<int>(header.kind), header.method,
-                            header.timeout_ms, header.credit});
   std::string out;
-  json::to_msgpack(array, out);
+  out.reserve(16 + header.method.size());
+  out.push_back(static_cast<char>(0x96));
+  put_uint(out, kProtocolVersion);
+  put_uint(out, header.id);
+  put_uint(out, static_cast<std::uint64_t>(header.kind));
+  put_str(out, header.method);
+  put_uint(out, header.timeout_ms);
+  put_uint(out, header.credit);
   return out;
 }
 
 Result<Header> decode_header(std::string_view bytes) {
   if (bytes.size() > 512) return bad("header: longer than 512 bytes");
-  json array;
-  try {
-    array = json::from_msgpack(bytes.begin(), bytes.end());
-  } catch (const json::exception&) {
-    return bad("header: not valid msgpack");
-  }
-  if (!array.is_array() || array.size() != 6) return bad("header: expected an array of 6 elements");
-  if (!array[0].is_number_unsigned() || array[0].get<std::uint64_t>() != kProtocolVersion) {
-    return bad("header[0] version: expected 1");
-  }
-  if (!array[1].is_number_unsigned() || array[1].get<std::uint64_t>() == 0) {
-    return bad("header[1] id: expected an unsigned integer from 1");
-  }
-  if (!array[2].is_number_unsigned() || array[2].get<std::uint64_t>() > static_cast<int>(Kind::error)) {
-    return bad("header[2] kind: expected 0 to 5");
-  }
-  if (!array[3].is_string()) return bad("header[3] method: expected a string");
-  if (!array[4].is_number_unsigned()) return bad("header[4] timeout_ms: expected an unsigned integer");
-  if (!array[5].is_number_unsigned()) return bad("header[5] credit: expected an unsigned integer");
+  HeaderReader reader(bytes);
+  auto tag = reader.byte();
+  if (!tag || *tag != 0x96) return bad("header: expected a msgpack array of 6 elements");
+  auto version = reader.uint();
+  if (!version || *version != kProtocolVersion) return bad("header[0] version: expected 1");
+  auto id = reader.uint();
+  if (!id || *id == 0) return bad("header[1] id: expected an unsigned integer from 1");
+  auto kind = reader.uint();
+  if (!kind || *kind > static_cast<std::uint64_t>(Kind::error)) return bad("header[2] kind: expected 0 to 5");
+  auto method = reader.str();
+  if (!method) return bad("header[3] method: expected a string");
+  auto timeout = reader.uint();
+  if (!timeout) return bad("header[4] timeout_ms: expected an unsigned integer");
+  auto credit = reader.uint();
+  if (!credit) return bad("header[5] credit: expected an unsigned integer");
+  if (!reader.done()) return bad("header: bytes after the 6 elements");
   Header header;
-  header.id = array[1].get<std::uint64_t>();
-  header.kind = static_cast<Kind>(array[2].get<std::uint64_t>());
-  header.method = array[3].get<std::string>();
-  header.timeout_ms = array[4].get<std::uint64_t>();
-  header.credit = array[5].get<std::uint64_t>();
+  header.id = *id;
+  header.kind = static_cast<Kind>(*kind);
+  header.method = std::string(*method);
+  header.timeout_ms = *timeout;
+  header.credit = *credit;
   if (header.kind == Kind::call && header.method.empty()) return bad("header[3] method: empty on CALL");
   if (header.kind != Kind::call && !header.method.empty()) return bad("header[3] method: only CALL names a method");
   return header;
@@ -95,6 +198,7 @@ Result<json> decode_body(std::string_view bytes, std::size_t max_bytes) {
                   "body: " + std::to_string(bytes.size()) + " bytes, more than the limit of " + std::to_string(max_bytes));
   }
   if (bytes.empty()) return bad("body: empty frame (send an empty map, 0x80)");
+  if (bytes.size() == 1 && static_cast<std::uint8_t>(bytes[0]) == 0x80) return json::object();
   json body;
   try {
     DepthLimitedSax sax(body, 64);
@@ -111,6 +215,7 @@ Result<json> decode_body(std::string_view bytes, std::size_t max_bytes) {
 }
 
 std::string encode_body(const json& body) {
+  if (body.is_object() && body.empty()) return std::string(1, static_cast<char>(0x80));
   std::string out;
   json::to_msgpack(body, out);
   return out;

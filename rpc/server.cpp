@@ -67,6 +67,27 @@ Outgoing error_message(std::uint64_t id, const Status& status) {
   return out;
 }
 
+// Runs a handler at the exception boundary: whatever it throws becomes `internal`.
+Result<nlohmann::json> run_handler(const Handler& handler, CallContext& call) {
+  try {
+    return handler(call);
+  } catch (const std::exception& e) {
+    return Status(ErrorCode::internal, std::string("method failed: ") + e.what());
+  } catch (...) {
+    return Status(ErrorCode::internal, "method failed with an unknown exception");
+  }
+}
+
+// The RESULT or ERROR that ends a call.
+Outgoing finish_message(std::uint64_t id, const Result<nlohmann::json>& result) {
+  if (!result) return error_message(id, result.status());
+  Outgoing out;
+  out.header.id = id;
+  out.header.kind = Kind::result;
+  out.body = encode_body(result.value().is_null() ? nlohmann::json::object() : result.value());
+  return out;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -198,7 +219,10 @@ void Server::Impl::io_loop() {
   while (!stopping.load(std::memory_order_relaxed)) {
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(next_deadline_ms()));
-    } catch (const zmq::error_t&) {
+    } catch (const zmq::error_t& e) {
+      // A signal: the agent blocks them all, but a program embedding the
+      // server may not, and must not lose its server to one.
+      if (e.num() == EINTR) continue;
       break;
     }
     for (std::size_t i = 0; i < sockets.size(); ++i) {
@@ -328,13 +352,23 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
   const MethodRegistry::Method* method = methods.find(header.method);
   if (!method) return refuse(Status(ErrorCode::unknown_method, "no method named '" + header.method + "'; sys.info lists them"));
 
+  std::vector<zmq::message_t> attachments;
+  for (std::size_t i = 3; i < frames.size(); ++i) attachments.push_back(std::move(frames[i]));
+  ++calls_total;
+  if (method->dispatch == MethodRegistry::Dispatch::io_thread) {
+    // Runs to completion right here: nothing to register, no deadline to watch.
+    auto state = std::make_shared<CallState>(header.id, header.method, std::nullopt, kDefaultWindow);
+    CallContext call(state, std::move(body), std::move(attachments), peer, [](Outgoing&&) {});
+    Outgoing out = finish_message(header.id, run_handler(method->handler, call));
+    send_now(socket, routing_id, out);
+    return;
+  }
+
   std::optional<Clock::time_point> deadline;
   if (header.timeout_ms) {
     deadline = Clock::now() + std::chrono::milliseconds(std::min(header.timeout_ms, kMaxTimeoutMs));
   }
   auto state = std::make_shared<CallState>(header.id, header.method, deadline, header.credit ? header.credit : kDefaultWindow);
-  std::vector<zmq::message_t> attachments;
-  for (std::size_t i = 3; i < frames.size(); ++i) attachments.push_back(std::move(frames[i]));
   auto send = [this, socket, routing_id, state](Outgoing&& out) {
     enqueue(Queued{socket, routing_id, std::move(out), state, false});
   };
@@ -343,55 +377,23 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
   calls.emplace(key, state);
   ++in_flight_per_peer[{socket, routing_id}];
   ++in_flight_total;
-  ++calls_total;
   if (deadline) deadlines.emplace(*deadline, key);
 
   auto run = [this, socket, routing_id, call_context, state, handler = &method->handler] {
-    Result<nlohmann::json> result = Status(ErrorCode::internal, "handler returned nothing");
-    try {
-      result = (*handler)(*call_context);
-    } catch (const std::exception& e) {
-      result = Status(ErrorCode::internal, std::string("method failed: ") + e.what());
-    } catch (...) {
-      result = Status(ErrorCode::internal, "method failed with an unknown exception");
-    }
+    Result<nlohmann::json> result = run_handler(*handler, *call_context);
     if (!state->finish()) return;  // already answered: cancelled, deadline, shutdown
-    Outgoing out;
-    if (result) {
-      out.header.id = state->id;
-      out.header.kind = Kind::result;
-      out.body = encode_body(result.value().is_null() ? nlohmann::json::object() : result.value());
-    } else {
-      out = error_message(state->id, result.status());
-    }
-    enqueue(Queued{socket, routing_id, std::move(out), state, true});
+    enqueue(Queued{socket, routing_id, finish_message(state->id, result), state, /*final=*/true});
   };
-  if (method->dispatch == MethodRegistry::Dispatch::io_thread) {
-    run();
-  } else {
-    pool.submit(std::move(run));
-  }
+  pool.submit(std::move(run));
 }
 
 void Server::Impl::deliver_data(const CallKey& key, nlohmann::json&& body, std::vector<zmq::message_t>& frames) {
   auto it = calls.find(key);
   if (it == calls.end()) return;  // late DATA for a call that has ended
   auto state = it->second;
-  {
-    std::lock_guard lock(state->mutex);
-    if (state->credit_in == 0) {
-      // fall through to the stop below, outside the lock
-    } else {
-      --state->credit_in;
-      Incoming incoming{std::move(body), {}};
-      for (std::size_t i = 3; i < frames.size(); ++i) incoming.attachments.push_back(std::move(frames[i]));
-      state->inbox.push_back(std::move(incoming));
-      std::uint64_t one = 1;
-      [[maybe_unused]] auto n = ::write(state->data_fd, &one, sizeof one);
-      state->changed.notify_all();
-      return;
-    }
-  }
+  Incoming incoming{std::move(body), {}};
+  for (std::size_t i = 3; i < frames.size(); ++i) incoming.attachments.push_back(std::move(frames[i]));
+  if (state->deliver(std::move(incoming))) return;
   stop_call(key, state, Status(ErrorCode::resource_exhausted, "DATA beyond the credit the agent granted"));
 }
 

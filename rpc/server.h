@@ -24,6 +24,7 @@ using Handler = std::function<Result<nlohmann::json>(CallContext&)>;
 // Method names → handlers. Filled before the server starts; read-only after.
 class MethodRegistry {
  public:
+  // io_thread: for quick methods that never block and never stream (sys.ping).
   enum class Dispatch { worker, io_thread };
   struct Method {
     Handler handler;
