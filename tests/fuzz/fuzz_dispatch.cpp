@@ -6,7 +6,11 @@
 // get an answer to sys.ping: a hostile message must neither crash the server
 // nor stall it, nor affect another client. FUZZ_DISPATCH_VERBOSE=1 prints
 // every answer the harness reads.
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cstdint>
@@ -90,12 +94,18 @@ struct Decoded {
 };
 
 // Receives one message within timeout; nullopt when none came.
+// libFuzzer's timers (SIGALRM) interrupt blocking calls: EINTR means "try again".
 std::optional<Decoded> receive(zmq::socket_t& socket, std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-  zmq::poll(&item, 1, timeout);
-  if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
   std::vector<zmq::message_t> frames;
-  if (!zmq::recv_multipart(socket, std::back_inserter(frames))) return std::nullopt;
+  try {
+    zmq::poll(&item, 1, timeout);
+    if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
+    if (!zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) return std::nullopt;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return std::nullopt;
+    throw;
+  }
   if (frames.size() < 2) fail("server sent fewer than 2 frames");
   auto header = rpc::decode_header(frames[0].to_string_view());
   if (!header) fail("server sent a malformed header");
@@ -107,7 +117,15 @@ std::optional<Decoded> receive(zmq::socket_t& socket, std::chrono::milliseconds 
 
 void send(zmq::socket_t& socket, const std::vector<std::string>& frames) {
   for (std::size_t i = 0; i < frames.size(); ++i) {
-    socket.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+    while (true) {
+      try {
+        socket.send(zmq::buffer(frames[i]), flags);
+        break;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+      }
+    }
   }
 }
 
@@ -119,7 +137,8 @@ void expect_pong(zmq::socket_t& socket, std::uint64_t id, std::uint64_t nonce) {
   ping.kind = rpc::Kind::call;
   ping.method = "sys.ping";
   send(socket, {rpc::encode_header(ping), rpc::encode_body(json{{"nonce", nonce}})});
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // Generous: a loaded machine may starve the (niced) fuzzer for seconds.
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < give_up) {
     auto message = receive(socket, std::chrono::milliseconds(1000));
     if (!message) continue;
@@ -136,7 +155,7 @@ void expect_pong(zmq::socket_t& socket, std::uint64_t id, std::uint64_t nonce) {
       send(socket, {rpc::encode_header(ping), rpc::encode_body(json{{"nonce", nonce}})});
     }
   }
-  fail("no answer to sys.ping within 10 s: the server is stuck");
+  fail("no answer to sys.ping within 30 s: the server is stuck");
 }
 
 struct Harness {
@@ -180,7 +199,14 @@ Harness* harness = nullptr;
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // The server's threads (and ZeroMQ's) inherit this mask: libFuzzer's
+  // signals then interrupt only this thread, as in the agent, which blocks
+  // every signal before it starts a thread.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
   harness = new Harness();  // NOLINT: lives for the whole run on purpose
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   return 0;
 }
 
