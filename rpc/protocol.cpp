@@ -81,10 +81,13 @@ void put_str(std::string& out, std::string_view text) {
   } else if (text.size() <= 0xff) {
     out.push_back(static_cast<char>(0xd9));
     out.push_back(static_cast<char>(text.size()));
-  } else {
+  } else if (text.size() <= 0xffff) {
     out.push_back(static_cast<char>(0xda));
     out.push_back(static_cast<char>((text.size() >> 8) & 0xff));
     out.push_back(static_cast<char>(text.size() & 0xff));
+  } else {
+    out.push_back(static_cast<char>(0xdb));
+    for (int shift : {24, 16, 8, 0}) out.push_back(static_cast<char>((text.size() >> shift) & 0xff));
   }
   out.append(text);
 }
@@ -203,7 +206,7 @@ Result<json> decode_body(std::string_view bytes, std::size_t max_bytes) {
   try {
     DepthLimitedSax sax(body, 64);
     auto input = nlohmann::detail::input_adapter(bytes.begin(), bytes.end());
-    nlohmann::detail::binary_reader<json, decltype(input), DepthLimitedSax> reader(std::move(input));
+    nlohmann::detail::binary_reader<json, decltype(input), DepthLimitedSax> reader(std::move(input), nlohmann::detail::input_format_t::msgpack);
     if (!reader.sax_parse(nlohmann::detail::input_format_t::msgpack, &sax, true)) return bad("body: not valid msgpack");
   } catch (const json::exception&) {
     return bad("body: not valid msgpack");

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the release build's
-# suite, then the same suite under ASan+UBSan. Exits non-zero on any failure.
+# suite (unit, integration with the agent as PID 1, RPC, Python client), the
+# same suite under ASan+UBSan, then a short run of every libFuzzer target.
+# Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,3 +10,4 @@ scripts/build.sh default
 ctest --preset default
 scripts/build.sh asan
 ctest --preset asan
+scripts/fuzz.sh "${GPUBOX_FUZZ_SECONDS:-20}"

@@ -112,7 +112,9 @@ TEST_F(LifecycleTest, SlowReaderWithWindowOneBoundsTheAgentsMemory) {
   ASSERT_TRUE((*stream)->result()) << (*stream)->result().status().to_string();
   EXPECT_EQ((*stream)->result().value()["exit_code"], 0);
   EXPECT_EQ(received, kTotal);
+#ifndef GPUBOX_SANITIZE  // ASan's quarantine holds freed chunks: RSS says nothing there
   EXPECT_LT(peak - *baseline, 8ll << 20) << "the agent's RSS grew by " << (peak - *baseline) / 1024 << " KiB";
+#endif
   RecordProperty("agent_rss_growth_kib", std::to_string((peak - *baseline) / 1024));
 }
 
