@@ -41,6 +41,12 @@ Result<std::string> read_secret_key(const RpcConfig& rpc) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> Agent::child_env() const {
+  std::vector<std::pair<std::string, std::string>> env(options_.config.env.begin(), options_.config.env.end());
+  env.insert(env.end(), options_.config.secrets.begin(), options_.config.secrets.end());
+  return env;
+}
+
 Status Agent::start_rpc() {
   const RpcConfig& rpc = options_.config.rpc;
   if (rpc.endpoints.empty()) return Status::ok();
@@ -48,8 +54,7 @@ Status Agent::start_rpc() {
   hooks.request_shutdown = [this] { loop_->post([this] { begin_shutdown("sys.shutdown"); }); };
   hooks.components = [this] { return components(); };
   hooks.accepting_work = [this] { return accepting_work_.load(); };
-  hooks.child_env.assign(options_.config.env.begin(), options_.config.env.end());
-  hooks.child_env.insert(hooks.child_env.end(), options_.config.secrets.begin(), options_.config.secrets.end());
+  hooks.child_env = child_env();
 
   rpc::ServerOptions server;
   server.endpoints = rpc.endpoints;
@@ -140,9 +145,7 @@ int Agent::run() {
   }
 
   const Config& config = options_.config;
-  std::vector<std::pair<std::string, std::string>> common_env(config.env.begin(), config.env.end());
-  common_env.insert(common_env.end(), config.secrets.begin(), config.secrets.end());
-  supervisor_ = std::make_unique<Supervisor>(processes_, *loop_, config.shutdown_grace, std::move(common_env),
+  supervisor_ = std::make_unique<Supervisor>(processes_, *loop_, config.shutdown_grace, child_env(),
                                              std::vector<std::string>{"GPUBOX_CONFIG"});
   supervisor_->on_change([](const ChildInfo& child) {
     log::debug("child state", {{"child", child.name}, {"state", child_state_name(child.state)}});
@@ -183,9 +186,7 @@ int Agent::run() {
 Status Agent::start_main_command() {
   SpawnOptions spawn;
   spawn.argv = options_.command;
-  std::vector<std::pair<std::string, std::string>> env(options_.config.env.begin(), options_.config.env.end());
-  env.insert(env.end(), options_.config.secrets.begin(), options_.config.secrets.end());
-  spawn.env = build_environment(env, {"GPUBOX_CONFIG"});
+  spawn.env = build_environment(child_env(), {"GPUBOX_CONFIG"});
   auto pid = processes_.spawn(spawn, [this](pid_t, ExitStatus status) {
     main_exit_ = status;
     main_pid_ = 0;

@@ -40,6 +40,8 @@ class Agent {
 
  private:
   Status open_state_dir();
+  // The config's env and secrets: added to every child's environment.
+  std::vector<std::pair<std::string, std::string>> child_env() const;
   Status start_rpc();
   nlohmann::json components();
   Status start_main_command();
