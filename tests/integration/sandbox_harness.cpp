@@ -273,46 +273,44 @@ Sandbox::~Sandbox() {
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
 }
 
+// Reads what the ready pipe has before the deadline into ready_buffer_.
+// Returns the bytes read (> 0), 0 when the pipe closed, -1 at the deadline or on error.
+ssize_t Sandbox::read_ready_pipe(Clock::time_point deadline) {
+  while (true) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    if (left < 0) return -1;
+    pollfd p{ready_fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    char buffer[64];
+    ssize_t n = ::read(ready_fd_, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n > 0) ready_buffer_.append(buffer, static_cast<size_t>(n));
+    return n < 0 ? -1 : n;
+  }
+}
+
 bool Sandbox::wait_ready(milliseconds timeout) {
   if (ready_buffer_.find("ready\n") != std::string::npos) return true;
   if (ready_fd_ < 0) return false;
   auto deadline = Clock::now() + timeout;
-  while (true) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-    if (left < 0) return false;
-    pollfd p{ready_fd_, POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    char buffer[64];
-    ssize_t n = ::read(ready_fd_, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;  // closed without saying ready
-    ready_buffer_.append(buffer, static_cast<size_t>(n));
+  while (read_ready_pipe(deadline) > 0) {
     if (ready_buffer_.find("ready\n") != std::string::npos) {
       ready_at_ = Clock::now();
       return true;
     }
   }
+  return false;  // the deadline passed, or the pipe closed without saying ready
 }
 
 bool Sandbox::wait_ready_fd_closed(milliseconds timeout) {
   if (ready_fd_ < 0) return true;
   auto deadline = Clock::now() + timeout;
-  while (true) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-    if (left < 0) return false;
-    pollfd p{ready_fd_, POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    char buffer[64];
-    ssize_t n = ::read(ready_fd_, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    if (n == 0) return true;
-    ready_buffer_.append(buffer, static_cast<size_t>(n));
+  ssize_t n;
+  while ((n = read_ready_pipe(deadline)) > 0) {
   }
+  return n == 0;
 }
 
 bool Sandbox::signal(int sig) {

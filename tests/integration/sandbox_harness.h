@@ -97,6 +97,8 @@ class Sandbox {
   std::string dir_;
   pid_t pid_ = -1;
   int pidfd_ = -1;
+  ssize_t read_ready_pipe(Clock::time_point deadline);
+
   int ready_fd_ = -1;  // read end of the ready pipe
   std::string ready_buffer_;
   bool reaped_ = false;
