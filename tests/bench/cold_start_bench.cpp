@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/bench/percentile.h"
 #include "tests/integration/sandbox_harness.h"
 
 namespace {
@@ -34,12 +35,7 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-// Nearest-rank percentile.
-double percentile(std::vector<double> samples, double p) {
-  std::sort(samples.begin(), samples.end());
-  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(samples.size())));
-  return samples[std::clamp<size_t>(rank, 1, samples.size()) - 1];
-}
+using gpubox::bench::percentile;
 
 double fork_exec_wait_true() {
   auto begin = Clock::now();

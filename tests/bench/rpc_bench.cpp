@@ -24,6 +24,7 @@
 
 #include "rpc/client.h"
 #include "rpc/keys.h"
+#include "tests/bench/percentile.h"
 #include "tests/integration/sandbox_harness.h"
 
 namespace {
@@ -36,11 +37,7 @@ using nlohmann::json;
 
 double us_since(Clock::time_point start) { return std::chrono::duration<double, std::micro>(Clock::now() - start).count(); }
 
-double percentile(std::vector<double> samples, double p) {
-  std::sort(samples.begin(), samples.end());
-  std::size_t rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(samples.size())));
-  return samples[std::clamp<std::size_t>(rank, 1, samples.size()) - 1];
-}
+using gpubox::bench::percentile;
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "bench: %s\n", what.c_str());
