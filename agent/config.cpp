@@ -240,6 +240,20 @@ void parse_rpc(const json& value, RpcConfig* rpc) {
   }
 }
 
+void parse_lifecycle(const json& value, LifecycleConfig* lifecycle) {
+  ObjectReader reader(value, "lifecycle");
+  constexpr int kWeek = 7 * 86'400;
+  reader.milliseconds("timeout_seconds", 1000, 0, kWeek, &lifecycle->timeout);
+  reader.milliseconds("idle_timeout_seconds", 1000, 0, kWeek, &lifecycle->idle_timeout);
+  reader.milliseconds("harvest_margin_seconds", 1000, 0, 3600, &lifecycle->harvest_margin);
+  reader.milliseconds("lease_seconds", 1000, 0, kWeek, &lifecycle->lease);
+  reader.string("persistent_dir", &lifecycle->persistent_dir);
+  if (!lifecycle->persistent_dir.empty() && lifecycle->persistent_dir[0] != '/') {
+    fail("lifecycle.persistent_dir", "an absolute path", lifecycle->persistent_dir);
+  }
+  reader.finish();
+}
+
 Config parse_document(const json& document) {
   Config config;
   ObjectReader root(document, "");
@@ -263,6 +277,8 @@ Config parse_document(const json& document) {
     shutdown_reader.milliseconds("grace_seconds", 1000, 0, 3600, &config.shutdown_grace);
     shutdown_reader.finish();
   }
+
+  if (const json* lifecycle = root.find("lifecycle")) parse_lifecycle(*lifecycle, &config.lifecycle);
 
   root.string_map("env", &config.env);
   check_env_names(config.env, "env");
@@ -396,6 +412,11 @@ std::string config_to_json(const Config& config) {
   if (!config.rpc.secret_key_file.empty()) rpc["secret_key_file"] = config.rpc.secret_key_file;
   if (!config.rpc.authorized_keys_file.empty()) rpc["authorized_keys_file"] = config.rpc.authorized_keys_file;
   document["rpc"] = std::move(rpc);
+  document["lifecycle"] = {{"timeout_seconds", seconds(config.lifecycle.timeout)},
+                           {"idle_timeout_seconds", seconds(config.lifecycle.idle_timeout)},
+                           {"harvest_margin_seconds", seconds(config.lifecycle.harvest_margin)},
+                           {"lease_seconds", seconds(config.lifecycle.lease)},
+                           {"persistent_dir", config.lifecycle.persistent_dir}};
   return document.dump(2);
 }
 

@@ -44,6 +44,17 @@ struct RpcConfig {
   int max_message_bytes = 64 << 20;
 };
 
+// The sandbox's lifetime (ARCHITECTURE.md, "Lifecycle of a sandbox"). Every
+// duration is measured on the agent's own monotonic clock from its start;
+// zero turns the watchdog off.
+struct LifecycleConfig {
+  std::chrono::milliseconds timeout{0};         // the container deadline
+  std::chrono::milliseconds idle_timeout{0};    // no RPC, job or cell for this long: shut down
+  std::chrono::milliseconds harvest_margin{60'000};  // jobs are stopped and staged this long before the deadline
+  std::chrono::milliseconds lease{0};           // no sys.heartbeat for this long: shut down
+  std::string persistent_dir;                   // unacknowledged outputs are copied here before a watchdog shutdown
+};
+
 struct Config {
   std::string state_dir = "/run/gpubox";
   log::Level log_level = log::Level::info;
@@ -54,6 +65,7 @@ struct Config {
   std::map<std::string, std::string> secrets;  // like env; values are never logged
   std::vector<ChildSpec> children;
   RpcConfig rpc;
+  LifecycleConfig lifecycle;
 };
 
 // Parses and validates a whole config document. Errors name the key path and

@@ -270,6 +270,26 @@ TEST(ParseConfig, PathsMustBeAbsolute) {
   EXPECT_EQ(error_of(child_doc(R"("cwd": "./work")")), R"(children[0].cwd: expected an absolute path, got "./work")");
 }
 
+TEST(ParseConfig, LifecycleDefaultsAndFields) {
+  auto defaults = parse_config("{}");
+  ASSERT_TRUE(defaults.is_ok());
+  EXPECT_EQ(defaults->lifecycle.timeout, 0ms);
+  EXPECT_EQ(defaults->lifecycle.harvest_margin, 60s);
+  auto config = parse_config(R"({"lifecycle": {"timeout_seconds": 3600, "idle_timeout_seconds": 0.5,
+      "harvest_margin_seconds": 90, "lease_seconds": 30, "persistent_dir": "/vol/out"}})");
+  ASSERT_TRUE(config.is_ok()) << config.status().to_string();
+  EXPECT_EQ(config->lifecycle.timeout, 3600s);
+  EXPECT_EQ(config->lifecycle.idle_timeout, 500ms);
+  EXPECT_EQ(config->lifecycle.harvest_margin, 90s);
+  EXPECT_EQ(config->lifecycle.lease, 30s);
+  EXPECT_EQ(config->lifecycle.persistent_dir, "/vol/out");
+  EXPECT_EQ(error_of(R"({"lifecycle": {"timeout_seconds": -1}})"),
+            "lifecycle.timeout_seconds: expected a number from 0 to 604800, got -1");
+  EXPECT_EQ(error_of(R"({"lifecycle": {"persistent_dir": "vol"}})"),
+            R"(lifecycle.persistent_dir: expected an absolute path, got "vol")");
+  EXPECT_EQ(error_of(R"({"lifecycle": {"deadline": 1}})"), "lifecycle.deadline: unknown key");
+}
+
 TEST(ParseConfig, EnvironmentNamesAreChecked) {
   EXPECT_EQ(error_of(R"({"env": {"1A": "x"}})"), "env.1A: expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
   EXPECT_THAT(error_of(R"({"env": {"A=B": "x"}})"), StartsWith("env.A=B: expected an environment variable name"));
