@@ -1,5 +1,8 @@
 #include "agent/command_line.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -16,6 +19,8 @@ const char kUsage[] =
     "\n"
     "options:\n"
     "  --config FILE         the JSON config (docs/config.md); else $GPUBOX_CONFIG\n"
+    "  --config-fd FD        read the JSON config from FD (a pipe or memfd) to its end, then close it;\n"
+    "                        keeps secrets out of argv, the environment and files\n"
     "  --state-dir DIR       overrides state_dir\n"
     "  --log-level LEVEL     overrides log.level (trace debug info warn error off)\n"
     "  --grace-seconds N     overrides shutdown.grace_seconds\n"
@@ -34,6 +39,32 @@ Result<std::string> read_file(const std::string& path) {
   return buffer.str();
 }
 
+// Reads fd to its end and closes it: the config is read once, and no child may
+// inherit a descriptor that holds secrets.
+Result<std::string> read_fd(int fd) {
+  std::string text;
+  char buffer[16384];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      text.append(buffer, static_cast<size_t>(n));
+      if (text.size() > (64u << 20)) {
+        ::close(fd);
+        return Status(ErrorCode::invalid_request, "config: --config-fd " + std::to_string(fd) + ": more than 64 MiB");
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    int error = errno;
+    ::close(fd);
+    if (n < 0) return Status::from_errno(error, "config: cannot read --config-fd " + std::to_string(fd));
+    return text;
+  }
+}
+
+// A descriptor number flag: range first, written so that NaN fails it (casting NaN to int is undefined).
+Result<int> parse_fd_flag(const std::string& flag, const std::string& text);
+
 // A flag's number as JSON; its text as a JSON string when it is no number,
 // so that validation reports exactly what was given.
 nlohmann::json number_or_text(const std::string& text) {
@@ -46,11 +77,21 @@ nlohmann::json number_or_text(const std::string& text) {
   return text;
 }
 
+Result<int> parse_fd_flag(const std::string& flag, const std::string& text) {
+  nlohmann::json fd = number_or_text(text);
+  if (!fd.is_number() || !(fd.get<double>() >= 0 && fd.get<double>() <= 65535) ||
+      fd.get<double>() != static_cast<int>(fd.get<double>())) {
+    return Status(ErrorCode::invalid_request, flag + ": expected a file descriptor number, got \"" + text + "\"");
+  }
+  return static_cast<int>(fd.get<double>());
+}
+
 }  // namespace
 
 Result<CommandLine> parse_command_line(const std::vector<std::string>& args, const char* env_config) {
   CommandLine line;
   std::string config_file;
+  int config_fd = -1;
   nlohmann::json overrides = nlohmann::json::object();
   if (!args.empty() && args[0] == "keygen") {
     if (args.size() > 1) return Status(ErrorCode::invalid_request, "keygen: takes no arguments");
@@ -83,7 +124,7 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
     }
     Result<std::string> value = Status(ErrorCode::invalid_request, arg + ": unknown option (see --help)");
     if (arg == "--config" || arg == "--state-dir" || arg == "--log-level" || arg == "--grace-seconds" ||
-        arg == "--ready-fd") {
+        arg == "--ready-fd" || arg == "--config-fd") {
       value = value_of(arg);
     }
     if (!value) return value.status();
@@ -95,15 +136,14 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
       overrides["log"]["level"] = *value;
     } else if (arg == "--grace-seconds") {
       overrides["shutdown"]["grace_seconds"] = number_or_text(*value);
-    } else if (arg == "--ready-fd") {
-      nlohmann::json fd = number_or_text(*value);
-      // Range first, written so that NaN fails it: casting NaN to int is undefined.
-      if (!fd.is_number() || !(fd.get<double>() >= 0 && fd.get<double>() <= 65535) ||
-          fd.get<double>() != static_cast<int>(fd.get<double>())) {
-        return Status(ErrorCode::invalid_request, "--ready-fd: expected a file descriptor number, got \"" + *value + "\"");
-      }
-      line.ready_fd = static_cast<int>(fd.get<double>());
+    } else if (arg == "--ready-fd" || arg == "--config-fd") {
+      auto fd = parse_fd_flag(arg, *value);
+      if (!fd) return fd.status();
+      (arg == "--ready-fd" ? line.ready_fd : config_fd) = *fd;
     }
+  }
+  if (!config_file.empty() && config_fd >= 0) {
+    return Status(ErrorCode::invalid_request, "--config and --config-fd: give one of them");
   }
 
   std::string document_text = "{}";
@@ -111,12 +151,18 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
     auto text = read_file(config_file);
     if (!text) return text.status();
     document_text = std::move(*text);
+  } else if (config_fd >= 0) {
+    auto text = read_fd(config_fd);
+    if (!text) return text.status();
+    document_text = std::move(*text);
   } else if (env_config && *env_config) {
     auto decoded = decode_config_env(env_config);
     if (!decoded) return decoded.status();
     document_text = std::move(*decoded);
   }
-  std::string source = !config_file.empty() ? config_file : (env_config && *env_config) ? "GPUBOX_CONFIG" : "flags";
+  std::string source = !config_file.empty() ? config_file
+                       : config_fd >= 0    ? "--config-fd"
+                       : (env_config && *env_config) ? "GPUBOX_CONFIG" : "flags";
   // The document is validated as given first, so a flag cannot hide a bad value it replaces.
   if (auto as_given = parse_config(document_text); !as_given) {
     return Status(ErrorCode::invalid_request, "config (" + source + "): " + as_given.status().message());

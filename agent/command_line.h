@@ -1,5 +1,6 @@
 // Parses gpubox-agent's command line into what main() runs. Pure: reads no
-// environment and no files except the --config file it names.
+// environment and no files except the --config file or the --config-fd
+// descriptor it names (which it reads to the end and closes).
 #pragma once
 
 #include <string>
@@ -18,7 +19,7 @@ struct CommandLine {
 };
 
 // argv excludes the program name. env_config is GPUBOX_CONFIG's value or null.
-// The document comes from --config FILE, else from GPUBOX_CONFIG, else is {};
+// The document comes from --config FILE or --config-fd FD, else from GPUBOX_CONFIG, else is {};
 // flags then override single fields. Errors are one line naming the flag or key.
 Result<CommandLine> parse_command_line(const std::vector<std::string>& args, const char* env_config);
 

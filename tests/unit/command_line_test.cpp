@@ -2,6 +2,9 @@
 // config document, and where that document comes from.
 #include "agent/command_line.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -197,6 +200,32 @@ TEST(CommandLine, ReadyFd) {
     ASSERT_FALSE(refused) << "--ready-fd '" << bad << "' was accepted as " << refused->ready_fd;
     EXPECT_EQ(refused.status().message(), std::string("--ready-fd: expected a file descriptor number, got \"") + bad + "\"");
   }
+}
+
+// The document is read from the descriptor to its end, and the descriptor is
+// closed, so that no child inherits the secrets it held.
+TEST(CommandLine, ConfigFdIsReadToItsEndAndClosed) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string document = R"({"state_dir": "/from/fd", "secrets": {"TOKEN": "s3cret"}})";
+  ASSERT_EQ(::write(fds[1], document.data(), document.size()), static_cast<ssize_t>(document.size()));
+  ::close(fds[1]);
+  auto line = parse({"--config-fd", std::to_string(fds[0])}, R"({"state_dir": "/from/env"})");
+  ASSERT_TRUE(line) << line.status().to_string();
+  EXPECT_EQ(line->config.state_dir, "/from/fd");
+  EXPECT_EQ(line->config.secrets.at("TOKEN"), "s3cret");
+  EXPECT_EQ(::fcntl(fds[0], F_GETFD), -1) << "the config fd is still open";
+}
+
+TEST(CommandLine, ConfigFdErrors) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "{\"bogus\": 1}", 12), 12);
+  ::close(fds[1]);
+  EXPECT_EQ(error_of({"--config-fd", std::to_string(fds[0])}), "config (--config-fd): bogus: unknown key");
+  EXPECT_EQ(error_of({"--config-fd", "x"}), "--config-fd: expected a file descriptor number, got \"x\"");
+  EXPECT_THAT(error_of({"--config-fd", "999"}), HasSubstr("cannot read --config-fd 999"));
+  EXPECT_EQ(error_of({"--config", "/c.json", "--config-fd", "5"}), "--config and --config-fd: give one of them");
 }
 
 TEST(CommandLine, CheckConfigMode) {
