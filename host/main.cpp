@@ -1,28 +1,59 @@
-// gpubox: the host-side CLI. Parses the subcommand and hands over.
+// gpubox: the host-side CLI. Parses the global options and the subcommand and
+// hands over; the commands live in host/cli/.
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "host/cli/cli.h"
 #include "host/rpc_command.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gpubox COMMAND ...\n"
+    "usage: gpubox [--json] COMMAND ...\n"
     "commands:\n"
-    "  rpc ENDPOINT METHOD [JSON]   call one RPC method of an agent and print the result\n";
+    "  create [options]                   create a sandbox and print its id (gpubox create --help)\n"
+    "  ls                                 list sandboxes and their state\n"
+    "  info ID                            a sandbox's limits, state and agent\n"
+    "  exec ID [options] -- CMD ARGS...   run a command; its output streams here, its exit code is ours\n"
+    "  put ID LOCAL REMOTE                copy a file or directory into the sandbox\n"
+    "  get ID REMOTE LOCAL                copy a file or directory out of the sandbox\n"
+    "  rpc ID|ENDPOINT METHOD [JSON]      call one RPC method of an agent and print the result\n"
+    "  logs ID [-f]                       print (and follow) the agent's log\n"
+    "  terminate ID... | --all            stop sandboxes and remove their state\n"
+    "ID is a sandbox's id, a unique prefix of it, or its name.\n"
+    "exit codes: 0 ok, 1 the remote command or call failed, 2 usage or config error (or unknown sandbox),\n"
+    "            3 sandbox not reachable; exec exits with the command's own code.\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  using namespace gpubox::host::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+  Global global;
+  while (!args.empty() && args[0] == "--json") {
+    global.json = true;
+    args.erase(args.begin());
+  }
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
+    return args.empty() ? kExitUsage : kExitOk;
   }
   std::string command = args[0];
   args.erase(args.begin());
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h") && command != "rpc") {
+    args = {"--help"};  // each command answers --help with its usage, as an unknown option
+  }
   if (command == "rpc") return gpubox::host::run_rpc_command(args);
+  if (command == "create") return run_create(args, global);
+  if (command == "ls" || command == "list") return run_ls(args, global);
+  if (command == "info") return run_info(args, global);
+  if (command == "exec") return run_exec(args, global);
+  if (command == "put") return run_put(args, global);
+  if (command == "get") return run_get(args, global);
+  if (command == "logs") return run_logs(args, global);
+  if (command == "terminate" || command == "rm") return run_terminate(args, global);
   std::fprintf(stderr, "gpubox: unknown command '%s'\n%s", command.c_str(), kUsage);
-  return 2;
+  return kExitUsage;
 }

@@ -4,13 +4,15 @@
 #include <fstream>
 #include <iostream>
 
+#include "host/sandbox_store.h"
 #include "rpc/client.h"
 
 namespace gpubox::host {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gpubox rpc ENDPOINT METHOD [JSON] [--server-key Z85] [--client-keys FILE] [--timeout S]\n"
+    "usage: gpubox rpc ID|NAME|ENDPOINT METHOD [JSON] [--server-key Z85] [--client-keys FILE] [--timeout S]\n"
+    "  ID|NAME       a sandbox that `gpubox create` made\n"
     "  ENDPOINT      ipc:///PATH or tcp://HOST:PORT (tcp needs --server-key and --client-keys)\n"
     "  JSON          the params, a JSON object (default {})\n"
     "  --client-keys a JSON file {\"public_key\": Z85, \"secret_key\": Z85} (gpubox-agent keygen writes one)\n"
@@ -97,19 +99,35 @@ int run_rpc_command(const std::vector<std::string>& args) {
       } catch (const std::exception&) {
         return usage_error("--timeout: expected seconds, got \"" + text + "\"");
       }
+    } else if (arg == "--json") {
+      // The output is JSON already.
     } else if (arg.rfind("--", 0) == 0) {
       return usage_error(arg + ": unknown option");
     } else {
       positional.push_back(arg);
     }
   }
-  if (positional.size() < 2 || positional.size() > 3) return usage_error("expected ENDPOINT METHOD [JSON]");
+  if (positional.size() < 2 || positional.size() > 3) return usage_error("expected ID|NAME|ENDPOINT METHOD [JSON]");
   nlohmann::json params = nlohmann::json::object();
   if (positional.size() == 3) {
     params = nlohmann::json::parse(positional[2], nullptr, false);
     if (!params.is_object()) return usage_error("JSON: expected a JSON object, got '" + positional[2] + "'");
   }
   client.endpoint = positional[0];
+  if (client.endpoint.find("://") == std::string::npos) {
+    // A sandbox of the store, by id or name.
+    auto store = SandboxStore::open_default();
+    auto record = store ? store->resolve(client.endpoint) : Result<SandboxRecord>(store.status());
+    if (!record) {
+      std::fprintf(stderr, "gpubox rpc: %s\n", record.status().message().c_str());
+      return 2;
+    }
+    if (record->state() != "running") {
+      std::fprintf(stderr, "gpubox rpc: sandbox %s is %s\n", record->id.c_str(), record->state().c_str());
+      return 3;
+    }
+    client.endpoint = record->endpoint;
+  }
   auto connected = rpc::Client::connect(client);
   if (!connected) {
     std::fprintf(stderr, "gpubox rpc: %s\n", connected.status().to_string().c_str());

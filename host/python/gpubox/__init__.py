@@ -16,11 +16,17 @@ Over tcp:// the agent's CURVE public key is required:
     client = gpubox.Client("tcp://10.0.0.5:7000", server_public_key=AGENT_PUBLIC,
                            client_secret_key=MY_SECRET)
 
+A sandbox the `gpubox` CLI created, by id or name:
+
+    with gpubox.connect("my-sandbox") as client:
+        client.call("sys.info")
+
 Failures raise gpubox.RpcError (with .code, .message, .details). A Client is
 for one thread. Needs only pyzmq and msgpack.
 """
 
 from .client import Chunk, Client, RpcError, Stream, keygen
+from .sandboxes import connect, find, sandboxes, state_dir
 from .protocol import DEFAULT_WINDOW, ERROR_CODES, VERSION, Kind
 
-__all__ = ["Chunk", "Client", "RpcError", "Stream", "keygen", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind"]
+__all__ = ["Chunk", "Client", "RpcError", "Stream", "keygen", "connect", "find", "sandboxes", "state_dir", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind"]

@@ -1,0 +1,77 @@
+// What the `gpubox` subcommands share: exit codes, argument parsing, finding
+// a sandbox by id or name and connecting to it. One thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "host/sandbox_store.h"
+#include "rpc/client.h"
+#include "rpc/status.h"
+
+namespace gpubox::host::cli {
+
+// The CLI's exit codes (README, "The gpubox CLI"). exec exits with the remote command's code instead.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailed = 1,       // the remote command or call failed
+  kExitUsage = 2,        // usage or config error, unknown sandbox
+  kExitUnreachable = 3,  // the sandbox exists but its agent is dead or does not answer
+};
+
+// Options every command accepts.
+struct Global {
+  bool json = false;
+};
+
+// A command's arguments split into options and positionals. Options are
+// "--name VALUE" / "--name=VALUE" (repeatable) or flags; "--" ends options and
+// the rest goes to `command`. With stop_after > 0, the positional after the
+// first stop_after ones starts `command` too (exec ID CMD ARGS…).
+struct Args {
+  std::vector<std::string> positional;
+  std::vector<std::string> command;
+  bool has_double_dash = false;
+  std::map<std::string, std::vector<std::string>> values;
+  std::set<std::string> flags;
+
+  std::optional<std::string> last(const std::string& option) const;
+  const std::vector<std::string>& all(const std::string& option) const;
+  bool flag(const std::string& option) const { return flags.count(option) > 0; }
+};
+
+// Accepts the options named in with_value (each takes a value) and in
+// flags ("--json" always). Errors name the offending argument.
+Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
+                        const std::set<std::string>& flag_names, size_t stop_after = 0);
+
+// Prints "gpubox COMMAND: MESSAGE" (and a usage line for kExitUsage) to stderr; returns code.
+int fail(const std::string& command, const std::string& message, int code, const char* usage = nullptr);
+// The exit code for a Status from finding or reaching a sandbox.
+int exit_code_for(const Status& status);
+
+// Opens the store and resolves ID_OR_NAME.
+Result<SandboxRecord> find_sandbox(const std::string& id_or_name);
+// Connects to a sandbox's agent; unavailable when it is dead or does not answer.
+Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record);
+
+// A number from text: nullopt unless it is all of it, finite and within [min, max].
+std::optional<double> parse_number(const std::string& text, double min, double max);
+
+// Remote paths: a relative one is taken from the sandbox's work dir.
+std::string remote_path(const std::string& path);
+
+int run_create(const std::vector<std::string>& args, const Global& global);
+int run_ls(const std::vector<std::string>& args, const Global& global);
+int run_info(const std::vector<std::string>& args, const Global& global);
+int run_exec(const std::vector<std::string>& args, const Global& global);
+int run_put(const std::vector<std::string>& args, const Global& global);
+int run_get(const std::vector<std::string>& args, const Global& global);
+int run_logs(const std::vector<std::string>& args, const Global& global);
+int run_terminate(const std::vector<std::string>& args, const Global& global);
+
+}  // namespace gpubox::host::cli

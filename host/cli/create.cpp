@@ -1,0 +1,162 @@
+// `gpubox create`: a new sandbox, printed by id (or as JSON).
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+#include "host/cli/cli.h"
+#include "host/local_backend.h"
+
+namespace gpubox::host::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: gpubox create [--backend local] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
+    "                     [--timeout S] [--idle-timeout S] [--network none|host] [--env K=V]... [--secret NAME]...\n"
+    "                     [--mount LOCAL:SANDBOX[:ro]]... [--json]\n";
+
+bool valid_env_name(const std::string& name) {
+  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
+  return std::regex_match(name, kName);
+}
+
+}  // namespace
+
+int run_create(const std::vector<std::string>& raw, const Global& global) {
+  auto usage = [](const std::string& message) { return fail("create", message, kExitUsage, kUsage); };
+  auto parsed = parse_args(raw,
+                           {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
+                            "--idle-timeout", "--network", "--env", "--secret", "--mount"},
+                           {});
+  if (!parsed) return usage(parsed.status().message());
+  const Args& args = *parsed;
+  bool json = global.json || args.flag("--json");
+  if (!args.positional.empty() || args.has_double_dash) return usage("unexpected argument '" + (args.positional.empty() ? "--" : args.positional[0]) + "'");
+
+  std::string backend = args.last("--backend").value_or("local");
+  if (backend != "local") return usage("--backend: '" + backend + "' is not available; this build has 'local'");
+
+  LocalSandboxSpec spec;
+  spec.agent_path = default_agent_path();
+  spec.name = args.last("--name").value_or("");
+  nlohmann::json& config = spec.agent_config;
+  nlohmann::json& pub = spec.public_spec;
+  if (auto file = args.last("--config")) {
+    std::ifstream in(*file);
+    if (!in) return usage("--config: cannot read '" + *file + "': " + std::strerror(errno));
+    config = nlohmann::json::parse(in, nullptr, false);
+    if (!config.is_object()) return usage("--config: '" + *file + "' is not a JSON object");
+    char resolved[PATH_MAX];
+    pub["config_file"] = ::realpath(file->c_str(), resolved) ? resolved : *file;
+  }
+  if (!config.contains("env") || !config["env"].is_object()) config["env"] = nlohmann::json::object();
+  if (!config.contains("secrets") || !config["secrets"].is_object()) config["secrets"] = nlohmann::json::object();
+
+  if (auto cpu = args.last("--cpu")) {
+    auto value = parse_number(*cpu, 0.01, 1024);
+    if (!value) return usage("--cpu: expected a number of CPUs from 0.01 to 1024, got '" + *cpu + "'");
+    spec.limits.cpus = *value;
+  }
+  if (auto memory = args.last("--memory")) {
+    auto value = parse_number(*memory, 4, 1 << 24);
+    if (!value || *value != static_cast<double>(static_cast<std::uint64_t>(*value))) {
+      return usage("--memory: expected whole MiB from 4 to 16777216, got '" + *memory + "'");
+    }
+    spec.limits.memory_mib = static_cast<std::uint64_t>(*value);
+  }
+  std::string pids = args.last("--pids").value_or("4096");
+  auto pids_value = parse_number(pids, 8, 4194304);
+  if (!pids_value || *pids_value != static_cast<double>(static_cast<std::uint64_t>(*pids_value))) {
+    return usage("--pids: expected a whole number from 8 to 4194304, got '" + pids + "'");
+  }
+  spec.limits.pids = static_cast<std::uint64_t>(*pids_value);
+  for (const char* flag : {"--timeout", "--idle-timeout"}) {
+    if (auto text = args.last(flag)) {
+      auto value = parse_number(*text, 0, 604800);
+      if (!value) return usage(std::string(flag) + ": expected seconds from 0 to 604800, got '" + *text + "'");
+      config["lifecycle"][flag == std::string("--timeout") ? "timeout_seconds" : "idle_timeout_seconds"] = *value;
+    }
+  }
+  std::string network = args.last("--network").value_or("none");
+  if (network != "none" && network != "host") return usage("--network: expected none or host, got '" + network + "'");
+  spec.network_none = network == "none";
+
+  std::vector<std::string> env_names;
+  for (const auto& pair : args.all("--env")) {
+    auto eq = pair.find('=');
+    std::string name = pair.substr(0, eq);
+    if (eq == std::string::npos || !valid_env_name(name)) {
+      return usage("--env: expected NAME=VALUE with NAME of [A-Za-z_][A-Za-z0-9_]*, got '" + pair + "'");
+    }
+    config["env"][name] = pair.substr(eq + 1);
+  }
+  for (const auto& [name, value] : config["env"].items()) env_names.push_back(name);
+  std::vector<std::string> secret_names;
+  for (const auto& name : args.all("--secret")) {
+    if (!valid_env_name(name)) return usage("--secret: '" + name + "' is not a variable name");
+    const char* value = std::getenv(name.c_str());
+    if (!value) return usage("--secret " + name + ": not set in this environment (export it first)");
+    config["secrets"][name] = value;
+  }
+  for (const auto& [name, value] : config["secrets"].items()) secret_names.push_back(name);
+
+  nlohmann::json mounts = nlohmann::json::array();
+  for (const auto& text : args.all("--mount")) {
+    std::vector<std::string> parts;
+    std::stringstream stream(text);
+    for (std::string part; std::getline(stream, part, ':');) parts.push_back(part);
+    bool ro = parts.size() == 3 && parts[2] == "ro";
+    if (parts.size() < 2 || parts.size() > 3 || (parts.size() == 3 && !ro && parts[2] != "rw") || parts[1].empty() ||
+        parts[1][0] != '/') {
+      return usage("--mount: expected LOCAL:SANDBOX[:ro] with SANDBOX absolute, got '" + text + "'");
+    }
+    char resolved[PATH_MAX];
+    if (!::realpath(parts[0].c_str(), resolved)) {
+      return usage("--mount: cannot use '" + parts[0] + "': " + std::strerror(errno));
+    }
+    auto under = [&](const std::string& dir) { return parts[1] == dir || parts[1].rfind(dir + "/", 0) == 0; };
+    if (parts[1] == "/" || under("/proc") || under(kSandboxStateDir)) {
+      return usage("--mount: the sandbox path '" + parts[1] + "' is reserved");
+    }
+    spec.mounts.push_back({resolved, parts[1], ro});
+    mounts.push_back({{"source", resolved}, {"target", parts[1]}, {"read_only", ro}});
+  }
+
+  pub["network"] = network;
+  pub["cpu"] = spec.limits.cpus;
+  pub["memory_mib"] = spec.limits.memory_mib;
+  pub["pids"] = spec.limits.pids;
+  pub["timeout_s"] = config.contains("lifecycle") ? config["lifecycle"].value("timeout_seconds", 0.0) : 0.0;
+  pub["idle_timeout_s"] = config.contains("lifecycle") ? config["lifecycle"].value("idle_timeout_seconds", 0.0) : 0.0;
+  double grace = 10;
+  if (config.contains("shutdown") && config["shutdown"].is_object() && config["shutdown"].contains("grace_seconds") &&
+      config["shutdown"]["grace_seconds"].is_number()) {
+    grace = config["shutdown"]["grace_seconds"].get<double>();
+  }
+  pub["grace_s"] = grace;
+  pub["env"] = env_names;
+  pub["secrets"] = secret_names;
+  pub["mounts"] = mounts;
+
+  auto store = SandboxStore::open_default();
+  if (!store) return usage(store.status().message());
+  auto created = create_local_sandbox(*store, spec);
+  if (!created) return fail("create", created.status().message(), exit_code_for(created.status()));
+  if (json) {
+    std::cout << nlohmann::json{{"id", created->id}, {"name", created->name}, {"backend", created->backend},
+                                {"endpoint", created->endpoint}, {"state", created->state()}}
+                     .dump()
+              << "\n";
+  } else {
+    std::cout << created->id << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace gpubox::host::cli

@@ -1,0 +1,161 @@
+// `gpubox ls`, `gpubox info ID` and `gpubox logs ID [-f]`: what the host knows
+// of its sandboxes, and what their agents say.
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "host/cli/cli.h"
+#include "host/resource_limits.h"
+
+namespace gpubox::host::cli {
+namespace {
+
+std::string age(double created_at) {
+  long seconds = static_cast<long>(static_cast<double>(::time(nullptr)) - created_at);
+  if (seconds < 0) seconds = 0;
+  if (seconds < 120) return std::to_string(seconds) + "s ago";
+  if (seconds < 7200) return std::to_string(seconds / 60) + "m ago";
+  if (seconds < 172800) return std::to_string(seconds / 3600) + "h ago";
+  return std::to_string(seconds / 86400) + "d ago";
+}
+
+nlohmann::json summary(const SandboxRecord& record) {
+  return {{"id", record.id},           {"name", record.name},   {"backend", record.backend},
+          {"state", record.state()},   {"endpoint", record.endpoint}, {"agent_pid", record.agent.pid},
+          {"created_at", record.created_at}};
+}
+
+}  // namespace
+
+int run_ls(const std::vector<std::string>& raw, const Global& global) {
+  constexpr char kUsage[] = "usage: gpubox ls [--json]\n";
+  auto args = parse_args(raw, {}, {});
+  if (!args) return fail("ls", args.status().message(), kExitUsage, kUsage);
+  if (!args->positional.empty()) return fail("ls", "unexpected argument '" + args->positional[0] + "'", kExitUsage, kUsage);
+  auto store = SandboxStore::open_default();
+  if (!store) return fail("ls", store.status().message(), kExitUsage);
+  auto records = store->list();
+  if (global.json || args->flag("--json")) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& record : records) list.push_back(summary(record));
+    std::cout << list.dump() << "\n";
+    return kExitOk;
+  }
+  std::printf("%-12s  %-20s  %-8s  %-7s  %s\n", "ID", "NAME", "STATE", "BACKEND", "CREATED");
+  for (const auto& record : records) {
+    std::printf("%-12s  %-20s  %-8s  %-7s  %s\n", record.id.c_str(), record.name.empty() ? "-" : record.name.c_str(),
+                record.state().c_str(), record.backend.c_str(), age(record.created_at).c_str());
+  }
+  return kExitOk;
+}
+
+int run_info(const std::vector<std::string>& raw, const Global& global) {
+  constexpr char kUsage[] = "usage: gpubox info ID|NAME [--json]\n";
+  auto args = parse_args(raw, {}, {});
+  if (!args) return fail("info", args.status().message(), kExitUsage, kUsage);
+  if (args->positional.size() != 1) return fail("info", "expected one sandbox id or name", kExitUsage, kUsage);
+  auto record = find_sandbox(args->positional[0]);
+  if (!record) return fail("info", record.status().message(), exit_code_for(record.status()));
+
+  nlohmann::json info = summary(*record);
+  info["spec"] = record->spec;
+  info["spec"].erase("limit_plan");
+  LimitPlan plan = LimitPlan::from_json(record->spec.value("limit_plan", nlohmann::json::object()));
+  if (long long used = memory_usage_bytes(plan); used >= 0) info["memory_used_bytes"] = used;
+  if (long long kills = oom_kill_count(plan); kills >= 0) info["oom_kills"] = kills;
+  info["cgroups"] = plan.cgroup_dirs;
+  int code = kExitOk;
+  std::string agent_error;
+  if (record->state() == "running") {
+    auto client = connect_sandbox(*record);
+    Result<nlohmann::json> agent = client ? (*client)->call("sys.info") : Result<nlohmann::json>(client.status());
+    if (agent) {
+      info["agent"] = *agent;
+    } else {
+      agent_error = agent.status().to_string();
+      info["agent_error"] = agent_error;
+      code = kExitUnreachable;
+    }
+  }
+  if (global.json || args->flag("--json")) {
+    std::cout << info.dump() << "\n";
+    return code;
+  }
+  const auto& spec = record->spec;
+  auto text = [](const nlohmann::json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); };
+  std::printf("id:          %s\n", record->id.c_str());
+  std::printf("name:        %s\n", record->name.empty() ? "-" : record->name.c_str());
+  std::printf("backend:     %s\n", record->backend.c_str());
+  std::printf("state:       %s\n", record->state().c_str());
+  std::printf("created:     %s\n", age(record->created_at).c_str());
+  std::printf("endpoint:    %s\n", record->endpoint.c_str());
+  std::printf("agent pid:   %d (host)\n", record->agent.pid);
+  std::printf("network:     %s\n", spec.value("network", "none").c_str());
+  auto enforced = spec.value("limits_enforced_by", nlohmann::json::object());
+  auto limit_line = [&](const char* label, const char* key, const std::string& value) {
+    std::printf("%-12s %s  (%s)\n", label, value.c_str(), text(enforced.value(key, nlohmann::json("?"))).c_str());
+  };
+  double cpu = spec.value("cpu", 0.0);
+  auto memory = spec.value("memory_mib", 0ULL), pids = spec.value("pids", 0ULL);
+  limit_line("cpu:", "cpu", cpu > 0 ? std::to_string(cpu).substr(0, std::to_string(cpu).find('.') + 3) : "unlimited");
+  limit_line("memory:", "memory", memory ? std::to_string(memory) + " MiB" : "unlimited");
+  limit_line("pids:", "pids", pids ? std::to_string(pids) : "unlimited");
+  if (info.contains("memory_used_bytes")) {
+    std::printf("memory used: %.1f MiB\n", static_cast<double>(info["memory_used_bytes"].get<long long>()) / 1048576.0);
+  }
+  std::printf("timeout:     %s\n", spec.value("timeout_s", 0.0) > 0 ? (text(spec["timeout_s"]) + " s").c_str() : "none");
+  std::printf("idle timeout: %s\n",
+              spec.value("idle_timeout_s", 0.0) > 0 ? (text(spec["idle_timeout_s"]) + " s").c_str() : "none");
+  std::printf("env:         %s\n", text(spec.value("env", nlohmann::json::array())).c_str());
+  std::printf("secrets:     %s (values are not stored on the host)\n",
+              text(spec.value("secrets", nlohmann::json::array())).c_str());
+  for (const auto& mount : spec.value("mounts", nlohmann::json::array())) {
+    std::printf("mount:       %s -> %s%s\n", text(mount["source"]).c_str(), text(mount["target"]).c_str(),
+                mount.value("read_only", false) ? " (ro)" : "");
+  }
+  if (info.contains("agent")) {
+    const auto& agent = info["agent"];
+    std::printf("agent:       %s, protocol %s, up %.1f s\n", text(agent.value("agent_version", nlohmann::json("?"))).c_str(),
+                text(agent.value("protocol_version", nlohmann::json("?"))).c_str(), agent.value("uptime_s", 0.0));
+  } else if (!agent_error.empty()) {
+    std::printf("agent:       not answering: %s\n", agent_error.c_str());
+  }
+  return code;
+}
+
+int run_logs(const std::vector<std::string>& raw, const Global&) {
+  constexpr char kUsage[] = "usage: gpubox logs ID|NAME [-f|--follow]\n";
+  auto args = parse_args(raw, {}, {"-f", "--follow"});
+  if (!args) return fail("logs", args.status().message(), kExitUsage, kUsage);
+  if (args->positional.size() != 1) return fail("logs", "expected one sandbox id or name", kExitUsage, kUsage);
+  auto record = find_sandbox(args->positional[0]);
+  if (!record) return fail("logs", record.status().message(), exit_code_for(record.status()));
+  bool follow = args->flag("-f") || args->flag("--follow");
+  std::string path = record->agent_dir() + "/agent.log";
+  std::ifstream in(path, std::ios::binary);
+  if (!in && !follow) return fail("logs", "no log yet at '" + path + "'", kExitFailed);
+  std::string pending;
+  char buffer[65536];
+  while (true) {
+    if (!in.is_open()) in.open(path, std::ios::binary);
+    while (in && in.read(buffer, sizeof buffer), in.gcount() > 0) {
+      std::fwrite(buffer, 1, static_cast<size_t>(in.gcount()), stdout);
+    }
+    in.clear();
+    std::fflush(stdout);
+    if (!follow) return kExitOk;
+    if (record->state() != "running") {
+      // One last read: the agent may have written its final lines as it exited.
+      while (in.read(buffer, sizeof buffer), in.gcount() > 0) std::fwrite(buffer, 1, static_cast<size_t>(in.gcount()), stdout);
+      std::fflush(stdout);
+      return kExitOk;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace gpubox::host::cli

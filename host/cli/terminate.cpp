@@ -1,0 +1,51 @@
+// `gpubox terminate ID... | --all`: stops sandboxes and removes their state.
+#include <cstdio>
+#include <iostream>
+
+#include "host/cli/cli.h"
+#include "host/local_backend.h"
+
+namespace gpubox::host::cli {
+
+int run_terminate(const std::vector<std::string>& raw, const Global& global) {
+  constexpr char kUsage[] = "usage: gpubox terminate ID|NAME... | --all [--json]\n";
+  auto args = parse_args(raw, {}, {"--all"});
+  if (!args) return fail("terminate", args.status().message(), kExitUsage, kUsage);
+  bool all = args->flag("--all");
+  if (all == !args->positional.empty()) return fail("terminate", "expected sandbox ids or names, or --all", kExitUsage, kUsage);
+  auto store = SandboxStore::open_default();
+  if (!store) return fail("terminate", store.status().message(), kExitUsage);
+  std::vector<SandboxRecord> targets;
+  int code = kExitOk;
+  if (all) {
+    targets = store->list();
+  } else {
+    for (const auto& name : args->positional) {
+      auto record = store->resolve(name);
+      if (!record) {
+        code = std::max(code, fail("terminate", record.status().message(), exit_code_for(record.status())));
+        continue;
+      }
+      targets.push_back(std::move(*record));
+    }
+  }
+  nlohmann::json done = nlohmann::json::array();
+  for (const auto& record : targets) {
+    std::string was = record.state();
+    auto grace = std::chrono::milliseconds(static_cast<long long>(record.spec.value("grace_s", 10.0) * 1000));
+    bool killed = false;
+    Status stopped = terminate_local_sandbox(*store, record, grace, &killed);
+    if (!stopped) {
+      code = std::max(code, fail("terminate", record.id + ": " + stopped.message(), kExitFailed));
+      continue;
+    }
+    done.push_back({{"id", record.id}, {"name", record.name}, {"was", was}, {"killed", killed}});
+    if (!(global.json || args->flag("--json"))) {
+      std::printf("%s%s\n", record.id.c_str(), was == "dead" ? " (was dead; cleaned up)" : killed ? " (killed after the grace)" : "");
+    }
+  }
+  if (global.json || args->flag("--json")) std::cout << done.dump() << "\n";
+  return code;
+}
+
+}  // namespace gpubox::host::cli

@@ -1,0 +1,443 @@
+#include "host/local_backend.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace gpubox::host {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The agent's descriptors, fixed numbers in its process.
+constexpr int kConfigFd = 3;
+constexpr int kReadyFd = 4;
+
+// Set-up steps of the child, reported with errno when one fails.
+enum Stage : int {
+  stage_session = 1,
+  stage_cgroup,
+  stage_rlimit,
+  stage_hostname,
+  stage_private_mounts,
+  stage_open_tree,
+  stage_tmpfs,
+  stage_place_mount,
+  stage_read_only,
+  stage_proc,
+  stage_loopback,
+  stage_descriptors,
+  stage_chdir,
+  stage_exec,
+};
+
+const char* stage_name(int stage) {
+  switch (stage) {
+    case stage_session: return "setsid";
+    case stage_cgroup: return "joining the cgroups";
+    case stage_rlimit: return "setting the rlimits";
+    case stage_hostname: return "setting the hostname";
+    case stage_private_mounts: return "making the mounts private";
+    case stage_open_tree: return "opening a bind mount source";
+    case stage_tmpfs: return "mounting the private /tmp and /dev/shm";
+    case stage_place_mount: return "placing a bind mount";
+    case stage_read_only: return "making a mount read-only";
+    case stage_proc: return "mounting /proc";
+    case stage_loopback: return "bringing up loopback";
+    case stage_descriptors: return "setting up descriptors";
+    case stage_chdir: return "entering the work dir";
+    case stage_exec: return "executing the agent";
+    default: return "setting up";
+  }
+}
+
+struct SetupFailure {
+  int stage = 0;
+  int error = 0;
+  char detail[256] = {};
+};
+
+// Sole owner of one descriptor.
+class OwnedFd {
+ public:
+  OwnedFd() = default;
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  OwnedFd(OwnedFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  OwnedFd& operator=(OwnedFd&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  ~OwnedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Everything the child needs, prepared before the clone.
+struct ChildPlan {
+  const LocalSandboxSpec* spec = nullptr;
+  const LimitPlan* limits = nullptr;
+  std::string agent_dir;
+  std::string work_dir;
+  std::string hostname;
+  int config_fd = -1;
+  int ready_fd = -1;
+  int log_fd = -1;
+  int null_fd = -1;
+  int error_fd = -1;
+  std::vector<std::string> argv;
+  std::vector<std::string> envp;
+};
+
+[[noreturn]] void child_fail(const ChildPlan& plan, int stage, const std::string& detail = "") {
+  SetupFailure failure;
+  failure.stage = stage;
+  failure.error = errno;
+  std::strncpy(failure.detail, detail.c_str(), sizeof failure.detail - 1);
+  [[maybe_unused]] auto n = ::write(plan.error_fd, &failure, sizeof failure);
+  ::_exit(127);
+}
+
+bool write_zero(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, "0", 1) == 1;
+  ::close(fd);
+  return ok;
+}
+
+// mkdir -p: creates path and its missing ancestors (mode 0755).
+bool make_parents(const std::string& path) {
+  for (size_t at = path.find('/', 1);; at = path.find('/', at + 1)) {
+    std::string prefix = path.substr(0, at);
+    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    if (at == std::string::npos) return true;
+  }
+}
+
+bool bring_up_loopback() {
+  int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return false;
+  ifreq request{};
+  std::strncpy(request.ifr_name, "lo", IFNAMSIZ - 1);
+  bool ok = ::ioctl(sock, SIOCGIFFLAGS, &request) == 0;
+  request.ifr_flags = static_cast<short>(request.ifr_flags | IFF_UP | IFF_RUNNING);
+  ok = ok && ::ioctl(sock, SIOCSIFFLAGS, &request) == 0;
+  ::close(sock);
+  return ok;
+}
+
+// Runs in the cloned child (a copy of the CLI, single-threaded): sets up the
+// sandbox from inside its new namespaces, then becomes the agent.
+[[noreturn]] void child_main(const ChildPlan& plan) {
+  const LocalSandboxSpec& spec = *plan.spec;
+  if (::setsid() < 0) child_fail(plan, stage_session);
+  for (const auto& procs : plan.limits->procs_files) {
+    if (!write_zero(procs)) child_fail(plan, stage_cgroup, procs);
+  }
+  for (const auto& [resource, value] : plan.limits->rlimits) {
+    rlimit limit{value, value};
+    if (::setrlimit(resource, &limit) != 0) child_fail(plan, stage_rlimit);
+  }
+  if (::sethostname(plan.hostname.data(), plan.hostname.size()) != 0) child_fail(plan, stage_hostname);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) child_fail(plan, stage_private_mounts);
+
+  // Detached copies of the host directories first: a private /tmp would hide
+  // any of them that live below /tmp.
+  struct Placement {
+    int tree;
+    std::string target;
+    bool read_only;
+  };
+  std::vector<Placement> placements;
+  auto detach = [&](const std::string& source, const std::string& target, bool read_only) {
+    int tree = ::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0) child_fail(plan, stage_open_tree, source);
+    placements.push_back({tree, target, read_only});
+  };
+  detach(plan.agent_dir, kSandboxStateDir, false);
+  detach(plan.work_dir, kSandboxWorkDir, false);
+  for (const auto& mount : spec.mounts) detach(mount.source, mount.target, mount.read_only);
+
+  if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) child_fail(plan, stage_tmpfs, "/tmp");
+  if (::access("/dev/shm", F_OK) == 0 &&
+      ::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) {
+    child_fail(plan, stage_tmpfs, "/dev/shm");
+  }
+  for (const auto& placement : placements) {
+    if (!make_parents(placement.target)) child_fail(plan, stage_place_mount, placement.target);
+    if (::move_mount(placement.tree, "", AT_FDCWD, placement.target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+      child_fail(plan, stage_place_mount, placement.target);
+    }
+    ::close(placement.tree);
+    if (placement.read_only &&
+        ::mount(nullptr, placement.target.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+      child_fail(plan, stage_read_only, placement.target);
+    }
+  }
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) child_fail(plan, stage_proc);
+  if (spec.network_none && !bring_up_loopback()) child_fail(plan, stage_loopback);
+
+  // Descriptors: move every one we keep above the fixed numbers, then into place.
+  int config = ::fcntl(plan.config_fd, F_DUPFD_CLOEXEC, 10);
+  int ready = ::fcntl(plan.ready_fd, F_DUPFD_CLOEXEC, 10);
+  if (config < 0 || ready < 0 || ::dup2(plan.null_fd, 0) != 0 || ::dup2(plan.log_fd, 1) != 1 ||
+      ::dup2(plan.log_fd, 2) != 2 || ::dup2(config, kConfigFd) != kConfigFd || ::dup2(ready, kReadyFd) != kReadyFd) {
+    child_fail(plan, stage_descriptors);
+  }
+  // Everything else closes at exec (the error pipe is close-on-exec already).
+  ::syscall(SYS_close_range, kReadyFd + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+  ::fcntl(plan.error_fd, F_SETFD, FD_CLOEXEC);
+  if (::chdir(kSandboxWorkDir) != 0) child_fail(plan, stage_chdir);
+
+  std::vector<char*> argv, envp;
+  for (const auto& arg : plan.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& var : plan.envp) envp.push_back(const_cast<char*>(var.c_str()));
+  envp.push_back(nullptr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+  ::execve(plan.argv[0].c_str(), argv.data(), envp.data());
+  child_fail(plan, stage_exec, plan.argv[0]);
+}
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+std::string read_text(const std::string& path, size_t limit = 4096) {
+  std::ifstream in(path);
+  std::string text(limit, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(limit));
+  text.resize(static_cast<size_t>(in.gcount()));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+// A memfd holding text, positioned at its start.
+Result<OwnedFd> memfd_with(const std::string& text) {
+  OwnedFd fd(::memfd_create("gpubox-config", MFD_CLOEXEC));
+  if (fd.get() < 0) return Status::from_errno(errno, "memfd_create");
+  size_t written = 0;
+  while (written < text.size()) {
+    ssize_t n = ::write(fd.get(), text.data() + written, text.size() - written);
+    if (n <= 0) return Status::from_errno(errno, "writing the config");
+    written += static_cast<size_t>(n);
+  }
+  ::lseek(fd.get(), 0, SEEK_SET);
+  return fd;
+}
+
+// Waits for "ready\n" on ready_read, or for the agent to exit. Returns ok,
+// or why not.
+Status await_ready(int ready_read, pid_t pid, int pidfd, std::chrono::milliseconds timeout, const std::string& log_path) {
+  auto deadline = Clock::now() + timeout;
+  std::string got;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return Status(ErrorCode::unavailable, "the agent was not ready within " + std::to_string(timeout.count()) + " ms");
+    pollfd fds[2] = {{ready_read, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    int n = ::poll(fds, 2, static_cast<int>(left));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::from_errno(errno, "poll");
+    if (fds[0].revents) {
+      char buffer[16];
+      ssize_t r = ::read(ready_read, buffer, sizeof buffer);
+      if (r > 0) {
+        got.append(buffer, static_cast<size_t>(r));
+        if (got.find("ready\n") != std::string::npos) return Status::ok();
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      // End of file: the agent closed the pipe without "ready"; it is exiting.
+    } else if (!fds[1].revents) {
+      continue;
+    }
+    int status = 0;
+    pid_t reaped = ::waitpid(pid, &status, 0);
+    std::string output = read_text(log_path);
+    int code = reaped == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::string how = reaped != pid              ? "ended"
+                      : WIFEXITED(status)        ? "exited with status " + std::to_string(code)
+                      : WIFSIGNALED(status)      ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                                 : "ended";
+    std::string message = "the agent " + how + " before it was ready" + (output.empty() ? "" : ": " + output);
+    // Status 2: the agent refused its config or command line.
+    return Status(code == 2 ? ErrorCode::invalid_request : ErrorCode::internal, message);
+  }
+}
+
+}  // namespace
+
+std::string default_agent_path() {
+  if (const char* given = std::getenv("GPUBOX_AGENT"); given && *given) return given;
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "gpubox-agent";
+  std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/') + 1) + "gpubox-agent";
+}
+
+Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandboxSpec& spec) {
+  if (::access(spec.agent_path.c_str(), X_OK) != 0) {
+    return Status(ErrorCode::invalid_request, "the agent binary '" + spec.agent_path + "' is not executable (set GPUBOX_AGENT)");
+  }
+  for (const char* point : {kSandboxStateDir, kSandboxWorkDir}) {
+    // Empty mount points on the host; the sandbox's own content is mounted over them.
+    if (!make_parents(point)) return Status::from_errno(errno, std::string("cannot create the mount point ") + point);
+  }
+  auto reserved = store.reserve(spec.name, spec.public_spec);
+  if (!reserved) return reserved.status();
+  SandboxRecord record = std::move(*reserved);
+  std::string endpoint_path = record.agent_dir() + "/rpc.sock";
+  auto fail = [&](Status status, const LimitPlan* limits) -> Status {
+    if (limits) (void)remove_cgroups(*limits);
+    (void)store.remove(record);
+    return status;
+  };
+  if (endpoint_path.size() > 107) {
+    return fail(Status(ErrorCode::invalid_request, "the socket path '" + endpoint_path +
+                                                        "' is longer than 107 bytes: set XDG_STATE_HOME to a shorter directory"),
+                nullptr);
+  }
+  auto limits = prepare_limits(record.id, spec.limits);
+  if (!limits) return fail(limits.status(), nullptr);
+  record.spec["limits_enforced_by"] = limits->enforced_by;
+  record.spec["limit_plan"] = limits->to_json();
+
+  nlohmann::json config = spec.agent_config;
+  config["state_dir"] = kSandboxStateDir;
+  config["log"]["stderr"] = false;  // the log goes to STATE_DIR/agent.log only
+  auto& endpoints = config["rpc"]["endpoints"];
+  std::string inner_endpoint = std::string("ipc://") + kSandboxStateDir + "/rpc.sock";
+  if (!endpoints.is_array()) endpoints = nlohmann::json::array();
+  if (std::find(endpoints.begin(), endpoints.end(), inner_endpoint) == endpoints.end()) endpoints.push_back(inner_endpoint);
+  auto config_fd = memfd_with(config.dump());
+  if (!config_fd) return fail(config_fd.status(), &*limits);
+
+  int pipe_fds[2], error_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return fail(Status::from_errno(errno, "pipe2"), &*limits);
+  OwnedFd ready_read(pipe_fds[0]), ready_write(pipe_fds[1]);
+  if (::pipe2(error_fds, O_CLOEXEC) != 0) return fail(Status::from_errno(errno, "pipe2"), &*limits);
+  OwnedFd error_read(error_fds[0]), error_write(error_fds[1]);
+  std::string log_path = record.agent_dir() + "/agent.stderr";
+  OwnedFd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  OwnedFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (log_fd.get() < 0 || null_fd.get() < 0) return fail(Status::from_errno(errno, "open " + log_path), &*limits);
+
+  ChildPlan plan;
+  plan.spec = &spec;
+  plan.limits = &*limits;
+  plan.agent_dir = record.agent_dir();
+  plan.work_dir = record.work_dir();
+  plan.hostname = record.name.empty() ? record.id : record.name;
+  plan.config_fd = config_fd->get();
+  plan.ready_fd = ready_write.get();
+  plan.log_fd = log_fd.get();
+  plan.null_fd = null_fd.get();
+  plan.error_fd = error_write.get();
+  plan.argv = {spec.agent_path, "--config-fd", std::to_string(kConfigFd), "--ready-fd", std::to_string(kReadyFd)};
+  plan.envp = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", std::string("HOME=") + kSandboxWorkDir,
+               "LANG=C.UTF-8", "HOSTNAME=" + plan.hostname, "GPUBOX_SANDBOX_ID=" + record.id};
+
+  unsigned long flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD;
+  if (spec.network_none) flags |= CLONE_NEWNET;
+  // A raw clone without CLONE_VM behaves as fork: the child runs on a copy of
+  // this (single-threaded) process and becomes PID 1 of the new namespaces.
+  long cloned = ::syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr);
+  if (cloned < 0) return fail(Status::from_errno(errno, "clone (are you root?)"), &*limits);
+  if (cloned == 0) child_main(plan);
+  pid_t pid = static_cast<pid_t>(cloned);
+  error_write.reset();
+  ready_write.reset();
+  config_fd->reset();
+
+  auto kill_and_fail = [&](Status status) -> Status {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return fail(std::move(status), &*limits);
+  };
+  SetupFailure failure;
+  ssize_t n;
+  do {
+    n = ::read(error_read.get(), &failure, sizeof failure);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof failure)) {
+    std::string detail = failure.detail[0] ? std::string(" '") + failure.detail + "'" : "";
+    return kill_and_fail(Status::from_errno(failure.error, std::string("sandbox set-up failed ") +
+                                                               stage_name(failure.stage) + detail));
+  }
+  auto start_time = process_start_time(pid);
+  if (!start_time) return kill_and_fail(Status(ErrorCode::internal, "the agent vanished at its start"));
+  record.agent = {pid, *start_time};
+  if (Status saved = store.save(record); !saved) return kill_and_fail(saved);
+
+  OwnedFd pidfd(pidfd_open(pid));
+  Status ready = await_ready(ready_read.get(), pid, pidfd.get(), spec.ready_timeout, log_path);
+  if (!ready) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, WNOHANG);
+    return fail(ready, &*limits);
+  }
+  return record;
+}
+
+Status terminate_local_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
+                               bool* killed) {
+  if (killed) *killed = false;
+  // The pidfd pins the process: once it is open and the start time matches,
+  // signals cannot reach a process that reused the pid.
+  OwnedFd pidfd(record.agent.pid > 0 ? pidfd_open(record.agent.pid) : -1);
+  if (pidfd.get() >= 0 && process_alive(record.agent)) {
+    auto signal = [&](int sig) { return ::syscall(SYS_pidfd_send_signal, pidfd.get(), sig, nullptr, 0) == 0; };
+    auto exited_within = [&](std::chrono::milliseconds wait) {
+      pollfd fd{pidfd.get(), POLLIN, 0};
+      auto deadline = Clock::now() + wait;
+      while (true) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        int n = ::poll(&fd, 1, static_cast<int>(std::max<long long>(left, 0)));
+        if (n > 0) return true;
+        if (n == 0 || (n < 0 && errno != EINTR)) return false;
+      }
+    };
+    if (signal(SIGTERM) && !exited_within(grace + std::chrono::seconds(1))) {
+      if (killed) *killed = true;
+      signal(SIGKILL);
+      if (!exited_within(std::chrono::seconds(5))) {
+        return Status(ErrorCode::busy, "the agent (pid " + std::to_string(record.agent.pid) + ") survived SIGKILL");
+      }
+    }
+  }
+  Status cgroups = remove_cgroups(LimitPlan::from_json(record.spec.value("limit_plan", nlohmann::json::object())));
+  Status removed = store.remove(record);
+  if (!cgroups) return cgroups;
+  return removed;
+}
+
+}  // namespace gpubox::host

@@ -1,0 +1,244 @@
+#include "host/resource_limits.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace gpubox::host {
+namespace {
+
+struct Hierarchies {
+  std::string v2_root;                         // the cgroup2 mount, or ""
+  std::map<std::string, std::string> v1_root;  // controller → its v1 mount
+  std::map<std::string, std::string> v1_path;  // controller → this process's cgroup in it
+};
+
+Hierarchies find_hierarchies() {
+  Hierarchies found;
+  std::ifstream mounts("/proc/self/mounts");
+  for (std::string line; std::getline(mounts, line);) {
+    std::istringstream fields(line);
+    std::string device, point, type, options;
+    fields >> device >> point >> type >> options;
+    if (type == "cgroup2" && found.v2_root.empty()) found.v2_root = point;
+    if (type != "cgroup") continue;
+    std::istringstream list(options);
+    for (std::string option; std::getline(list, option, ',');) {
+      if (option == "memory" || option == "cpu" || option == "pids") found.v1_root.emplace(option, point);
+    }
+  }
+  std::ifstream groups("/proc/self/cgroup");
+  for (std::string line; std::getline(groups, line);) {
+    auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    std::istringstream list(line.substr(first + 1, second - first - 1));
+    for (std::string controller; std::getline(list, controller, ',');) {
+      found.v1_path[controller] = line.substr(second + 1);
+    }
+  }
+  return found;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool has_word(const std::string& text, const std::string& word) {
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    if (w == word) return true;
+  }
+  return false;
+}
+
+// Creates dir (and records it) unless it exists.
+bool make_cgroup(const std::string& dir, LimitPlan& plan) {
+  if (::mkdir(dir.c_str(), 0755) == 0) {
+    plan.cgroup_dirs.push_back(dir);
+    return true;
+  }
+  return errno == EEXIST;
+}
+
+// The per-controller settings, as (file, value) for v2 and for v1.
+std::vector<std::pair<std::string, std::string>> settings(const std::string& controller, const ResourceLimits& limits,
+                                                          bool v2) {
+  constexpr long kPeriodUs = 100'000;
+  if (controller == "memory") {
+    std::string bytes = std::to_string(limits.memory_mib << 20);
+    if (v2) return {{"memory.max", bytes}, {"memory.swap.max", "0"}};
+    return {{"memory.limit_in_bytes", bytes}};
+  }
+  if (controller == "cpu") {
+    std::string quota = std::to_string(std::lround(limits.cpus * kPeriodUs));
+    if (v2) return {{"cpu.max", quota + " " + std::to_string(kPeriodUs)}};
+    return {{"cpu.cfs_period_us", std::to_string(kPeriodUs)}, {"cpu.cfs_quota_us", quota}};
+  }
+  return {{"pids.max", std::to_string(limits.pids)}};
+}
+
+// cgroup v2: ROOT/gpubox/gpubox-ID with the controller enabled down the path.
+// The root is exempt from the no-internal-processes rule, and ROOT/gpubox
+// holds no process, so both may delegate controllers.
+bool try_v2(const Hierarchies& found, const std::string& id, const std::string& controller,
+            const ResourceLimits& limits, LimitPlan& plan, std::string& dir) {
+  if (found.v2_root.empty()) return false;
+  if (!has_word(read_text(found.v2_root + "/cgroup.controllers"), controller)) return false;
+  std::string parent = found.v2_root + "/gpubox";
+  if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  if (!has_word(read_text(found.v2_root + "/cgroup.subtree_control"), controller) &&
+      !write_file(found.v2_root + "/cgroup.subtree_control", "+" + controller)) {
+    return false;
+  }
+  if (!has_word(read_text(parent + "/cgroup.subtree_control"), controller) &&
+      !write_file(parent + "/cgroup.subtree_control", "+" + controller)) {
+    return false;
+  }
+  dir = parent + "/gpubox-" + id;
+  if (!make_cgroup(dir, plan)) return false;
+  for (const auto& [file, value] : settings(controller, limits, true)) {
+    // memory.swap.max is absent without swap accounting: not an error.
+    if (!write_file(dir + "/" + file, value) && file != "memory.swap.max") return false;
+  }
+  return true;
+}
+
+// cgroup v1: a child of this process's own cgroup in the controller's
+// hierarchy, so that limits set above us still apply.
+bool try_v1(const Hierarchies& found, const std::string& id, const std::string& controller,
+            const ResourceLimits& limits, LimitPlan& plan, std::string& dir) {
+  auto root = found.v1_root.find(controller);
+  if (root == found.v1_root.end()) return false;
+  auto own = found.v1_path.find(controller);
+  std::string base = root->second + (own == found.v1_path.end() || own->second == "/" ? "" : own->second);
+  dir = base + "/gpubox-" + id;
+  if (!make_cgroup(dir, plan)) return false;
+  for (const auto& [file, value] : settings(controller, limits, false)) {
+    if (!write_file(dir + "/" + file, value)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+nlohmann::json LimitPlan::to_json() const {
+  nlohmann::json rl = nlohmann::json::array();
+  for (const auto& [resource, value] : rlimits) rl.push_back({resource, value});
+  return {{"cgroup_dirs", cgroup_dirs}, {"procs_files", procs_files}, {"rlimits", rl},
+          {"enforced_by", enforced_by}, {"memory_cgroup", memory_cgroup}, {"memory_version", memory_version}};
+}
+
+LimitPlan LimitPlan::from_json(const nlohmann::json& json) {
+  LimitPlan plan;
+  if (!json.is_object()) return plan;
+  try {
+    plan.cgroup_dirs = json.value("cgroup_dirs", std::vector<std::string>{});
+    plan.procs_files = json.value("procs_files", std::vector<std::string>{});
+    plan.enforced_by = json.value("enforced_by", std::map<std::string, std::string>{});
+    plan.memory_cgroup = json.value("memory_cgroup", "");
+    plan.memory_version = json.value("memory_version", "");
+  } catch (const nlohmann::json::exception&) {
+  }
+  return plan;
+}
+
+Result<LimitPlan> prepare_limits(const std::string& id, const ResourceLimits& limits) {
+  LimitPlan plan;
+  Hierarchies found = find_hierarchies();
+  struct Wanted {
+    const char* controller;
+    bool wanted;
+  };
+  for (const Wanted& want : {Wanted{"memory", limits.memory_mib > 0}, Wanted{"cpu", limits.cpus > 0},
+                             Wanted{"pids", limits.pids > 0}}) {
+    std::string controller = want.controller;
+    if (!want.wanted) {
+      plan.enforced_by[controller] = "unlimited";
+      continue;
+    }
+    std::string dir;
+    std::string how;
+    if (try_v2(found, id, controller, limits, plan, dir)) {
+      how = "cgroup v2";
+    } else if (try_v1(found, id, controller, limits, plan, dir)) {
+      how = "cgroup v1";
+    }
+    if (!how.empty()) {
+      plan.enforced_by[controller] = how;
+      std::string procs = dir + "/cgroup.procs";
+      if (std::find(plan.procs_files.begin(), plan.procs_files.end(), procs) == plan.procs_files.end()) {
+        plan.procs_files.push_back(procs);
+      }
+      if (controller == "memory") {
+        plan.memory_cgroup = dir;
+        plan.memory_version = how == "cgroup v2" ? "v2" : "v1";
+      }
+      continue;
+    }
+    // No writable cgroup: the per-process rlimits that come closest.
+    if (controller == "memory") {
+      plan.rlimits.emplace_back(RLIMIT_AS, static_cast<rlim_t>(limits.memory_mib << 20));
+      plan.enforced_by[controller] = "rlimit (RLIMIT_AS, per process)";
+    } else if (controller == "pids") {
+      plan.rlimits.emplace_back(RLIMIT_NPROC, static_cast<rlim_t>(limits.pids));
+      plan.enforced_by[controller] = "rlimit (RLIMIT_NPROC, per user)";
+    } else {
+      plan.enforced_by[controller] = "not enforced (no writable cpu cgroup)";
+    }
+  }
+  return plan;
+}
+
+Status remove_cgroups(const LimitPlan& plan) {
+  Status outcome;
+  for (auto it = plan.cgroup_dirs.rbegin(); it != plan.cgroup_dirs.rend(); ++it) {
+    // Processes killed a moment ago may still be leaving the cgroup.
+    for (int attempt = 0;; ++attempt) {
+      if (::rmdir(it->c_str()) == 0 || errno == ENOENT) break;
+      if (errno != EBUSY || attempt >= 200) {
+        outcome = Status::from_errno(errno, "cannot remove cgroup '" + *it + "'");
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  return outcome;
+}
+
+long long oom_kill_count(const LimitPlan& plan) {
+  if (plan.memory_cgroup.empty()) return -1;
+  std::istringstream lines(read_text(plan.memory_cgroup + (plan.memory_version == "v2" ? "/memory.events" : "/memory.oom_control")));
+  for (std::string key; lines >> key;) {
+    long long value = 0;
+    if (!(lines >> value)) break;
+    if (key == "oom_kill") return value;
+  }
+  return -1;
+}
+
+long long memory_usage_bytes(const LimitPlan& plan) {
+  if (plan.memory_cgroup.empty()) return -1;
+  std::string text = read_text(plan.memory_cgroup + (plan.memory_version == "v2" ? "/memory.current" : "/memory.usage_in_bytes"));
+  if (text.empty()) return -1;
+  return std::atoll(text.c_str());
+}
+
+}  // namespace gpubox::host

@@ -1,0 +1,91 @@
+// Bad input to the CLI: a clear message naming what is wrong, the documented
+// exit code, and nothing half-created.
+#include <filesystem>
+
+#include <gmock/gmock.h>
+
+#include "tests/cli/cli_fixture.h"
+
+namespace gpubox::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST_F(CliTest, UnknownSandboxIsAUsageError) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"exec", "nosuchbox", "--", "true"}, {"info", "nosuchbox"}, {"put", "nosuchbox", "/etc/hostname", "/tmp/x"},
+           {"get", "nosuchbox", "/x", "/tmp/x"}, {"logs", "nosuchbox"}, {"terminate", "nosuchbox"},
+           {"rpc", "nosuchbox", "sys.ping"}}) {
+    CliRun result = run(args);
+    EXPECT_EQ(result.status, 2) << args[0];
+    EXPECT_THAT(result.err, HasSubstr("no sandbox with id or name 'nosuchbox'")) << args[0];
+  }
+}
+
+TEST_F(CliTest, BadFlagsNameTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"create", "--bogus"}, "--bogus: unknown option"},
+           {{"create", "--memory", "lots"}, "--memory: expected whole MiB"},
+           {{"create", "--cpu", "0"}, "--cpu: expected a number of CPUs"},
+           {{"create", "--network", "bridge"}, "--network: expected none or host"},
+           {{"create", "--env", "1X=2"}, "--env: expected NAME=VALUE"},
+           {{"create", "--name", "bad name"}, "--name 'bad name'"},
+           {{"create", "--mount", "/etc"}, "--mount: expected LOCAL:SANDBOX"},
+           {{"create", "--mount", "/no/such/dir:/data"}, "--mount: cannot use '/no/such/dir'"},
+           {{"create", "--backend", "modal"}, "--backend: 'modal' is not available"},
+           {{"exec", "x"}, "expected a command"},
+           {{"frobnicate"}, "unknown command 'frobnicate'"},
+           {{"terminate"}, "expected sandbox ids or names, or --all"},
+       }) {
+    CliRun result = run(c.args);
+    EXPECT_EQ(result.status, 2) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "");
+    EXPECT_THAT(result.err, HasSubstr(c.message));
+  }
+  EXPECT_TRUE(store_entries().empty()) << "a refused create left state behind";
+}
+
+TEST_F(CliTest, UnreadableOrRefusedConfigCreatesNothing) {
+  CliRun unreadable = run({"create", "--config", scratch() + "/missing.json"});
+  EXPECT_EQ(unreadable.status, 2);
+  EXPECT_THAT(unreadable.err, HasSubstr("--config: cannot read '" + scratch() + "/missing.json'"));
+  write_text(scratch() + "/notjson.json", "{ nope");
+  CliRun garbled = run({"create", "--config", scratch() + "/notjson.json"});
+  EXPECT_EQ(garbled.status, 2);
+  EXPECT_THAT(garbled.err, HasSubstr("is not a JSON object"));
+  // The agent itself refuses this one: its message comes through, and the
+  // sandbox it would have been is gone without a trace.
+  write_text(scratch() + "/refused.json", R"({"shutdown": {"grace_seconds": "soon"}})");
+  CliRun refused = run({"create", "--config", scratch() + "/refused.json"});
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_THAT(refused.err, HasSubstr("shutdown.grace_seconds"));
+  EXPECT_TRUE(store_entries().empty());
+  EXPECT_EQ(run({"ls", "--json"}).out, "[]\n");
+}
+
+TEST_F(CliTest, PutToAPathThatCannotBeWritten) {
+  std::string id = create();
+  write_text(scratch() + "/file.txt", "content");
+  CliRun to_proc = run({"put", id, scratch() + "/file.txt", "/proc/1/new-file"});
+  EXPECT_EQ(to_proc.status, 1);
+  EXPECT_THAT(to_proc.err, HasSubstr("gpubox put: "));
+  CliRun no_parent = run({"put", id, scratch() + "/file.txt", "/workspace/no/such/dir/file.txt"});
+  EXPECT_EQ(no_parent.status, 1);
+  EXPECT_THAT(no_parent.err, HasSubstr("not_found"));
+  CliRun missing_local = run({"put", id, scratch() + "/absent.txt", "/workspace/x"});
+  EXPECT_EQ(missing_local.status, 2);
+  EXPECT_THAT(missing_local.err, HasSubstr("cannot read '" + scratch() + "/absent.txt'"));
+  CliRun missing_remote = run({"get", id, "/workspace/absent", scratch() + "/x"});
+  EXPECT_EQ(missing_remote.status, 1);
+  EXPECT_THAT(missing_remote.err, HasSubstr("not_found"));
+  EXPECT_FALSE(std::filesystem::exists(scratch() + "/x"));
+  // Nothing was half-written in the sandbox.
+  CliRun listing = run({"exec", id, "--", "ls", "-A", "/workspace"});
+  EXPECT_EQ(listing.out, "");
+}
+
+}  // namespace
+}  // namespace gpubox::testing

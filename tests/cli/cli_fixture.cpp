@@ -1,0 +1,183 @@
+#include "tests/cli/cli_fixture.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+#ifndef GPUBOX_CLI_PATH
+#error "GPUBOX_CLI_PATH must name the gpubox binary"
+#endif
+#ifndef GPUBOX_AGENT_PATH
+#error "GPUBOX_AGENT_PATH must name the gpubox-agent binary"
+#endif
+
+namespace gpubox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string make_temp(const std::string& prefix) {
+  std::string pattern = "/tmp/" + prefix + "-XXXXXX";
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+  return pattern;
+}
+
+// Reaps every exited child that is not one of ours in flight: the agents the
+// CLI detached, reparented to this subreaper once the CLI exited.
+void reap_orphans() {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+}  // namespace
+
+std::string cli_path() { return GPUBOX_CLI_PATH; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_text(const std::string& path, const std::string& text, int mode) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  ::chmod(path.c_str(), static_cast<mode_t>(mode));
+}
+
+std::vector<std::string> cgroups_of(const std::string& id) {
+  std::vector<std::string> found;
+  std::error_code error;
+  for (const char* controller : {"memory", "cpu", "pids", "unified"}) {
+    std::string root = std::string("/sys/fs/cgroup/") + controller;
+    for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, error);
+         !error && it != fs::end(it); it.increment(error)) {
+      if (it->is_directory(error) && it->path().filename() == "gpubox-" + id) found.push_back(it->path().string());
+      // cgroup trees are shallow here; do not walk into every sandbox's files.
+      if (it.depth() > 4) it.disable_recursion_pending();
+    }
+  }
+  return found;
+}
+
+void CliTest::SetUpTestSuite() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+void CliTest::SetUp() {
+  state_home_ = make_temp("gpubox-cli-state");
+  scratch_ = make_temp("gpubox-cli-scratch");
+}
+
+void CliTest::TearDown() {
+  CliRun cleanup = run({"terminate", "--all"});
+  EXPECT_EQ(cleanup.status, 0) << cleanup.err;
+  reap_orphans();
+  EXPECT_TRUE(store_entries().empty()) << "sandboxes left in the store";
+  std::error_code ignored;
+  fs::remove_all(state_home_, ignored);
+  fs::remove_all(scratch_, ignored);
+}
+
+CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) const {
+  std::map<std::string, std::string> merged;
+  for (char** var = environ; *var; ++var) {
+    std::string text = *var;
+    auto eq = text.find('=');
+    if (eq != std::string::npos) merged[text.substr(0, eq)] = text.substr(eq + 1);
+  }
+  merged["XDG_STATE_HOME"] = state_home_;
+  merged["GPUBOX_AGENT"] = GPUBOX_AGENT_PATH;
+  for (const auto& [name, value] : env) merged[name] = value;
+  std::vector<std::string> env_strings, argv_strings = {cli_path()};
+  for (const auto& [name, value] : merged) env_strings.push_back(name + "=" + value);
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv, envp;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    ::dup2(null_fd, 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  CliRun result;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int open = 2;
+  while (open > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (::poll(fds, 2, 1000) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !fds[i].revents) continue;
+      char buffer[65536];
+      ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        (i == 0 ? result.out : result.err).append(buffer, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  if (open > 0) {
+    ::kill(pid, SIGKILL);
+    ADD_FAILURE() << "gpubox " << (args.empty() ? "" : args[0]) << " still ran after 60 s";
+  }
+  for (auto& fd : fds) {
+    if (fd.fd >= 0) ::close(fd.fd);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string CliTest::create(const std::vector<std::string>& args) {
+  std::vector<std::string> full = {"create"};
+  full.insert(full.end(), args.begin(), args.end());
+  CliRun created = run(full);
+  EXPECT_EQ(created.status, 0) << created.err;
+  std::string id = created.out;
+  while (!id.empty() && id.back() == '\n') id.pop_back();
+  EXPECT_EQ(id.size(), 12u) << "create printed '" << created.out << "'";
+  return id;
+}
+
+nlohmann::json CliTest::record(const std::string& id) const {
+  return nlohmann::json::parse(read_text(store_dir() + "/" + id + "/sandbox.json"), nullptr, false);
+}
+
+std::vector<std::string> CliTest::store_entries() const {
+  std::vector<std::string> entries;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(store_dir(), error)) entries.push_back(entry.path().filename());
+  return entries;
+}
+
+}  // namespace gpubox::testing

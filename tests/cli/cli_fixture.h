@@ -1,0 +1,57 @@
+// CliTest: drives the real `gpubox` binary as a subprocess against real local
+// sandboxes (the real gpubox-agent as PID 1 of new namespaces, real cgroups).
+// Each test gets its own XDG_STATE_HOME under /tmp, so no test touches a
+// user's sandboxes; TearDown terminates every sandbox the test left and
+// checks that nothing remains. The test process is a child subreaper, so the
+// agents the CLI detaches are reaped here, as init would reap them.
+// Needs root. One thread per test, except where a test says otherwise.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace gpubox::testing {
+
+struct CliRun {
+  int status = -1;  // exit code, or 128 + signal
+  std::string out;
+  std::string err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  void SetUp() override;
+  void TearDown() override;
+
+  // Runs `gpubox ARGS...` with this test's XDG_STATE_HOME (and extra
+  // environment), waits for it (bounded) and returns what it printed.
+  CliRun run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) const;
+  // `gpubox create ARGS...`; fails the test unless it printed an id.
+  std::string create(const std::vector<std::string>& args = {});
+  // The store's record of a sandbox (sandbox.json).
+  nlohmann::json record(const std::string& id) const;
+  std::string state_home() const { return state_home_; }
+  std::string store_dir() const { return state_home_ + "/gpubox/sandboxes"; }
+  // Entries of the store's sandboxes directory.
+  std::vector<std::string> store_entries() const;
+  // A scratch directory on the host for the test's own files.
+  std::string scratch() const { return scratch_; }
+
+ private:
+  std::string state_home_;
+  std::string scratch_;
+};
+
+std::string cli_path();
+std::string read_text(const std::string& path);
+void write_text(const std::string& path, const std::string& text, int mode = 0644);
+// Cgroup directories named gpubox-ID anywhere under /sys/fs/cgroup.
+std::vector<std::string> cgroups_of(const std::string& id);
+
+}  // namespace gpubox::testing

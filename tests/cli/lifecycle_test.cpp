@@ -1,0 +1,189 @@
+// gpubox create / exec / put / get / ls / info / logs / rpc / terminate,
+// end to end through the real CLI against real local sandboxes.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <gmock/gmock.h>
+
+#include "tests/cli/cli_fixture.h"
+
+namespace gpubox::testing {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string random_bytes(size_t size, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::string bytes(size, '\0');
+  for (auto& byte : bytes) byte = static_cast<char>(generator());
+  return bytes;
+}
+
+TEST_F(CliTest, CreateExecPutGetTerminate) {
+  std::string id = create();
+  nlohmann::json saved = record(id);
+  pid_t agent = saved["agent_pid"].get<pid_t>();
+  ASSERT_GT(agent, 1);
+  EXPECT_EQ(::kill(agent, 0), 0) << "the agent outlives create";
+  EXPECT_THAT(read_text("/proc/" + std::to_string(agent) + "/status"), HasSubstr("NSpid:\t" + std::to_string(agent) + "\t1"))
+      << "the agent is PID 1 of its own PID namespace";
+  struct stat socket_stat {};
+  ASSERT_EQ(::stat((store_dir() + "/" + id + "/agent/rpc.sock").c_str(), &socket_stat), 0);
+  EXPECT_EQ(socket_stat.st_mode & 0777, 0600u);
+  EXPECT_EQ(::stat((store_dir() + "/" + id + "/sandbox.json").c_str(), &socket_stat), 0);
+  EXPECT_EQ(socket_stat.st_mode & 0777, 0600u);
+
+  CliRun ls = run({"ls"});
+  EXPECT_EQ(ls.status, 0);
+  EXPECT_THAT(ls.out, HasSubstr(id));
+  EXPECT_THAT(ls.out, HasSubstr("running"));
+
+  CliRun echo = run({"exec", id, "--", "sh", "-c", "echo hello; pwd; cat /proc/1/comm; hostname"});
+  EXPECT_EQ(echo.status, 0) << echo.err;
+  EXPECT_EQ(echo.out, "hello\n/workspace\ngpubox-agent\n" + id + "\n");
+
+  // A file above the inline limit goes as a stream; a small one in one call.
+  std::string big = random_bytes(5 << 20, 1), small = "small file\n";
+  write_text(scratch() + "/big.bin", big);
+  write_text(scratch() + "/small.txt", small, 0600);
+  CliRun put_big = run({"put", id, scratch() + "/big.bin", "big.bin"});
+  ASSERT_EQ(put_big.status, 0) << put_big.err;
+  ASSERT_EQ(run({"put", id, scratch() + "/small.txt", "/tmp/"}).status, 0);
+  CliRun inside = run({"exec", id, "--", "sh", "-c", "wc -c < /workspace/big.bin; cat /tmp/small.txt; stat -c %a /tmp/small.txt"});
+  EXPECT_EQ(inside.out, std::to_string(big.size()) + "\n" + small + "600\n") << inside.err;
+
+  ASSERT_EQ(run({"get", id, "/workspace/big.bin", scratch() + "/big.back"}).status, 0);
+  EXPECT_TRUE(read_text(scratch() + "/big.back") == big) << "the round trip changed the bytes";
+
+  // Directories, both ways.
+  fs::create_directories(scratch() + "/tree/sub/deeper");
+  write_text(scratch() + "/tree/a.txt", "a");
+  write_text(scratch() + "/tree/sub/deeper/b.txt", "b");
+  ASSERT_EQ(run({"put", id, scratch() + "/tree", "/workspace/"}).status, 0);
+  CliRun listed = run({"exec", id, "--", "cat", "/workspace/tree/a.txt", "/workspace/tree/sub/deeper/b.txt"});
+  EXPECT_EQ(listed.out, "ab");
+  ASSERT_EQ(run({"exec", id, "--", "sh", "-c", "mkdir -p out/x && echo made > out/x/y.txt"}).status, 0);
+  CliRun got = run({"get", id, "out", scratch() + "/back"});
+  ASSERT_EQ(got.status, 0) << got.err;
+  EXPECT_EQ(read_text(scratch() + "/back/x/y.txt"), "made\n");
+
+  CliRun logs = run({"logs", id});
+  EXPECT_EQ(logs.status, 0);
+  EXPECT_THAT(logs.out, HasSubstr("agent ready"));
+
+  std::vector<std::string> cgroups = cgroups_of(id);
+  EXPECT_FALSE(cgroups.empty()) << "the pids limit has a cgroup";
+  CliRun terminated = run({"terminate", id});
+  EXPECT_EQ(terminated.status, 0) << terminated.err;
+  EXPECT_THAT(terminated.out, HasSubstr(id));
+  EXPECT_TRUE(store_entries().empty());
+  EXPECT_TRUE(cgroups_of(id).empty()) << "cgroups left after terminate";
+  std::string stat = read_text("/proc/" + std::to_string(agent) + "/stat");
+  EXPECT_TRUE(stat.empty() || stat.find(") Z") != std::string::npos) << "the agent still runs: " << stat;
+  EXPECT_EQ(run({"ls"}).out.find(id), std::string::npos);
+}
+
+TEST_F(CliTest, ExitCodesAndStreamSeparation) {
+  std::string id = create();
+  CliRun mixed = run({"exec", id, "--", "sh", "-c", "echo out; echo err >&2; echo out2; exit 7"});
+  EXPECT_EQ(mixed.status, 7);
+  EXPECT_EQ(mixed.out, "out\nout2\n");
+  EXPECT_EQ(mixed.err, "err\n");
+  EXPECT_EQ(run({"exec", id, "--", "false"}).status, 1);
+  EXPECT_EQ(run({"exec", id, "--", "true"}).status, 0);
+  CliRun missing = run({"exec", id, "--", "/no/such/program"});
+  EXPECT_EQ(missing.status, 127) << missing.err;
+  EXPECT_THAT(missing.err, HasSubstr("/no/such/program"));
+  CliRun killed = run({"exec", id, "--", "sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(killed.status, 128 + SIGTERM);
+  EXPECT_THAT(killed.err, HasSubstr("signal 15"));
+  CliRun slow = run({"exec", id, "--timeout", "0.5", "--", "sleep", "30"});
+  EXPECT_EQ(slow.status, 124);
+  EXPECT_THAT(slow.err, HasSubstr("--timeout"));
+  // stdin is not forwarded: a reader sees end of file at once.
+  CliRun reader = run({"exec", id, "--", "cat"});
+  EXPECT_EQ(reader.status, 0);
+  EXPECT_EQ(reader.out, "");
+  // --env and --cwd reach the command; ARGS after the command are its own.
+  CliRun env = run({"exec", id, "--env", "GREETING=hi", "--cwd", "/tmp", "--", "sh", "-c", "echo $GREETING $(pwd) \"$0\"", "--json"});
+  EXPECT_EQ(env.out, "hi /tmp --json\n") << env.err;
+}
+
+TEST_F(CliTest, NamesJsonInfoAndRpc) {
+  CliRun created = run({"--json", "create", "--name", "alpha", "--cpu", "0.5", "--memory", "128", "--timeout", "300",
+                        "--idle-timeout", "60", "--env", "A=1"});
+  ASSERT_EQ(created.status, 0) << created.err;
+  auto json = nlohmann::json::parse(created.out);
+  std::string id = json["id"];
+  EXPECT_EQ(json["name"], "alpha");
+  EXPECT_EQ(json["backend"], "local");
+  EXPECT_EQ(json["state"], "running");
+  EXPECT_EQ(json["endpoint"], "ipc://" + store_dir() + "/" + id + "/agent/rpc.sock");
+
+  EXPECT_EQ(run({"exec", "alpha", "--", "sh", "-c", "echo $A; hostname"}).out, "1\nalpha\n");
+  EXPECT_EQ(run({"exec", id.substr(0, 6), "--", "true"}).status, 0) << "a unique id prefix names the sandbox";
+  CliRun again = run({"create", "--name", "alpha"});
+  EXPECT_EQ(again.status, 2);
+  EXPECT_THAT(again.err, HasSubstr("a sandbox named 'alpha' exists already"));
+  EXPECT_EQ(store_entries().size(), 1u) << "the refused create left state behind";
+
+  CliRun info = run({"info", "alpha", "--json"});
+  ASSERT_EQ(info.status, 0) << info.err;
+  auto details = nlohmann::json::parse(info.out);
+  EXPECT_EQ(details["spec"]["timeout_s"], 300);
+  EXPECT_EQ(details["spec"]["idle_timeout_s"], 60);
+  EXPECT_EQ(details["spec"]["memory_mib"], 128);
+  for (const char* resource : {"cpu", "memory", "pids"}) {
+    std::string how = details["spec"]["limits_enforced_by"][resource];
+    EXPECT_TRUE(how == "cgroup v1" || how == "cgroup v2") << resource << ": " << how;
+  }
+  EXPECT_EQ(details["agent"]["protocol_version"], 1);
+  CliRun human = run({"info", "alpha"});
+  EXPECT_THAT(human.out, HasSubstr("memory:      128 MiB  (cgroup v"));
+
+  CliRun ping = run({"rpc", "alpha", "sys.ping", R"({"x": 1})"});
+  EXPECT_EQ(ping.status, 0) << ping.err;
+  EXPECT_EQ(nlohmann::json::parse(ping.out)["echo"]["x"], 1);
+  CliRun bad_call = run({"rpc", id, "no.such.method"});
+  EXPECT_EQ(bad_call.status, 1);
+  EXPECT_THAT(bad_call.err, HasSubstr("unknown_method"));
+}
+
+TEST_F(CliTest, PrivateTmpWorkDirAndMounts) {
+  fs::create_directories(scratch() + "/shared");
+  write_text(scratch() + "/shared/data.txt", "from the host\n");
+  std::string a = create({"--mount", scratch() + "/shared:/data:ro"});
+  std::string b = create();
+  ASSERT_EQ(run({"exec", a, "--", "sh", "-c", "echo secret > /tmp/only-in-a; echo w > /workspace/w"}).status, 0);
+  EXPECT_NE(run({"exec", b, "--", "test", "-e", "/tmp/only-in-a"}).status, 0) << "/tmp is shared";
+  EXPECT_NE(run({"exec", b, "--", "test", "-e", "/workspace/w"}).status, 0) << "the work dir is shared";
+  EXPECT_FALSE(fs::exists("/tmp/only-in-a")) << "the sandbox wrote the host's /tmp";
+  EXPECT_EQ(run({"exec", a, "--", "cat", "/data/data.txt"}).out, "from the host\n");
+  CliRun write_ro = run({"exec", a, "--", "sh", "-c", "echo x > /data/new"});
+  EXPECT_NE(write_ro.status, 0);
+  EXPECT_THAT(write_ro.err, HasSubstr("Read-only"));
+  // Only the sandbox's own processes are visible.
+  CliRun ps = run({"exec", a, "--", "sh", "-c", "ls /proc | grep -c '^[0-9]'"});
+  EXPECT_LE(std::stoi(ps.out), 4) << ps.out;
+}
+
+TEST_F(CliTest, LogsFollowEndsWhenTheSandboxEnds) {
+  std::string id = create();
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    run({"rpc", id, "sys.shutdown"});
+  });
+  CliRun logs = run({"logs", id, "-f"});
+  stopper.join();
+  EXPECT_EQ(logs.status, 0);
+  EXPECT_THAT(logs.out, HasSubstr("agent exiting"));
+  EXPECT_EQ(run({"exec", id, "--", "true"}).status, 3) << "a dead sandbox is not reachable";
+}
+
+}  // namespace
+}  // namespace gpubox::testing
