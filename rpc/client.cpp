@@ -139,18 +139,21 @@ Result<Received> Client::receive(std::uint64_t id, std::chrono::milliseconds wai
   }
   auto give_up = Clock::now() + wait;
   while (true) {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    long timeout = -1;
-    if (wait.count() > 0) {
-      timeout = std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now()).count());
-    }
-    zmq::poll(&item, 1, std::chrono::milliseconds(timeout));
-    if (!(item.revents & ZMQ_POLLIN)) {
-      return Status(ErrorCode::unavailable, "no answer from " + endpoint_ + " within " + std::to_string(wait.count()) +
-                                                " ms: is the agent running, and is this client's key authorized?");
-    }
+    // Take what is already queued without a poll(2); wait only when nothing is.
     std::vector<zmq::message_t> frames;
-    if (!zmq::recv_multipart(socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) continue;
+    if (!zmq::recv_multipart(socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      long timeout = -1;
+      if (wait.count() > 0) {
+        timeout = std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now()).count());
+      }
+      zmq::poll(&item, 1, std::chrono::milliseconds(timeout));
+      if (!(item.revents & ZMQ_POLLIN)) {
+        return Status(ErrorCode::unavailable, "no answer from " + endpoint_ + " within " + std::to_string(wait.count()) +
+                                                  " ms: is the agent running, and is this client's key authorized?");
+      }
+      continue;
+    }
     if (frames.size() < 2) continue;
     auto header = decode_header(frames[0].to_string_view());
     if (!header) return Status(ErrorCode::internal, "agent sent a malformed header: " + header.status().message());

@@ -49,6 +49,13 @@ struct Queued {
   bool final = false;  // RESULT/ERROR: unregisters the call
 };
 
+// ZeroMQ draft option (libzmq built with ENABLE_DRAFTS, scripts/setup.sh): the
+// ROUTER hands up an empty message from a peer whose connection closed.
+#ifndef ZMQ_ROUTER_NOTIFY
+#define ZMQ_ROUTER_NOTIFY 97
+#define ZMQ_NOTIFY_DISCONNECT 2
+#endif
+
 // Deadlines beyond this (about 100 years) are treated as this, so that
 // now + timeout cannot overflow the clock's nanosecond count.
 constexpr std::uint64_t kMaxTimeoutMs = 100ull * 365 * 24 * 3600 * 1000;
@@ -105,6 +112,7 @@ struct Server::Impl {
   void receive(std::size_t socket);
   void handle(std::size_t socket, std::vector<zmq::message_t>& frames);
   void reject(const CallKey& key, const Status& status);
+  void peer_disconnected(std::size_t socket, const std::string& routing_id);
   void start_call(std::size_t socket, const std::string& routing_id, const std::string& peer, ParsedRequest& request,
                   std::vector<zmq::message_t>& frames);
   void deliver_data(const CallKey& key, nlohmann::json&& body, std::vector<zmq::message_t>& frames);
@@ -178,6 +186,10 @@ Status Server::Impl::bind(const std::string& endpoint, std::vector<std::string>*
   socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options.limits.max_message_bytes));
   socket->set(zmq::sockopt::sndhwm, 0);  // DATA is bounded by credit, finals by max_in_flight
   socket->set(zmq::sockopt::linger, 200);
+  int notify = ZMQ_NOTIFY_DISCONNECT;
+  if (zmq_setsockopt(socket->handle(), ZMQ_ROUTER_NOTIFY, &notify, sizeof notify) != 0) {
+    return Status(ErrorCode::internal, "libzmq lacks ZMQ_ROUTER_NOTIFY (build it with drafts: scripts/setup.sh)");
+  }
   bool is_curve = false;
   std::string address = endpoint;
   if (endpoint.rfind("ipc://", 0) == 0) {
@@ -264,6 +276,11 @@ void Server::Impl::handle(std::size_t socket, std::vector<zmq::message_t>& frame
     return;
   }
   std::string routing_id = frames[0].to_string();
+  if (frames.size() == 2 && frames[1].size() == 0) {
+    // ZMQ_ROUTER_NOTIFY's disconnect event (a client may send the same to end its own calls).
+    peer_disconnected(socket, routing_id);
+    return;
+  }
   std::vector<std::string_view> views;
   views.reserve(frames.size() - 1);
   for (std::size_t i = 1; i < frames.size(); ++i) views.push_back(frames[i].to_string_view());
@@ -333,6 +350,17 @@ void Server::Impl::reject(const CallKey& key, const Status& status) {
   }
   auto out = error_message(key.id, status);
   send_now(key.socket, key.routing_id, out);
+}
+
+// The connection is gone, and with it every answer's destination: its calls
+// stop, so their work (processes, transfers) ends instead of running unseen.
+void Server::Impl::peer_disconnected(std::size_t socket, const std::string& routing_id) {
+  std::vector<std::pair<CallKey, std::shared_ptr<CallState>>> orphans;
+  for (auto it = calls.lower_bound(CallKey{socket, routing_id, 0});
+       it != calls.end() && it->first.socket == socket && it->first.routing_id == routing_id; ++it) {
+    orphans.emplace_back(it->first, it->second);
+  }
+  for (auto& [key, state] : orphans) stop_call(key, state, Status(ErrorCode::cancelled, "the client disconnected"));
 }
 
 void Server::Impl::start_call(std::size_t socket, const std::string& routing_id, const std::string& peer,

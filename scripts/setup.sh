@@ -28,7 +28,16 @@ if [ ! -f "$src_list" ]; then
   sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$src_list"
   need_update=1
 fi
-if [ ${#missing[@]} -gt 0 ] || [ ! -f "$deps/lib/libzmq.a" ]; then
+# libzmq's build flags; the cached build is redone whenever they change.
+# Drafts on: the RPC server uses ZMQ_ROUTER_NOTIFY to see clients disconnect.
+zmq_flags="-DCMAKE_BUILD_TYPE=Release -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DBUILD_SHARED=OFF -DBUILD_STATIC=ON \
+-DBUILD_TESTS=OFF -DENABLE_DRAFTS=ON -DENABLE_WS=OFF -DWITH_TLS=OFF -DWITH_LIBSODIUM=ON -DENABLE_CURVE=ON -DWITH_LIBBSD=OFF -DWITH_GSSAPI=OFF \
+-DWITH_NORM=OFF -DWITH_OPENPGM=OFF -DWITH_VMCI=OFF -DWITH_DOCS=OFF -DENABLE_CPACK=OFF"
+zmq_stamp="$deps/zmq-build-flags"
+zmq_current=0
+if [ -f "$deps/lib/libzmq.a" ] && [ "$(cat "$zmq_stamp" 2>/dev/null)" = "$zmq_flags" ]; then zmq_current=1; fi
+
+if [ ${#missing[@]} -gt 0 ] || [ "$zmq_current" = 0 ]; then
   [ ${#missing[@]} -gt 0 ] && need_update=1
   if [ "$need_update" = 1 ]; then apt-get update -qq; fi
 fi
@@ -37,19 +46,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ ! -f "$deps/lib/libzmq.a" ]; then
+if [ "$zmq_current" = 0 ]; then
   echo "setup: building static libzmq from Debian's zeromq3 source (once; cached in build/deps)"
-  rm -rf "$deps/src" && mkdir -p "$deps/src"
+  rm -rf "$deps/src" "$deps/staging" && mkdir -p "$deps/src"
   (cd "$deps/src" && apt-get source -qq zeromq3 >/dev/null 2>&1)
   zsrc=$(find "$deps/src" -maxdepth 1 -type d -name 'zeromq3-*' | head -n1)
-  cmake -S "$zsrc" -B "$deps/src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_INSTALL_PREFIX="$deps" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-    -DBUILD_SHARED=OFF -DBUILD_STATIC=ON -DBUILD_TESTS=OFF -DENABLE_DRAFTS=OFF \
-    -DWITH_LIBSODIUM=ON -DENABLE_CURVE=ON -DWITH_LIBBSD=OFF \
-    -DWITH_GSSAPI=OFF -DWITH_NORM=OFF -DWITH_OPENPGM=OFF -DWITH_VMCI=OFF \
-    -DWITH_DOCS=OFF -DENABLE_CPACK=OFF >/dev/null
+  # shellcheck disable=SC2086  # zmq_flags is a list of words
+  cmake -S "$zsrc" -B "$deps/src/build" -G Ninja $zmq_flags -DCMAKE_INSTALL_PREFIX="$deps/staging" >/dev/null
   cmake --build "$deps/src/build" >/dev/null
   cmake --install "$deps/src/build" >/dev/null
-  rm -rf "$deps/src"
+  # Swap the new build in with renames, so a concurrent link sees the old or the new library.
+  mkdir -p "$deps/lib" "$deps/include"
+  for header in "$deps/staging/include/"*; do mv -f "$header" "$deps/include/"; done
+  mv -f "$deps/staging/lib/libzmq.a" "$deps/lib/libzmq.a"
+  echo "$zmq_flags" > "$zmq_stamp"
+  rm -rf "$deps/src" "$deps/staging"
 fi
 echo "setup: ok"

@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 constexpr std::size_t kChunkBytes = 1 << 20;        // DATA chunk size; also the inline-reply limit
-constexpr std::uint64_t kUploadWindow = 8;          // DATA the agent lets an uploader send ahead
+constexpr std::uint64_t kUploadWindow = 16;          // DATA the agent lets an uploader send ahead
 constexpr std::size_t kMaxListEntries = 100'000;
 constexpr int kMaxListDepth = 256;
 constexpr auto kUploadIdleLimit = std::chrono::seconds(300);

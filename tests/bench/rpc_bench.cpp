@@ -1,22 +1,27 @@
 // RPC benchmark: one table, every column measured in the same run.
 //  1. round trip: raw libzmq DEALER/ROUTER ping-pong with CURVE and no msgpack
 //     (an in-process echo server) vs sys.ping over the agent's CURVE endpoint;
-//  2. sys.ping calls/s with 1, 8 and 64 concurrent clients;
+//  2. sys.ping calls/s with 1, 8 and 64 concurrent clients, each with 1 call
+//     in flight (a synchronous caller) and with 16 (a pipelining one), vs the
+//     same clients against the raw CURVE echo server;
 //  3. proc.exec of /bin/true vs an in-process fork+exec+wait;
-//  4. 1 GiB fs.write then fs.read vs `cat FILE > /dev/null`;
-//  5. the agent's RSS before and after 1,000,000 calls.
+//  4. 1 GiB fs.write then fs.read on tmpfs vs `cat FILE > /dev/null`, and
+//     fs.write to disk (fsync'd) vs `dd conv=fsync` of the same size;
+//  5. the agent's RSS after a warm-up and after 1,000,000 more calls.
 //
-// usage: gpubox_bench_rpc [--quick]      (--quick: fewer samples, 64 MiB file)
+// usage: gpubox_bench_rpc [--quick] [--only SECTION]
+//   --quick: fewer samples, 64 MiB files, 100k calls;
+//   --only: one of latency, calls, exec, files, rss (e.g. to profile it).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <sodium.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -24,6 +29,7 @@
 
 #include "rpc/client.h"
 #include "rpc/keys.h"
+#include "rpc/sha256.h"
 #include "tests/bench/percentile.h"
 #include "tests/integration/sandbox_harness.h"
 
@@ -50,45 +56,139 @@ T check(gpubox::Result<T> result, const char* what) {
   return std::move(result.value());
 }
 
-// Raw CURVE ping-pong: an echo ROUTER in a thread, a DEALER here, 1-frame messages.
-std::vector<double> raw_curve_round_trips(int samples) {
-  KeyPair server = check(gpubox::rpc::generate_keypair(), "keygen");
-  KeyPair client = check(gpubox::rpc::generate_keypair(), "keygen");
-  zmq::context_t context(1);
-  zmq::socket_t router(context, zmq::socket_type::router);
-  router.set(zmq::sockopt::curve_server, 1);
-  router.set(zmq::sockopt::curve_secretkey, server.secret_key);
-  router.set(zmq::sockopt::linger, 0);
-  router.bind("tcp://127.0.0.1:*");
-  std::string endpoint = router.get(zmq::sockopt::last_endpoint);
-  std::atomic<bool> stop{false};
-  std::thread echo([&] {
-    while (!stop) {
-      zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(50));
-      if (!(item.revents & ZMQ_POLLIN)) continue;
-      std::vector<zmq::message_t> frames;
-      (void)zmq::recv_multipart(router, std::back_inserter(frames));
-      zmq::send_multipart(router, frames);
-    }
-  });
-  zmq::socket_t dealer(context, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::curve_serverkey, server.public_key);
-  dealer.set(zmq::sockopt::curve_publickey, client.public_key);
-  dealer.set(zmq::sockopt::curve_secretkey, client.secret_key);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(endpoint);
+// The baseline server: a ROUTER with CURVE (no ZAP, no msgpack) echoing every
+// message from one thread, as the agent's I/O thread would at best. A large
+// message (a bulk transfer) is answered with a 2-byte ack instead.
+class RawEcho {
+ public:
+  RawEcho() : server_(check(gpubox::rpc::generate_keypair(), "keygen")), client_(check(gpubox::rpc::generate_keypair(), "keygen")) {
+    router_.set(zmq::sockopt::curve_server, 1);
+    router_.set(zmq::sockopt::curve_secretkey, server_.secret_key);
+    router_.set(zmq::sockopt::linger, 0);
+    router_.set(zmq::sockopt::sndhwm, 0);
+    router_.bind("tcp://127.0.0.1:*");
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+    echo_ = std::thread([this] {
+      while (!stop_) {
+        zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+        zmq::poll(&item, 1, std::chrono::milliseconds(50));
+        std::vector<zmq::message_t> frames;
+        while (zmq::recv_multipart(router_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+          if (frames.size() == 2 && frames[1].size() > 64) frames[1].rebuild("ok", 2);
+          zmq::send_multipart(router_, frames);
+          frames.clear();
+        }
+      }
+    });
+  }
+  ~RawEcho() {
+    stop_ = true;
+    echo_.join();
+  }
+
+  // A DEALER connected to the echo server, on its own context (as each gpubox Client has).
+  struct Connection {
+    zmq::context_t context{1};
+    zmq::socket_t dealer{context, zmq::socket_type::dealer};
+  };
+  std::unique_ptr<Connection> connect() const {
+    auto connection = std::make_unique<Connection>();
+    connection->dealer.set(zmq::sockopt::curve_serverkey, server_.public_key);
+    connection->dealer.set(zmq::sockopt::curve_publickey, client_.public_key);
+    connection->dealer.set(zmq::sockopt::curve_secretkey, client_.secret_key);
+    connection->dealer.set(zmq::sockopt::linger, 0);
+    connection->dealer.connect(endpoint_);
+    return connection;
+  }
+
+ private:
+  KeyPair server_, client_;
+  zmq::context_t context_{1};
+  zmq::socket_t router_{context_, zmq::socket_type::router};
+  std::string endpoint_;
+  std::atomic<bool> stop_{false};
+  std::thread echo_;
+};
+
+std::vector<double> raw_round_trips(const RawEcho& echo, int samples) {
+  auto connection = echo.connect();
   std::vector<double> times;
   zmq::message_t reply;
   for (int i = 0; i < samples + 100; ++i) {
     auto start = Clock::now();
-    dealer.send(zmq::str_buffer("ping"), zmq::send_flags::none);
-    (void)dealer.recv(reply);
+    connection->dealer.send(zmq::str_buffer("ping"), zmq::send_flags::none);
+    (void)connection->dealer.recv(reply);
     if (i >= 100) times.push_back(us_since(start));
   }
-  stop = true;
-  echo.join();
   return times;
+}
+
+// Runs `clients` threads, each calling one_client(go, stop) after setting up
+// its connection; returns calls/s over `duration`, adding the calls to *total.
+template <typename OneClient>
+double measure_calls(int clients, std::chrono::milliseconds duration, std::uint64_t* total, OneClient one_client) {
+  std::atomic<std::uint64_t> calls{0};
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false}, stop{false};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&] { calls += one_client(ready, go, stop); });
+  }
+  while (ready < clients) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto start = Clock::now();
+  go = true;
+  std::this_thread::sleep_for(duration);
+  stop = true;
+  for (auto& thread : threads) thread.join();
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (total) *total += calls;
+  return static_cast<double>(calls) / seconds;
+}
+
+void wait_for(const std::atomic<bool>& go) {
+  while (!go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// MB/s of `size` bytes sent to the echo server in 1 MiB messages, 32 in flight
+// (the window fs.write and fs.read use): the CURVE transfer, nothing else.
+double raw_stream_mb_per_s(const RawEcho& echo, std::size_t size) {
+  auto connection = echo.connect();
+  zmq::message_t reply;
+  connection->dealer.send(zmq::str_buffer("ping"), zmq::send_flags::none);
+  (void)connection->dealer.recv(reply);
+  std::string chunk(1 << 20, 'x');
+  std::size_t chunks = size / chunk.size(), sent = 0, acked = 0;
+  auto start = Clock::now();
+  while (acked < chunks) {
+    while (sent < chunks && sent - acked < 32) {
+      connection->dealer.send(zmq::buffer(chunk), zmq::send_flags::none);
+      ++sent;
+    }
+    (void)connection->dealer.recv(reply);
+    ++acked;
+  }
+  return static_cast<double>(size) / 1e6 / (us_since(start) / 1e6);
+}
+
+double raw_calls_per_second(const RawEcho& echo, int clients, int depth, std::chrono::milliseconds duration) {
+  return measure_calls(clients, duration, nullptr, [&](std::atomic<int>& ready, std::atomic<bool>& go, std::atomic<bool>& stop) {
+    auto connection = echo.connect();
+    zmq::message_t reply;
+    connection->dealer.send(zmq::str_buffer("ping"), zmq::send_flags::none);  // handshake done
+    (void)connection->dealer.recv(reply);
+    ++ready;
+    wait_for(go);
+    std::uint64_t mine = 0;
+    for (int i = 0; i < depth; ++i) connection->dealer.send(zmq::str_buffer("ping"), zmq::send_flags::none);
+    while (!stop) {
+      (void)connection->dealer.recv(reply);
+      connection->dealer.send(zmq::str_buffer("ping"), zmq::send_flags::none);
+      ++mine;
+    }
+    for (int i = 0; i < depth; ++i) (void)connection->dealer.recv(reply);
+    return mine;
+  });
 }
 
 struct Agent {
@@ -140,32 +240,29 @@ Agent start_agent() {
   return agent;
 }
 
-double calls_per_second(const Agent& agent, int clients, std::chrono::milliseconds duration, std::uint64_t* total) {
-  std::atomic<std::uint64_t> calls{0};
-  std::atomic<bool> go{false}, stop{false};
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&] {
-      auto client = agent.connect();
-      while (!go) std::this_thread::yield();
-      std::uint64_t mine = 0;
-      while (!stop) {
-        auto pong = client->call("sys.ping");
-        if (!pong) die("sys.ping: " + pong.status().to_string());
-        ++mine;
-      }
-      calls += mine;
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200 + 5 * clients));  // connections and handshakes
-  auto start = Clock::now();
-  go = true;
-  std::this_thread::sleep_for(duration);
-  stop = true;
-  for (auto& thread : threads) thread.join();
-  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (total) *total += calls;
-  return static_cast<double>(calls) / seconds;
+// sys.ping calls/s from `clients` connections, each on its own thread with
+// `depth` calls in flight (1: call and wait, as a synchronous caller does).
+double calls_per_second(const Agent& agent, int clients, int depth, std::chrono::milliseconds duration,
+                        std::uint64_t* total) {
+  return measure_calls(clients, duration, total, [&](std::atomic<int>& ready, std::atomic<bool>& go, std::atomic<bool>& stop) {
+    auto client = agent.connect();
+    ++ready;
+    wait_for(go);
+    std::deque<std::unique_ptr<gpubox::rpc::Stream>> open;
+    std::uint64_t mine = 0;
+    while (!stop) {
+      while (static_cast<int>(open.size()) < depth) open.push_back(check(client->stream("sys.ping"), "sys.ping"));
+      auto& oldest = *open.front();
+      while (!oldest.ended()) (void)oldest.next();
+      if (!oldest.result()) die("sys.ping: " + oldest.result().status().to_string());
+      open.pop_front();
+      ++mine;
+    }
+    for (auto& stream : open) {
+      while (!stream->ended()) (void)stream->next();
+    }
+    return mine;
+  });
 }
 
 double fork_exec_true_us() {
@@ -180,16 +277,6 @@ double fork_exec_true_us() {
   return us_since(start);
 }
 
-std::string hex(const unsigned char* bytes, std::size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    out += kDigits[bytes[i] >> 4];
-    out += kDigits[bytes[i] & 15];
-  }
-  return out;
-}
-
 // Uploads `size` bytes (streamed, 1 MiB chunks) and returns MB/s.
 double upload(Client& client, const std::string& path, std::size_t size) {
   std::string chunk(1 << 20, '\0');
@@ -198,15 +285,11 @@ double upload(Client& client, const std::string& path, std::size_t size) {
     std::uint64_t v = random();
     std::memcpy(&chunk[i], &v, 8);
   }
-  crypto_hash_sha256_state hash;
-  crypto_hash_sha256_init(&hash);
-  for (std::size_t sent = 0; sent < size; sent += chunk.size()) {
-    crypto_hash_sha256_update(&hash, reinterpret_cast<const unsigned char*>(chunk.data()), chunk.size());
-  }
-  unsigned char digest[32];
-  crypto_hash_sha256_final(&hash, digest);
+  gpubox::Sha256 hash;
+  for (std::size_t sent = 0; sent < size; sent += chunk.size()) hash.update(chunk.data(), chunk.size());
+  std::string digest = hash.hex_digest();
   auto start = Clock::now();
-  auto stream = check(client.stream("fs.write", json{{"path", path}, {"size", size}, {"sha256", hex(digest, 32)}}), "fs.write");
+  auto stream = check(client.stream("fs.write", json{{"path", path}, {"size", size}, {"sha256", digest}}), "fs.write");
   for (std::size_t sent = 0; sent < size; sent += chunk.size()) {
     std::vector<zmq::message_t> attachment;
     attachment.emplace_back(chunk.data(), chunk.size());
@@ -235,18 +318,39 @@ double download(Client& client, const std::string& path, std::size_t size) {
   return static_cast<double>(size) / 1e6 / (us_since(start) / 1e6);
 }
 
-double cat_mb_per_s(const std::string& path, std::size_t size) {
+// MB/s of a shell command that moves `size` bytes.
+double command_mb_per_s(const std::string& command, std::size_t size) {
   auto start = Clock::now();
-  std::string command = "cat '" + path + "' > /dev/null";
-  if (std::system(command.c_str()) != 0) die("cat failed");
+  if (std::system(command.c_str()) != 0) die("failed: " + command);
   return static_cast<double>(size) / 1e6 / (us_since(start) / 1e6);
 }
+
+// A directory for the transfers, removed at exit.
+struct ScratchDir {
+  explicit ScratchDir(const std::string& parent) {
+    std::string pattern = parent + "/gpubox-bench-XXXXXX";
+    if (!::mkdtemp(pattern.data())) die("mkdtemp under " + parent);
+    path = pattern;
+  }
+  ~ScratchDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
+  std::string path;
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  if (sodium_init() < 0) die("sodium_init");
+  bool quick = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      die(std::string("unknown argument '") + argv[i] + "'; usage: gpubox_bench_rpc [--quick] [--only latency|calls|exec|files|rss]");
+    }
+  }
+  auto runs = [&](const char* section) { return only.empty() || only == section; };
   int samples = quick ? 2000 : 20000;
   std::size_t file_size = quick ? (64u << 20) : (1u << 30);
   std::uint64_t million_target = quick ? 100'000 : 1'000'000;
@@ -255,35 +359,38 @@ int main(int argc, char** argv) {
   std::printf("gpubox RPC benchmark (%s run), agent pid %d, CURVE over %s\n\n", quick ? "quick" : "full",
               agent.sandbox->host_pid(), agent.tcp_endpoint.c_str());
 
-  auto raw = raw_curve_round_trips(samples);
-  std::vector<double> ping;
-  {
+  RawEcho echo;
+  std::printf("%-52s %14s %14s %8s\n", "measure", "gpubox", "baseline", "ratio");
+  auto row = [](const std::string& name, double ours, double base, const char* unit) {
+    std::printf("%-52s %9.1f %-4s %9.1f %-4s %7.2fx\n", name.c_str(), ours, unit, base, unit, ours / base);
+  };
+  if (runs("latency")) {
+    auto raw = raw_round_trips(echo, samples);
+    std::vector<double> ping;
     auto client = agent.connect();
     for (int i = 0; i < samples + 100; ++i) {
       auto start = Clock::now();
       if (auto pong = client->call("sys.ping"); !pong) die("sys.ping: " + pong.status().to_string());
       if (i >= 100) ping.push_back(us_since(start));
     }
+    row("round trip p50 (sys.ping vs raw CURVE)", percentile(ping, 0.5), percentile(raw, 0.5), "us");
+    row("round trip p99 (sys.ping vs raw CURVE)", percentile(ping, 0.99), percentile(raw, 0.99), "us");
   }
-  std::printf("%-44s %12s %12s %8s\n", "measure", "gpubox", "baseline", "ratio");
-  auto row = [](const char* name, double ours, double base, const char* unit) {
-    std::printf("%-44s %9.1f %-2s %9.1f %-2s %7.2fx\n", name, ours, unit, base, unit, ours / base);
-  };
-  row("round trip p50 (sys.ping vs raw CURVE)", percentile(ping, 0.5), percentile(raw, 0.5), "us");
-  row("round trip p99 (sys.ping vs raw CURVE)", percentile(ping, 0.99), percentile(raw, 0.99), "us");
 
-  long rss_before = agent.rss_kib();
   std::uint64_t total_calls = 0;
   auto window = std::chrono::milliseconds(quick ? 1000 : 3000);
-  double one = calls_per_second(agent, 1, window, &total_calls);
-  double eight = calls_per_second(agent, 8, window, &total_calls);
-  double many = calls_per_second(agent, 64, window, &total_calls);
-  std::printf("%-44s %9.0f /s\n", "sys.ping calls/s, 1 client", one);
-  std::printf("%-44s %9.0f /s\n", "sys.ping calls/s, 8 clients", eight);
-  std::printf("%-44s %9.0f /s\n", "sys.ping calls/s, 64 clients", many);
+  for (int depth : {1, 16}) {
+    for (int clients : {1, 8, 64}) {
+      if (!runs("calls")) break;
+      double ours = calls_per_second(agent, clients, depth, window, &total_calls);
+      double base = raw_calls_per_second(echo, clients, depth, window);
+      row("calls/s, " + std::to_string(clients) + " client(s) x " + std::to_string(depth) + " in flight (vs raw echo)",
+          ours / 1000, base / 1000, "k/s");
+    }
+  }
 
-  std::vector<double> exec_times, fork_times;
-  {
+  if (runs("exec")) {
+    std::vector<double> exec_times, fork_times;
     auto client = agent.connect();
     for (int i = 0; i < (quick ? 50 : 300); ++i) {
       auto start = Clock::now();
@@ -292,28 +399,48 @@ int main(int argc, char** argv) {
       exec_times.push_back(us_since(start));
       fork_times.push_back(fork_exec_true_us());
     }
+    row("proc.exec(/bin/true) p50 vs fork+exec+wait", percentile(exec_times, 0.5) / 1000, percentile(fork_times, 0.5) / 1000, "ms");
   }
-  row("proc.exec(/bin/true) p50 vs fork+exec+wait", percentile(exec_times, 0.5) / 1000, percentile(fork_times, 0.5) / 1000, "ms");
 
-  {
+  std::string mib = std::to_string(file_size >> 20) + " MiB";
+  if (runs("files")) {
+    // tmpfs (a sandbox's /tmp): the transfer itself, no disk in the way.
+    ScratchDir scratch("/dev/shm");
     auto client = agent.connect();
-    std::string path = agent.sandbox->dir() + "/big.bin";
+    std::string path = scratch.path + "/big.bin";
     double up = upload(*client, path, file_size);
     double down = download(*client, path, file_size);
-    double cat = cat_mb_per_s(path, file_size);
-    char label[64];
-    std::snprintf(label, sizeof label, "fs.write %zu MiB vs cat to /dev/null", file_size >> 20);
-    row(label, up, cat, "MB/s");
-    std::snprintf(label, sizeof label, "fs.read %zu MiB vs cat to /dev/null", file_size >> 20);
-    row(label, down, cat, "MB/s");
-    ::unlink(path.c_str());
+    double cat = command_mb_per_s("cat '" + path + "' > /dev/null", file_size);
+    row("fs.write " + mib + " to tmpfs vs cat to /dev/null", up, cat, "MB/s");
+    row("fs.read " + mib + " from tmpfs vs cat to /dev/null", down, cat, "MB/s");
+    double raw = raw_stream_mb_per_s(echo, file_size);
+    row("fs.write " + mib + " to tmpfs vs raw CURVE stream", up, raw, "MB/s");
+    row("fs.read " + mib + " from tmpfs vs raw CURVE stream", down, raw, "MB/s");
+  }
+  if (runs("files")) {
+    // Disk: fs.write fsyncs before its rename, so the disk's write speed bounds it.
+    ScratchDir scratch(agent.sandbox->dir());
+    auto client = agent.connect();
+    double up = upload(*client, scratch.path + "/big.bin", file_size);
+    double dd = command_mb_per_s("dd if=/dev/zero of='" + scratch.path + "/dd.bin' bs=1M count=" +
+                                     std::to_string(file_size >> 20) + " conv=fsync status=none",
+                                 file_size);
+    row("fs.write " + mib + " to disk vs dd conv=fsync", up, dd, "MB/s");
   }
 
-  // RSS across a long run of calls (8 clients until the target count).
-  while (total_calls < million_target) calls_per_second(agent, 8, std::chrono::milliseconds(2000), &total_calls);
-  long rss_after = agent.rss_kib();
-  std::printf("%-44s %9ld KiB -> %ld KiB after %llu calls (%+.1f MiB)\n", "agent RSS", rss_before, rss_after,
-              static_cast<unsigned long long>(total_calls), static_cast<double>(rss_after - rss_before) / 1024.0);
+  // RSS across a long run of calls (8 clients x 16 in flight), after the warm-up above.
+  if (runs("rss")) {
+    if (total_calls == 0) calls_per_second(agent, 8, 16, window, &total_calls);  // the warm-up
+    long rss_before = agent.rss_kib();
+    std::uint64_t counted_from = total_calls;
+    while (total_calls - counted_from < million_target) {
+      calls_per_second(agent, 8, 16, std::chrono::milliseconds(2000), &total_calls);
+    }
+    long rss_after = agent.rss_kib();
+    std::printf("%-52s %9ld KiB -> %ld KiB after %llu more calls (%+.1f MiB)\n", "agent RSS", rss_before, rss_after,
+                static_cast<unsigned long long>(total_calls - counted_from),
+                static_cast<double>(rss_after - rss_before) / 1024.0);
+  }
 
   agent.sandbox->signal(SIGTERM);
   agent.sandbox->wait_exit(std::chrono::seconds(10));

@@ -67,6 +67,22 @@ TEST_F(LifecycleTest, CancelAnswersCancelledAndKillsTheProcess) {
   EXPECT_TRUE(gone(*observer, sleeper)) << "the process outlived its cancelled request";
 }
 
+TEST_F(LifecycleTest, ClientThatDisconnectsHasItsRequestsStoppedAndTheirProcessesKilled) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto observer = ipc_client();
+  ASSERT_TRUE(observer);
+  std::vector<std::string> sleeper = {"sleep", "41.8"};
+  {
+    RawPeer departing(agent_->ipc_endpoint());
+    departing.send(RawPeer::header(1, rpc::Kind::call, "proc.exec"), json{{"argv", sleeper}});
+    ASSERT_TRUE(wait_until([&] { return !listed(*observer, sleeper).empty(); }, milliseconds(5000)));
+  }  // the socket closes without a CANCEL
+  EXPECT_TRUE(gone(*observer, sleeper)) << "the process outlived its client's connection";
+  auto pong = observer->call("sys.ping", json{{"still", "here"}}, waiting());
+  ASSERT_TRUE(pong) << pong.status().to_string();
+  EXPECT_EQ((*pong)["echo"]["still"], "here");
+}
+
 TEST_F(LifecycleTest, CancelOfAnUnknownOrFinishedRequestIsIgnored) {
   ASSERT_NO_FATAL_FAILURE(start());
   RawPeer peer(agent_->ipc_endpoint());
