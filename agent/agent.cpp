@@ -21,7 +21,10 @@ namespace gpubox {
 
 Agent::Agent(CommandLine options) : options_(std::move(options)), is_pid1_(::getpid() == 1) {}
 
-Agent::~Agent() { server_.reset(); }
+Agent::~Agent() {
+  server_.reset();
+  jobs_.reset();
+}
 
 namespace {
 
@@ -70,6 +73,9 @@ Status Agent::start_rpc() {
   add_sys_methods(methods_, hooks, server.limits);
   add_proc_methods(methods_, processes_, hooks);
   add_fs_methods(methods_);
+  add_job_methods(methods_, *jobs_, hooks);
+  add_lifecycle_methods(methods_, *watchdogs_);
+  server.on_activity = [this] { watchdogs_->note_activity(); };
   auto started = rpc::Server::start(std::move(server), methods_);
   if (!started) return started.status();
   server_ = std::move(*started);
@@ -100,6 +106,37 @@ nlohmann::json Agent::components() {
     return nlohmann::json{{"rpc", {{"state", "ready"}}}, {"children", {{"state", "unknown: the agent's loop is busy"}}}};
   }
   return answer.get();
+}
+
+Status Agent::start_jobs() {
+  const Config& config = options_.config;
+  WatchdogActions actions;
+  actions.harvest = [this] {
+    jobs_->stop_all(jobs::StopReason::container_deadline,
+                    "the container deadline is one harvest margin away (harvest watchdog); no new jobs start");
+  };
+  actions.shutdown = [this](WatchdogShutdown reason) { on_watchdog(reason); };
+  actions.busy = [this] { return jobs_->busy(); };
+  watchdogs_ = std::make_unique<Watchdogs>(*loop_, config.lifecycle, std::move(actions));
+
+  jobs::JobsHost host;
+  host.launcher = &processes_;
+  host.post = [this](std::function<void()> fn) { loop_->post(std::move(fn)); };
+  host.timers = loop_.get();
+  host.child_env = child_env();
+  host.harvest_at = watchdogs_->harvest_at();
+  host.on_activity = [this] { watchdogs_->note_activity(); };
+  auto manager = jobs::JobManager::create(config.jobs, config.state_dir, std::move(host));
+  if (!manager) return manager.status();
+  jobs_ = std::move(*manager);
+  return Status::ok();
+}
+
+void Agent::on_watchdog(WatchdogShutdown reason) {
+  jobs::StopReason job_reason = reason == WatchdogShutdown::idle    ? jobs::StopReason::idle
+                                : reason == WatchdogShutdown::lease ? jobs::StopReason::lease
+                                                                    : jobs::StopReason::container_deadline;
+  begin_shutdown("watchdog: " + watchdog_shutdown_name(reason), job_reason, true);
 }
 
 Status Agent::open_state_dir() {
@@ -155,6 +192,12 @@ int Agent::run() {
                                {"mode", is_pid1_ ? "pid1" : "subreaper"},
                                {"state_dir", config.state_dir},
                                {"children", static_cast<int>(config.children.size())}});
+  if (Status jobs = start_jobs(); !jobs) {
+    std::fprintf(stderr, "gpubox-agent: cannot start jobs: %s\n", jobs.message().c_str());
+    log::error("jobs could not start", {{"error", jobs.message()}});
+    log::flush();
+    return kExitNoStart;
+  }
   if (Status rpc = start_rpc(); !rpc) {
     std::fprintf(stderr, "gpubox-agent: cannot start RPC: %s\n", rpc.message().c_str());
     log::error("rpc could not start", {{"error", rpc.message()}});
@@ -174,9 +217,11 @@ int Agent::run() {
     (void)supervisor_->add(child);
     (void)supervisor_->start(child.name);
   }
+  watchdogs_->start();
   signal_ready();
   loop_->run();
   server_.reset();  // answers calls still in flight before the process table goes
+  jobs_.reset();
 
   log::info("agent exiting", {{"exit_code", exit_code_}, {"killed_after_grace", killed_}});
   log::flush();
@@ -250,11 +295,14 @@ void Agent::reap() {
   finish_if_done();
 }
 
-void Agent::begin_shutdown(std::string_view reason) {
+void Agent::begin_shutdown(std::string_view reason, jobs::StopReason job_reason, bool persist) {
   if (stopping_) return;
   stopping_ = true;
   accepting_work_ = false;
   log::info("shutting down", {{"reason", reason}, {"grace_ms", static_cast<long long>(options_.config.shutdown_grace.count())}});
+  // Jobs first, so their results name why they were stopped; staging holds
+  // the exit back until every job is staged (finish_if_done).
+  jobs_->begin_shutdown(job_reason, persist ? options_.config.lifecycle.persistent_dir : "", [this] { finish_if_done(); });
   // Scheduled before stop_all() arms the supervisor's own kill timers (same
   // grace, due a moment later), so this one fires first and a KILL after the
   // grace is always counted in the exit status.
@@ -299,7 +347,7 @@ void Agent::finish_if_done() {
   processes_.reap();
   // As PID 1, wait for every process of the namespace; as a subreaper, for ours.
   bool done = is_pid1_ ? !processes_.has_children() : processes_.live_pids().empty();
-  if (!done) return;
+  if (!done || !jobs_->shut_down()) return;
   if (grace_timer_) loop_->cancel(grace_timer_);
   grace_timer_ = 0;
   if (!main_exit_) exit_code_ = killed_ ? kExitKilled : kExitClean;

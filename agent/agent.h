@@ -10,6 +10,8 @@
 
 #include "agent/command_line.h"
 #include "agent/event_loop.h"
+#include "agent/jobs/job_manager.h"
+#include "agent/lifecycle/watchdogs.h"
 #include "agent/process_table.h"
 #include "agent/supervisor.h"
 #include "rpc/server.h"
@@ -49,7 +51,12 @@ class Agent {
   void handle_signals();
   void forward(int sig);
   void reap();
-  void begin_shutdown(std::string_view reason);
+  // job_reason: what the jobs' results will say stopped them; persist: copy
+  // unacknowledged archives to lifecycle.persistent_dir first (watchdogs).
+  void begin_shutdown(std::string_view reason, jobs::StopReason job_reason = jobs::StopReason::agent_shutdown,
+                      bool persist = false);
+  Status start_jobs();
+  void on_watchdog(WatchdogShutdown reason);
   void kill_everything();
   void finish_if_done();
 
@@ -59,6 +66,8 @@ class Agent {
   std::unique_ptr<EventLoop> loop_;
   ProcessTable processes_;
   std::unique_ptr<Supervisor> supervisor_;
+  std::unique_ptr<Watchdogs> watchdogs_;
+  std::unique_ptr<jobs::JobManager> jobs_;  // outlives the server, whose handlers use it
   rpc::MethodRegistry methods_;
   std::unique_ptr<rpc::Server> server_;  // destroyed before the loop and the process table
   std::atomic<bool> accepting_work_{true};

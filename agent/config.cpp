@@ -254,6 +254,28 @@ void parse_lifecycle(const json& value, LifecycleConfig* lifecycle) {
   reader.finish();
 }
 
+void parse_jobs(const json& value, JobsConfig* jobs) {
+  ObjectReader reader(value, "jobs");
+  reader.string("dir", &jobs->dir);
+  if (!jobs->dir.empty() && jobs->dir[0] != '/') fail("jobs.dir", "an absolute path", jobs->dir);
+  reader.string("staging_dir", &jobs->staging_dir);
+  if (!jobs->staging_dir.empty() && jobs->staging_dir[0] != '/') {
+    fail("jobs.staging_dir", "an absolute path", jobs->staging_dir);
+  }
+  reader.integer("max_concurrent", 1, 1024, &jobs->max_concurrent);
+  reader.integer("max_queued", 0, 1'000'000, &jobs->max_queued);
+  reader.milliseconds("grace_seconds", 1000, 0, 3600, &jobs->grace);
+  if (const json* v = reader.find("max_input_bytes")) {
+    if (!v->is_number_integer() || v->get<long long>() < 0) {
+      fail("jobs.max_input_bytes", "an integer ≥ 0", *v);
+    }
+    jobs->max_input_bytes = v->get<long long>();
+  }
+  reader.integer("compression_level", 1, 19, &jobs->compression_level);
+  reader.integer("compression_threads", 0, 64, &jobs->compression_threads);
+  reader.finish();
+}
+
 Config parse_document(const json& document) {
   Config config;
   ObjectReader root(document, "");
@@ -279,6 +301,7 @@ Config parse_document(const json& document) {
   }
 
   if (const json* lifecycle = root.find("lifecycle")) parse_lifecycle(*lifecycle, &config.lifecycle);
+  if (const json* jobs = root.find("jobs")) parse_jobs(*jobs, &config.jobs);
 
   root.string_map("env", &config.env);
   check_env_names(config.env, "env");
@@ -417,6 +440,14 @@ std::string config_to_json(const Config& config) {
                            {"harvest_margin_seconds", seconds(config.lifecycle.harvest_margin)},
                            {"lease_seconds", seconds(config.lifecycle.lease)},
                            {"persistent_dir", config.lifecycle.persistent_dir}};
+  document["jobs"] = {{"dir", config.jobs.dir},
+                      {"staging_dir", config.jobs.staging_dir},
+                      {"max_concurrent", config.jobs.max_concurrent},
+                      {"max_queued", config.jobs.max_queued},
+                      {"grace_seconds", seconds(config.jobs.grace)},
+                      {"max_input_bytes", config.jobs.max_input_bytes},
+                      {"compression_level", config.jobs.compression_level},
+                      {"compression_threads", config.jobs.compression_threads}};
   return document.dump(2);
 }
 

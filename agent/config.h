@@ -55,6 +55,19 @@ struct LifecycleConfig {
   std::string persistent_dir;                   // unacknowledged outputs are copied here before a watchdog shutdown
 };
 
+// Batch jobs (job.* methods): where they run, how many at once, how they stop
+// and how their outputs are staged.
+struct JobsConfig {
+  std::string dir;                              // work dirs; empty: STATE_DIR/jobs
+  std::string staging_dir;                      // staged archives; empty: STATE_DIR/staged
+  int max_concurrent = 1;                       // running at once; the rest wait in FIFO order
+  int max_queued = 1000;                        // waiting jobs beyond this: job.submit is refused
+  std::chrono::milliseconds grace{10'000};      // between TERM and KILL of a job's process group
+  long long max_input_bytes = 64LL << 30;       // all inputs of one job together
+  int compression_level = 3;                    // zstd level of staged archives
+  int compression_threads = 0;                  // zstd worker threads; 0: one per CPU, at most 8
+};
+
 struct Config {
   std::string state_dir = "/run/gpubox";
   log::Level log_level = log::Level::info;
@@ -66,6 +79,7 @@ struct Config {
   std::vector<ChildSpec> children;
   RpcConfig rpc;
   LifecycleConfig lifecycle;
+  JobsConfig jobs;
 };
 
 // Parses and validates a whole config document. Errors name the key path and

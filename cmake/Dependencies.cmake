@@ -24,3 +24,18 @@ if(NOT GPUBOX_CRYPTO_STATIC)
 endif()
 add_library(gpubox_crypto INTERFACE)
 target_link_libraries(gpubox_crypto INTERFACE ${GPUBOX_CRYPTO_STATIC} ${CMAKE_DL_LIBS} Threads::Threads)
+
+# libarchive, static, with exactly what tar + zstd needs (ARCHITECTURE.md,
+# "Dependencies"): pkg-config's static list would drag in libxml2 and ICU.
+set(GPUBOX_ARCHIVE_LIBS)
+foreach(name archive nettle acl zstd lz4 bz2 z lzma)
+  find_library(GPUBOX_${name}_STATIC NAMES lib${name}.a)
+  if(NOT GPUBOX_${name}_STATIC)
+    message(FATAL_ERROR "lib${name}.a not found: run scripts/setup.sh (libarchive-dev and its static dependencies)")
+  endif()
+  list(APPEND GPUBOX_ARCHIVE_LIBS ${GPUBOX_${name}_STATIC})
+endforeach()
+add_library(gpubox_archive_shim OBJECT ${CMAKE_SOURCE_DIR}/cmake/libarchive_write_shim.c)
+add_library(gpubox_archive INTERFACE)
+# The shim's object goes on every consumer's link line, ahead of libarchive.a.
+target_link_libraries(gpubox_archive INTERFACE $<TARGET_OBJECTS:gpubox_archive_shim> ${GPUBOX_ARCHIVE_LIBS})

@@ -11,6 +11,11 @@
 
 namespace gpubox {
 
+class Watchdogs;
+namespace jobs {
+class JobManager;
+}
+
 // What the methods may ask of the rest of the agent. Every function may be
 // called from any thread.
 struct AgentHooks {
@@ -30,5 +35,9 @@ void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, cons
 void add_proc_methods(rpc::MethodRegistry& methods, ProcessLauncher& launcher, const AgentHooks& hooks);
 // fs.read, fs.write, fs.list, fs.stat, fs.mkdir, fs.remove, fs.move.
 void add_fs_methods(rpc::MethodRegistry& methods);
+// job.submit, job.wait, job.list, job.cancel, job.ack, job.download, job.logs.
+void add_job_methods(rpc::MethodRegistry& methods, jobs::JobManager& manager, const AgentHooks& hooks);
+// sys.heartbeat (the owner lease).
+void add_lifecycle_methods(rpc::MethodRegistry& methods, Watchdogs& watchdogs);
 
 }  // namespace gpubox

@@ -1,0 +1,296 @@
+#include "agent/jobs/stager.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "agent/fd.h"
+#include "rpc/sha256.h"
+
+namespace gpubox::jobs {
+namespace {
+
+constexpr std::size_t kReadBytes = 1 << 20;
+
+struct ArchiveFree {
+  void operator()(struct archive* a) const { archive_write_free(a); }
+};
+struct EntryFree {
+  void operator()(archive_entry* e) const { archive_entry_free(e); }
+};
+
+// The archive's output: a file, hashed and counted as it is written.
+struct Sink {
+  int fd = -1;
+  Sha256 hash;
+  std::uint64_t size = 0;
+  int error = 0;  // errno of the first failed write
+};
+
+la_ssize_t sink_write(struct archive* a, void* data, const void* buffer, size_t length) {
+  auto* sink = static_cast<Sink*>(data);
+  const char* bytes = static_cast<const char*>(buffer);
+  size_t done = 0;
+  while (done < length) {
+    ssize_t n = ::write(sink->fd, bytes + done, length - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      sink->error = errno;
+      archive_set_error(a, errno, "%s", std::strerror(errno));
+      return -1;
+    }
+    done += static_cast<size_t>(n);
+  }
+  sink->hash.update(buffer, length);
+  sink->size += length;
+  return static_cast<la_ssize_t>(length);
+}
+
+// One file found under out/ (or a log), in archive order.
+struct Item {
+  std::string source;  // absolute path on disk
+  std::string name;    // path in the archive
+  struct stat st {};
+};
+
+// Lists root's tree depth first, names sorted, symlinks not followed.
+void walk(const std::string& root, const std::string& prefix, std::vector<Item>& items, std::vector<std::string>& missing,
+          int depth) {
+  DIR* dir = ::opendir(root.c_str());
+  if (!dir) {
+    missing.push_back(prefix + ": cannot list: " + std::strerror(errno));
+    return;
+  }
+  std::vector<std::string> names;
+  while (dirent* entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    Item item{root + "/" + name, prefix + "/" + name, {}};
+    if (::lstat(item.source.c_str(), &item.st) != 0) {
+      missing.push_back(item.name + ": cannot stat: " + std::strerror(errno));
+      continue;
+    }
+    if (S_ISDIR(item.st.st_mode)) {
+      items.push_back(item);
+      if (depth < 512) walk(item.source, item.name, items, missing, depth + 1);
+      else missing.push_back(item.name + ": deeper than 512 levels, not archived");
+    } else if (S_ISREG(item.st.st_mode) || S_ISLNK(item.st.st_mode)) {
+      items.push_back(std::move(item));
+    } else {
+      missing.push_back(item.name + ": not a regular file, directory or symlink (fifo, socket or device), not archived");
+    }
+  }
+}
+
+int default_threads() {
+  unsigned cpus = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(cpus, 1u, 8u));
+}
+
+// Copies one regular file into the archive; returns false when the archive
+// itself failed (its sink's error says why). A file that cannot be read is
+// recorded as missing or incomplete instead.
+bool add_file(struct archive* a, archive_entry* entry, const Item& item, Manifest& manifest, std::vector<char>& buffer) {
+  ManifestEntry record{item.name, "file", 0, "", "", false};
+  Fd fd(::open(item.source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat st = item.st;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    manifest.missing.push_back(item.name + ": cannot open: " + std::strerror(errno ? errno : EINVAL));
+    return true;
+  }
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  archive_entry_set_filetype(entry, AE_IFREG);
+  archive_entry_set_size(entry, st.st_size);
+  if (archive_write_header(a, entry) != ARCHIVE_OK) return false;
+  Sha256 hash;
+  std::uint64_t remaining = static_cast<std::uint64_t>(st.st_size);
+  std::uint64_t offset = 0;
+  while (remaining > 0) {
+    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(remaining, buffer.size()));
+    ssize_t n = ::read(fd.get(), buffer.data(), want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // Shrunk or unreadable: the header promised st_size bytes, so pad with zeros.
+      std::string why = n < 0 ? std::strerror(errno) : "the file shrank while staging";
+      manifest.missing.push_back(item.name + ": read stopped at byte " + std::to_string(offset) + " (" + why +
+                                 "); the archived copy is padded with zeros");
+      record.incomplete = true;
+      std::fill(buffer.begin(), buffer.end(), 0);
+      n = static_cast<ssize_t>(want);
+    }
+    if (archive_write_data(a, buffer.data(), static_cast<size_t>(n)) < 0) return false;
+    hash.update(buffer.data(), static_cast<std::size_t>(n));
+    remaining -= static_cast<std::uint64_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+  record.size = offset;
+  record.sha256 = hash.hex_digest();
+  manifest.entries.push_back(std::move(record));
+  return true;
+}
+
+// One attempt at the whole archive. False (and sink.error / *error set) when
+// the archive could not be written.
+bool write_archive(const StageRequest& request, const std::vector<Item>& items, Manifest& manifest, Sink& sink,
+                   std::string* error) {
+  std::unique_ptr<struct archive, ArchiveFree> a(archive_write_new());
+  if (!a) {
+    *error = "out of memory for the archive writer";
+    return false;
+  }
+  archive_write_set_format_pax_restricted(a.get());
+  archive_write_add_filter_zstd(a.get());
+  archive_write_set_filter_option(a.get(), "zstd", "compression-level", std::to_string(request.compression_level).c_str());
+  int threads = request.compression_threads > 0 ? request.compression_threads : default_threads();
+  if (threads > 1) archive_write_set_filter_option(a.get(), "zstd", "threads", std::to_string(threads).c_str());
+  archive_write_set_bytes_in_last_block(a.get(), 1);
+  if (archive_write_open2(a.get(), &sink, nullptr, sink_write, nullptr, nullptr) != ARCHIVE_OK) {
+    *error = std::string("cannot start the archive: ") + archive_error_string(a.get());
+    return false;
+  }
+  std::vector<char> buffer(kReadBytes);
+  for (const Item& item : items) {
+    std::unique_ptr<archive_entry, EntryFree> entry(archive_entry_new());
+    archive_entry_set_pathname(entry.get(), item.name.c_str());
+    archive_entry_set_perm(entry.get(), item.st.st_mode & 0777);  // never setuid/setgid/sticky
+    archive_entry_set_mtime(entry.get(), item.st.st_mtim.tv_sec, item.st.st_mtim.tv_nsec);
+    bool written = true;
+    if (S_ISDIR(item.st.st_mode)) {
+      archive_entry_set_filetype(entry.get(), AE_IFDIR);
+      written = archive_write_header(a.get(), entry.get()) == ARCHIVE_OK;
+      if (written) manifest.entries.push_back({item.name, "dir", 0, "", "", false});
+    } else if (S_ISLNK(item.st.st_mode)) {
+      char target[4096];
+      ssize_t n = ::readlink(item.source.c_str(), target, sizeof target - 1);
+      if (n < 0) {
+        manifest.missing.push_back(item.name + ": cannot read the symlink: " + std::strerror(errno));
+        continue;
+      }
+      target[n] = '\0';
+      archive_entry_set_filetype(entry.get(), AE_IFLNK);
+      archive_entry_set_symlink(entry.get(), target);
+      written = archive_write_header(a.get(), entry.get()) == ARCHIVE_OK;
+      if (written) manifest.entries.push_back({item.name, "symlink", 0, "", target, false});
+    } else {
+      written = add_file(a.get(), entry.get(), item, manifest, buffer);
+    }
+    if (!written) {
+      *error = std::string("archive write failed at ") + item.name + ": " + archive_error_string(a.get());
+      return false;
+    }
+  }
+  if (archive_write_close(a.get()) != ARCHIVE_OK) {
+    *error = std::string("archive write failed at the end: ") + archive_error_string(a.get());
+    return false;
+  }
+  return true;
+}
+
+bool attempt(const StageRequest& request, const std::vector<Item>& items, Manifest& manifest, StagingSummary& summary) {
+  std::string temp = request.archive_path + ".partial";
+  Sink sink;
+  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid()) {
+    summary.disk_full = errno == ENOSPC;
+    summary.error = "cannot create " + temp + ": " + std::strerror(errno);
+    return false;
+  }
+  sink.fd = fd.get();
+  std::string error;
+  bool ok = write_archive(request, items, manifest, sink, &error);
+  if (ok && ::fsync(fd.get()) != 0) {
+    sink.error = errno;
+    error = std::string("cannot fsync the archive: ") + std::strerror(errno);
+    ok = false;
+  }
+  if (ok && ::rename(temp.c_str(), request.archive_path.c_str()) != 0) {
+    sink.error = errno;
+    error = std::string("cannot rename the archive into place: ") + std::strerror(errno);
+    ok = false;
+  }
+  if (!ok) {
+    ::unlink(temp.c_str());
+    summary.disk_full = sink.error == ENOSPC || sink.error == EDQUOT;
+    summary.error = error;
+    return false;
+  }
+  manifest.archive_size = sink.size;
+  manifest.archive_sha256 = sink.hash.hex_digest();
+  return true;
+}
+
+}  // namespace
+
+StageOutcome stage_outputs(const StageRequest& request) {
+  StageOutcome outcome;
+  std::vector<Item> items;
+  std::vector<std::string> walk_missing;
+  struct stat st;
+  if (::lstat(request.out_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    items.push_back({request.out_dir, "out", st});
+    walk(request.out_dir, "out", items, walk_missing, 0);
+  } else if (::lstat(request.out_dir.c_str(), &st) == 0) {
+    walk_missing.push_back("out: not a directory, not archived");
+  }
+  for (const auto& [path, name] : {std::pair{request.stdout_log, "stdout.log"}, std::pair{request.stderr_log, "stderr.log"}}) {
+    Item log{path, name, {}};
+    if (::lstat(path.c_str(), &log.st) == 0 && S_ISREG(log.st.st_mode)) items.push_back(log);
+  }
+  for (const Item& item : items) {
+    if (S_ISREG(item.st.st_mode) && item.name.rfind("out/", 0) == 0) {
+      outcome.summary.output_files.push_back(item.name.substr(4));
+    }
+  }
+
+  Manifest manifest;
+  manifest.missing = walk_missing;
+  if (attempt(request, items, manifest, outcome.summary)) {
+    outcome.summary.archive_written = true;
+  } else if (outcome.summary.disk_full) {
+    // Not enough room for everything: keep the logs, name the rest.
+    std::string first_error = outcome.summary.error;
+    std::vector<Item> logs;
+    Manifest fallback;
+    fallback.missing = walk_missing;
+    for (const Item& item : items) {
+      if (item.name.rfind("out", 0) == 0) {
+        if (!S_ISDIR(item.st.st_mode)) {
+          fallback.missing.push_back(item.name + ": not archived, the staging disk is full (" + first_error +
+                                     "); the file is still at " + item.source);
+        }
+      } else {
+        logs.push_back(item);
+      }
+    }
+    StagingSummary retry;
+    if (attempt(request, logs, fallback, retry)) {
+      outcome.summary.archive_written = true;
+      outcome.summary.error.clear();
+    } else {
+      for (const Item& item : logs) fallback.missing.push_back(item.name + ": not archived: " + retry.error);
+      outcome.summary.error = first_error + "; retrying with the logs alone failed too: " + retry.error;
+    }
+    manifest = std::move(fallback);
+  } else {
+    for (const Item& item : items) {
+      if (!S_ISDIR(item.st.st_mode)) manifest.missing.push_back(item.name + ": not archived: " + outcome.summary.error);
+    }
+  }
+  outcome.summary.missing = manifest.missing;
+  outcome.manifest = std::move(manifest);
+  return outcome;
+}
+
+}  // namespace gpubox::jobs
