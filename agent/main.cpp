@@ -1,4 +1,6 @@
 // gpubox-agent: parses, wires and runs. Logic lives in gpubox_agent_core.
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -10,6 +12,13 @@
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask.
   gpubox::block_signals();
+  // Bulk transfers allocate 1 MiB message buffers at a high rate: keep them in
+  // the heap (a fixed mmap threshold; glibc's adaptive one flips back and forth)
+  // and keep up to 16 MiB free there rather than faulting it in again; at most
+  // two arenas, so idle worker threads do not each hold freed memory.
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 16 << 20);
+  mallopt(M_ARENA_MAX, 2);
 
   std::vector<std::string> args(argv + 1, argv + argc);
   auto line = gpubox::parse_command_line(args, std::getenv("GPUBOX_CONFIG"));

@@ -156,8 +156,8 @@ void Server::Impl::start_zap() {
 
 // ZAP (RFC 27): admits a CURVE client only when its public key is on the allow-list.
 void Server::Impl::zap_loop() {
-  try {
-    while (true) {
+  while (true) {
+    try {
       std::vector<zmq::message_t> request;
       if (!zmq::recv_multipart(*zap_socket, std::back_inserter(request))) continue;
       if (request.size() < 6) continue;
@@ -174,9 +174,10 @@ void Server::Impl::zap_loop() {
           allowed ? zmq::str_buffer("OK") : zmq::str_buffer("client key not authorized"),
           zmq::buffer(key), zmq::str_buffer("")};
       zmq::send_multipart(*zap_socket, reply);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;  // a signal (or a debugger): the handler must outlive it
+      break;                           // ETERM: the context is shutting down
     }
-  } catch (const zmq::error_t&) {
-    // ETERM: the context is shutting down.
   }
   zap_socket.reset();
 }
