@@ -138,24 +138,27 @@ int run_logs(const std::vector<std::string>& raw, const Global&) {
   std::string path = record->agent_dir() + "/agent.log";
   std::ifstream in(path, std::ios::binary);
   if (!in && !follow) return fail("logs", "no log yet at '" + path + "'", kExitFailed);
-  std::string pending;
-  char buffer[65536];
-  while (true) {
+  // Copies what the log holds beyond what was copied already.
+  auto drain = [&] {
+    char buffer[65536];
     if (!in.is_open()) in.open(path, std::ios::binary);
-    while (in && in.read(buffer, sizeof buffer), in.gcount() > 0) {
-      std::fwrite(buffer, 1, static_cast<size_t>(in.gcount()), stdout);
+    while (in.is_open()) {
+      in.read(buffer, sizeof buffer);
+      std::streamsize got = in.gcount();
+      if (got > 0) std::fwrite(buffer, 1, static_cast<size_t>(got), stdout);
+      if (got < static_cast<std::streamsize>(sizeof buffer)) break;
     }
     in.clear();
     std::fflush(stdout);
-    if (!follow) return kExitOk;
-    if (record->state() != "running") {
-      // One last read: the agent may have written its final lines as it exited.
-      while (in.read(buffer, sizeof buffer), in.gcount() > 0) std::fwrite(buffer, 1, static_cast<size_t>(in.gcount()), stdout);
-      std::fflush(stdout);
-      return kExitOk;
-    }
+  };
+  drain();
+  if (!follow) return kExitOk;
+  while (record->state() == "running") {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    drain();
   }
+  drain();  // the agent's last lines, written as it exited
+  return kExitOk;
 }
 
 }  // namespace gpubox::host::cli
