@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh default >/dev/null
-exec scripts/demo_pid1.sh build/bin/gpubox-agent
+exec scripts/demo_sandbox.sh build/bin/gpubox

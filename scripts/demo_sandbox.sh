@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Demo: a local sandbox through the gpubox CLI — create it, run commands in it,
+# copy files in and out, look at it, and terminate it, saying what each step shows.
+# Usage: demo_sandbox.sh PATH/TO/gpubox   (gpubox-agent must sit beside it, or be named by $GPUBOX_AGENT)
+set -euo pipefail
+gpubox=$(realpath "$1")
+work=$(mktemp -d /tmp/gpubox-demo.XXXXXX)
+id=""
+cleanup() {
+  if [ -n "$id" ]; then "$gpubox" terminate "$id" >/dev/null 2>&1 || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '\033[2m$ %s\033[0m\n' "$*" >&2; "$@"; }
+
+say "1. Create a sandbox: the agent becomes PID 1 of new PID, mount, UTS, IPC and network namespaces,"
+echo "   with 256 MiB of memory, one CPU, no network but loopback, and a secret read from our environment."
+export DEMO_TOKEN="tok-$RANDOM$RANDOM"   # a secret: it travels through a pipe, never argv, logs or state files
+id=$(run "$gpubox" create --name "demo-$$" --memory 256 --cpu 1 --secret DEMO_TOKEN --env GREETING=hello)
+echo "   created sandbox $id; it runs on after 'create' returns:"
+run "$gpubox" ls
+
+say "2. Run commands: output streams back live; the exit code is the command's."
+run "$gpubox" exec "$id" -- sh -c 'echo "$GREETING from $(hostname), in $(pwd), as PID $$ under PID 1 = $(cat /proc/1/comm)"'
+run "$gpubox" exec "$id" -- sh -c 'echo "processes visible: $(ls /proc | grep -c "^[0-9]")"; echo "the secret is here: ${#DEMO_TOKEN} characters"'
+set +e
+run "$gpubox" exec "$id" -- sh -c 'echo "this goes to stdout"; echo "this goes to stderr" >&2; exit 3'
+echo "   exit code: $?"
+run "$gpubox" exec "$id" -- bash -c 'exec 3<>/dev/tcp/1.1.1.1/80' 2>&1 | sed 's/^/   /'
+echo "   (no network: only loopback exists inside)"
+set -e
+
+say "3. Copy files in and out: streamed in 1 MiB chunks, sha256-checked at both ends."
+head -c 3000000 /dev/urandom > "$work/data.bin"
+mkdir -p "$work/project/src" && echo 'print("hi from the sandbox")' > "$work/project/src/main.py"
+run "$gpubox" put "$id" "$work/data.bin" data.bin
+run "$gpubox" put "$id" "$work/project" /workspace/
+run "$gpubox" exec "$id" -- sh -c 'ls -R /workspace; sha256sum /workspace/data.bin; python3 /workspace/project/src/main.py > /workspace/out.txt'
+run "$gpubox" get "$id" /workspace/out.txt "$work/out.txt"
+echo "   got back: $(cat "$work/out.txt")"
+run "$gpubox" get "$id" data.bin "$work/data.back"
+cmp "$work/data.bin" "$work/data.back" && echo "   data.bin made the round trip unchanged"
+
+say "4. Look at it: limits and how they are enforced (cgroup v2, v1 or rlimits), memory in use, the agent."
+run "$gpubox" info "$id"
+echo "   the memory limit is real: allocating 512 MiB is stopped, and said so"
+set +e
+run "$gpubox" exec "$id" -- python3 -c "b = b'x' * (512 << 20)"
+echo "   exit code: $?"
+set -e
+echo "   the agent's own log (last lines):"
+"$gpubox" logs "$id" | tail -n 3 | cut -c1-150 | sed 's/^/   /'
+
+say "5. Terminate: SIGTERM to the agent, a grace period, then its cgroups and state are removed."
+run "$gpubox" terminate "$id"
+id=""
+run "$gpubox" ls
