@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <fstream>
 #include <sstream>
 
@@ -51,7 +53,10 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_id, std::opt
   own_cgroups(&v1, &v2);
   std::string v1_parent = "/sys/fs/cgroup/memory" + v1;
   if (!v1.empty() && exists(v1_parent + "/memory.oom_control")) {
-    std::string dir = v1_parent + (v1_parent.back() == '/' ? "" : "/") + "gpubox-" + job_id;
+    // Job ids repeat across agents (every sandbox has a job-1): a random suffix keeps cgroups apart.
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, "-%08x", static_cast<unsigned>(std::random_device{}()));
+    std::string dir = v1_parent + (v1_parent.back() == '/' ? "" : "/") + "gpubox-" + job_id + suffix;
     if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) {
       group->own_dir_ = dir;
       group->counter_file_ = dir + "/memory.oom_control";
@@ -59,6 +64,10 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_id, std::opt
       if (memory_limit) {
         group->limited_ = write_text(dir + "/memory.limit_in_bytes", std::to_string(*memory_limit));
         if (!group->limited_) group->limit_error_ = std::string("cannot set memory.limit_in_bytes: ") + std::strerror(errno);
+        // Memory plus swap too, where swap accounting exists: otherwise the job swaps instead of meeting the limit.
+        if (group->limited_ && exists(dir + "/memory.memsw.limit_in_bytes")) {
+          write_text(dir + "/memory.memsw.limit_in_bytes", std::to_string(*memory_limit));
+        }
       }
     } else {
       group->counter_file_ = v1_parent + "/memory.oom_control";

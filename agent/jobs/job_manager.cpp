@@ -170,7 +170,13 @@ void JobManager::replay(const std::vector<json>& events) {
   changed_.notify_all();
 }
 
-Result<std::string> JobManager::make_incoming_dir() {
+Result<std::string> JobManager::make_incoming_dir(const JobSpec& spec) {
+  std::uint64_t total = 0;
+  for (const auto& input : spec.inputs) total += input.size;
+  if (total > static_cast<std::uint64_t>(config_.max_input_bytes)) {
+    return Status(ErrorCode::resource_exhausted, "params.inputs: " + std::to_string(total) + " bytes in all, above jobs.max_input_bytes (" +
+                                                     std::to_string(config_.max_input_bytes) + ")");
+  }
   std::string dir;
   {
     std::lock_guard lock(mutex_);

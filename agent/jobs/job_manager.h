@@ -73,8 +73,9 @@ class JobManager {
   // not touched: call begin_shutdown() first.
   ~JobManager();
 
-  // A fresh folder (under the jobs dir) to receive a submission's inputs into.
-  Result<std::string> make_incoming_dir();
+  // A fresh folder (under the jobs dir) to receive a submission's inputs
+  // into; resource_exhausted when they add up to more than jobs.max_input_bytes.
+  Result<std::string> make_incoming_dir(const JobSpec& spec);
   // Accepts a job whose inputs were verified into incoming_dir (which becomes
   // its work dir); starts it at once when a slot is free. Returns its info.
   Result<nlohmann::json> submit(JobSpec spec, const std::string& incoming_dir);

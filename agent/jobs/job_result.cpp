@@ -128,7 +128,8 @@ JobResult classify(const Ending& ending, const StagingSummary& staging) {
   if (ending.oom_killed) add_hint(hints, "out of memory: killed by the kernel OOM killer (" + ending.oom_evidence + ")");
   if (ending.work_disk_full) {
     add_hint(hints, "disk full: the work dir's filesystem had no space left when the job ended");
-    if (!result.error_kind) result.error_kind = "disk_full";
+    // A job that failed on its own most likely failed because of it.
+    if (!result.error_kind || result.error_kind == "nonzero_exit" || result.error_kind == "signal") result.error_kind = "disk_full";
   }
   if (!staging.archive_written) {
     add_hint(hints, "staging failed: " + staging.error);

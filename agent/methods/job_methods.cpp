@@ -35,7 +35,7 @@ Result<json> job_submit(rpc::CallContext& call, JobManager& manager, const Agent
   }
   auto spec = jobs::parse_job_spec(call.params());
   if (!spec) return spec.status();
-  auto incoming = manager.make_incoming_dir();
+  auto incoming = manager.make_incoming_dir(*spec);
   if (!incoming) return incoming.status();
   Status received = jobs::receive_inputs(call, spec->inputs, *incoming);
   if (received) {

@@ -129,6 +129,7 @@ TEST(Classify, WorkDiskFullIsHinted) {
   ending.work_disk_full = true;
   JobResult result = classify(ending, staged());
   EXPECT_EQ(result.status, JobStatus::failed);
+  EXPECT_EQ(result.error_kind, "disk_full") << "the likely reason it failed";
   EXPECT_NE(result.system_hint.find("disk full"), std::string::npos);
 }
 
