@@ -12,6 +12,8 @@ namespace gpubox {
 const char kUsage[] =
     "usage: gpubox-agent [options] [-- CMD ARGS...]\n"
     "       gpubox-agent keygen    print a new CURVE key pair as JSON\n"
+    "       gpubox-agent kernel -f CONNECTION_FILE [--python PATH] [--plain]\n"
+    "                              serve the Jupyter kernel standalone (kernelspec \"gpubox\")\n"
     "\n"
     "Runs as the init (PID 1) of a sandbox: reaps zombies, forwards signals,\n"
     "supervises the configured children and, given CMD, runs it as the main\n"
@@ -86,6 +88,26 @@ Result<int> parse_fd_flag(const std::string& flag, const std::string& text) {
   return static_cast<int>(fd.get<double>());
 }
 
+// `kernel -f FILE [--python PATH] [--plain]`.
+Result<CommandLine> parse_kernel_command_line(const std::vector<std::string>& args) {
+  CommandLine line;
+  line.mode = CommandLine::Mode::kernel;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--plain") {
+      line.kernel_plain = true;
+      continue;
+    }
+    if (arg != "-f" && arg != "--connection-file" && arg != "--python") {
+      return Status(ErrorCode::invalid_request, "kernel: unknown option '" + arg + "' (expected -f FILE, --python PATH, --plain)");
+    }
+    if (i + 1 >= args.size() || args[i + 1].empty()) return Status(ErrorCode::invalid_request, "kernel: " + arg + ": expected a value");
+    (arg == "--python" ? line.kernel_python : line.kernel_connection_file) = args[++i];
+  }
+  if (line.kernel_connection_file.empty()) return Status(ErrorCode::invalid_request, "kernel: -f CONNECTION_FILE is required");
+  return line;
+}
+
 }  // namespace
 
 Result<CommandLine> parse_command_line(const std::vector<std::string>& args, const char* env_config) {
@@ -98,6 +120,7 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
     line.mode = CommandLine::Mode::keygen;
     return line;
   }
+  if (!args.empty() && args[0] == "kernel") return parse_kernel_command_line(args);
   size_t i = 0;
   auto value_of = [&](const std::string& flag) -> Result<std::string> {
     if (i + 1 >= args.size()) return Status(ErrorCode::invalid_request, flag + ": expected a value");

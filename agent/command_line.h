@@ -11,11 +11,15 @@
 namespace gpubox {
 
 struct CommandLine {
-  enum class Mode { run, version, help, check_config, keygen };
+  enum class Mode { run, version, help, check_config, keygen, kernel };
   Mode mode = Mode::run;
   Config config;
   std::vector<std::string> command;  // after "--": the main child, like tini
   int ready_fd = -1;                 // "ready\n" is written here once the agent is ready
+  // Mode::kernel (`gpubox-agent kernel -f FILE [--python PATH] [--plain]`): the standalone Jupyter kernel.
+  std::string kernel_connection_file;
+  std::string kernel_python = "python3";
+  bool kernel_plain = false;
 };
 
 // argv excludes the program name. env_config is GPUBOX_CONFIG's value or null.

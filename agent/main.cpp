@@ -7,6 +7,7 @@
 #include "agent/agent.h"
 #include "agent/signals.h"
 #include "agent/version.h"
+#include "kernel/standalone_kernel.h"
 #include "rpc/keys.h"
 
 int main(int argc, char** argv) {
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
       std::printf("{\"public_key\": \"%s\", \"secret_key\": \"%s\"}\n", keys->public_key.c_str(), keys->secret_key.c_str());
       return 0;
     }
+    case gpubox::CommandLine::Mode::kernel:
+      return gpubox::kernel::run_standalone_kernel(
+          {line->kernel_connection_file, line->kernel_python, line->kernel_plain ? "plain" : ""});
     case gpubox::CommandLine::Mode::run:
       break;
   }

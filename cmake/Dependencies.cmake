@@ -39,3 +39,14 @@ add_library(gpubox_archive_shim OBJECT ${CMAKE_SOURCE_DIR}/cmake/libarchive_writ
 add_library(gpubox_archive INTERFACE)
 # The shim's object goes on every consumer's link line, ahead of libarchive.a.
 target_link_libraries(gpubox_archive INTERFACE $<TARGET_OBJECTS:gpubox_archive_shim> ${GPUBOX_ARCHIVE_LIBS})
+
+# xeus 2.4.1 (Debian's static libxeus.a) for the Jupyter kernel, linked with our
+# static libzmq, libcrypto (HMAC) and libuuid; cppzmq and xtl are header-only.
+find_library(GPUBOX_XEUS_STATIC NAMES libxeus.a)
+find_library(GPUBOX_UUID_STATIC NAMES libuuid.a)
+if(NOT GPUBOX_XEUS_STATIC OR NOT GPUBOX_UUID_STATIC)
+  message(FATAL_ERROR "libxeus.a or libuuid.a not found: run scripts/setup.sh (xeus-dev, uuid-dev)")
+endif()
+add_library(gpubox_xeus INTERFACE)
+target_compile_definitions(gpubox_xeus INTERFACE XEUS_STATIC_LIB GUID_LIBUUID)
+target_link_libraries(gpubox_xeus INTERFACE ${GPUBOX_XEUS_STATIC} gpubox_zmq gpubox_crypto ${GPUBOX_UUID_STATIC} nlohmann_json::nlohmann_json)

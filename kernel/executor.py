@@ -1,0 +1,461 @@
+# gpubox Python executor: runs user code for the agent's Jupyter kernel.
+#
+# The agent starts the image's python3 with a tiny bootstrap that reads this
+# source as the first frame of the private channel (fd 3) and executes it.
+# Frames: a 4-byte big-endian length, then one JSON object. fds 1 and 2 are
+# pipes the agent reads, so output from print, os.write, C extensions and
+# subprocesses is captured alike; fd 0 is /dev/null (input() goes through the
+# channel). With IPython importable the executor uses its InteractiveShell
+# (magics, !cmd, display formatters, _ and Out); otherwise a plain mode with the
+# same messages.
+import ast
+import base64
+import builtins
+import codeop
+import io
+import json
+import linecache
+import os
+import re
+import signal
+import struct
+import sys
+import threading
+import traceback
+import types
+import warnings
+
+CHANNEL_FD = 3
+EXECUTOR_FILE = "<gpubox-executor>"
+
+
+class _State:
+    running = False  # user code is running: SIGINT raises KeyboardInterrupt
+    sending = 0  # inside a channel operation: an interrupt waits until it ends
+    interrupt_pending = False
+    error = None  # the error of the running cell: {ename, evalue, traceback}
+
+
+state = _State()
+_send_lock = threading.Lock()
+
+
+def _on_sigint(signum, frame):
+    if state.running and not state.sending:
+        raise KeyboardInterrupt
+    if state.running:
+        state.interrupt_pending = True
+
+
+def _raise_pending_interrupt():
+    if state.interrupt_pending and state.running and not state.sending:
+        state.interrupt_pending = False
+        raise KeyboardInterrupt
+
+
+def _read_exact(n):
+    chunks = []
+    while n:
+        try:
+            chunk = os.read(CHANNEL_FD, n)
+        except InterruptedError:
+            continue
+        if not chunk:
+            os._exit(0)  # the agent closed the channel
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv():
+    state.sending += 1
+    try:
+        (length,) = struct.unpack(">I", _read_exact(4))
+        return json.loads(_read_exact(length))
+    finally:
+        state.sending -= 1
+
+
+def _flush_std():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def send(msg):
+    """Sends one frame; stdout and stderr are flushed first so output keeps its order."""
+    data = json.dumps(msg, default=repr).encode("utf-8", "surrogateescape")
+    _flush_std()
+    with _send_lock:
+        state.sending += 1
+        try:
+            view = memoryview(struct.pack(">I", len(data)) + data)
+            while view:
+                try:
+                    view = view[os.write(CHANNEL_FD, view):]
+                except InterruptedError:
+                    pass
+        finally:
+            state.sending -= 1
+    _raise_pending_interrupt()
+
+
+# ---------------------------------------------------------------- input()
+
+allow_stdin = False
+
+
+class StdinNotImplementedError(RuntimeError):
+    pass
+
+
+def _input_request(prompt="", password=False):
+    if not allow_stdin:
+        raise StdinNotImplementedError(
+            "input() is not available: this execute_request did not allow stdin "
+            "(allow_stdin is false; the frontend does not support input requests)")
+    _flush_std()
+    state.sending += 1
+    try:
+        send({"type": "input_request", "prompt": str(prompt), "password": bool(password)})
+        reply = recv()
+    finally:
+        state.sending -= 1
+    if reply.get("interrupted"):
+        state.interrupt_pending = False
+        raise KeyboardInterrupt
+    if "error" in reply:
+        raise StdinNotImplementedError(reply["error"])
+    return reply.get("value", "")
+
+
+def _input(prompt=""):
+    return _input_request(prompt, False)
+
+
+def _getpass(prompt="Password: ", stream=None):
+    return _input_request(prompt, True)
+
+
+# ---------------------------------------------------------------- rich output
+
+_REPR_METHODS = [
+    ("_repr_html_", "text/html"),
+    ("_repr_markdown_", "text/markdown"),
+    ("_repr_svg_", "image/svg+xml"),
+    ("_repr_png_", "image/png"),
+    ("_repr_jpeg_", "image/jpeg"),
+    ("_repr_latex_", "text/latex"),
+    ("_repr_json_", "application/json"),
+    ("_repr_javascript_", "application/javascript"),
+]
+
+
+def _jsonable(value):
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return value
+
+
+def plain_format(obj):
+    """The MIME bundle of obj without IPython: every _repr_*_ it has, and text/plain."""
+    data, metadata = {}, {}
+    bundle = getattr(obj, "_repr_mimebundle_", None)
+    if callable(bundle):
+        try:
+            result = bundle()
+            if isinstance(result, tuple):
+                result, metadata = result[0], dict(result[1] or {})
+            for mime, value in (result or {}).items():
+                data[mime] = _jsonable(value)
+        except Exception:
+            pass
+    for method, mime in _REPR_METHODS:
+        fn = getattr(obj, method, None)
+        if mime in data or not callable(fn) or isinstance(obj, type):
+            continue
+        try:
+            value = fn()
+        except Exception:
+            continue
+        if isinstance(value, tuple):
+            value, metadata[mime] = value[0], value[1]
+        if value is not None:
+            data[mime] = _jsonable(value)
+    data.setdefault("text/plain", repr(obj))
+    return data, metadata
+
+
+def _send_display(data, metadata=None, transient=None, update=False):
+    send({"type": "display", "data": data, "metadata": metadata or {},
+          "transient": transient or {}, "update": bool(update)})
+
+
+def plain_display(*objs, raw=False, display_id=None, update=False, metadata=None, **kwargs):
+    transient = {"display_id": display_id} if display_id else {}
+    for obj in objs:
+        if raw:
+            data, md = obj, {}
+        else:
+            data, md = plain_format(obj)
+        _send_display(data, dict(md, **(metadata or {})), transient, update)
+
+
+def plain_clear_output(wait=False):
+    send({"type": "clear_output", "wait": bool(wait)})
+
+
+def flush_figures():
+    """Sends every open matplotlib figure as image/png (and text/plain), then closes them."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    try:
+        nums = plt.get_fignums()
+        for num in nums:
+            fig = plt.figure(num)
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", bbox_inches="tight")
+            _send_display({"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+                           "text/plain": repr(fig)})
+        if nums:
+            plt.close("all")
+    except Exception:
+        traceback.print_exc()
+
+
+# ---------------------------------------------------------------- errors
+
+def clean_traceback(etype, evalue, tb):
+    """The traceback lines of an exception, without the executor's own frames."""
+    frames = [f for f in traceback.extract_tb(tb) if f.filename != EXECUTOR_FILE]
+    lines = ["Traceback (most recent call last):\n"] if frames else []
+    lines += traceback.format_list(frames)
+    lines += traceback.format_exception_only(etype, evalue)
+    return [line.rstrip("\n") for line in lines]
+
+
+def record_error(ename, evalue, tb_lines):
+    state.error = {"ename": ename, "evalue": evalue, "traceback": tb_lines}
+    send(dict(type="error", **state.error))
+
+
+# ---------------------------------------------------------------- backends
+
+class PlainBackend:
+    """Runs cells with exec/eval in a __main__ module; the same messages as IPython mode."""
+    name = "plain"
+
+    def __init__(self):
+        self.main = types.ModuleType("__main__")
+        self.ns = self.main.__dict__
+        self.ns.update({"__builtins__": builtins, "In": [""], "Out": {}, "_": None})
+        sys.modules["__main__"] = self.main
+        builtins.display = plain_display
+
+    def run(self, code, count, silent, store_history):
+        filename = "<cell %d>" % count if store_history else "<hidden cell>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        try:
+            tree = ast.parse(code, filename=filename)
+        except (SyntaxError, ValueError, OverflowError) as error:
+            record_error(type(error).__name__, str(error), clean_traceback(type(error), error, None))
+            return False
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        try:
+            exec(compile(tree, filename, "exec"), self.ns)
+            value = eval(compile(last, filename, "eval"), self.ns) if last is not None else None
+        except BaseException as error:  # KeyboardInterrupt and SystemExit too: the cell failed, the executor lives
+            record_error(type(error).__name__, str(error), clean_traceback(type(error), error, error.__traceback__))
+            return False
+        if store_history:
+            self.ns["In"].append(code)
+        if value is not None and not silent:
+            self.ns["_"] = value
+            if store_history:
+                self.ns["Out"][count] = value
+                self.ns["_%d" % count] = value
+            data, metadata = plain_format(value)
+            send({"type": "execute_result", "data": data, "metadata": metadata})
+        return True
+
+    def complete(self, code, cursor_pos):
+        import rlcompleter
+        match = re.search(r"[\w.]*$", code[:cursor_pos])
+        token = match.group(0) if match else ""
+        completer = rlcompleter.Completer(self.ns)
+        matches, i = [], 0
+        while True:
+            candidate = completer.complete(token, i)
+            if candidate is None:
+                break
+            matches.append(candidate.rstrip("("))
+            i += 1
+        return {"matches": sorted(set(matches)), "cursor_start": cursor_pos - len(token),
+                "cursor_end": cursor_pos, "metadata": {}, "status": "ok"}
+
+    def inspect(self, code, cursor_pos, detail_level):
+        import pydoc
+        match = re.search(r"[\w.]*$", code[:cursor_pos])
+        rest = re.match(r"[\w.]*", code[cursor_pos:])
+        name = (match.group(0) if match else "") + (rest.group(0) if rest else "")
+        try:
+            obj = eval(name, self.ns) if name else None
+        except Exception:
+            obj = None
+        if obj is None:
+            return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        text = pydoc.render_doc(obj, title="%s", renderer=pydoc.plaintext)
+        return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
+
+    def is_complete(self, code):
+        try:
+            compiled = codeop.compile_command(code, "<input>", "exec")
+        except (SyntaxError, OverflowError, ValueError):
+            return {"status": "invalid"}
+        if compiled is None:
+            indent = "    " if code.rstrip().endswith(":") else ""
+            return {"status": "incomplete", "indent": indent}
+        return {"status": "complete"}
+
+
+def make_ipython_backend():
+    from IPython.core.displayhook import DisplayHook
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    class Hook(DisplayHook):
+        def write_output_prompt(self):
+            pass
+
+        def write_format_data(self, format_dict, md_dict=None):
+            send({"type": "execute_result", "data": format_dict, "metadata": md_dict or {}})
+
+    class Publisher(DisplayPublisher):
+        def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kwargs):
+            _send_display(data, metadata, transient, update)
+
+        def clear_output(self, wait=False):
+            plain_clear_output(wait)
+
+    class Shell(InteractiveShell):
+        def _showtraceback(self, etype, evalue, stb):
+            record_error(getattr(etype, "__name__", str(etype)), str(evalue), list(stb))
+
+        def enable_gui(self, gui=None):
+            pass
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.HistoryManager.hist_file = ":memory:"
+    config.InteractiveShell.colors = "Linux"
+    shell = Shell.instance(config=config, displayhook_class=Hook, display_pub_class=Publisher)
+    shell.Completer.use_jedi = False
+
+    class IPythonBackend:
+        name = "ipython"
+
+        def run(self, code, count, silent, store_history):
+            shell.execution_count = count
+            result = shell.run_cell(code, store_history=store_history, silent=silent)
+            shell.execution_count = count
+            return result.success
+
+        def complete(self, code, cursor_pos):
+            from IPython.utils.tokenutil import line_at_cursor
+            line, offset = line_at_cursor(code, cursor_pos)
+            text, matches = shell.complete("", line, cursor_pos - offset)
+            return {"matches": list(matches), "cursor_start": cursor_pos - len(text),
+                    "cursor_end": cursor_pos, "metadata": {}, "status": "ok"}
+
+        def inspect(self, code, cursor_pos, detail_level):
+            from IPython.utils.tokenutil import token_at_cursor
+            name = token_at_cursor(code, cursor_pos)
+            try:
+                data = shell.object_inspect_mime(name, detail_level=detail_level)
+            except Exception:
+                return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+            return {"status": "ok", "found": True, "data": data, "metadata": {}}
+
+        def is_complete(self, code):
+            status, indent = shell.input_transformer_manager.check_complete(code)
+            reply = {"status": status}
+            if status == "incomplete":
+                reply["indent"] = " " * (indent or 0)
+            return reply
+
+    return IPythonBackend()
+
+
+def make_backend():
+    if os.environ.get("GPUBOX_KERNEL_MODE") != "plain":
+        try:
+            return make_ipython_backend()
+        except ImportError:
+            pass
+    return PlainBackend()
+
+
+# ---------------------------------------------------------------- main loop
+
+def execute(backend, request):
+    global allow_stdin
+    allow_stdin = bool(request.get("allow_stdin", False))
+    state.error = None
+    state.interrupt_pending = False
+    ok = False
+    state.running = True
+    try:
+        ok = backend.run(request["code"], int(request.get("execution_count", 0)),
+                         bool(request.get("silent", False)), bool(request.get("store_history", True)))
+        flush_figures()
+    except KeyboardInterrupt as error:  # arrived between the cell's end and here
+        if state.error is None:
+            record_error("KeyboardInterrupt", "", clean_traceback(KeyboardInterrupt, error, None))
+    finally:
+        state.running = False
+    ok = ok and state.error is None
+    reply = {"type": "done", "status": "ok" if ok else "error"}
+    if not ok and state.error is not None:
+        reply.update(state.error)
+    return reply
+
+
+def main():
+    os.set_inheritable(CHANNEL_FD, False)
+    os.environ.setdefault("MPLBACKEND", "agg")
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    warnings.filterwarnings("ignore", message=".*non-GUI backend.*")
+    warnings.filterwarnings("ignore", message=".*is non-interactive, and thus cannot be shown.*")
+    signal.signal(signal.SIGINT, _on_sigint)
+    builtins.input = _input
+    import getpass
+    getpass.getpass = _getpass
+    sys.stdin = open(os.devnull)
+    backend = make_backend()
+    send({"type": "ready", "implementation": backend.name,
+          "python_version": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid()})
+    handlers = {
+        "execute": lambda r: execute(backend, r),
+        "complete": lambda r: dict(backend.complete(r["code"], int(r["cursor_pos"])), type="reply"),
+        "inspect": lambda r: dict(backend.inspect(r["code"], int(r["cursor_pos"]), int(r.get("detail_level", 0))), type="reply"),
+        "is_complete": lambda r: dict(backend.is_complete(r["code"]), type="reply"),
+    }
+    while True:
+        request = recv()
+        handler = handlers.get(request.get("type"))
+        try:
+            reply = handler(request) if handler else {"type": "reply", "status": "error",
+                                                       "ename": "ValueError", "evalue": "unknown request"}
+        except Exception as error:
+            reply = {"type": "reply", "status": "error", "ename": type(error).__name__, "evalue": str(error),
+                     "traceback": clean_traceback(type(error), error, error.__traceback__)}
+        send(reply)
+
+
+main()

@@ -1,0 +1,73 @@
+#include "kernel/frame_channel.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace gpubox::kernel {
+
+Status write_frame(int fd, std::string_view payload) {
+  if (payload.size() > kMaxFrameBytes) return Status(ErrorCode::resource_exhausted, "executor frame too large");
+  uint32_t n = static_cast<uint32_t>(payload.size());
+  unsigned char header[4] = {static_cast<unsigned char>(n >> 24), static_cast<unsigned char>(n >> 16),
+                             static_cast<unsigned char>(n >> 8), static_cast<unsigned char>(n)};
+  std::string_view parts[2] = {std::string_view(reinterpret_cast<const char*>(header), 4), payload};
+  for (std::string_view part : parts) {
+    while (!part.empty()) {
+      ssize_t written = ::write(fd, part.data(), part.size());
+      if (written >= 0) {
+        part.remove_prefix(static_cast<size_t>(written));
+        continue;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 1000);
+        continue;
+      }
+      return Status::from_errno(errno, "write to the executor");
+    }
+  }
+  return Status::ok();
+}
+
+FrameReader::Fill FrameReader::fill(int fd) {
+  char chunk[65536];
+  while (true) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n > 0) {
+      if (offset_ > 0 && offset_ == buffer_.size()) {
+        buffer_.clear();
+        offset_ = 0;
+      }
+      buffer_.append(chunk, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) return Fill::eof;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) return Fill::more;
+    return Fill::error;
+  }
+}
+
+bool FrameReader::next(std::string& payload) {
+  size_t available = buffer_.size() - offset_;
+  if (available < 4) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
+  uint32_t n = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+  if (n > kMaxFrameBytes) {
+    oversized_ = true;
+    return false;
+  }
+  if (available < 4 + size_t{n}) return false;
+  payload.assign(buffer_, offset_ + 4, n);
+  offset_ += 4 + size_t{n};
+  if (offset_ == buffer_.size()) {
+    buffer_.clear();
+    offset_ = 0;
+  }
+  return true;
+}
+
+}  // namespace gpubox::kernel

@@ -1,0 +1,392 @@
+#include "kernel/python_executor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <thread>
+
+namespace gpubox::kernel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+// Reads the executor's source from fd 3 as the first frame and runs it; the
+// source itself never appears in argv or on disk.
+constexpr char kBootstrap[] =
+    "import os,struct\n"
+    "def _r(n):\n"
+    " b=b''\n"
+    " while len(b)<n:\n"
+    "  c=os.read(3,n-len(b))\n"
+    "  if not c: os._exit(0)\n"
+    "  b+=c\n"
+    " return b\n"
+    "_s=_r(struct.unpack('>I',_r(4))[0]).decode()\n"
+    "exec(compile(_s,'<gpubox-executor>','exec'),{'__name__':'gpubox_executor'})\n";
+
+constexpr size_t kStreamChunk = 1u << 20;  // the most output one stream message carries
+
+class DirectLauncher : public ExecutorLauncher {
+ public:
+  Result<pid_t> spawn(const ExecutorProcessSpec& spec) override {
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_init(&actions);
+    sigset_t empty, all;
+    sigemptyset(&empty);
+    sigfillset(&all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setsigmask(&attr, &empty);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, spec.stdout_fd, 1);
+    posix_spawn_file_actions_adddup2(&actions, spec.stderr_fd, 2);
+    posix_spawn_file_actions_adddup2(&actions, spec.channel_fd, 3);
+    std::vector<char*> argv, envp;
+    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    pid_t pid = -1;
+    int err = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (err != 0) return Status::from_errno(err, "kernel: cannot start the Python executor '" + spec.argv[0] + "'");
+    return pid;
+  }
+  int wait(pid_t pid) override {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return status;
+  }
+};
+
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* abbrev = sigabbrev_np(sig);
+    std::string name = abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+    if (sig == SIGKILL) name += " (out of memory, or killed)";
+    return "killed by " + name;
+  }
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "ended";
+}
+
+// The length of s without an incomplete UTF-8 sequence at its end.
+size_t complete_utf8_prefix(const std::string& s) {
+  size_t n = s.size();
+  for (size_t back = 1; back <= 4 && back <= n; ++back) {
+    auto c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte
+    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? n - back : n;
+  }
+  return n;
+}
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+}  // namespace
+
+std::unique_ptr<ExecutorLauncher> make_direct_launcher() { return std::make_unique<DirectLauncher>(); }
+
+struct PythonExecutor::Process {
+  pid_t pid = -1;
+  Fd channel;
+  Fd out;
+  Fd err;
+  FrameReader reader;
+  std::string pending[2];  // undelivered stdout / stderr bytes (an incomplete UTF-8 tail)
+  bool ready = false;
+  std::string startup_output;
+};
+
+PythonExecutor::PythonExecutor(ExecutorOptions options, std::unique_ptr<ExecutorLauncher> launcher)
+    : options_(std::move(options)), launcher_(std::move(launcher)) {}
+
+PythonExecutor::~PythonExecutor() { stop(); }
+
+Status PythonExecutor::start() {
+  std::lock_guard lock(mutex_);
+  if (process_) return Status::ok();
+  return spawn_locked();
+}
+
+Status PythonExecutor::spawn_locked() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Status::from_errno(errno, "kernel: socketpair");
+  Fd mine(sv[0]), theirs(sv[1]);
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return Status::from_errno(errno, "kernel: pipe");
+  Fd out_r(out[0]), out_w(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) return Status::from_errno(errno, "kernel: pipe");
+  Fd err_r(err[0]), err_w(err[1]);
+  // Bigger pipes: fewer wake-ups for bulk output (best effort).
+  ::fcntl(out_r.get(), F_SETPIPE_SZ, 1 << 20);
+  ::fcntl(err_r.get(), F_SETPIPE_SZ, 1 << 20);
+
+  ExecutorProcessSpec spec;
+  spec.argv = {options_.python, "-u", "-c", kBootstrap};
+  spec.env = options_.env;
+  spec.env.push_back("PYTHONUNBUFFERED=1");
+  if (!options_.mode.empty()) spec.env.push_back("GPUBOX_KERNEL_MODE=" + options_.mode);
+  spec.channel_fd = theirs.get();
+  spec.stdout_fd = out_w.get();
+  spec.stderr_fd = err_w.get();
+  auto pid = launcher_->spawn(spec);
+  if (!pid) return pid.status();
+
+  auto process = std::make_unique<Process>();
+  process->pid = *pid;
+  process->channel = std::move(mine);
+  process->out = std::move(out_r);
+  process->err = std::move(err_r);
+  Status sent = write_frame(process->channel.get(), kExecutorSource);
+  set_nonblocking(process->channel.get());
+  set_nonblocking(process->out.get());
+  set_nonblocking(process->err.get());
+  process_ = std::move(process);
+  if (!sent) {
+    kill_locked();
+    return sent;
+  }
+  return Status::ok();
+}
+
+void PythonExecutor::kill_locked() {
+  if (!process_) return;
+  ::kill(process_->pid, SIGKILL);
+  launcher_->wait(process_->pid);
+  process_.reset();
+  std::lock_guard lock(info_mutex_);
+  info_ = json::object();
+}
+
+void PythonExecutor::stop() {
+  interrupt();
+  std::lock_guard lock(mutex_);
+  kill_locked();
+}
+
+void PythonExecutor::add_setup_code(std::string code) {
+  std::lock_guard lock(mutex_);
+  options_.setup_code.push_back(std::move(code));
+}
+
+json PythonExecutor::info() const {
+  std::lock_guard lock(info_mutex_);
+  return info_;
+}
+
+void PythonExecutor::interrupt() {
+  interrupt_requested_ = true;
+  pid_t pid = running_pid_.load();
+  if (pid > 0) ::kill(pid, SIGINT);
+}
+
+Status PythonExecutor::restart() {
+  std::lock_guard lock(mutex_);
+  return restart_locked();
+}
+
+Status PythonExecutor::restart_locked() {
+  kill_locked();
+  restarts_++;
+  Status started = spawn_locked();
+  if (!started) return started;
+  replay_setup_locked();
+  return Status::ok();
+}
+
+void PythonExecutor::replay_setup_locked() {
+  for (const auto& code : options_.setup_code) {
+    if (!ensure_ready_locked()) return;
+    json req = {{"type", "execute"}, {"code", code}, {"silent", true}, {"store_history", false},
+                {"allow_stdin", false}, {"execution_count", 0}};
+    if (!write_frame(process_->channel.get(), req.dump())) return;
+    NullSink sink;
+    auto done = await_locked(sink, false, std::nullopt);
+    if (done && done->value("status", "") != "ok") {
+      std::fprintf(stderr, "gpubox kernel: setup code failed: %s: %s\n", done->value("ename", "").c_str(),
+                   done->value("evalue", "").c_str());
+    }
+  }
+}
+
+Status PythonExecutor::ensure_ready_locked() {
+  if (!process_) {
+    Status started = spawn_locked();
+    if (!started) return started;
+  }
+  if (process_->ready) return Status::ok();
+  NullSink sink;
+  auto ready = await_locked(sink, true, Clock::now() + options_.startup_timeout);
+  if (!ready) return ready.status();
+  if (ready->value("died", false)) {
+    return Status(ErrorCode::unavailable, "kernel: the Python executor did not start: " + ready->value("evalue", ""));
+  }
+  return Status::ok();
+}
+
+Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::optional<std::chrono::milliseconds> timeout) {
+  std::lock_guard lock(mutex_);
+  Status ready = ensure_ready_locked();
+  if (!ready) {
+    // One fresh try: a failed start leaves no process behind.
+    kill_locked();
+    return ready;
+  }
+  if (req.value("type", "") == "execute" && req.value("silent", false) && req.value("setup", false)) {
+    options_.setup_code.push_back(req.value("code", ""));
+  }
+  interrupt_requested_ = false;
+  Status sent = write_frame(process_->channel.get(), req.dump(-1, ' ', false, json::error_handler_t::replace));
+  if (!sent) return sent;
+  std::optional<Clock::time_point> deadline;
+  if (timeout) deadline = Clock::now() + *timeout;
+  running_pid_ = process_->pid;
+  auto result = await_locked(sink, false, deadline);
+  running_pid_ = 0;
+  return result;
+}
+
+Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std::optional<Clock::time_point> deadline) {
+  Process& p = *process_;
+  const char* names[2] = {"stdout", "stderr"};
+  int fds[2] = {p.out.get(), p.err.get()};
+  bool pipe_open[2] = {true, true};
+  // Reads what a pipe holds now, up to kStreamChunk per message, keeping an incomplete UTF-8 tail.
+  auto pump = [&](int i) {
+    if (!pipe_open[i]) return;
+    std::string& pending = p.pending[i];
+    char buffer[65536];
+    while (true) {
+      ssize_t n = ::read(fds[i], buffer, sizeof buffer);
+      if (n > 0) {
+        pending.append(buffer, static_cast<size_t>(n));
+        if (pending.size() < kStreamChunk) continue;
+      } else if (n == 0) {
+        pipe_open[i] = false;
+      } else if (errno == EINTR) {
+        continue;
+      }
+      size_t cut = complete_utf8_prefix(pending);
+      if (!pipe_open[i]) cut = pending.size();
+      if (cut > 0) {
+        std::string text = pending.substr(0, cut);
+        pending.erase(0, cut);
+        if (startup) {
+          if (p.startup_output.size() < 65536) p.startup_output += text;
+        } else {
+          sink.stream(names[i], std::move(text));
+        }
+      }
+      if (n > 0) continue;  // a full chunk went out: read on
+      return;
+    }
+  };
+  auto drain = [&] { pump(0), pump(1); };
+
+  bool interrupted_for_timeout = false;
+  Clock::time_point kill_at{};
+  std::string death_reason;
+  while (true) {
+    int wait_ms = -1;
+    if (deadline) {
+      auto now = Clock::now();
+      if (!interrupted_for_timeout && now >= *deadline) {
+        interrupted_for_timeout = true;
+        ::kill(p.pid, SIGINT);
+        kill_at = now + std::chrono::seconds(2);
+      }
+      if (interrupted_for_timeout && now >= kill_at) {
+        ::kill(p.pid, SIGKILL);
+        death_reason = "timed out (interrupted, then killed)";
+        deadline.reset();
+      }
+      if (deadline) {
+        auto until = interrupted_for_timeout ? kill_at : *deadline;
+        wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
+      }
+    }
+    pollfd pfds[3] = {{p.channel.get(), POLLIN, 0}, {pipe_open[0] ? fds[0] : -1, POLLIN, 0}, {pipe_open[1] ? fds[1] : -1, POLLIN, 0}};
+    int n = ::poll(pfds, 3, wait_ms);
+    if (n < 0 && errno != EINTR) return Status::from_errno(errno, "kernel: poll");
+    if (n <= 0) continue;
+    if (pfds[1].revents) pump(0);
+    if (pfds[2].revents) pump(1);
+    if (!pfds[0].revents) continue;
+    auto fill = p.reader.fill(p.channel.get());
+    std::string payload;
+    while (p.reader.next(payload)) {
+      drain();  // output written before this frame goes out first
+      json frame = json::parse(payload, nullptr, false);
+      if (frame.is_discarded() || !frame.is_object()) continue;
+      std::string type = frame.value("type", "");
+      if (type == "ready") {
+        p.ready = true;
+        {
+          std::lock_guard lock(info_mutex_);
+          info_ = frame;
+        }
+        if (startup) return frame;
+      } else if (type == "input_request") {
+        std::optional<std::string> value;
+        if (!interrupt_requested_) value = sink.input(frame.value("prompt", ""), frame.value("password", false));
+        json reply = value ? json{{"value", *value}} : json{{"interrupted", true}};
+        if (!write_frame(p.channel.get(), reply.dump(-1, ' ', false, json::error_handler_t::replace))) break;
+      } else if (type == "done" || type == "reply") {
+        if (interrupted_for_timeout) {
+          frame["timed_out"] = true;
+        }
+        return frame;
+      } else {
+        sink.message(frame);
+      }
+    }
+    if (p.reader.oversized()) {
+      ::kill(p.pid, SIGKILL);
+      death_reason = "sent a frame over the size limit";
+    }
+    if (fill == FrameReader::Fill::more) continue;
+    // The channel closed: the executor is gone (crash, os._exit, OOM kill, or our kill).
+    drain();
+    int status = launcher_->wait(p.pid);
+    if (death_reason.empty()) death_reason = describe_exit(status);
+    std::string output = p.startup_output;
+    bool was_startup = startup;
+    process_.reset();
+    {
+      std::lock_guard lock(info_mutex_);
+      info_ = json::object();
+    }
+    std::string message = "the Python executor " + death_reason;
+    if (was_startup) {
+      if (!output.empty()) message += ": " + output.substr(output.size() > 2000 ? output.size() - 2000 : 0);
+      return json{{"type", "done"}, {"status", "error"}, {"died", true}, {"ename", "KernelDied"}, {"evalue", message}};
+    }
+    Status restarted = restart_locked();
+    message += restarted ? "; the kernel was restarted and its setup code replayed"
+                         : "; restarting it failed: " + restarted.message();
+    json done = {{"type", "done"}, {"status", "error"}, {"died", true}, {"ename", "KernelRestarted"},
+                 {"evalue", message}, {"traceback", json::array({"KernelRestarted: " + message})}};
+    if (interrupted_for_timeout) done["timed_out"] = true;
+    return done;
+  }
+  return Status(ErrorCode::internal, "kernel: lost the executor channel");
+}
+
+}  // namespace gpubox::kernel

@@ -1,0 +1,129 @@
+// The supervised Python executor: the image's python3 running kernel/executor.py,
+// talking to the agent over a private socketpair (fd 3) with its fds 1 and 2 on
+// pipes the agent reads. A crash of user code kills only this child: the next
+// request finds a fresh executor with its setup code replayed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/fd.h"
+#include "kernel/frame_channel.h"
+#include "rpc/status.h"
+
+namespace gpubox::kernel {
+
+struct ExecutorOptions {
+  std::string python = "python3";      // found on PATH when it has no slash
+  std::vector<std::string> env;        // the child's whole environment (NAME=value)
+  std::vector<std::string> setup_code; // run hidden after every start and restart
+  std::string mode;                    // "" (IPython when importable) or "plain"
+  std::chrono::milliseconds startup_timeout{60000};
+};
+
+// What starting the executor needs from its parent process.
+struct ExecutorProcessSpec {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  int channel_fd = -1;  // becomes fd 3
+  int stdout_fd = -1;   // becomes fd 1
+  int stderr_fd = -1;   // becomes fd 2
+};
+
+// Starts and waits for the executor process: directly (standalone kernel) or
+// through the agent's process table (PID 1 reaps every child itself).
+class ExecutorLauncher {
+ public:
+  virtual ~ExecutorLauncher() = default;
+  virtual Result<pid_t> spawn(const ExecutorProcessSpec& spec) = 0;
+  // Blocks until pid has exited; its wait status.
+  virtual int wait(pid_t pid) = 0;
+};
+
+// posix_spawn with an empty signal mask and default dispositions; waitpid.
+std::unique_ptr<ExecutorLauncher> make_direct_launcher();
+
+// Receives what one request produces, on the requesting thread, in order.
+class ExecutorSink {
+ public:
+  virtual ~ExecutorSink() = default;
+  virtual void stream(const std::string& name, std::string text) = 0;
+  // display (with "update"), execute_result, clear_output and error frames.
+  virtual void message(const nlohmann::json& frame) = 0;
+  // input() in user code; nullopt when the wait was interrupted.
+  virtual std::optional<std::string> input(const std::string& prompt, bool password) = 0;
+};
+
+// A sink that keeps nothing (setup replay, hidden executions).
+class NullSink : public ExecutorSink {
+ public:
+  void stream(const std::string&, std::string) override {}
+  void message(const nlohmann::json&) override {}
+  std::optional<std::string> input(const std::string&, bool) override { return std::nullopt; }
+};
+
+// Owns the executor process. request() is called by one thread at a time
+// (it serializes callers); interrupt() may be called from any thread.
+class PythonExecutor {
+ public:
+  PythonExecutor(ExecutorOptions options, std::unique_ptr<ExecutorLauncher> launcher);
+  ~PythonExecutor();
+  PythonExecutor(const PythonExecutor&) = delete;
+  PythonExecutor& operator=(const PythonExecutor&) = delete;
+
+  // Spawns the executor; it imports in the background until the first request.
+  Status start();
+  // Sends one request ({"type": "execute" | "complete" | "inspect" | "is_complete", ...})
+  // and streams what it produces into sink until its final frame, which it returns.
+  // When the executor dies (or the timeout passes: interrupt, 2 s grace, then kill)
+  // it is restarted with setup replayed and the result is an error frame with
+  // "died": true and a message that says why.
+  Result<nlohmann::json> request(const nlohmann::json& req, ExecutorSink& sink,
+                                 std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // SIGINT to a running request's executor; a no-op while idle.
+  void interrupt();
+  // Kills and starts the executor again, replaying setup code.
+  Status restart();
+  // Kills the executor; later requests fail until start().
+  void stop();
+  // Adds code replayed after every restart (and runs nothing now).
+  void add_setup_code(std::string code);
+
+  // The executor's ready frame ({} until it has started): implementation, python_version, pid.
+  nlohmann::json info() const;
+  int restarts() const { return restarts_.load(); }
+  bool busy() const { return running_pid_.load() != 0; }
+
+ private:
+  struct Process;
+  Status spawn_locked();
+  void kill_locked();
+  Result<nlohmann::json> await_locked(ExecutorSink& sink, bool startup,
+                                      std::optional<std::chrono::steady_clock::time_point> deadline);
+  Status ensure_ready_locked();
+  Status restart_locked();
+  void replay_setup_locked();
+
+  ExecutorOptions options_;
+  std::unique_ptr<ExecutorLauncher> launcher_;
+  std::mutex mutex_;  // held by the one running request; guards process_ and setup_code
+  std::unique_ptr<Process> process_;
+  std::atomic<pid_t> running_pid_{0};
+  std::atomic<int> restarts_{0};
+  std::atomic<bool> interrupt_requested_{false};
+  mutable std::mutex info_mutex_;
+  nlohmann::json info_ = nlohmann::json::object();
+};
+
+// The embedded kernel/executor.py.
+extern const char kExecutorSource[];
+
+}  // namespace gpubox::kernel
