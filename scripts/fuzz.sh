@@ -10,7 +10,7 @@ seconds="${1:-30}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch)
+  targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract)
 fi
 
 cmake --preset fuzz >/dev/null
@@ -26,6 +26,7 @@ for target in "${targets[@]}"; do
   case $target in
     fuzz_body) max_len=65536 ;;
     fuzz_dispatch) max_len=16384 ;;
+    fuzz_extract) max_len=262144 ;;
   esac
   echo "== $target: ${seconds}s"
   if ! build/fuzz/bin/"$target" -max_total_time="$seconds" -max_len="$max_len" -timeout=30 -rss_limit_mb=4096 \
