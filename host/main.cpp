@@ -42,9 +42,6 @@ int main(int argc, char** argv) {
   }
   std::string command = args[0];
   args.erase(args.begin());
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h") && command != "rpc") {
-    args = {"--help"};  // each command answers --help with its usage, as an unknown option
-  }
   if (command == "rpc") return gpubox::host::run_rpc_command(args);
   if (command == "create") return run_create(args, global);
   if (command == "ls" || command == "list") return run_ls(args, global);

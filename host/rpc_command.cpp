@@ -99,6 +99,9 @@ int run_rpc_command(const std::vector<std::string>& args) {
       } catch (const std::exception&) {
         return usage_error("--timeout: expected seconds, got \"" + text + "\"");
       }
+    } else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
     } else if (arg == "--json") {
       // The output is JSON already.
     } else if (arg.rfind("--", 0) == 0) {

@@ -37,7 +37,8 @@ Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std
         value = arg.substr(eq + 1);
         inline_value = true;
       }
-      if (name == "--json" || flag_names.count(name)) {
+      if (name == "-h") name = "--help";
+      if (name == "--json" || name == "--help" || flag_names.count(name)) {
         if (inline_value) return Status(ErrorCode::invalid_request, name + ": takes no value");
         parsed.flags.insert(name);
         continue;
@@ -65,6 +66,11 @@ int fail(const std::string& command, const std::string& message, int code, const
   std::fprintf(stderr, "gpubox %s: %s\n", command.c_str(), message.c_str());
   if (usage && code == kExitUsage) std::fputs(usage, stderr);
   return code;
+}
+
+int show_usage(const char* usage) {
+  std::fputs(usage, stdout);
+  return kExitOk;
 }
 
 int exit_code_for(const Status& status) {

@@ -45,12 +45,14 @@ struct Args {
 };
 
 // Accepts the options named in with_value (each takes a value) and in
-// flags ("--json" always). Errors name the offending argument.
+// flags ("--json" and "--help"/"-h" always). Errors name the offending argument.
 Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
                         const std::set<std::string>& flag_names, size_t stop_after = 0);
 
 // Prints "gpubox COMMAND: MESSAGE" (and a usage line for kExitUsage) to stderr; returns code.
 int fail(const std::string& command, const std::string& message, int code, const char* usage = nullptr);
+// Prints a command's usage to stdout (for --help); returns kExitOk.
+int show_usage(const char* usage);
 // The exit code for a Status from finding or reaching a sandbox.
 int exit_code_for(const Status& status);
 

@@ -35,6 +35,7 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
                             "--idle-timeout", "--network", "--env", "--secret", "--mount"},
                            {});
   if (!parsed) return usage(parsed.status().message());
+  if (parsed->flag("--help")) return show_usage(kUsage);
   const Args& args = *parsed;
   bool json = global.json || args.flag("--json");
   if (!args.positional.empty() || args.has_double_dash) return usage("unexpected argument '" + (args.positional.empty() ? "--" : args.positional[0]) + "'");

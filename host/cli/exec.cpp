@@ -33,6 +33,7 @@ bool write_all(int fd, const void* data, size_t size) {
 int run_exec(const std::vector<std::string>& raw, const Global&) {
   auto args = parse_args(raw, {"--timeout", "--cwd", "--env"}, {}, 1);
   if (!args) return fail("exec", args.status().message(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1) return fail("exec", "expected one sandbox id or name", kExitUsage, kUsage);
   if (args->command.empty()) return fail("exec", "expected a command after the sandbox (-- CMD ARGS...)", kExitUsage, kUsage);
   nlohmann::json params = {{"argv", args->command}};

@@ -35,6 +35,7 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox ls [--json]\n";
   auto args = parse_args(raw, {}, {});
   if (!args) return fail("ls", args.status().message(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
   if (!args->positional.empty()) return fail("ls", "unexpected argument '" + args->positional[0] + "'", kExitUsage, kUsage);
   auto store = SandboxStore::open_default();
   if (!store) return fail("ls", store.status().message(), kExitUsage);
@@ -57,6 +58,7 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox info ID|NAME [--json]\n";
   auto args = parse_args(raw, {}, {});
   if (!args) return fail("info", args.status().message(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1) return fail("info", "expected one sandbox id or name", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("info", record.status().message(), exit_code_for(record.status()));
@@ -131,6 +133,7 @@ int run_logs(const std::vector<std::string>& raw, const Global&) {
   constexpr char kUsage[] = "usage: gpubox logs ID|NAME [-f|--follow]\n";
   auto args = parse_args(raw, {}, {"-f", "--follow"});
   if (!args) return fail("logs", args.status().message(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1) return fail("logs", "expected one sandbox id or name", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("logs", record.status().message(), exit_code_for(record.status()));

@@ -11,6 +11,7 @@ int run_terminate(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox terminate ID|NAME... | --all [--json]\n";
   auto args = parse_args(raw, {}, {"--all"});
   if (!args) return fail("terminate", args.status().message(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
   bool all = args->flag("--all");
   if (all == !args->positional.empty()) return fail("terminate", "expected sandbox ids or names, or --all", kExitUsage, kUsage);
   auto store = SandboxStore::open_default();

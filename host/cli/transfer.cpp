@@ -230,6 +230,7 @@ int run_put(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox put ID|NAME LOCAL REMOTE [--json]   (a relative REMOTE is under /workspace)\n";
   auto args = parse_args(raw, {}, {});
   if (!args) return fail("put", args.status().message(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 3) return fail("put", "expected ID LOCAL REMOTE", kExitUsage, kUsage);
   const std::string& local = args->positional[1];
   std::error_code error;
@@ -289,6 +290,7 @@ int run_get(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox get ID|NAME REMOTE LOCAL [--json]   (a relative REMOTE is under /workspace)\n";
   auto args = parse_args(raw, {}, {});
   if (!args) return fail("get", args.status().message(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 3) return fail("get", "expected ID REMOTE LOCAL", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("get", record.status().message(), exit_code_for(record.status()));

@@ -143,6 +143,16 @@ TEST_F(CliTest, NamesJsonInfoAndRpc) {
     EXPECT_TRUE(how == "cgroup v1" || how == "cgroup v2") << resource << ": " << how;
   }
   EXPECT_EQ(details["agent"]["protocol_version"], 1);
+  // The limits are in the kernel, not only in the record.
+  for (const std::string& dir : cgroups_of(id)) {
+    if (dir.find("/memory/") != std::string::npos) EXPECT_EQ(read_text(dir + "/memory.limit_in_bytes"), "134217728\n");
+    if (dir.find("/cpu/") != std::string::npos) EXPECT_EQ(read_text(dir + "/cpu.cfs_quota_us"), "50000\n");
+    if (dir.find("/pids/") != std::string::npos) EXPECT_EQ(read_text(dir + "/pids.max"), "4096\n");
+    if (dir.find("/unified/") != std::string::npos && dir.find("memory") != std::string::npos) {
+      EXPECT_EQ(read_text(dir + "/memory.max"), "134217728\n");
+    }
+  }
+  EXPECT_EQ(cgroups_of(id).size(), 3u);
   CliRun human = run({"info", "alpha"});
   EXPECT_THAT(human.out, HasSubstr("memory:      128 MiB  (cgroup v"));
 
@@ -152,6 +162,25 @@ TEST_F(CliTest, NamesJsonInfoAndRpc) {
   CliRun bad_call = run({"rpc", id, "no.such.method"});
   EXPECT_EQ(bad_call.status, 1);
   EXPECT_THAT(bad_call.err, HasSubstr("unknown_method"));
+}
+
+TEST_F(CliTest, PidsLimitStopsAForkBomb) {
+  std::string id = create({"--pids", "16"});
+  CliRun forks = run({"exec", id, "--", "sh", "-c", "for i in $(seq 40); do sleep 2 >/dev/null 2>&1 & done; echo started"});
+  EXPECT_THAT(forks.err + forks.out, HasSubstr("fork")) << "40 processes started under a limit of 16";
+  EXPECT_EQ(run({"exec", id, "--", "true"}).status, 0) << "the sandbox survives (the sleepers end within 2 s)";
+}
+
+TEST_F(CliTest, HelpForEveryCommand) {
+  for (const char* command : {"create", "ls", "info", "exec", "put", "get", "rpc", "logs", "terminate"}) {
+    CliRun help = run({command, "--help"});
+    EXPECT_EQ(help.status, 0) << command;
+    EXPECT_THAT(help.out, HasSubstr(std::string("usage: gpubox ") + command)) << command;
+  }
+  CliRun top = run({"--help"});
+  EXPECT_EQ(top.status, 0);
+  EXPECT_THAT(top.out, HasSubstr("exit codes"));
+  EXPECT_EQ(run({}).status, 2);
 }
 
 TEST_F(CliTest, PrivateTmpWorkDirAndMounts) {
