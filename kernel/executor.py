@@ -355,7 +355,6 @@ def make_ipython_backend():
     config.HistoryManager.hist_file = ":memory:"
     config.InteractiveShell.colors = "Linux"
     shell = Shell.instance(config=config, displayhook_class=Hook, display_pub_class=Publisher)
-    shell.Completer.use_jedi = False
 
     class IPythonBackend:
         name = "ipython"
@@ -367,6 +366,18 @@ def make_ipython_backend():
             return result.success
 
         def complete(self, code, cursor_pos):
+            # As ipykernel does: jedi (static, sees names not yet defined), then IPython's own matchers.
+            from IPython.core.completer import provisionalcompleter, rectify_completions
+            try:
+                with provisionalcompleter():
+                    found = list(rectify_completions(code, shell.Completer.completions(code, cursor_pos)))
+            except Exception:
+                found = []
+            if found:
+                return {"matches": [c.text for c in found], "cursor_start": found[0].start,
+                        "cursor_end": found[0].end, "status": "ok",
+                        "metadata": {"_jupyter_types_experimental": [
+                            {"start": c.start, "end": c.end, "text": c.text, "type": c.type} for c in found]}}
             from IPython.utils.tokenutil import line_at_cursor
             line, offset = line_at_cursor(code, cursor_pos)
             text, matches = shell.complete("", line, cursor_pos - offset)

@@ -6,8 +6,11 @@
 
 namespace gpubox::kernel {
 
-void KernelHistory::store_inputs_impl(int session, int line, const std::string& input, const std::string&) {
-  entries_.push_back({session, line, input});
+// xeus 2.4.1 passes session 0 and a constant line number: rows are numbered
+// here instead, like IPython's (session 1, line = the cell's execution count,
+// since every stored cell takes the next count).
+void KernelHistory::store_inputs_impl(int, int, const std::string& input, const std::string&) {
+  entries_.push_back({kSession, static_cast<int>(entries_.size()) + 1, input});
 }
 
 nl::json KernelHistory::reply(const std::vector<const Entry*>& rows, bool output) {
@@ -33,7 +36,7 @@ nl::json KernelHistory::get_tail_impl(int n, bool, bool output) const {
 nl::json KernelHistory::get_range_impl(int session, int start, int stop, bool, bool output) const {
   std::vector<const Entry*> rows;
   for (const Entry& e : entries_) {
-    bool same_session = session <= 0 || e.session == session;
+    bool same_session = session <= 0 || e.session == session;  // 0 and negatives: this session
     if (same_session && e.line >= start && (stop <= 0 || e.line < stop)) rows.push_back(&e);
   }
   return reply(rows, output);

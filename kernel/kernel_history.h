@@ -13,6 +13,7 @@ namespace gpubox::kernel {
 
 class KernelHistory : public xeus::xhistory_manager {
  private:
+  static constexpr int kSession = 1;
   struct Entry {
     int session;
     int line;

@@ -109,7 +109,7 @@ json KernelInterpreter::execute_request_impl(int execution_counter, const std::s
 json KernelInterpreter::ask(json request, json fallback) {
   NullSink sink;
   auto reply = executor_->request(request, sink);
-  if (!reply || reply->value("status", "") != "ok") return fallback;
+  if (!reply || reply->value("status", "") == "error") return fallback;
   reply->erase("type");
   return *reply;
 }
