@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -13,6 +15,9 @@
 
 namespace gpubox::host {
 namespace {
+
+// The address space gpubox-agent itself reserves (thread stacks, ZeroMQ), with headroom.
+constexpr std::uint64_t kMinAddressSpaceMib = 256;
 
 struct Hierarchies {
   std::string v2_root;                         // the cgroup2 mount, or ""
@@ -162,7 +167,10 @@ LimitPlan LimitPlan::from_json(const nlohmann::json& json) {
 
 Result<LimitPlan> prepare_limits(const std::string& id, const ResourceLimits& limits) {
   LimitPlan plan;
-  Hierarchies found = find_hierarchies();
+  // GPUBOX_LIMITS=rlimit skips cgroups: for hosts where the CLI must not touch them, and for tests.
+  const char* forced = std::getenv("GPUBOX_LIMITS");
+  bool rlimits_only = forced && std::string(forced) == "rlimit";
+  Hierarchies found = rlimits_only ? Hierarchies{} : find_hierarchies();
   struct Wanted {
     const char* controller;
     bool wanted;
@@ -195,11 +203,14 @@ Result<LimitPlan> prepare_limits(const std::string& id, const ResourceLimits& li
     }
     // No writable cgroup: the per-process rlimits that come closest.
     if (controller == "memory") {
-      plan.rlimits.emplace_back(RLIMIT_AS, static_cast<rlim_t>(limits.memory_mib << 20));
-      plan.enforced_by[controller] = "rlimit (RLIMIT_AS, per process)";
+      // The rlimit binds the agent too, whose threads reserve address space:
+      // it never goes below what the agent needs to run.
+      std::uint64_t mib = std::max<std::uint64_t>(limits.memory_mib, kMinAddressSpaceMib);
+      plan.rlimits.emplace_back(RLIMIT_AS, static_cast<rlim_t>(mib << 20));
+      plan.enforced_by[controller] = "rlimit (RLIMIT_AS = " + std::to_string(mib) + " MiB of address space per process)";
     } else if (controller == "pids") {
       plan.rlimits.emplace_back(RLIMIT_NPROC, static_cast<rlim_t>(limits.pids));
-      plan.enforced_by[controller] = "rlimit (RLIMIT_NPROC, per user)";
+      plan.enforced_by[controller] = "rlimit (RLIMIT_NPROC, per user; not enforced for root)";
     } else {
       plan.enforced_by[controller] = "not enforced (no writable cpu cgroup)";
     }

@@ -88,6 +88,23 @@ TEST_F(CliTest, MemoryLimitStopsAnAllocationAboveIt) {
   EXPECT_GE(info["oom_kills"].get<int>(), 1);
 }
 
+// Where no cgroup is writable (forced here), memory falls back to RLIMIT_AS:
+// the allocation fails inside the command, which reports it itself.
+TEST_F(CliTest, RlimitFallbackWhenNoCgroupIsUsed) {
+  CliRun created = run({"create", "--memory", "300", "--cpu", "1"}, {{"GPUBOX_LIMITS", "rlimit"}});
+  ASSERT_EQ(created.status, 0) << created.err;
+  std::string id = created.out.substr(0, 12);
+  EXPECT_TRUE(cgroups_of(id).empty());
+  auto info = nlohmann::json::parse(run({"info", id, "--json"}).out);
+  EXPECT_THAT(info["spec"]["limits_enforced_by"]["memory"].get<std::string>(), HasSubstr("RLIMIT_AS = 300 MiB"));
+  EXPECT_THAT(info["spec"]["limits_enforced_by"]["cpu"].get<std::string>(), HasSubstr("not enforced"));
+  CliRun big = run({"exec", id, "--", "python3", "-c", "b = b'x' * (512 << 20)"});
+  EXPECT_EQ(big.status, 1);
+  EXPECT_THAT(big.err, HasSubstr("MemoryError"));
+  CliRun small = run({"exec", id, "--", "python3", "-c", "b = b'x' * (32 << 20); print(len(b))"});
+  EXPECT_EQ(small.status, 0) << small.err;
+}
+
 TEST_F(CliTest, EightSandboxesAtOnce) {
   constexpr int kCount = 8;
   std::vector<std::future<CliRun>> creating;
