@@ -84,8 +84,13 @@ def _flush_std():
             pass
 
 
-def send(msg):
-    """Sends one frame; stdout and stderr are flushed first so output keeps its order."""
+def send(msg, wait_ack=False):
+    """Sends one frame; stdout and stderr are flushed first so output keeps its order.
+
+    With wait_ack (rich output), waits until the agent has published everything
+    the pipes held before the frame, and the frame: output written afterwards
+    cannot overtake it.
+    """
     data = json.dumps(msg, default=repr).encode("utf-8", "surrogateescape")
     _flush_std()
     with _send_lock:
@@ -97,9 +102,16 @@ def send(msg):
                     view = view[os.write(CHANNEL_FD, view):]
                 except InterruptedError:
                     pass
+            if wait_ack:
+                recv()
         finally:
             state.sending -= 1
     _raise_pending_interrupt()
+
+
+def emit(msg):
+    """Sends a rich output frame (display, execute_result, clear_output, error) in order."""
+    send(msg, wait_ack=True)
 
 
 # ---------------------------------------------------------------- input()
@@ -189,7 +201,7 @@ def plain_format(obj):
 
 
 def _send_display(data, metadata=None, transient=None, update=False):
-    send({"type": "display", "data": data, "metadata": metadata or {},
+    emit({"type": "display", "data": data, "metadata": metadata or {},
           "transient": transient or {}, "update": bool(update)})
 
 
@@ -204,7 +216,7 @@ def plain_display(*objs, raw=False, display_id=None, update=False, metadata=None
 
 
 def plain_clear_output(wait=False):
-    send({"type": "clear_output", "wait": bool(wait)})
+    emit({"type": "clear_output", "wait": bool(wait)})
 
 
 def flush_figures():
@@ -239,7 +251,7 @@ def clean_traceback(etype, evalue, tb):
 
 def record_error(ename, evalue, tb_lines):
     state.error = {"ename": ename, "evalue": evalue, "traceback": tb_lines}
-    send(dict(type="error", **state.error))
+    emit(dict(type="error", **state.error))
 
 
 # ---------------------------------------------------------------- backends
@@ -280,7 +292,7 @@ class PlainBackend:
                 self.ns["Out"][count] = value
                 self.ns["_%d" % count] = value
             data, metadata = plain_format(value)
-            send({"type": "execute_result", "data": data, "metadata": metadata})
+            emit({"type": "execute_result", "data": data, "metadata": metadata})
         return True
 
     def complete(self, code, cursor_pos):
@@ -334,7 +346,7 @@ def make_ipython_backend():
             pass
 
         def write_format_data(self, format_dict, md_dict=None):
-            send({"type": "execute_result", "data": format_dict, "metadata": md_dict or {}})
+            emit({"type": "execute_result", "data": format_dict, "metadata": md_dict or {}})
 
     class Publisher(DisplayPublisher):
         def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kwargs):
@@ -355,6 +367,7 @@ def make_ipython_backend():
     config.HistoryManager.hist_file = ":memory:"
     config.InteractiveShell.colors = "Linux"
     shell = Shell.instance(config=config, displayhook_class=Hook, display_pub_class=Publisher)
+    shell.system = shell.system_raw  # !cmd writes to fds 1 and 2 directly: captured like any output
 
     class IPythonBackend:
         name = "ipython"
@@ -440,7 +453,6 @@ def execute(backend, request):
 def main():
     os.set_inheritable(CHANNEL_FD, False)
     os.environ.setdefault("MPLBACKEND", "agg")
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     warnings.filterwarnings("ignore", message=".*non-GUI backend.*")
     warnings.filterwarnings("ignore", message=".*is non-interactive, and thus cannot be shown.*")
     signal.signal(signal.SIGINT, _on_sigint)
@@ -448,6 +460,9 @@ def main():
     import getpass
     getpass.getpass = _getpass
     sys.stdin = open(os.devnull)
+    # Line buffering: one write per printed line (the agent coalesces lines further).
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True, write_through=False)
     backend = make_backend()
     send({"type": "ready", "implementation": backend.name,
           "python_version": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid()})

@@ -139,9 +139,8 @@ Status PythonExecutor::spawn_locked() {
   ::fcntl(err_r.get(), F_SETPIPE_SZ, 1 << 20);
 
   ExecutorProcessSpec spec;
-  spec.argv = {options_.python, "-u", "-c", kBootstrap};
+  spec.argv = {options_.python, "-c", kBootstrap};
   spec.env = options_.env;
-  spec.env.push_back("PYTHONUNBUFFERED=1");
   if (!options_.mode.empty()) spec.env.push_back("GPUBOX_KERNEL_MODE=" + options_.mode);
   spec.channel_fd = theirs.get();
   spec.stdout_fd = out_w.get();
@@ -355,6 +354,8 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
         return frame;
       } else {
         sink.message(frame);
+        // The executor waits for this before it writes more output (ordering).
+        if (!write_frame(p.channel.get(), "{}")) break;
       }
     }
     if (p.reader.oversized()) {
