@@ -218,6 +218,33 @@ TEST(JobDelivery, LogsTailAndFollow) {
   EXPECT_EQ(bad.status().code(), ErrorCode::invalid_request);
 }
 
+TEST(JobDelivery, AHostThatReconnectsSeesEveryJobAndReattaches) {
+  auto sandbox = JobsSandbox::start();
+  ASSERT_TRUE(sandbox);
+  std::string done = sandbox->submit({{"command", "echo a > out/a"}})["job_id"];
+  sandbox->wait_finished(done);
+  std::string running = sandbox->submit({{"command", "echo b > out/b; sleep 0.5; echo more"}})["job_id"];
+  std::string endpoint = "ipc://" + sandbox->state_dir() + "/rpc.sock";
+  {
+    // A second host process, as after the first one restarted: a fresh client and keys.
+    rpc::ClientOptions options;
+    options.endpoint = endpoint;
+    auto fresh = rpc::Client::connect(options);
+    ASSERT_TRUE(fresh) << fresh.status().to_string();
+    auto list = (*fresh)->call("job.list");
+    ASSERT_TRUE(list);
+    ASSERT_EQ((*list)["jobs"].size(), 2u);
+    EXPECT_EQ((*list)["jobs"][0]["state"], "finished");
+    EXPECT_NE((*list)["jobs"][1]["state"], "finished");
+    rpc::CallOptions wait;
+    wait.timeout_ms = 30'000;
+    auto finished = (*fresh)->call("job.wait", {{"job_id", running}, {"timeout_s", 20}}, std::move(wait));
+    ASSERT_TRUE(finished);
+    EXPECT_EQ((*finished)["result"]["stdout_tail"], "more\n");
+  }
+  EXPECT_EQ(sandbox->harvest(running).files["out/b"], "b\n");
+}
+
 TEST(JobJournal, AJobRunningWhenTheAgentDiedIsReportedLostWithWhatItLeft) {
   auto sandbox = JobsSandbox::start();
   ASSERT_TRUE(sandbox);

@@ -216,6 +216,13 @@ TEST(JobEndings, ADiskThatFillsDuringTheJobIsHintedAndWhatWasWrittenIsStaged) {
     std::filesystem::remove_all(fs);
     GTEST_SKIP() << "cannot mount a tmpfs";
   }
+  struct Unmount {
+    std::string path;
+    ~Unmount() {
+      ::umount2(path.c_str(), MNT_DETACH);
+      std::filesystem::remove_all(path);
+    }
+  } unmount{fs};
   {
     auto sandbox = JobsSandbox::start({{"jobs", {{"dir", fs}}}});
     ASSERT_TRUE(sandbox);
@@ -229,8 +236,6 @@ TEST(JobEndings, ADiskThatFillsDuringTheJobIsHintedAndWhatWasWrittenIsStaged) {
     EXPECT_GT(harvest.files["out/big.bin"].size(), 500'000u) << "what head wrote before the disk filled";
     EXPECT_EQ(harvest.manifest["missing"].size(), 0u);
   }
-  ::umount2(fs.c_str(), MNT_DETACH);
-  std::filesystem::remove_all(fs);
 }
 
 }  // namespace

@@ -170,6 +170,10 @@ TEST_F(StagerTest, FullStagingDiskKeepsTheLogsAndNamesEveryMissingFile) {
   if (::mount("tmpfs", dir.file("small").c_str(), "tmpfs", 0, "size=512k") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs (needs root): " << std::strerror(errno);
   }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{dir.file("small")};
   ASSERT_EQ(::mkdir(dir.file("out").c_str(), 0755), 0);
   dir.write("out/huge.bin", random_bytes(2 << 20, 2));
   dir.write("out/other.bin", random_bytes(1 << 20, 3));
@@ -185,7 +189,6 @@ TEST_F(StagerTest, FullStagingDiskKeepsTheLogsAndNamesEveryMissingFile) {
   EXPECT_NE(outcome.summary.missing[1].find("out/other.bin"), std::string::npos);
   EXPECT_EQ(read_archive(r.archive_path)["stdout.log"], "the log survives\n");
   EXPECT_EQ(::access((r.archive_path + ".partial").c_str(), F_OK), -1) << "no partial archive left behind";
-  ::umount2(dir.file("small").c_str(), MNT_DETACH);
 }
 
 }  // namespace
