@@ -353,6 +353,8 @@ void JobManager::on_exit(const std::string& id, ExitStatus status) {
     if (kills && *kills > 0) {
       job.ending.oom_killed = true;
       job.ending.oom_evidence = job.cgroup->evidence();
+    } else if (kills) {
+      job.ending.oom_ruled_out = "its cgroup's oom_kill counter did not rise";
     }
   }
   job.ending.work_disk_full = disk_full(job_dir(id) + "/work");

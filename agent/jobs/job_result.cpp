@@ -1,6 +1,7 @@
 #include "agent/jobs/job_result.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,6 +113,11 @@ JobResult classify(const Ending& ending, const StagingSummary& staging) {
           result.status = JobStatus::killed;
           result.error_kind = "signal";
           add_hint(hints, "killed by " + signal_name(ending.signal) + ", not sent by the agent");
+          if (ending.signal == SIGKILL) {
+            add_hint(hints, ending.oom_ruled_out.empty()
+                                ? "possibly the kernel OOM killer (no cgroup memory counter to confirm it)"
+                                : "not the OOM killer: " + ending.oom_ruled_out);
+          }
         } else if (ending.exit_code != 0) {
           result.status = JobStatus::failed;
           result.error_kind = "nonzero_exit";

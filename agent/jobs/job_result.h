@@ -30,6 +30,9 @@ struct Ending {
   bool killed_after_grace = false; // the agent had to SIGKILL the group
   bool oom_killed = false;
   std::string oom_evidence;        // how the OOM kill was detected
+  // For a SIGKILL that is not an OOM kill: how that was ruled out, or why it
+  // could not be ("the job's cgroup counted no OOM kill", "no cgroup memory counter to check").
+  std::string oom_ruled_out;
   bool work_disk_full = false;     // the work dir's filesystem had no space left at the end
   std::string spawn_error;         // why it could not start
   bool lost = false;               // the agent restarted while the job was not finished

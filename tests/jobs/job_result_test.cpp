@@ -92,6 +92,9 @@ TEST(Classify, ForeignSigkillIsKilledAndSaysTheAgentDidNotSendIt) {
   EXPECT_EQ(result.status, JobStatus::killed);
   EXPECT_EQ(result.error_kind, "signal");
   EXPECT_NE(result.system_hint.find("not sent by the agent"), std::string::npos);
+  EXPECT_NE(result.system_hint.find("possibly the kernel OOM killer"), std::string::npos) << "no counter to rule it out";
+  ending.oom_ruled_out = "its cgroup's oom_kill counter did not rise";
+  EXPECT_NE(classify(ending, staged()).system_hint.find("not the OOM killer: its cgroup"), std::string::npos);
 }
 
 TEST(Classify, AgentShutdownIsKilled) {
