@@ -52,9 +52,9 @@ class Agent {
   void forward(int sig);
   void reap();
   // job_reason: what the jobs' results will say stopped them; persist: copy
-  // unacknowledged archives to lifecycle.persistent_dir first (watchdogs).
+  // unacknowledged archives to lifecycle.persistent_dir (when set) before exiting.
   void begin_shutdown(std::string_view reason, jobs::StopReason job_reason = jobs::StopReason::agent_shutdown,
-                      bool persist = false);
+                      bool persist = true);
   Status start_jobs();
   void on_watchdog(WatchdogShutdown reason);
   void kill_everything();

@@ -168,7 +168,12 @@ TEST(JobEndings, ContainerDeadlineHarvestsRunningJobsThenTheAgentEnds) {
 }
 
 TEST(JobEndings, AgentSigtermStagesTheRunningJobBeforeExiting) {
-  auto sandbox = JobsSandbox::start();
+  std::string persistent = make_temp_dir("gpubox-persist");
+  struct Remove {
+    std::string path;
+    ~Remove() { std::filesystem::remove_all(path); }
+  } remove{persistent};
+  auto sandbox = JobsSandbox::start({{"lifecycle", {{"persistent_dir", persistent}}}});
   ASSERT_TRUE(sandbox);
   std::string id = sandbox->submit({{"command", "echo mid > out/mid.txt; while :; do sleep 0.05; done"}})["job_id"];
   std::string staged = sandbox->state_dir() + "/staged/" + id;
@@ -182,6 +187,8 @@ TEST(JobEndings, AgentSigtermStagesTheRunningJobBeforeExiting) {
   Harvest harvest = open_archive(staged + "/archive.tar.zst", manifest, sandbox->box().path("after-term"));
   EXPECT_EQ(harvest.files["out/mid.txt"], "mid\n");
   EXPECT_EQ(manifest["archive"]["sha256"], sha256_hex(read_file(staged + "/archive.tar.zst")));
+  EXPECT_EQ(read_file(persistent + "/" + id + "/archive.tar.zst"), read_file(staged + "/archive.tar.zst"))
+      << "copied to the persistent dir before exiting";
 
   // A new agent on the same state dir knows the job and serves its archive.
   auto again = JobsSandbox::start({}, sandbox->state_dir());
