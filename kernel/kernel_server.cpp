@@ -90,6 +90,13 @@ void KernelServer::send_control_impl(xeus::xmessage message) {
 // the stdin listener; an interrupt or a stop ends the wait without a reply.
 void KernelServer::send_stdin_impl(xeus::xmessage message) {
   cancel_input_ = false;
+  // xeus 2.4.1 names the flag "pwd"; the protocol (and jupyter_client) say "password".
+  if (message.content().contains("pwd") && !message.content().contains("password")) {
+    nl::json content = message.content();
+    content["password"] = content["pwd"];
+    message = xeus::xmessage(message.identities(), message.header(), message.parent_header(), message.metadata(),
+                             std::move(content), xeus::buffer_sequence(message.buffers()));
+  }
   auto wire = xeus::xzmq_serializer::serialize(std::move(message), *auth_, error_handler_);
   wire.send(stdin_);
   while (!stopping_ && !cancel_input_) {
