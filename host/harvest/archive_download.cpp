@@ -119,7 +119,12 @@ Result<DownloadResult> download_job_archive(rpc::Client& client, const DownloadO
       result.status().message().find("params.offset") != std::string::npos) {
     result = run(0);
   }
-  if (!result) return result;
+  if (!result) {
+    // Keep a partial file only when it holds something to resume from.
+    struct stat now;
+    if (::fstat(file.get(), &now) == 0 && now.st_size == 0) ::unlink(partial.c_str());
+    return result;
+  }
   if (::fsync(file.get()) != 0) return Status::from_errno(errno, "cannot fsync " + partial);
   if (::rename(partial.c_str(), options.destination.c_str()) != 0) {
     return Status::from_errno(errno, "cannot rename " + partial + " to " + options.destination);

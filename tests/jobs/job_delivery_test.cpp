@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "host/harvest/harvest_job.h"
 #include "rpc/params.h"
 #include "tests/jobs/jobs_sandbox.h"
 
@@ -101,6 +102,7 @@ TEST(JobDelivery, AnOversizedResultIsRejectedKeptAndDownloadedUnderARaisedCap) {
   ASSERT_FALSE(rejected);
   EXPECT_EQ(rejected.status().code(), ErrorCode::result_rejected);
   EXPECT_NE(rejected.status().message().find("staged copy is kept"), std::string::npos);
+  EXPECT_FALSE(file_exists(options.destination + ".partial")) << "no empty partial file left behind";
   Harvest harvest = sandbox->harvest(id, size);
   EXPECT_EQ(harvest.files["out/big.bin"].size(), 3'000'000u);
   auto list = sandbox->call("job.list", json::object());
@@ -136,6 +138,36 @@ TEST(JobDelivery, ADownloadResumesFromWhatAnInterruptedOneLeft) {
   EXPECT_EQ(corrupt.status().code(), ErrorCode::input_changed);
   EXPECT_FALSE(file_exists(options.destination + ".partial"));
   EXPECT_TRUE(harvest::download_job_archive(sandbox->client(), options)) << "a retry starts afresh";
+}
+
+TEST(JobDelivery, HarvestJobDownloadsExtractsAndVerifiesInOneCall) {
+  auto sandbox = JobsSandbox::start();
+  ASSERT_TRUE(sandbox);
+  std::string id = sandbox->submit({{"command", "mkdir -p out/d; echo deep > out/d/f.txt; head -c 2000000 /dev/urandom > out/r.bin"}})["job_id"];
+  std::string running = sandbox->submit({{"command", "sleep 30"}})["job_id"];
+  sandbox->wait_finished(id);
+  harvest::HarvestOptions options;
+  options.job_id = id;
+  options.out_dir = sandbox->box().path("result-" + id);
+  auto report = harvest::harvest_job(sandbox->client(), options);
+  ASSERT_TRUE(report) << report.status().to_string();
+  EXPECT_EQ(report->result["status"], "succeeded");
+  EXPECT_EQ(read_file(options.out_dir + "/out/d/f.txt"), "deep\n");
+  EXPECT_EQ(read_file(options.out_dir + "/out/r.bin").size(), 2'000'000u);
+  EXPECT_EQ(report->extracted.files, 4u) << "two outputs and two logs";
+  EXPECT_TRUE(file_exists(report->archive_path));
+  EXPECT_EQ(report->archive_size, report->manifest["archive"]["size"].get<std::uint64_t>());
+
+  auto again = harvest::harvest_job(sandbox->client(), options);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.status().code(), ErrorCode::already_exists);
+  options.job_id = running;
+  options.out_dir = sandbox->box().path("result-running");
+  auto busy = harvest::harvest_job(sandbox->client(), options);
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.status().code(), ErrorCode::busy);
+  ASSERT_TRUE(sandbox->call("job.cancel", {{"job_id", running}}));
+  sandbox->wait_finished(running);
 }
 
 TEST(JobDelivery, AckDeletesTheStagedCopyButKeepsTheRecord) {
