@@ -4,11 +4,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 
 #include "host/cli/cli.h"
+#include "host/process_identity.h"
 #include "host/resource_limits.h"
+#include "rpc/protocol.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -26,6 +29,83 @@ bool write_all(int fd, const void* data, size_t size) {
     size -= static_cast<size_t>(n);
   }
   return true;
+}
+
+volatile std::sig_atomic_t g_pending_signal = 0;
+
+// Sends one message of request id.
+Status send(rpc::Client& client, std::uint64_t id, rpc::Kind kind, const nlohmann::json& body, std::uint64_t credit = 0) {
+  rpc::Header header;
+  header.id = id;
+  header.kind = kind;
+  header.credit = credit;
+  return client.send_message(header, body);
+}
+
+// Runs proc.spawn to its end, writing the command's output to ours as it
+// comes. Waits in slices, so that an agent that dies meanwhile is noticed
+// (a ZeroMQ peer that vanishes sends nothing) and a forwarded signal is sent
+// promptly. The outer Result fails when the agent could not be followed; the
+// inner one is the request's RESULT or ERROR.
+Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIdentity& agent, const nlohmann::json& params) {
+  constexpr std::uint64_t kWindow = rpc::kDefaultWindow;
+  const std::uint64_t id = client.next_id();
+  rpc::Header call;
+  call.id = id;
+  call.kind = rpc::Kind::call;
+  call.method = "proc.spawn";
+  call.credit = kWindow;
+  if (Status sent = client.send_message(call, params); !sent) return sent;
+  std::uint64_t send_credit = 0, consumed = 0;
+  bool eof_sent = false;
+  while (true) {
+    if (int sig = g_pending_signal; sig != 0 && send_credit > 0) {
+      g_pending_signal = 0;
+      --send_credit;
+      (void)send(client, id, rpc::Kind::data, {{"signal", sig}});
+    }
+    Result<rpc::Received> got = Status(ErrorCode::unavailable, "");
+    try {
+      got = client.receive(id, std::chrono::milliseconds(100));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;  // a signal to forward
+      return Status(ErrorCode::unavailable, std::string("receiving: ") + e.what());
+    }
+    if (!got) {
+      if (got.status().code() != ErrorCode::unavailable) return got.status();
+      if (!process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the command ran");
+      continue;
+    }
+    switch (got->kind) {
+      case rpc::Kind::credit:
+        send_credit += got->credit;
+        if (!eof_sent && send_credit > 0) {
+          // Local stdin is not forwarded: the command sees end of file at once.
+          eof_sent = true;
+          --send_credit;
+          (void)send(client, id, rpc::Kind::data, {{"eof", true}});
+        }
+        break;
+      case rpc::Kind::data: {
+        auto stream = got->body.find("stream");
+        if (stream != got->body.end() && !got->attachments.empty()) {
+          const auto& bytes = got->attachments[0];
+          write_all(*stream == "stderr" ? STDERR_FILENO : STDOUT_FILENO, bytes.data(), bytes.size());
+        }
+        if (++consumed >= kWindow / 2) {
+          (void)send(client, id, rpc::Kind::credit, nlohmann::json::object(), consumed);
+          consumed = 0;
+        }
+        break;
+      }
+      case rpc::Kind::result:
+        return Result<nlohmann::json>(std::move(got->body));
+      case rpc::Kind::error:
+        return Result<nlohmann::json>(rpc::status_from_error_body(got->body));
+      default:
+        return Status(ErrorCode::internal, "the agent sent an unexpected message kind");
+    }
+  }
 }
 
 }  // namespace
@@ -55,26 +135,18 @@ int run_exec(const std::vector<std::string>& raw, const Global&) {
 
   // A closed local stdout (| head) must not kill us before we report.
   ::signal(SIGPIPE, SIG_IGN);
-  auto stream = (*client)->stream("proc.spawn", params);
-  if (!stream) return fail("exec", stream.status().to_string(), kExitFailed);
-  bool stdin_closed = false;
-  while (true) {
-    auto next = (*stream)->next();
-    if (!next) return fail("exec", next.status().to_string(), exit_code_for(next.status()) == kExitUnreachable ? kExitUnreachable : kExitFailed);
-    if (!next->has_value()) break;
-    const auto& body = (*next)->body;
-    if (body.contains("pid") && !stdin_closed) {
-      // Local stdin is not forwarded: the command sees end of file at once.
-      stdin_closed = true;
-      (void)(*stream)->send({{"eof", true}});
-      continue;
-    }
-    auto name = body.find("stream");
-    if (name == body.end() || (*next)->attachments.empty()) continue;
-    const auto& bytes = (*next)->attachments[0];
-    write_all(*name == "stderr" ? STDERR_FILENO : STDOUT_FILENO, bytes.data(), bytes.size());
+  // SIGINT, SIGTERM and SIGHUP are forwarded to the command, as a terminal
+  // would deliver them; the command's own exit then ends the CLI.
+  struct sigaction forward {};
+  forward.sa_handler = [](int sig) { g_pending_signal = sig; };
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &forward, nullptr);
+
+  auto ran = run_remote(**client, record->agent, params);
+  if (!ran) {
+    int code = ran.status().code() == ErrorCode::unavailable ? kExitUnreachable : kExitFailed;
+    return fail("exec", ran.status().message(), code);
   }
-  const auto& result = (*stream)->result();
+  const Result<nlohmann::json>& result = *ran;
   if (!result) {
     // The command could not start (not found, not executable): as a shell would say it.
     const Status& status = result.status();

@@ -93,7 +93,8 @@ void CliTest::TearDown() {
   fs::remove_all(scratch_, ignored);
 }
 
-CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) const {
+CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                    const std::function<void(pid_t)>& during) const {
   std::map<std::string, std::string> merged;
   for (char** var = environ; *var; ++var) {
     std::string text = *var;
@@ -125,6 +126,8 @@ CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::st
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
+  std::thread side;
+  if (during) side = std::thread([&during, pid] { during(pid); });
   CliRun result;
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -151,6 +154,7 @@ CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::st
   for (auto& fd : fds) {
     if (fd.fd >= 0) ::close(fd.fd);
   }
+  if (side.joinable()) side.join();
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

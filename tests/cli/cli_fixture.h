@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,7 +32,9 @@ class CliTest : public ::testing::Test {
 
   // Runs `gpubox ARGS...` with this test's XDG_STATE_HOME (and extra
   // environment), waits for it (bounded) and returns what it printed.
-  CliRun run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) const;
+  // `during`, when given, runs on another thread with the CLI's pid while it runs.
+  CliRun run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+             const std::function<void(pid_t)>& during = nullptr) const;
   // `gpubox create ARGS...`; fails the test unless it printed an id.
   std::string create(const std::vector<std::string>& args = {});
   // The store's record of a sandbox (sandbox.json).

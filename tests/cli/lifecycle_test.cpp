@@ -114,6 +114,36 @@ TEST_F(CliTest, ExitCodesAndStreamSeparation) {
   EXPECT_EQ(env.out, "hi /tmp --json\n") << env.err;
 }
 
+// Ctrl-C (SIGINT) to `gpubox exec` reaches the command; the CLI then exits with the command's code.
+TEST_F(CliTest, ExecForwardsSignalsToTheCommand) {
+  std::string id = create();
+  std::string marker = store_dir() + "/" + id + "/work/trap-set";
+  CliRun interrupted = run({"exec", id, "--", "sh", "-c", "trap 'echo got INT; exit 5' INT; touch trap-set; while :; do sleep 0.1; done"},
+                           {}, [&](pid_t cli) {
+                             for (int i = 0; i < 500 && !fs::exists(marker); ++i) {
+                               std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                             }
+                             ::kill(cli, SIGINT);
+                           });
+  EXPECT_EQ(interrupted.status, 5) << interrupted.err;
+  EXPECT_EQ(interrupted.out, "got INT\n");
+}
+
+// An agent that dies while a command runs does not leave `exec` waiting forever.
+TEST_F(CliTest, ExecNoticesADyingAgent) {
+  std::string id = create();
+  pid_t agent = record(id)["agent_pid"].get<pid_t>();
+  std::string marker = store_dir() + "/" + id + "/work/started";
+  auto begin = std::chrono::steady_clock::now();
+  CliRun orphaned = run({"exec", id, "--", "sh", "-c", "touch started; sleep 30"}, {}, [&](pid_t) {
+    for (int i = 0; i < 500 && !fs::exists(marker); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ::kill(agent, SIGKILL);
+  });
+  EXPECT_EQ(orphaned.status, 3);
+  EXPECT_THAT(orphaned.err, HasSubstr("agent ended while the command ran"));
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(10));
+}
+
 TEST_F(CliTest, NamesJsonInfoAndRpc) {
   CliRun created = run({"--json", "create", "--name", "alpha", "--cpu", "0.5", "--memory", "128", "--timeout", "300",
                         "--idle-timeout", "60", "--env", "A=1"});
