@@ -145,13 +145,22 @@ void JobManager::replay(const std::vector<json>& events) {
   for (auto& [id, record] : replayed.jobs) {
     auto job = std::make_unique<Job>();
     job->id = id;
-    job->spec = job_spec_from_json(record.spec);
+    try {
+      job->spec = job_spec_from_json(record.spec);
+    } catch (const std::exception& e) {
+      log::warn("journal: a job's spec is unreadable", {{"job", id}, {"error", e.what()}});
+    }
     job->submitted_unix = record.submitted_unix;
     job->acked = record.acked;
     job->persisted_to = record.persisted_to;
     if (record.state == "finished") {
       job->state = JobState::finished;
-      job->result = JobResult::from_json(record.result);
+      try {
+        job->result = JobResult::from_json(record.result);
+      } catch (const std::exception& e) {
+        log::warn("journal: a job's result is unreadable", {{"job", id}, {"error", e.what()}});
+        job->result = JobResult{};
+      }
       job->manifest = record.manifest;
     } else {
       // Never silently forgotten: stage whatever it left and report it lost.
@@ -495,9 +504,11 @@ json JobManager::list() const {
     jobs.push_back(std::move(entry));
   }
   // Submission order (ids sort as strings: job-10 before job-2).
-  std::sort(jobs.begin(), jobs.end(), [](const json& a, const json& b) {
-    return std::stoll(a["job_id"].get<std::string>().substr(4)) < std::stoll(b["job_id"].get<std::string>().substr(4));
-  });
+  auto number = [](const json& entry) {
+    const std::string& id = entry["job_id"].get_ref<const std::string&>();
+    return id.size() > 4 ? std::strtoll(id.c_str() + 4, nullptr, 10) : 0;
+  };
+  std::stable_sort(jobs.begin(), jobs.end(), [&](const json& a, const json& b) { return number(a) < number(b); });
   return json{{"jobs", std::move(jobs)}};
 }
 

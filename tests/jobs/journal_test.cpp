@@ -56,9 +56,11 @@ TEST(JournalReplay, FoldsEventsIntoEachJobsLastState) {
       {{"event", "stopping"}, {"job", "job-3"}, {"reason", "cancel"}},
       {{"event", "persisted"}, {"job", "job-1"}, {"path", "/vol/job-1"}},
       {{"event", "started"}, {"job", "job-99"}},  // no submission: ignored
+      {{"event", "finished"}, {"job", "job-12"}, {"result", 5}, {"manifest", "x"}},  // wrong shapes: kept as they are
+      {{"event", "submitted"}, {"job", "job-13"}, {"submitted_unix", "not a number"}},  // throws inside: skipped
   };
   Replay replay = replay_journal(events);
-  ASSERT_EQ(replay.jobs.size(), 4u);
+  ASSERT_EQ(replay.jobs.size(), 4u) << "job-13's malformed submission is skipped";
   EXPECT_EQ(replay.last_number, 99) << "ids are never reused, even of torn submissions";
   const auto& done = replay.jobs.at("job-1");
   EXPECT_EQ(done.state, "finished");
@@ -70,6 +72,7 @@ TEST(JournalReplay, FoldsEventsIntoEachJobsLastState) {
   EXPECT_TRUE(is_unfinished_state(replay.jobs.at("job-2").state));
   EXPECT_EQ(replay.jobs.at("job-3").state, "queued") << "a queued job being stopped is still queued";
   EXPECT_EQ(replay.jobs.at("job-12").spec["command"], "d");
+  EXPECT_EQ(replay.jobs.at("job-12").state, "finished");
   EXPECT_FALSE(is_unfinished_state("finished"));
 }
 
