@@ -1,5 +1,6 @@
 // `gpubox terminate ID... | --all`: stops sandboxes and removes their state.
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 
 #include "host/cli/cli.h"
@@ -19,7 +20,11 @@ int run_terminate(const std::vector<std::string>& raw, const Global& global) {
   std::vector<SandboxRecord> targets;
   int code = kExitOk;
   if (all) {
-    targets = store->list();
+    // A sandbox another CLI is creating right now is left alone (by --all, not by id).
+    for (auto& record : store->list()) {
+      if (record.state() == "creating" && static_cast<double>(::time(nullptr)) - record.created_at < 30) continue;
+      targets.push_back(std::move(record));
+    }
   } else {
     for (const auto& name : args->positional) {
       auto record = store->resolve(name);
