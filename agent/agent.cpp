@@ -12,6 +12,7 @@
 #include <future>
 #include <set>
 
+#include "agent/kernel_launcher.h"
 #include "agent/methods/methods.h"
 #include "rpc/keys.h"
 
@@ -23,6 +24,7 @@ Agent::Agent(CommandLine options) : options_(std::move(options)), is_pid1_(::get
 
 Agent::~Agent() {
   server_.reset();
+  kernel_.reset();
   jobs_.reset();
 }
 
@@ -50,6 +52,26 @@ std::vector<std::pair<std::string, std::string>> Agent::child_env() const {
   return env;
 }
 
+void Agent::start_kernel() {
+  const KernelConfig& config = options_.config.kernel;
+  if (!config.enabled) return;
+  kernel::AgentKernelOptions options;
+  options.executor.python = config.python;
+  options.executor.mode = config.mode;
+  options.executor.setup_code = config.setup_code;
+  options.executor.env = build_environment(child_env(), {"GPUBOX_CONFIG"});
+  options.connection_file = config.connection_file.empty() ? options_.config.state_dir + "/kernel.json" : config.connection_file;
+  options.preload = config.preload;
+  auto started = kernel::AgentKernel::start(std::move(options), make_table_launcher(processes_));
+  if (!started) {
+    kernel_error_ = started.status().message();
+    log::error("kernel could not start", {{"error", kernel_error_}});
+    return;
+  }
+  kernel_ = std::move(*started);
+  log::info("kernel listening", {{"ports", kernel_->endpoints().dump()}});
+}
+
 Status Agent::start_rpc() {
   const RpcConfig& rpc = options_.config.rpc;
   if (rpc.endpoints.empty()) return Status::ok();
@@ -75,6 +97,7 @@ Status Agent::start_rpc() {
   add_fs_methods(methods_);
   add_job_methods(methods_, *jobs_, hooks);
   add_lifecycle_methods(methods_, *watchdogs_);
+  add_kernel_methods(methods_, [this] { return kernel_.get(); }, options_.config.kernel.execute_timeout);
   server.on_activity = [this] { watchdogs_->note_activity(); };
   auto started = rpc::Server::start(std::move(server), methods_);
   if (!started) return started.status();
@@ -98,7 +121,11 @@ nlohmann::json Agent::components() {
       if (!child.last_error.empty()) entry["last_error"] = child.last_error;
       children[child.name] = std::move(entry);
     }
+    nlohmann::json kernel = kernel_                               ? kernel_->status()
+                            : !options_.config.kernel.enabled ? nlohmann::json{{"state", "disabled"}}
+                                                              : nlohmann::json{{"state", "failed"}, {"error", kernel_error_}};
     promise->set_value(nlohmann::json{{"rpc", {{"state", "ready"}}},
+                                      {"kernel", std::move(kernel)},
                                       {"shutdown", {{"state", stopping_ ? "stopping" : "running"}}},
                                       {"children", std::move(children)}});
   });
@@ -198,6 +225,7 @@ int Agent::run() {
     log::flush();
     return kExitNoStart;
   }
+  start_kernel();
   if (Status rpc = start_rpc(); !rpc) {
     std::fprintf(stderr, "gpubox-agent: cannot start RPC: %s\n", rpc.message().c_str());
     log::error("rpc could not start", {{"error", rpc.message()}});
@@ -311,6 +339,8 @@ void Agent::begin_shutdown(std::string_view reason, jobs::StopReason job_reason,
     kill_everything();
   });
   supervisor_->stop_all([] {});
+  // Before the TERM below reaches the executor, so that it is not restarted.
+  if (kernel_) kernel_->begin_stop();
   if (main_pid_ > 0) processes_.signal_group(main_pid_, SIGTERM);
   // Processes started over RPC (proc.exec, proc.spawn) are neither main nor supervised.
   std::set<pid_t> supervised;

@@ -14,6 +14,7 @@
 #include "agent/lifecycle/watchdogs.h"
 #include "agent/process_table.h"
 #include "agent/supervisor.h"
+#include "kernel/agent_kernel.h"
 #include "rpc/server.h"
 
 namespace gpubox {
@@ -44,6 +45,8 @@ class Agent {
   Status open_state_dir();
   // The config's env and secrets: added to every child's environment.
   std::vector<std::pair<std::string, std::string>> child_env() const;
+  // Starts the Jupyter kernel when kernel.enabled; a failure is logged and shown in sys.info, not fatal.
+  void start_kernel();
   Status start_rpc();
   nlohmann::json components();
   Status start_main_command();
@@ -68,6 +71,8 @@ class Agent {
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<Watchdogs> watchdogs_;
   std::unique_ptr<jobs::JobManager> jobs_;  // outlives the server, whose handlers use it
+  std::unique_ptr<kernel::AgentKernel> kernel_;  // likewise; set before the server starts, then constant
+  std::string kernel_error_;
   rpc::MethodRegistry methods_;
   std::unique_ptr<rpc::Server> server_;  // destroyed before the loop and the process table
   std::atomic<bool> accepting_work_{true};

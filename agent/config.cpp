@@ -276,6 +276,32 @@ void parse_jobs(const json& value, JobsConfig* jobs) {
   reader.finish();
 }
 
+void parse_kernel(const json& value, KernelConfig* kernel) {
+  ObjectReader reader(value, "kernel");
+  reader.boolean("enabled", &kernel->enabled);
+  reader.string("python", &kernel->python);
+  if (kernel->python.empty()) fail("kernel.python", "a program name or path", kernel->python);
+  reader.string("mode", &kernel->mode);
+  if (kernel->mode != "" && kernel->mode != "ipython" && kernel->mode != "plain") {
+    fail("kernel.mode", "\"ipython\" or \"plain\"", kernel->mode);
+  }
+  if (kernel->mode == "ipython") kernel->mode.clear();
+  if (const json* setup = reader.find("setup_code")) {
+    if (!setup->is_array()) fail("kernel.setup_code", "an array of strings (Python code)", *setup);
+    for (size_t i = 0; i < setup->size(); ++i) {
+      if (!(*setup)[i].is_string()) fail("kernel.setup_code[" + std::to_string(i) + "]", "a string", (*setup)[i]);
+      kernel->setup_code.push_back((*setup)[i].get<std::string>());
+    }
+  }
+  reader.boolean("preload", &kernel->preload);
+  reader.milliseconds("execute_timeout_seconds", 1000, 0, 30 * 86'400, &kernel->execute_timeout);
+  reader.string("connection_file", &kernel->connection_file);
+  if (!kernel->connection_file.empty() && kernel->connection_file[0] != '/') {
+    fail("kernel.connection_file", "an absolute path", kernel->connection_file);
+  }
+  reader.finish();
+}
+
 Config parse_document(const json& document) {
   Config config;
   ObjectReader root(document, "");
@@ -302,6 +328,7 @@ Config parse_document(const json& document) {
 
   if (const json* lifecycle = root.find("lifecycle")) parse_lifecycle(*lifecycle, &config.lifecycle);
   if (const json* jobs = root.find("jobs")) parse_jobs(*jobs, &config.jobs);
+  if (const json* kernel = root.find("kernel")) parse_kernel(*kernel, &config.kernel);
 
   root.string_map("env", &config.env);
   check_env_names(config.env, "env");
@@ -448,6 +475,13 @@ std::string config_to_json(const Config& config) {
                       {"max_input_bytes", config.jobs.max_input_bytes},
                       {"compression_level", config.jobs.compression_level},
                       {"compression_threads", config.jobs.compression_threads}};
+  document["kernel"] = {{"enabled", config.kernel.enabled},
+                        {"python", config.kernel.python},
+                        {"mode", config.kernel.mode.empty() ? "ipython" : config.kernel.mode},
+                        {"setup_code", config.kernel.setup_code},
+                        {"preload", config.kernel.preload},
+                        {"execute_timeout_seconds", seconds(config.kernel.execute_timeout)},
+                        {"connection_file", config.kernel.connection_file}};
   return document.dump(2);
 }
 

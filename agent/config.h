@@ -68,6 +68,18 @@ struct JobsConfig {
   int compression_threads = 0;                  // zstd worker threads; 0: one per CPU, at most 8
 };
 
+// The Jupyter kernel the agent serves (kernel/, rpc/PROTOCOL.md "Kernel"): its
+// sockets bind to 127.0.0.1 only; user code runs in a supervised Python executor.
+struct KernelConfig {
+  bool enabled = true;
+  std::string python = "python3";               // the image's python3; found on PATH without a '/'
+  std::string mode;                             // "" (IPython when importable) or "plain"
+  std::vector<std::string> setup_code;          // run hidden at executor start and after every restart
+  bool preload = false;                         // start the executor with the agent, not at first use
+  std::chrono::milliseconds execute_timeout{0}; // default kernel.execute timeout for RPC callers; 0: none
+  std::string connection_file;                  // empty: STATE_DIR/kernel.json (mode 0600)
+};
+
 struct Config {
   std::string state_dir = "/run/gpubox";
   log::Level log_level = log::Level::info;
@@ -80,6 +92,7 @@ struct Config {
   RpcConfig rpc;
   LifecycleConfig lifecycle;
   JobsConfig jobs;
+  KernelConfig kernel;
 };
 
 // Parses and validates a whole config document. Errors name the key path and

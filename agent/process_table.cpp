@@ -80,6 +80,7 @@ Result<pid_t> ProcessTable::spawn(const SpawnOptions& options, ExitCallback on_e
   if (options.stdin_fd >= 0) posix_spawn_file_actions_adddup2(setup.actions(), options.stdin_fd, 0);
   if (options.stdout_fd >= 0) posix_spawn_file_actions_adddup2(setup.actions(), options.stdout_fd, 1);
   if (options.stderr_fd >= 0) posix_spawn_file_actions_adddup2(setup.actions(), options.stderr_fd, 2);
+  for (const auto& [from, to] : options.extra_fds) posix_spawn_file_actions_adddup2(setup.actions(), from, to);
   if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(setup.actions(), options.cwd.c_str());
 
   std::vector<char*> argv = c_strings(options.argv);

@@ -38,6 +38,7 @@ struct SpawnOptions {
   int stdin_fd = -1;              // -1: inherit the agent's
   int stdout_fd = -1;
   int stderr_fd = -1;
+  std::vector<std::pair<int, int>> extra_fds;  // {from, to}: dup2'ed into the child (the kernel's channel)
 };
 
 // Starts processes; an interface so the supervisor can be tested with a fake.

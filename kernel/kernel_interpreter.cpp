@@ -83,6 +83,7 @@ void KernelInterpreter::configure_impl() {}
 
 json KernelInterpreter::execute_request_impl(int execution_counter, const std::string& code, bool silent,
                                              bool store_history, json /*user_expressions*/, bool allow_stdin) {
+  if (store_history) last_execution_count_ = execution_counter;
   IopubSink sink(*this, execution_counter, silent, allow_stdin);
   json request = {{"type", "execute"},       {"code", code},
                   {"silent", silent},        {"store_history", store_history},
@@ -139,7 +140,9 @@ json KernelInterpreter::language_info(const json& executor_info) {
           {"nbconvert_exporter", "python"}};
 }
 
-json KernelInterpreter::kernel_info_request_impl() {
+json KernelInterpreter::kernel_info_request_impl() { return kernel_info(); }
+
+json KernelInterpreter::kernel_info() const {
   json info = executor_->info();
   return {{"status", "ok"},
           {"implementation", "gpubox"},

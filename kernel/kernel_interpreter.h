@@ -3,6 +3,7 @@
 // xeus calls it on the shell thread only; interrupt() may come from any thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "kernel/python_executor.h"
@@ -17,6 +18,10 @@ class KernelInterpreter : public xeus::xinterpreter {
   PythonExecutor& executor() { return *executor_; }
   // The banner and language_info of kernel_info_reply (shared with kernel.info over RPC).
   static nlohmann::json language_info(const nlohmann::json& executor_info);
+  // kernel_info_reply's content (also kernel.info's core).
+  nlohmann::json kernel_info() const;
+  // The last execution count a Jupyter client's cell stored in history.
+  int last_execution_count() const { return last_execution_count_.load(); }
 
  private:
   void configure_impl() override;
@@ -33,6 +38,7 @@ class KernelInterpreter : public xeus::xinterpreter {
   nlohmann::json ask(nlohmann::json request, nlohmann::json fallback);
 
   std::shared_ptr<PythonExecutor> executor_;
+  std::atomic<int> last_execution_count_{0};
 };
 
 }  // namespace gpubox::kernel

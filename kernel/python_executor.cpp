@@ -201,23 +201,30 @@ Status PythonExecutor::restart() {
   return restart_locked();
 }
 
+void PythonExecutor::shut_down() {
+  shut_down_ = true;
+  interrupt();
+}
+
 Status PythonExecutor::restart_locked() {
   kill_locked();
+  if (shut_down_) return Status(ErrorCode::unavailable, "kernel: the agent is shutting down");
   restarts_++;
   Status started = spawn_locked();
   if (!started) return started;
-  replay_setup_locked();
-  return Status::ok();
+  return ensure_ready_locked();  // and replays the setup code
 }
 
 void PythonExecutor::replay_setup_locked() {
   for (const auto& code : options_.setup_code) {
-    if (!ensure_ready_locked()) return;
+    if (!process_ || !process_->ready) return;
     json req = {{"type", "execute"}, {"code", code}, {"silent", true}, {"store_history", false},
                 {"allow_stdin", false}, {"execution_count", 0}};
     if (!write_frame(process_->channel.get(), req.dump())) return;
     NullSink sink;
+    replaying_ = true;
     auto done = await_locked(sink, false, std::nullopt);
+    replaying_ = false;
     if (done && done->value("status", "") != "ok") {
       std::fprintf(stderr, "gpubox kernel: setup code failed: %s: %s\n", done->value("ename", "").c_str(),
                    done->value("evalue", "").c_str());
@@ -226,6 +233,7 @@ void PythonExecutor::replay_setup_locked() {
 }
 
 Status PythonExecutor::ensure_ready_locked() {
+  if (shut_down_) return Status(ErrorCode::unavailable, "kernel: the agent is shutting down; no code runs");
   if (!process_) {
     Status started = spawn_locked();
     if (!started) return started;
@@ -237,6 +245,8 @@ Status PythonExecutor::ensure_ready_locked() {
   if (ready->value("died", false)) {
     return Status(ErrorCode::unavailable, "kernel: the Python executor did not start: " + ready->value("evalue", ""));
   }
+  replay_setup_locked();
+  if (!process_) return Status(ErrorCode::unavailable, "kernel: the Python executor died running its setup code");
   return Status::ok();
 }
 
@@ -248,7 +258,7 @@ Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::o
     kill_locked();
     return ready;
   }
-  if (req.value("type", "") == "execute" && req.value("silent", false) && req.value("setup", false)) {
+  if (req.value("type", "") == "execute" && req.value("setup", false)) {
     options_.setup_code.push_back(req.value("code", ""));
   }
   interrupt_requested_ = false;
@@ -377,6 +387,9 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
     std::string message = "the Python executor " + death_reason;
     if (was_startup) {
       if (!output.empty()) message += ": " + output.substr(output.size() > 2000 ? output.size() - 2000 : 0);
+      return json{{"type", "done"}, {"status", "error"}, {"died", true}, {"ename", "KernelDied"}, {"evalue", message}};
+    }
+    if (replaying_) {  // setup code that kills the executor would kill every restart too
       return json{{"type", "done"}, {"status", "error"}, {"died", true}, {"ename", "KernelDied"}, {"evalue", message}};
     }
     Status restarted = restart_locked();

@@ -92,8 +92,11 @@ class PythonExecutor {
   void interrupt();
   // Kills and starts the executor again, replaying setup code.
   Status restart();
-  // Kills the executor; later requests fail until start().
+  // Kills the executor and waits for it; later requests start a fresh one.
   void stop();
+  // For the agent's shutdown, from any thread without waiting: no restart from
+  // now on; the running request (if any) ends with an error once its process dies.
+  void shut_down();
   // Adds code replayed after every restart (and runs nothing now).
   void add_setup_code(std::string code);
 
@@ -119,6 +122,8 @@ class PythonExecutor {
   std::atomic<pid_t> running_pid_{0};
   std::atomic<int> restarts_{0};
   std::atomic<bool> interrupt_requested_{false};
+  std::atomic<bool> shut_down_{false};
+  bool replaying_ = false;  // guarded by mutex_: setup code is running
   mutable std::mutex info_mutex_;
   nlohmann::json info_ = nlohmann::json::object();
 };

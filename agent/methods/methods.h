@@ -15,6 +15,9 @@ class Watchdogs;
 namespace jobs {
 class JobManager;
 }
+namespace kernel {
+class AgentKernel;
+}
 
 // What the methods may ask of the rest of the agent. Every function may be
 // called from any thread.
@@ -37,6 +40,10 @@ void add_proc_methods(rpc::MethodRegistry& methods, ProcessLauncher& launcher, c
 void add_fs_methods(rpc::MethodRegistry& methods);
 // job.submit, job.wait, job.list, job.cancel, job.ack, job.download, job.logs.
 void add_job_methods(rpc::MethodRegistry& methods, jobs::JobManager& manager, const AgentHooks& hooks);
+// kernel.execute, kernel.interrupt, kernel.restart, kernel.complete, kernel.inspect, kernel.info.
+// get_kernel returns null while the kernel is disabled; default_timeout 0: none.
+void add_kernel_methods(rpc::MethodRegistry& methods, std::function<kernel::AgentKernel*()> get_kernel,
+                        std::chrono::milliseconds default_timeout);
 // sys.heartbeat (the owner lease).
 void add_lifecycle_methods(rpc::MethodRegistry& methods, Watchdogs& watchdogs);
 

@@ -1,0 +1,72 @@
+#include "agent/kernel_launcher.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "agent/fd.h"
+
+namespace gpubox {
+namespace {
+
+// Exit statuses the event-loop thread reports; shared with its callbacks, which may outlive the launcher.
+struct ExitBoard {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<pid_t, ExitStatus> exited;  // guarded by mutex
+};
+
+class TableLauncher : public kernel::ExecutorLauncher {
+ public:
+  explicit TableLauncher(ProcessLauncher& launcher) : launcher_(launcher) {}
+
+  Result<pid_t> spawn(const kernel::ExecutorProcessSpec& spec) override {
+    Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    SpawnOptions options;
+    options.argv = spec.argv;
+    options.env = spec.env;
+    options.stdin_fd = devnull.get();
+    options.stdout_fd = spec.stdout_fd;
+    options.stderr_fd = spec.stderr_fd;
+    options.extra_fds = {{spec.channel_fd, 3}};
+    auto board = board_;
+    return launcher_.spawn(options, [board](pid_t pid, ExitStatus status) {
+      std::lock_guard lock(board->mutex);
+      board->exited[pid] = status;
+      board->changed.notify_all();
+    });
+  }
+
+  int wait(pid_t pid) override {
+    std::unique_lock lock(board_->mutex);
+    while (true) {
+      auto it = board_->exited.find(pid);
+      if (it != board_->exited.end()) {
+        ExitStatus status = it->second;
+        board_->exited.erase(it);
+        return status.signal ? status.signal : (status.code & 0xff) << 8;  // as waitpid encodes it
+      }
+      // The loop thread reaps it; should it be gone (shutdown), reap it here.
+      if (!board_->changed.wait_for(lock, std::chrono::milliseconds(200), [&] { return board_->exited.count(pid) > 0; })) {
+        int raw = 0;
+        if (::waitpid(pid, &raw, WNOHANG) == pid) return raw;
+      }
+    }
+  }
+
+ private:
+  ProcessLauncher& launcher_;
+  std::shared_ptr<ExitBoard> board_ = std::make_shared<ExitBoard>();
+};
+
+}  // namespace
+
+std::unique_ptr<kernel::ExecutorLauncher> make_table_launcher(ProcessLauncher& launcher) {
+  return std::make_unique<TableLauncher>(launcher);
+}
+
+}  // namespace gpubox

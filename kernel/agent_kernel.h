@@ -1,0 +1,64 @@
+// The Jupyter kernel inside the agent: xeus on its own thread with its five
+// sockets on 127.0.0.1 (random ports, a fresh HMAC key, a 0600 connection
+// file), and the supervised Python executor that Jupyter clients and the
+// kernel.* RPC methods share (one request at a time). Thread-safe.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "kernel/python_executor.h"
+#include "rpc/status.h"
+
+namespace xeus {
+class xkernel;
+}
+
+namespace gpubox::kernel {
+
+class KernelServer;
+class KernelInterpreter;
+
+struct AgentKernelOptions {
+  ExecutorOptions executor;
+  std::string connection_file;  // written with mode 0600
+  bool preload = false;         // start the executor now rather than at first use
+};
+
+class AgentKernel {
+ public:
+  static Result<std::unique_ptr<AgentKernel>> start(AgentKernelOptions options, std::unique_ptr<ExecutorLauncher> launcher);
+  ~AgentKernel();
+  AgentKernel(const AgentKernel&) = delete;
+  AgentKernel& operator=(const AgentKernel&) = delete;
+
+  // Stops serving Jupyter clients and kills the executor (waits for both).
+  void stop();
+  // Begins stopping without waiting (the agent's shutdown, on its loop thread):
+  // the executor is not restarted when the agent's TERM ends it.
+  void begin_stop();
+  PythonExecutor& executor() { return *executor_; }
+  // Interrupts the running cell (Jupyter's or an RPC caller's), input() waits included.
+  void interrupt();
+  // The connection file's content without the key: transport, ip and the five ports.
+  nlohmann::json endpoints() const;
+  // For sys.info: {"state": "ready", "executor": "idle"|"busy"|"not started", "restarts": n}.
+  nlohmann::json status() const;
+  // kernel.info: implementation, language_info, executor details, endpoints.
+  nlohmann::json info() const;
+  // The execution count the next RPC execution records in history (the last Jupyter one + 1).
+  int next_execution_count() const;
+
+ private:
+  AgentKernel() = default;
+  std::shared_ptr<PythonExecutor> executor_;
+  std::unique_ptr<xeus::xkernel> kernel_;
+  KernelServer* server_ = nullptr;            // owned by kernel_
+  KernelInterpreter* interpreter_ = nullptr;  // owned by kernel_
+  nlohmann::json endpoints_;
+  std::thread thread_;  // serves shell (xkernel::start)
+};
+
+}  // namespace gpubox::kernel

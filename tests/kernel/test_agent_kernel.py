@@ -1,0 +1,193 @@
+"""The kernel inside the agent: config `kernel`, readiness in sys.info, the
+kernel.* RPC methods (streamed outputs, hidden setup code replayed after a
+restart, per-execution timeouts: interrupt first, then kill and restart), and a
+Jupyter client on the agent's own kernel sockets (127.0.0.1 only)."""
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "host", "python"))
+import gpubox  # noqa: E402
+from jupyter_client import BlockingKernelClient  # noqa: E402
+
+AGENT = os.environ.get("GPUBOX_AGENT", os.path.join(ROOT, "build", "bin", "gpubox-agent"))
+
+
+class AgentKernelCase(unittest.TestCase):
+    """Starts an agent (not PID 1) with kernel_config as its config's "kernel" section."""
+    kernel_config = {}
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="gpubox-kernel-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        config = {"state_dir": self.dir, "kernel": self.kernel_config}
+        path = os.path.join(self.dir, "config.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        ready_r, ready_w = os.pipe()
+        self.stderr = open(os.path.join(self.dir, "stderr.log"), "w+b")
+        self.process = subprocess.Popen([AGENT, "--config", path, "--log-level", "warn", "--ready-fd", str(ready_w)],
+                                        pass_fds=(ready_w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=self.stderr)
+        os.close(ready_w)
+        readable, _, _ = select.select([ready_r], [], [], 10)
+        said = os.read(ready_r, 16) if readable else b""
+        os.close(ready_r)
+        self.assertEqual(said, b"ready\n")
+        self.addCleanup(self.stop_agent)
+        self.client = gpubox.Client("ipc://%s/rpc.sock" % self.dir)
+        self.addCleanup(self.client.close)
+
+    def stop_agent(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self.stderr.close()
+        self.assertEqual(code, 0, "the agent exits 0 on SIGTERM, executor or not")
+
+    def execute(self, code, **params):
+        items = []
+        with self.client.stream("kernel.execute", code=code, **params) as stream:
+            for chunk in stream:
+                items.append(chunk.body)
+            result = stream.result
+        return result, items
+
+
+class AgentKernelTest(AgentKernelCase):
+    kernel_config = {"python": "/usr/bin/python3", "setup_code": ["preset = 41"]}
+
+    def test_readiness_in_sys_info(self):
+        kernel = self.client.call("sys.info")["components"]["kernel"]
+        self.assertEqual(kernel["state"], "ready")
+        self.assertEqual(kernel["executor"], "not started", "the executor starts at first use")
+        self.execute("1")
+        self.assertEqual(self.client.call("sys.info")["components"]["kernel"]["executor"], "idle")
+
+    def test_execute_streams_outputs_in_order(self):
+        result, items = self.execute("import sys\nprint('out')\nprint('err', file=sys.stderr)\ndisplay({'a': 1}, raw=True)\n6 * 7")
+        self.assertEqual(result["status"], "ok")
+        self.assertEqual(items[0], {"stream": "stdout", "text": "out\n"})
+        self.assertEqual(items[1], {"stream": "stderr", "text": "err\n"})
+        self.assertEqual(items[2]["kind"], "display")
+        self.assertEqual(items[2]["data"], {"a": 1})
+        self.assertEqual(items[3]["kind"], "execute_result")
+        self.assertEqual(items[3]["data"]["text/plain"], "42")
+
+    def test_config_setup_code_ran(self):
+        result, items = self.execute("preset + 1")
+        self.assertEqual(items[-1]["data"]["text/plain"], "42")
+
+    def test_error_result(self):
+        result, items = self.execute("raise ValueError('bad value')")
+        self.assertEqual(result["status"], "error")
+        self.assertEqual((result["ename"], result["evalue"]), ("ValueError", "bad value"))
+        self.assertEqual(items[-1]["kind"], "error")
+
+    def test_hidden_setup_is_replayed_after_restart(self):
+        result, _ = self.execute("from_setup = 'yes'", hidden=True, setup=True)
+        self.assertEqual(result["status"], "ok")
+        self.assertNotIn("execution_count", result)
+        self.execute("scratch = 1")
+        restarted = self.client.call("kernel.restart")
+        self.assertEqual(restarted["restarts"], 1)
+        _, items = self.execute("(from_setup, 'scratch' in globals(), preset)")
+        self.assertEqual(items[-1]["data"]["text/plain"], "('yes', False, 41)")
+
+    def test_timeout_interrupts(self):
+        start = time.monotonic()
+        result, _ = self.execute("import time; time.sleep(100)", timeout_s=1)
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertEqual(result["ename"], "KeyboardInterrupt")
+        self.assertTrue(result["timed_out"])
+        self.assertEqual(self.execute("'after'")[0]["status"], "ok")
+
+    def test_timeout_kills_code_that_ignores_interrupts(self):
+        self.execute("kept = 1", hidden=True, setup=True)
+        start = time.monotonic()
+        result, _ = self.execute("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass",
+                                 timeout_s=1)
+        self.assertLess(time.monotonic() - start, 15)
+        self.assertTrue(result["died"])
+        self.assertTrue(result["timed_out"])
+        self.assertIn("timed out", result["evalue"])
+        _, items = self.execute("kept + preset")
+        self.assertEqual(items[-1]["data"]["text/plain"], "42")
+
+    def test_crash_restarts_the_executor_not_the_agent(self):
+        result, _ = self.execute("import os; os.abort()")
+        self.assertTrue(result["died"])
+        self.assertIn("SIGABRT", result["evalue"])
+        self.assertIsNone(self.process.poll())
+        self.assertEqual(self.execute("preset")[1][-1]["data"]["text/plain"], "41")
+
+    def test_interrupt_method(self):
+        with self.client.stream("kernel.execute", code="import time; time.sleep(100)") as stream:
+            time.sleep(1.5)
+            self.assertTrue(self.client.call("kernel.interrupt")["interrupted"])
+            result = stream.result
+        self.assertEqual(result["ename"], "KeyboardInterrupt")
+
+    def test_complete_inspect_info(self):
+        self.execute("gpubox_thing = 3")
+        completion = self.client.call("kernel.complete", code="gpubox_th")
+        self.assertEqual(completion["matches"], ["gpubox_thing"])
+        inspected = self.client.call("kernel.inspect", code="len")
+        self.assertTrue(inspected["found"])
+        info = self.client.call("kernel.info")
+        self.assertEqual(info["implementation"], "gpubox")
+        self.assertEqual(info["language_info"]["name"], "python")
+        self.assertEqual(info["endpoints"]["ip"], "127.0.0.1")
+        self.assertNotIn("key", info["endpoints"])
+
+    def test_bad_params_are_refused(self):
+        for params in ({}, {"code": 3}, {"code": "1", "timeout_s": -1}, {"code": "1", "setup": True},
+                       {"code": "1", "color": "red"}):
+            with self.assertRaises(gpubox.RpcError) as caught:
+                self.client.call("kernel.execute", params=params)
+            self.assertEqual(caught.exception.code, "invalid_request", params)
+
+    def test_jupyter_client_on_the_agents_kernel(self):
+        path = os.path.join(self.dir, "kernel.json")
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        with open(path) as f:
+            info = json.load(f)
+        self.assertEqual(info["ip"], "127.0.0.1")
+        kc = BlockingKernelClient()
+        kc.load_connection_file(path)
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=30)
+            outputs = []
+            reply = kc.execute_interactive("print(preset + 1)", timeout=60,
+                                           output_hook=lambda m: outputs.append(m["content"].get("text")))
+            self.assertEqual(reply["content"]["status"], "ok")
+            self.assertIn("42\n", outputs)
+        finally:
+            kc.stop_channels()
+
+
+class DisabledKernelTest(AgentKernelCase):
+    kernel_config = {"enabled": False}
+
+    def test_disabled(self):
+        self.assertEqual(self.client.call("sys.info")["components"]["kernel"], {"state": "disabled"})
+        with self.assertRaises(gpubox.RpcError) as caught:
+            self.client.call("kernel.execute", code="1")
+        self.assertEqual(caught.exception.code, "unavailable")
+
+
+if __name__ == "__main__":
+    unittest.main()
