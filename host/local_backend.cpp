@@ -1,7 +1,6 @@
 #include "host/local_backend.h"
 
 #include <fcntl.h>
-#include <linux/sched.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -9,7 +8,6 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -19,8 +17,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
-#include <thread>
 
 namespace gpubox::host {
 namespace {

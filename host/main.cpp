@@ -2,6 +2,7 @@
 // hands over; the commands live in host/cli/.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -42,15 +43,21 @@ int main(int argc, char** argv) {
   }
   std::string command = args[0];
   args.erase(args.begin());
-  if (command == "rpc") return gpubox::host::run_rpc_command(args);
-  if (command == "create") return run_create(args, global);
-  if (command == "ls" || command == "list") return run_ls(args, global);
-  if (command == "info") return run_info(args, global);
-  if (command == "exec") return run_exec(args, global);
-  if (command == "put") return run_put(args, global);
-  if (command == "get") return run_get(args, global);
-  if (command == "logs") return run_logs(args, global);
-  if (command == "terminate" || command == "rm") return run_terminate(args, global);
+  // Exceptions stop here: a bug must still end with a message and an exit code.
+  try {
+    if (command == "rpc") return gpubox::host::run_rpc_command(args);
+    if (command == "create") return run_create(args, global);
+    if (command == "ls" || command == "list") return run_ls(args, global);
+    if (command == "info") return run_info(args, global);
+    if (command == "exec") return run_exec(args, global);
+    if (command == "put") return run_put(args, global);
+    if (command == "get") return run_get(args, global);
+    if (command == "logs") return run_logs(args, global);
+    if (command == "terminate" || command == "rm") return run_terminate(args, global);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpubox %s: internal error: %s\n", command.c_str(), e.what());
+    return kExitFailed;
+  }
   std::fprintf(stderr, "gpubox: unknown command '%s'\n%s", command.c_str(), kUsage);
   return kExitUsage;
 }

@@ -29,7 +29,7 @@ Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std
       parsed.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
       break;
     }
-    if (arg.size() > 1 && arg[0] == '-' && !(stop_after > 0 && parsed.positional.size() > stop_after)) {
+    if (arg.size() > 1 && arg[0] == '-') {
       std::string name = arg, value;
       bool inline_value = false;
       if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {

@@ -56,8 +56,15 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
     char resolved[PATH_MAX];
     pub["config_file"] = ::realpath(file->c_str(), resolved) ? resolved : *file;
   }
-  if (!config.contains("env") || !config["env"].is_object()) config["env"] = nlohmann::json::object();
-  if (!config.contains("secrets") || !config["secrets"].is_object()) config["secrets"] = nlohmann::json::object();
+  // The flags extend the document's objects; a document whose field is of the
+  // wrong type is refused here rather than silently replaced.
+  for (const char* key : {"env", "secrets", "lifecycle", "shutdown", "rpc", "log"}) {
+    if (!config.contains(key)) {
+      if (std::string(key) == "env" || std::string(key) == "secrets") config[key] = nlohmann::json::object();
+    } else if (!config[key].is_object()) {
+      return usage(std::string("--config: ") + key + ": expected an object");
+    }
+  }
 
   if (auto cpu = args.last("--cpu")) {
     auto value = parse_number(*cpu, 0.01, 1024);

@@ -56,6 +56,10 @@ TEST_F(CliTest, UnreadableOrRefusedConfigCreatesNothing) {
   CliRun garbled = run({"create", "--config", scratch() + "/notjson.json"});
   EXPECT_EQ(garbled.status, 2);
   EXPECT_THAT(garbled.err, HasSubstr("is not a JSON object"));
+  write_text(scratch() + "/env.json", R"({"env": 5})");
+  CliRun wrong_type = run({"create", "--config", scratch() + "/env.json", "--env", "A=1"});
+  EXPECT_EQ(wrong_type.status, 2);
+  EXPECT_THAT(wrong_type.err, HasSubstr("--config: env: expected an object"));
   // The agent itself refuses this one: its message comes through, and the
   // sandbox it would have been is gone without a trace.
   write_text(scratch() + "/refused.json", R"({"shutdown": {"grace_seconds": "soon"}})");
