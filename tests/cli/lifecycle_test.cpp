@@ -189,6 +189,10 @@ TEST_F(CliTest, NamesJsonInfoAndRpc) {
   CliRun ping = run({"rpc", "alpha", "sys.ping", R"({"x": 1})"});
   EXPECT_EQ(ping.status, 0) << ping.err;
   EXPECT_EQ(nlohmann::json::parse(ping.out)["echo"]["x"], 1);
+  CliRun by_endpoint = run({"rpc", json["endpoint"].get<std::string>(), "sys.ping"});
+  EXPECT_EQ(by_endpoint.status, 0) << by_endpoint.err;
+  EXPECT_EQ(nlohmann::json::parse(by_endpoint.out)["pong"], true);
+  EXPECT_EQ(run({"rpc", "ipc://" + scratch() + "/no.sock", "sys.ping"}).status, 3);
   CliRun bad_call = run({"rpc", id, "no.such.method"});
   EXPECT_EQ(bad_call.status, 1);
   EXPECT_THAT(bad_call.err, HasSubstr("unknown_method"));
