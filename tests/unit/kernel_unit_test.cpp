@@ -1,0 +1,114 @@
+// The kernel's pure parts: executor frames, history replies, the `kernel`
+// config section and the `kernel` command-line mode.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "agent/command_line.h"
+#include "agent/config.h"
+#include "kernel/frame_channel.h"
+#include "kernel/kernel_history.h"
+
+namespace gpubox {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(FrameChannel, FramesSurviveArbitrarySplitsAndOrder) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  std::string big(300000, 'x');
+  ASSERT_TRUE(kernel::write_frame(sv[0], "{\"a\":1}").is_ok());
+  ASSERT_TRUE(kernel::write_frame(sv[0], "").is_ok());
+  kernel::FrameReader reader;
+  std::string payload;
+  std::vector<std::string> got;
+  std::thread writer([&] { ASSERT_TRUE(kernel::write_frame(sv[0], big).is_ok()); });
+  while (got.size() < 3) {
+    reader.fill(sv[1]);
+    while (reader.next(payload)) got.push_back(payload);
+  }
+  writer.join();
+  EXPECT_EQ(got[0], "{\"a\":1}");
+  EXPECT_EQ(got[1], "");
+  EXPECT_EQ(got[2], big);
+  ::close(sv[0]);
+  EXPECT_EQ(reader.fill(sv[1]), kernel::FrameReader::Fill::eof);
+  ::close(sv[1]);
+}
+
+TEST(FrameChannel, OversizedLengthIsRefusedNotAllocated) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  const unsigned char huge[4] = {0xff, 0xff, 0xff, 0xff};
+  ASSERT_EQ(::write(sv[0], huge, 4), 4);
+  kernel::FrameReader reader;
+  reader.fill(sv[1]);
+  std::string payload;
+  EXPECT_FALSE(reader.next(payload));
+  EXPECT_TRUE(reader.oversized());
+  ::close(sv[0]);
+  ::close(sv[1]);
+}
+
+TEST(KernelHistory, RowsAreIntegerTriplesNumberedLikeExecutionCounts) {
+  kernel::KernelHistory history;
+  xeus::xhistory_manager& manager = history;
+  manager.store_inputs(0, 1, "a = 1");
+  manager.store_inputs(0, 1, "b = 2");
+  manager.store_inputs(0, 1, "a + b");
+  auto tail = manager.process_request({{"hist_access_type", "tail"}, {"n", 2}, {"raw", true}, {"output", false}});
+  ASSERT_EQ(tail["history"].size(), 2u);
+  EXPECT_EQ(tail["history"][0], nlohmann::json::array({1, 2, "b = 2"}));
+  EXPECT_EQ(tail["history"][1], nlohmann::json::array({1, 3, "a + b"}));
+  auto range = manager.process_request(
+      {{"hist_access_type", "range"}, {"session", 1}, {"start", 1}, {"stop", 2}, {"raw", true}, {"output", false}});
+  EXPECT_EQ(range["history"], nlohmann::json::array({nlohmann::json::array({1, 1, "a = 1"})}));
+  auto search = manager.process_request({{"hist_access_type", "search"}, {"pattern", "?*= ?"}, {"n", 10},
+                                         {"unique", true}, {"raw", true}, {"output", false}});
+  EXPECT_EQ(search["history"].size(), 2u);
+}
+
+TEST(KernelConfig, DefaultsAndOverrides) {
+  auto defaults = parse_config("{}");
+  ASSERT_TRUE(defaults.is_ok());
+  EXPECT_TRUE(defaults->kernel.enabled);
+  EXPECT_EQ(defaults->kernel.python, "python3");
+  auto config = parse_config(R"({"kernel": {"enabled": false, "python": "/opt/py/bin/python3", "mode": "plain",
+      "setup_code": ["import os"], "preload": true, "execute_timeout_seconds": 2.5, "connection_file": "/tmp/k.json"}})");
+  ASSERT_TRUE(config.is_ok()) << config.status().message();
+  EXPECT_FALSE(config->kernel.enabled);
+  EXPECT_EQ(config->kernel.mode, "plain");
+  EXPECT_EQ(config->kernel.setup_code, std::vector<std::string>{"import os"});
+  EXPECT_EQ(config->kernel.execute_timeout, std::chrono::milliseconds(2500));
+  EXPECT_THAT(config_to_json(*config), HasSubstr("/opt/py/bin/python3"));
+}
+
+TEST(KernelConfig, BadValuesNameTheField) {
+  auto error = [](const char* text) { return parse_config(text).status().message(); };
+  EXPECT_THAT(error(R"({"kernel": {"mode": "fast"}})"), HasSubstr("kernel.mode"));
+  EXPECT_THAT(error(R"({"kernel": {"setup_code": "x"}})"), HasSubstr("kernel.setup_code"));
+  EXPECT_THAT(error(R"({"kernel": {"setup_code": [1]}})"), HasSubstr("kernel.setup_code[0]"));
+  EXPECT_THAT(error(R"({"kernel": {"python": ""}})"), HasSubstr("kernel.python"));
+  EXPECT_THAT(error(R"({"kernel": {"connection_file": "rel.json"}})"), HasSubstr("kernel.connection_file"));
+  EXPECT_THAT(error(R"({"kernel": {"colour": 1}})"), HasSubstr("kernel.colour: unknown key"));
+}
+
+TEST(KernelCommandLine, ModeAndFlags) {
+  auto line = parse_command_line({"kernel", "-f", "/tmp/c.json", "--python", "/usr/bin/python3", "--plain"}, nullptr);
+  ASSERT_TRUE(line.is_ok());
+  EXPECT_EQ(line->mode, CommandLine::Mode::kernel);
+  EXPECT_EQ(line->kernel_connection_file, "/tmp/c.json");
+  EXPECT_EQ(line->kernel_python, "/usr/bin/python3");
+  EXPECT_TRUE(line->kernel_plain);
+  EXPECT_THAT(parse_command_line({"kernel"}, nullptr).status().message(), HasSubstr("-f CONNECTION_FILE is required"));
+  EXPECT_THAT(parse_command_line({"kernel", "-f"}, nullptr).status().message(), HasSubstr("expected a value"));
+  EXPECT_THAT(parse_command_line({"kernel", "-f", "x", "--debug"}, nullptr).status().message(), HasSubstr("--debug"));
+}
+
+}  // namespace
+}  // namespace gpubox
