@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -27,30 +30,100 @@ struct EntryFree {
   void operator()(archive_entry* e) const { archive_entry_free(e); }
 };
 
-// The archive's output: a file, hashed and counted as it is written.
-struct Sink {
-  int fd = -1;
-  Sha256 hash;
-  std::uint64_t size = 0;
-  int error = 0;  // errno of the first failed write
+// The archive's output: a file, hashed and counted as it is written, on a
+// writer thread of its own so that hashing and write(2) overlap with reading
+// and compressing. At most kQueuedBlocks copies wait; the first failed write
+// stops the writer and fails the next write() (and finish()).
+class Sink {
+ public:
+  explicit Sink(int fd) : fd_(fd), writer_([this] { run(); }) {}
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+  ~Sink() { (void)finish(); }
+
+  // Queues a copy of the bytes; false once a write has failed.
+  bool write(const void* data, std::size_t size) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return blocks_.size() < kQueuedBlocks || error_ != 0; });
+    if (error_ != 0) return false;
+    blocks_.emplace_back(static_cast<const char*>(data), size);
+    changed_.notify_all();
+    return true;
+  }
+  // Waits until every block is written; the errno of the first failure, or 0.
+  int finish() {
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+    }
+    changed_.notify_all();
+    if (writer_.joinable()) writer_.join();
+    return error_;
+  }
+  int error() {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+  // After finish().
+  std::uint64_t size() const { return size_; }
+  std::string sha256() { return hash_.hex_digest(); }
+
+ private:
+  static constexpr std::size_t kQueuedBlocks = 8;
+
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [this] { return !blocks_.empty() || closing_; });
+      if (blocks_.empty()) return;
+      std::string block = std::move(blocks_.front());
+      blocks_.pop_front();
+      changed_.notify_all();
+      lock.unlock();
+      int failed = write_all(block);
+      if (failed == 0) {
+        hash_.update(block.data(), block.size());
+        size_ += block.size();
+      }
+      lock.lock();
+      if (failed != 0) {
+        error_ = failed;
+        blocks_.clear();
+        changed_.notify_all();
+        return;
+      }
+    }
+  }
+
+  int write_all(const std::string& block) const {
+    std::size_t done = 0;
+    while (done < block.size()) {
+      ssize_t n = ::write(fd_, block.data() + done, block.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno;
+      done += static_cast<std::size_t>(n);
+    }
+    return 0;
+  }
+
+  const int fd_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  // State below is protected by mutex_ (hash_ and size_: the writer thread's until finish()).
+  std::deque<std::string> blocks_;
+  bool closing_ = false;
+  int error_ = 0;
+  Sha256 hash_;
+  std::uint64_t size_ = 0;
+  std::thread writer_;  // last: starts once the members above exist
 };
 
 la_ssize_t sink_write(struct archive* a, void* data, const void* buffer, size_t length) {
   auto* sink = static_cast<Sink*>(data);
-  const char* bytes = static_cast<const char*>(buffer);
-  size_t done = 0;
-  while (done < length) {
-    ssize_t n = ::write(sink->fd, bytes + done, length - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      sink->error = errno;
-      archive_set_error(a, errno, "%s", std::strerror(errno));
-      return -1;
-    }
-    done += static_cast<size_t>(n);
+  if (!sink->write(buffer, length)) {
+    archive_set_error(a, sink->error(), "%s", std::strerror(sink->error()));
+    return -1;
   }
-  sink->hash.update(buffer, length);
-  sink->size += length;
   return static_cast<la_ssize_t>(length);
 }
 
@@ -141,7 +214,7 @@ bool add_file(struct archive* a, archive_entry* entry, const Item& item, Manifes
   return true;
 }
 
-// One attempt at the whole archive. False (and sink.error / *error set) when
+// One attempt at the whole archive. False (and *error set) when
 // the archive could not be written.
 bool write_archive(const StageRequest& request, const std::vector<Item>& items, Manifest& manifest, Sink& sink,
                    std::string* error) {
@@ -203,34 +276,38 @@ bool write_archive(const StageRequest& request, const std::vector<Item>& items, 
 
 bool attempt(const StageRequest& request, const std::vector<Item>& items, Manifest& manifest, StagingSummary& summary) {
   std::string temp = request.archive_path + ".partial";
-  Sink sink;
   Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!fd.valid()) {
     summary.disk_full = errno == ENOSPC;
     summary.error = "cannot create " + temp + ": " + std::strerror(errno);
     return false;
   }
-  sink.fd = fd.get();
+  Sink sink(fd.get());
   std::string error;
   bool ok = write_archive(request, items, manifest, sink, &error);
+  int failed = sink.finish();
+  if (ok && failed != 0) {
+    error = std::string("cannot write the archive: ") + std::strerror(failed);
+    ok = false;
+  }
   if (ok && ::fsync(fd.get()) != 0) {
-    sink.error = errno;
+    failed = errno;
     error = std::string("cannot fsync the archive: ") + std::strerror(errno);
     ok = false;
   }
   if (ok && ::rename(temp.c_str(), request.archive_path.c_str()) != 0) {
-    sink.error = errno;
+    failed = errno;
     error = std::string("cannot rename the archive into place: ") + std::strerror(errno);
     ok = false;
   }
   if (!ok) {
     ::unlink(temp.c_str());
-    summary.disk_full = sink.error == ENOSPC || sink.error == EDQUOT;
+    summary.disk_full = failed == ENOSPC || failed == EDQUOT;
     summary.error = error;
     return false;
   }
-  manifest.archive_size = sink.size;
-  manifest.archive_sha256 = sink.hash.hex_digest();
+  manifest.archive_size = sink.size();
+  manifest.archive_sha256 = sink.sha256();
   return true;
 }
 
