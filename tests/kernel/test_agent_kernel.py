@@ -179,6 +179,36 @@ class AgentKernelTest(AgentKernelCase):
             kc.stop_channels()
 
 
+class PlainModeTest(AgentKernelCase):
+    """Without IPython: the same messages from exec/eval."""
+    kernel_config = {"python": "/usr/bin/python3", "mode": "plain"}
+
+    def test_plain_mode_semantics(self):
+        self.assertEqual(self.execute("1")[0]["status"], "ok")
+        self.assertEqual(self.client.call("kernel.info")["executor"]["implementation"], "plain")
+        result, items = self.execute("class R:\n    def _repr_html_(self): return '<b>r</b>'\nprint('x')\nR()")
+        self.assertEqual(items[0], {"stream": "stdout", "text": "x\n"})
+        self.assertEqual(items[1]["kind"], "execute_result")
+        self.assertEqual(items[1]["data"]["text/html"], "<b>r</b>")
+        result, items = self.execute("def f():\n    return 1 / 0\nf()")
+        self.assertEqual(result["ename"], "ZeroDivisionError")
+        traceback = "\n".join(result["traceback"])
+        self.assertIn("line 2, in f", traceback)
+        self.assertIn("return 1 / 0", traceback)
+        self.assertNotIn("gpubox-executor", traceback)
+        self.assertEqual(self.execute("def broken(:")[0]["ename"], "SyntaxError")
+        self.assertEqual(self.execute("display('shown')")[1][0]["data"]["text/plain"], "'shown'")
+        self.assertEqual(self.execute("gpubox_plain_name = 1")[0]["status"], "ok")
+        completion = self.client.call("kernel.complete", code="x = gpubox_plain_n")
+        self.assertEqual(completion["matches"], ["gpubox_plain_name"])
+        self.assertEqual(completion["cursor_start"], 4)
+        self.assertTrue(self.client.call("kernel.inspect", code="len")["found"])
+        result, _ = self.execute("import time; time.sleep(100)", timeout_s=1)
+        self.assertEqual(result["ename"], "KeyboardInterrupt")
+        self.assertEqual(self.execute("'again'")[1][-1]["data"]["text/plain"], "'again'")
+        self.assertEqual(self.execute("_")[1][-1]["data"]["text/plain"], "'again'")
+
+
 class DisabledKernelTest(AgentKernelCase):
     kernel_config = {"enabled": False}
 
