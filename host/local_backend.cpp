@@ -48,7 +48,7 @@ enum Stage : int {
 const char* stage_name(int stage) {
   switch (stage) {
     case stage_session: return "setsid";
-    case stage_cgroup: return "joining the cgroups";
+    case stage_cgroup: return "waiting to be moved into the cgroups";
     case stage_rlimit: return "setting the rlimits";
     case stage_hostname: return "setting the hostname";
     case stage_private_mounts: return "making the mounts private";
@@ -108,6 +108,7 @@ struct ChildPlan {
   int log_fd = -1;
   int null_fd = -1;
   int error_fd = -1;
+  int go_fd = -1;  // read end: one byte once the CLI has moved the child into its cgroups
   std::vector<std::string> argv;
   std::vector<std::string> envp;
 };
@@ -119,14 +120,6 @@ struct ChildPlan {
   std::strncpy(failure.detail, detail.c_str(), sizeof failure.detail - 1);
   [[maybe_unused]] auto n = ::write(plan.error_fd, &failure, sizeof failure);
   ::_exit(127);
-}
-
-bool write_zero(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, "0", 1) == 1;
-  ::close(fd);
-  return ok;
 }
 
 // mkdir -p: creates path and its missing ancestors (mode 0755).
@@ -155,9 +148,6 @@ bool bring_up_loopback() {
 [[noreturn]] void child_main(const ChildPlan& plan) {
   const LocalSandboxSpec& spec = *plan.spec;
   if (::setsid() < 0) child_fail(plan, stage_session);
-  for (const auto& procs : plan.limits->procs_files) {
-    if (!write_zero(procs)) child_fail(plan, stage_cgroup, procs);
-  }
   for (const auto& [resource, value] : plan.limits->rlimits) {
     rlimit limit{value, value};
     if (::setrlimit(resource, &limit) != 0) child_fail(plan, stage_rlimit);
@@ -218,6 +208,15 @@ bool bring_up_loopback() {
   argv.push_back(nullptr);
   for (const auto& var : plan.envp) envp.push_back(const_cast<char*>(var.c_str()));
   envp.push_back(nullptr);
+  // The CLI moves us into the cgroups while we set up (a cgroup v1 move
+  // waits for an RCU grace period: 5-20 ms); the agent starts only once we
+  // are there, so nothing it forks escapes the limits.
+  char go = 0;
+  ssize_t got;
+  do {
+    got = ::read(plan.go_fd, &go, 1);
+  } while (got < 0 && errno == EINTR);
+  if (got != 1) child_fail(plan, stage_cgroup);
   sigset_t empty;
   sigemptyset(&empty);
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
@@ -342,6 +341,9 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   OwnedFd ready_read(pipe_fds[0]), ready_write(pipe_fds[1]);
   if (::pipe2(error_fds, O_CLOEXEC) != 0) return fail(Status::from_errno(errno, "pipe2"), &*limits);
   OwnedFd error_read(error_fds[0]), error_write(error_fds[1]);
+  int go_fds[2];
+  if (::pipe2(go_fds, O_CLOEXEC) != 0) return fail(Status::from_errno(errno, "pipe2"), &*limits);
+  OwnedFd go_read(go_fds[0]), go_write(go_fds[1]);
   std::string log_path = record.agent_dir() + "/agent.stderr";
   OwnedFd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   OwnedFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
@@ -358,6 +360,7 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   plan.log_fd = log_fd.get();
   plan.null_fd = null_fd.get();
   plan.error_fd = error_write.get();
+  plan.go_fd = go_read.get();
   plan.argv = {spec.agent_path, "--config-fd", std::to_string(kConfigFd), "--ready-fd", std::to_string(kReadyFd)};
   plan.envp = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", std::string("HOME=") + kSandboxWorkDir,
                "LANG=C.UTF-8", "HOSTNAME=" + plan.hostname, "GPUBOX_SANDBOX_ID=" + record.id};
@@ -372,7 +375,22 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   pid_t pid = static_cast<pid_t>(cloned);
   error_write.reset();
   ready_write.reset();
+  go_read.reset();
   config_fd->reset();
+
+  // Into the cgroups, while the child sets up its mounts; then let it exec.
+  Status joined;
+  for (const auto& procs : limits->procs_files) {
+    int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    std::string text = std::to_string(pid);
+    if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      joined = Status::from_errno(errno, "cannot move the agent into '" + procs + "'");
+    }
+    if (fd >= 0) ::close(fd);
+    if (!joined) break;
+  }
+  if (joined) (void)!::write(go_write.get(), "g", 1);
+  go_write.reset();  // without the byte: the child gives up
 
   auto kill_and_fail = [&](Status status) -> Status {
     ::kill(pid, SIGKILL);
@@ -384,11 +402,12 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   do {
     n = ::read(error_read.get(), &failure, sizeof failure);
   } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof failure)) {
+  if (n == static_cast<ssize_t>(sizeof failure) && (joined || failure.stage != stage_cgroup)) {
     std::string detail = failure.detail[0] ? std::string(" '") + failure.detail + "'" : "";
     return kill_and_fail(Status::from_errno(failure.error, std::string("sandbox set-up failed ") +
                                                                stage_name(failure.stage) + detail));
   }
+  if (!joined) return kill_and_fail(joined);
   auto start_time = process_start_time(pid);
   if (!start_time) return kill_and_fail(Status(ErrorCode::internal, "the agent vanished at its start"));
   record.agent = {pid, *start_time};
