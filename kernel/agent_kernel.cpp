@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <random>
+#include <iostream>
 
 #include "kernel/kernel_history.h"
 #include "kernel/kernel_interpreter.h"
@@ -54,6 +54,12 @@ Result<std::unique_ptr<AgentKernel>> AgentKernel::start(AgentKernelOptions optio
   config.m_shell_port = config.m_control_port = config.m_stdin_port = config.m_iopub_port = config.m_hb_port = "0";
   config.m_signature_scheme = "hmac-sha256";
   config.m_key = *key;
+
+  // xeus writes a banner and its own diagnostics to the iostreams; PID 1's stdout and stderr
+  // belong to the sandbox's output and its JSON log, and nothing else in the agent uses iostreams.
+  std::cout.rdbuf(nullptr);
+  std::cerr.rdbuf(nullptr);
+  std::clog.rdbuf(nullptr);
 
   std::unique_ptr<AgentKernel> self(new AgentKernel());
   self->executor_ = std::make_shared<PythonExecutor>(std::move(options.executor), std::move(launcher));
