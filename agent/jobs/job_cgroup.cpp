@@ -88,7 +88,17 @@ std::unique_ptr<JobCgroup> JobCgroup::create(const std::string& job_id, std::opt
 }
 
 JobCgroup::~JobCgroup() {
-  if (!own_dir_.empty()) ::rmdir(own_dir_.c_str());
+  if (own_dir_.empty()) return;
+  // Processes SIGKILLed a moment ago may still be leaving: EBUSY until they have.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    if (::rmdir(own_dir_.c_str()) == 0 || errno != EBUSY) return;
+    ::usleep(10'000);
+  }
+}
+
+bool JobCgroup::remove_leftover(const std::string& dir) {
+  if (dir.rfind("/sys/fs/cgroup/", 0) != 0 || dir.find("/gpubox-job-") == std::string::npos) return false;
+  return ::rmdir(dir.c_str()) == 0 || errno == ENOENT;
 }
 
 bool JobCgroup::add(pid_t pid) {

@@ -20,8 +20,12 @@ class JobCgroup {
   static std::unique_ptr<JobCgroup> create(const std::string& job_id, std::optional<std::uint64_t> memory_limit);
   JobCgroup(const JobCgroup&) = delete;
   JobCgroup& operator=(const JobCgroup&) = delete;
-  // Removes the job's own cgroup (when empty).
+  // Removes the job's own cgroup (waiting briefly for its killed processes to leave).
   ~JobCgroup();
+  // The job's own cgroup dir, or "" (journaled, so a restarted agent can remove it).
+  const std::string& dir() const { return own_dir_; }
+  // Removes a job cgroup left by an agent that died; false when it is not empty.
+  static bool remove_leftover(const std::string& dir);
 
   // Moves pid into the job's own cgroup; false when there is none.
   bool add(pid_t pid);

@@ -167,6 +167,7 @@ void JobManager::replay(const std::vector<json>& events) {
       job->ending.lost = true;
       job->ending.started = record.state != "queued";
       journal({{"event", "lost"}, {"job", id}, {"last_state", record.state}});
+      if (!record.cgroup.empty()) JobCgroup::remove_leftover(record.cgroup);
       job->state = JobState::staging;
       to_stage_.push_back(id);
       ++lost;
@@ -282,7 +283,9 @@ void JobManager::start_locked(Job& job) {
   } else if (host_.harvest_at) {
     job.effective_timeout_s = std::max(0.0, seconds_between(job.started_at, *host_.harvest_at));
   }
-  journal({{"event", "started"}, {"job", job.id}, {"pid", job.pid}, {"started_unix", *job.started_unix}}, false);
+  json started = {{"event", "started"}, {"job", job.id}, {"pid", job.pid}, {"started_unix", *job.started_unix}};
+  if (job.cgroup && !job.cgroup->dir().empty()) started["cgroup"] = job.cgroup->dir();
+  journal(std::move(started), false);
   if (job.spec.timeout_s) {
     // The default timeout is the harvest watchdog itself, so deadline_fired names it.
     auto delay = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*job.spec.timeout_s));

@@ -27,6 +27,7 @@ void apply(Replay& replay, const nlohmann::json& event) {
   ReplayedJob& job = it->second;
   if (kind == "started") {
     job.state = "running";
+    job.cgroup = event.value("cgroup", "");
   } else if (kind == "stopping") {
     job.state = job.state == "queued" ? "queued" : "stopping";
   } else if (kind == "exited" || kind == "lost") {

@@ -18,6 +18,7 @@ struct ReplayedJob {
   nlohmann::json manifest;        // set once finished
   bool acked = false;
   std::string persisted_to;
+  std::string cgroup;             // the job's own memory cgroup, when it had one
 };
 
 struct Replay {

@@ -298,6 +298,7 @@ TEST(JobJournal, AJobRunningWhenTheAgentDiedIsReportedLostWithWhatItLeft) {
   EXPECT_EQ((*list)["jobs"][0]["status"], "succeeded") << "the finished one is remembered as it was";
   std::string next = again->submit({{"command", "true"}})["job_id"];
   EXPECT_EQ(next, "job-3") << "ids are never reused";
+  again->wait_finished(next);
   auto events = read_file(sandbox->state_dir() + "/events.jsonl");
   EXPECT_NE(events.find("\"event\":\"lost\""), std::string::npos);
 }
