@@ -158,6 +158,7 @@ Status PythonExecutor::spawn_locked() {
   set_nonblocking(process->out.get());
   set_nonblocking(process->err.get());
   process_ = std::move(process);
+  live_pid_ = process_->pid;
   if (!sent) {
     kill_locked();
     return sent;
@@ -170,12 +171,16 @@ void PythonExecutor::kill_locked() {
   ::kill(process_->pid, SIGKILL);
   launcher_->wait(process_->pid);
   process_.reset();
+  live_pid_ = 0;
   std::lock_guard lock(info_mutex_);
   info_ = json::object();
 }
 
 void PythonExecutor::stop() {
+  shut_down_ = true;
   interrupt();
+  // A running cell holds mutex_: end it by killing its process first.
+  if (pid_t pid = live_pid_.load(); pid > 0) ::kill(pid, SIGKILL);
   std::lock_guard lock(mutex_);
   kill_locked();
 }
@@ -376,6 +381,7 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
     // The channel closed: the executor is gone (crash, os._exit, OOM kill, or our kill).
     drain();
     int status = launcher_->wait(p.pid);
+    live_pid_ = 0;
     if (death_reason.empty()) death_reason = describe_exit(status);
     std::string output = p.startup_output;
     bool was_startup = startup;

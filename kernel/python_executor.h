@@ -92,7 +92,8 @@ class PythonExecutor {
   void interrupt();
   // Kills and starts the executor again, replaying setup code.
   Status restart();
-  // Kills the executor and waits for it; later requests start a fresh one.
+  // Kills the executor (at once, even while a cell runs) and waits for it;
+  // later requests fail. Any thread.
   void stop();
   // For the agent's shutdown, from any thread without waiting: no restart from
   // now on; the running request (if any) ends with an error once its process dies.
@@ -120,6 +121,7 @@ class PythonExecutor {
   std::mutex mutex_;  // held by the one running request; guards process_ and setup_code
   std::unique_ptr<Process> process_;
   std::atomic<pid_t> running_pid_{0};
+  std::atomic<pid_t> live_pid_{0};  // the executor process, while one exists
   std::atomic<int> restarts_{0};
   std::atomic<bool> interrupt_requested_{false};
   std::atomic<bool> shut_down_{false};

@@ -216,6 +216,22 @@ class LifecycleTest(unittest.TestCase):
             kc.stop_channels()
             km.shutdown_kernel(now=True)
 
+    def test_shutdown_ends_a_cell_that_ignores_interrupts(self):
+        km, kc = start_new_kernel(kernel_name=KERNEL_NAME, startup_timeout=TIMEOUT)
+        try:
+            kc.execute_interactive("1", timeout=TIMEOUT)
+            process = km.provisioner.process
+            kc.execute("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass")
+            time.sleep(1)
+            kc.shutdown()
+            deadline = time.monotonic() + 10
+            while process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(process.poll(), 0)
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+
 
 if __name__ == "__main__":
     unittest.main()
