@@ -226,9 +226,12 @@ Result<json> JobManager::submit(JobSpec spec, const std::string& incoming_dir) {
   Job& added = *jobs_.emplace(id, std::move(job)).first->second;
   queue_.push(id);
   start_ready_locked();
-  sync_journal();
   changed_.notify_all();
-  return info_locked(added);
+  json info = info_locked(added);
+  // The fsync runs without the lock, so the event loop's exit callbacks never wait for the disk.
+  lock.unlock();
+  sync_journal();
+  return info;
 }
 
 void JobManager::start_ready_locked() {
@@ -370,13 +373,14 @@ void JobManager::on_exit(const std::string& id, ExitStatus status) {
     }
   }
   job.ending.work_disk_full = disk_full(job_dir(id) + "/work");
+  // Written now, fsynced by the stager thread before it stages: PID 1's event loop never waits for the disk.
   journal({{"event", "exited"}, {"job", id}, {"exit_code", status.signal ? json() : json(status.code)},
-           {"signal", status.signal ? json(status.signal) : json()}, {"oom_killed", job.ending.oom_killed}});
+           {"signal", status.signal ? json(status.signal) : json()}, {"oom_killed", job.ending.oom_killed}},
+          false);
   log::info("job ended", {{"job", id}, {"status", status.describe()}});
   queue_.finished(id);
   queue_staging_locked(job);
   start_ready_locked();
-  sync_journal();
   if (host_.on_activity) host_.on_activity();
 }
 
@@ -399,6 +403,7 @@ void JobManager::stager_loop() {
     std::string id = std::move(to_stage_.front());
     to_stage_.pop_front();
     lock.unlock();
+    sync_journal();  // the "exited" (and any "started") events written on the event loop
     stage(id);
     lock.lock();
     finish_shutdown_if_done_locked();
