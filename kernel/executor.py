@@ -21,6 +21,7 @@ import signal
 import struct
 import sys
 import threading
+import time
 import traceback
 import types
 import warnings
@@ -450,8 +451,19 @@ def execute(backend, request):
     return reply
 
 
+def _exit_when_orphaned(parent):
+    # The agent (or a standalone kernel) is gone: a cell may be spinning and never
+    # read the channel again, so watch the parent instead. (Not PR_SET_PDEATHSIG:
+    # it fires when the spawning *thread* exits, which may be any worker thread.)
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
 def main():
     os.set_inheritable(CHANNEL_FD, False)
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True, name="orphan-watch").start()
     os.environ.setdefault("MPLBACKEND", "agg")
     warnings.filterwarnings("ignore", message=".*non-GUI backend.*")
     warnings.filterwarnings("ignore", message=".*is non-interactive, and thus cannot be shown.*")
