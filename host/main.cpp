@@ -22,6 +22,12 @@ constexpr char kUsage[] =
     "  get ID REMOTE LOCAL                copy a file or directory out of the sandbox\n"
     "  rpc ID|ENDPOINT METHOD [JSON]      call one RPC method of an agent and print the result\n"
     "  logs ID [-f]                       print (and follow) the agent's log\n"
+    "  submit ID [options] -- COMMAND     start a batch job; prints its id (gpubox submit --help)\n"
+    "  jobs ID                            the sandbox's jobs and their state\n"
+    "  wait ID JOB                        wait for a job; exit 0 if it succeeded, 1 otherwise\n"
+    "  logs ID JOB [--stderr] [-f]        a job's stdout (or stderr), followed with -f\n"
+    "  result ID JOB [--out DIR]          download and extract a finished job's outputs and logs\n"
+    "  cancel ID JOB                      stop a job (its outputs are still staged)\n"
     "  terminate ID... | --all            stop sandboxes and remove their state\n"
     "ID is a sandbox's id, a unique prefix of it, or its name.\n"
     "exit codes: 0 ok, 1 the remote command or call failed, 2 usage or config error (or unknown sandbox),\n"
@@ -54,6 +60,11 @@ int main(int argc, char** argv) {
     if (command == "get") return run_get(args, global);
     if (command == "logs") return run_logs(args, global);
     if (command == "terminate" || command == "rm") return run_terminate(args, global);
+    if (command == "submit") return run_submit(args, global);
+    if (command == "jobs") return run_jobs(args, global);
+    if (command == "wait") return run_wait(args, global);
+    if (command == "result") return run_result(args, global);
+    if (command == "cancel") return run_cancel(args, global);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpubox %s: internal error: %s\n", command.c_str(), e.what());
     return kExitFailed;

@@ -129,12 +129,16 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   return code;
 }
 
-int run_logs(const std::vector<std::string>& raw, const Global&) {
-  constexpr char kUsage[] = "usage: gpubox logs ID|NAME [-f|--follow]\n";
-  auto args = parse_args(raw, {}, {"-f", "--follow"});
+int run_logs(const std::vector<std::string>& raw, const Global& global) {
+  constexpr char kUsage[] =
+      "usage: gpubox logs ID|NAME [-f|--follow]              the agent's log\n"
+      "       gpubox logs ID|NAME JOB [--stderr] [-f|--follow]  a job's stdout (or stderr)\n";
+  auto args = parse_args(raw, {}, {"-f", "--follow", "--stderr"});
   if (!args) return fail("logs", args.status().message(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 1) return fail("logs", "expected one sandbox id or name", kExitUsage, kUsage);
+  if (args->positional.size() == 2) return run_job_logs(*args, global);
+  if (args->flag("--stderr")) return fail("logs", "--stderr needs a JOB", kExitUsage, kUsage);
+  if (args->positional.size() != 1) return fail("logs", "expected a sandbox id or name, and optionally a JOB", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("logs", record.status().message(), exit_code_for(record.status()));
   bool follow = args->flag("-f") || args->flag("--follow");

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "host/cli/cli.h"
+#include "host/cli/progress.h"
 #include "rpc/sha256.h"
 
 namespace gpubox::host::cli {
@@ -22,40 +23,6 @@ namespace fs = std::filesystem;
 
 constexpr size_t kChunk = 1 << 20;
 constexpr std::uint64_t kInlineMax = 4 << 20;     // one CALL with the content as an attachment
-constexpr std::uint64_t kProgressMin = 8 << 20;   // smaller transfers show no bar
-
-// A progress bar on stderr, drawn only when stderr is a terminal and the transfer is large.
-class Progress {
- public:
-  Progress(std::uint64_t total, std::string label)
-      : total_(total), label_(std::move(label)), on_(total >= kProgressMin && ::isatty(STDERR_FILENO)) {}
-  ~Progress() {
-    if (on_ && drawn_) std::fputc('\n', stderr);
-  }
-  Progress(const Progress&) = delete;
-  Progress& operator=(const Progress&) = delete;
-  void add(std::uint64_t bytes) {
-    done_ += bytes;
-    if (!on_) return;
-    int percent = total_ ? static_cast<int>(done_ * 100 / total_) : 100;
-    if (percent == last_percent_) return;
-    last_percent_ = percent;
-    drawn_ = true;
-    int filled = percent * 30 / 100;
-    std::fprintf(stderr, "\r%s [%s%s] %3d%% %.1f/%.1f MiB", label_.c_str(), std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(30 - filled), ' ').c_str(), percent, static_cast<double>(done_) / 1048576.0,
-                 static_cast<double>(total_) / 1048576.0);
-    std::fflush(stderr);
-  }
-
- private:
-  std::uint64_t total_;
-  std::uint64_t done_ = 0;
-  std::string label_;
-  bool on_;
-  bool drawn_ = false;
-  int last_percent_ = -1;
-};
 
 std::string base_name(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();

@@ -1,0 +1,114 @@
+// `gpubox result ID JOB [--out DIR] [--max-size BYTES]`: downloads a finished
+// job's staged archive (resumable, sha256-checked, size-capped) and extracts
+// it with the hardened extractor (host/harvest/), then says where the files
+// went. The sandbox keeps its copy until `job.ack`, so a refused or failed
+// download can simply be run again.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "host/cli/cli.h"
+#include "host/cli/progress.h"
+#include "host/harvest/harvest_job.h"
+
+namespace gpubox::host::cli {
+namespace {
+
+std::string mib(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return text;
+}
+
+}  // namespace
+
+int run_result(const std::vector<std::string>& raw, const Global& global) {
+  constexpr char kUsage[] =
+      "usage: gpubox result ID|NAME JOB [--out DIR] [--max-size BYTES] [--json]\n"
+      "  downloads a finished job's outputs (out/) and its stdout.log/stderr.log into DIR, which must not\n"
+      "  exist yet (default: ./SANDBOX-JOB). --max-size refuses an archive above BYTES; the sandbox keeps it,\n"
+      "  so a later run with a larger --max-size gets it without re-running the job.\n";
+  auto args = parse_args(raw, {"--out", "--max-size"}, {});
+  if (!args) return fail("result", args.status().message(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
+  if (args->positional.size() != 2) return fail("result", "expected ID JOB", kExitUsage, kUsage);
+  const std::string& job = args->positional[1];
+  harvest::HarvestOptions options;
+  options.job_id = job;
+  options.keep_archive = false;
+  if (auto cap = args->last("--max-size")) {
+    auto bytes = parse_number(*cap, 1, 1e18);
+    if (!bytes || *bytes != static_cast<double>(static_cast<std::uint64_t>(*bytes))) {
+      return fail("result", "--max-size '" + *cap + "': expected a whole number of bytes > 0", kExitUsage);
+    }
+    options.max_bytes = static_cast<std::uint64_t>(*bytes);
+  }
+  auto record = find_sandbox(args->positional[0]);
+  if (!record) return fail("result", record.status().message(), exit_code_for(record.status()));
+  options.out_dir = args->last("--out").value_or(record->id + "-" + job);
+  std::error_code error;
+  if (std::filesystem::exists(options.out_dir, error)) {
+    return fail("result", "'" + options.out_dir + "' exists: give a new directory with --out", kExitUsage);
+  }
+  auto client = connect_sandbox(*record);
+  if (!client) return fail("result", client.status().message(), kExitUnreachable);
+
+  auto info = (*client)->call("job.wait", {{"job_id", job}, {"timeout_s", 0}});
+  if (!info) {
+    bool unknown = info.status().code() == ErrorCode::not_found || info.status().code() == ErrorCode::invalid_request;
+    return fail("result", info.status().to_string(), unknown ? kExitUsage : kExitFailed);
+  }
+  if (info->value("state", "") != "finished") {
+    return fail("result", job + " is " + info->value("state", "?") + ": `gpubox wait " + args->positional[0] + " " + job +
+                              "` first", kExitFailed);
+  }
+  std::uint64_t size = 0;
+  if (info->contains("archive") && (*info)["archive"].is_object()) size = (*info)["archive"].value("size", 0ULL);
+  Progress progress(size, job);
+  options.progress = [&progress](std::uint64_t done, std::uint64_t total) { progress.set(done, total); };
+  auto harvested = harvest::harvest_job(**client, options);
+  if (!harvested) {
+    const Status& why = harvested.status();
+    if (why.code() == ErrorCode::result_rejected) {
+      std::string cap = std::to_string(*options.max_bytes);
+      return fail("result",
+                  "the result archive" + (size ? " (" + std::to_string(size) + " bytes)" : std::string()) +
+                      " is larger than --max-size " + cap + "; the sandbox keeps it: run again with --max-size " +
+                      (size ? std::to_string(size) : "a larger number") + " or more",
+                  kExitFailed);
+    }
+    return fail("result", why.to_string(), why.code() == ErrorCode::not_found ? kExitUsage : kExitFailed);
+  }
+  const nlohmann::json& result = harvested->result;
+  std::string out_dir = std::filesystem::absolute(options.out_dir, error).lexically_normal().string();
+  if (global.json || args->flag("--json")) {
+    std::cout << nlohmann::json{{"job_id", job},
+                                {"dir", out_dir},
+                                {"status", result.value("status", "")},
+                                {"files", harvested->extracted.files},
+                                {"bytes", harvested->extracted.bytes},
+                                {"archive_size", harvested->archive_size},
+                                {"featured_files", result.value("featured_files", nlohmann::json::array())},
+                                {"result", result}}
+                     .dump()
+              << "\n";
+    return kExitOk;
+  }
+  std::printf("%s %s: %llu file(s), %s, extracted to %s\n", job.c_str(), result.value("status", "?").c_str(),
+              static_cast<unsigned long long>(harvested->extracted.files), mib(harvested->extracted.bytes).c_str(),
+              out_dir.c_str());
+  std::printf("logs: %s/stdout.log, %s/stderr.log\n", out_dir.c_str(), out_dir.c_str());
+  auto featured = result.value("featured_files", nlohmann::json::array());
+  if (!featured.empty()) std::printf("featured:\n");
+  for (const auto& file : featured) {
+    std::printf("  %s/out/%s\n", out_dir.c_str(), file.is_string() ? file.get<std::string>().c_str() : file.dump().c_str());
+  }
+  for (const auto& missing : result.value("missing_files", nlohmann::json::array())) {
+    std::printf("missing: %s\n", missing.is_string() ? missing.get<std::string>().c_str() : missing.dump().c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace gpubox::host::cli
