@@ -255,6 +255,13 @@ void JobManager::start_locked(Job& job) {
   env.emplace_back("GPUBOX_OUT", work + "/out");
   SpawnOptions spawn;
   spawn.argv = {"/bin/sh", "-c", job.spec.command};
+  if (job.cgroup && !job.cgroup->dir().empty()) {
+    // The shell moves itself into the job's cgroup before it runs the command,
+    // so that nothing the command forks starts outside it (a move after the
+    // spawn would race with the command's first fork).
+    spawn.argv = {"/bin/sh", "-c", "echo 0 > \"$0\" 2>/dev/null; exec /bin/sh -c \"$1\"",
+                  job.cgroup->dir() + "/cgroup.procs", job.spec.command};
+  }
   spawn.env = build_environment(env, {"GPUBOX_CONFIG"});
   spawn.cwd = work;
   spawn.new_session = true;
@@ -363,12 +370,14 @@ void JobManager::on_exit(const std::string& id, ExitStatus status) {
   job.ending.signal = status.signal;
   job.ended_at = Clock::now();
   job.ended_unix = unix_now();
-  if (status.signal == SIGKILL && job.cgroup) {
+  // Whatever the ending: the OOM killer may have taken the job's main process
+  // (SIGKILL) or one of its children (the shell then exits 137, say).
+  if (job.cgroup) {
     auto kills = job.cgroup->oom_kills_since_start();
     if (kills && *kills > 0) {
       job.ending.oom_killed = true;
       job.ending.oom_evidence = job.cgroup->evidence();
-    } else if (kills) {
+    } else if (kills && status.signal == SIGKILL) {
       job.ending.oom_ruled_out = "its cgroup's oom_kill counter did not rise";
     }
   }

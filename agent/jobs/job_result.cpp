@@ -106,8 +106,8 @@ JobResult classify(const Ending& ending, const StagingSummary& staging) {
                                                                   : "the owner lease expired (no sys.heartbeat)");
         break;
       case StopReason::none:
-        if (ending.oom_killed) {
-          result.status = JobStatus::killed;
+        if (ending.oom_killed && (ending.signal || ending.exit_code != 0)) {
+          result.status = ending.signal ? JobStatus::killed : JobStatus::failed;
           result.error_kind = "oom";
         } else if (ending.signal) {
           result.status = JobStatus::killed;
@@ -131,7 +131,9 @@ JobResult classify(const Ending& ending, const StagingSummary& staging) {
                                                 : "it ended within the grace after TERM");
     }
   }
-  if (ending.oom_killed) add_hint(hints, "out of memory: killed by the kernel OOM killer (" + ending.oom_evidence + ")");
+  if (ending.oom_killed) {
+    add_hint(hints, "out of memory: the kernel OOM killer killed the job or one of its processes (" + ending.oom_evidence + ")");
+  }
   if (ending.work_disk_full) {
     add_hint(hints, "disk full: the work dir's filesystem had no space left when the job ended");
     // A job that failed on its own most likely failed because of it.

@@ -202,18 +202,36 @@ TEST(JobEndings, AgentSigtermStagesTheRunningJobBeforeExiting) {
   EXPECT_EQ(again->harvest(id).files["out/mid.txt"], "mid\n");
 }
 
-TEST(JobEndings, OomKillIsDetectedThroughTheJobsMemoryCgroup) {
+// Submits a job under a 48 MiB memory limit and returns its result; skips
+// the test where the limit is not enforced (no cgroup memory controller).
+json oom_result(JobsSandbox& sandbox, const std::string& command, std::string* id) {
+  *id = sandbox.submit({{"command", command}, {"memory_limit_bytes", 48 << 20}})["job_id"];
+  return sandbox.wait_finished(*id, 60)["result"];
+}
+
+TEST(JobEndings, OomKillOfTheJobsMainProcessIsKilledWithErrorKindOom) {
   auto sandbox = JobsSandbox::start();
   ASSERT_TRUE(sandbox);
-  // tail keeps a 128 MB line in memory: far beyond the 48 MiB limit, and bounded where no limit applies.
-  std::string id = sandbox->submit({{"command", "echo before > out/before.txt; head -c 128000000 /dev/zero | tail > /dev/null"},
-                                    {"memory_limit_bytes", 48 << 20}})["job_id"];
-  json result = sandbox->wait_finished(id, 60)["result"];
-  if (result["status"] == "succeeded") {
-    GTEST_SKIP() << "the memory limit was not enforced here (no cgroup v1 memory controller that accounts memory)";
-  }
+  std::string id;
+  json result = oom_result(*sandbox, "echo before > out/before.txt; exec /usr/bin/python3 -c 'b = bytearray(200 << 20); print(len(b))'", &id);
+  if (result["status"] == "succeeded") GTEST_SKIP() << "the memory limit was not enforced here (no cgroup memory controller)";
   EXPECT_EQ(result["status"], "killed");
   EXPECT_EQ(result["signal"], SIGKILL);
+  EXPECT_EQ(result["error_kind"], "oom") << result.dump();
+  EXPECT_NE(result["system_hint"].get<std::string>().find("out of memory"), std::string::npos);
+  EXPECT_EQ(sandbox->harvest(id).files["out/before.txt"], "before\n");
+}
+
+TEST(JobEndings, OomKillOfAChildProcessIsReportedEvenWhenTheJobExitsByItself) {
+  auto sandbox = JobsSandbox::start();
+  ASSERT_TRUE(sandbox);
+  // tail keeps a 128 MB line in memory: far beyond the 48 MiB limit. The
+  // shell survives and exits 137: the kill must still be found and named.
+  std::string id;
+  json result = oom_result(*sandbox, "echo before > out/before.txt; head -c 128000000 /dev/zero | tail > /dev/null", &id);
+  if (result["status"] == "succeeded") GTEST_SKIP() << "the memory limit was not enforced here (no cgroup memory controller)";
+  EXPECT_EQ(result["status"], "failed");
+  EXPECT_EQ(result["exit_code"], 137);
   EXPECT_EQ(result["error_kind"], "oom") << result.dump();
   EXPECT_NE(result["system_hint"].get<std::string>().find("out of memory"), std::string::npos);
   EXPECT_EQ(sandbox->harvest(id).files["out/before.txt"], "before\n");

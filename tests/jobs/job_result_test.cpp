@@ -85,6 +85,20 @@ TEST(Classify, OomKillIsKilledWithOomEvidence) {
   EXPECT_NE(result.system_hint.find("oom_kill counter"), std::string::npos);
 }
 
+TEST(Classify, OomKillOfAChildIsFailedWithOomAndAnExitThatSurvivedItSucceeds) {
+  Ending ending = exited(137);
+  ending.oom_killed = true;
+  ending.oom_evidence = "the oom_kill counter rose";
+  JobResult result = classify(ending, staged());
+  EXPECT_EQ(result.status, JobStatus::failed);
+  EXPECT_EQ(result.error_kind, "oom");
+  EXPECT_EQ(result.exit_code, 137);
+  ending.exit_code = 0;  // the job handled its child's death
+  result = classify(ending, staged());
+  EXPECT_EQ(result.status, JobStatus::succeeded);
+  EXPECT_NE(result.system_hint.find("out of memory"), std::string::npos) << "still worth knowing";
+}
+
 TEST(Classify, ForeignSigkillIsKilledAndSaysTheAgentDidNotSendIt) {
   Ending ending = exited(0);
   ending.signal = SIGKILL;
