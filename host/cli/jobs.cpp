@@ -156,8 +156,8 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--input", "--timeout", "--output", "--intent", "--env"}, {});
   if (!args) return fail("submit", args.status().message(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 1) return fail("submit", "expected one sandbox id or name before --", kExitUsage, kUsage);
   if (!args->has_double_dash || args->command.empty()) return fail("submit", "expected -- COMMAND", kExitUsage, kUsage);
+  if (args->positional.size() != 1) return fail("submit", "expected one sandbox id or name before --", kExitUsage, kUsage);
 
   nlohmann::json params = {{"command", shell_command(args->command)}};
   if (auto timeout = args->last("--timeout")) {

@@ -1,0 +1,184 @@
+// gpubox submit / jobs / wait / logs ID JOB / result / cancel, end to end
+// through the real CLI against real local sandboxes: inputs go up, outputs
+// and logs come back through the hardened harvest, and bad input is refused
+// with the documented exit code before anything is submitted.
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <gmock/gmock.h>
+
+#include "tests/cli/cli_fixture.h"
+
+namespace gpubox::testing {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string random_bytes(size_t size, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::string bytes(size, '\0');
+  for (auto& byte : bytes) byte = static_cast<char>(generator());
+  return bytes;
+}
+
+// The jobs the agent holds, from `gpubox jobs ID --json`.
+nlohmann::json job_list(const CliRun& listed) {
+  EXPECT_EQ(listed.status, 0) << listed.err;
+  return nlohmann::json::parse(listed.out, nullptr, false);
+}
+
+TEST_F(CliTest, SubmitWithAnInputWaitLogsAndResultExtractsTheOutputs) {
+  std::string id = create();
+  std::string data = random_bytes(3 << 20, 7);  // above one 1 MiB chunk: streamed in several
+  write_text(scratch() + "/data.bin", data);
+  CliRun submitted = run({"submit", id, "--input", scratch() + "/data.bin", "--output", "*.txt", "--output", "raw/*:hidden",
+                          "--intent", "checksum the data", "--env", "LABEL=sum", "--",
+                          "mkdir -p out/raw; sha256sum data.bin | cut -c1-64 > out/$LABEL.txt; cp data.bin out/raw/copy.bin;"
+                          " echo working; echo warning >&2"});
+  ASSERT_EQ(submitted.status, 0) << submitted.err;
+  std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+  EXPECT_THAT(job, ::testing::StartsWith("job-"));
+
+  CliRun waited = run({"wait", id, job});
+  EXPECT_EQ(waited.status, 0) << waited.out << waited.err;
+  EXPECT_THAT(waited.out, HasSubstr(job + ": succeeded"));
+  EXPECT_THAT(waited.out, HasSubstr("out/sum.txt"));
+
+  CliRun logs = run({"logs", id, job});
+  EXPECT_EQ(logs.status, 0) << logs.err;
+  EXPECT_EQ(logs.out, "working\n");
+  CliRun errors = run({"logs", id, job, "--stderr"});
+  EXPECT_EQ(errors.out, "warning\n");
+  CliRun followed = run({"logs", id, job, "-f"});  // a finished job's log: all of it, then the end
+  EXPECT_EQ(followed.status, 0) << followed.err;
+  EXPECT_EQ(followed.out, "working\n");
+  EXPECT_THAT(run({"logs", id}).out, HasSubstr("agent ready")) << "without JOB, logs is still the agent's log";
+
+  nlohmann::json jobs = job_list(run({"jobs", id, "--json"}));
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0]["job_id"], job);
+  EXPECT_EQ(jobs[0]["intent"], "checksum the data");
+  EXPECT_EQ(jobs[0]["result"]["status"], "succeeded");
+  CliRun table = run({"jobs", id});
+  EXPECT_THAT(table.out, HasSubstr(job));
+  EXPECT_THAT(table.out, HasSubstr("succeeded"));
+
+  std::string out = scratch() + "/harvest";
+  CliRun result = run({"result", id, job, "--out", out});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("extracted to " + out));
+  EXPECT_THAT(result.out, HasSubstr(out + "/out/sum.txt")) << "the featured file is named";
+  EXPECT_THAT(result.out, ::testing::Not(HasSubstr("copy.bin"))) << "hidden files are not featured";
+  EXPECT_TRUE(read_text(out + "/out/raw/copy.bin") == data) << "the input went up and came back unchanged";
+  EXPECT_EQ(read_text(out + "/out/sum.txt").size(), 65u);
+  EXPECT_EQ(read_text(out + "/stdout.log"), "working\n");
+  EXPECT_EQ(read_text(out + "/stderr.log"), "warning\n");
+  EXPECT_FALSE(fs::exists(out + ".tar.zst")) << "the downloaded archive is removed once extracted";
+
+  CliRun again = run({"result", id, job, "--out", out});
+  EXPECT_EQ(again.status, 2) << "an existing --out is refused";
+  EXPECT_THAT(again.err, HasSubstr("exists"));
+}
+
+TEST_F(CliTest, AFailingJobWaitsWithExitOneAndItsResultStillHasTheLogs) {
+  std::string id = create();
+  CliRun submitted = run({"submit", id, "--", "echo partial > out/partial.txt; echo before the crash; echo it broke >&2; exit 7"});
+  ASSERT_EQ(submitted.status, 0) << submitted.err;
+  std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+  CliRun waited = run({"wait", id, job});
+  EXPECT_EQ(waited.status, 1);
+  EXPECT_THAT(waited.out, HasSubstr("failed"));
+  EXPECT_THAT(waited.out, HasSubstr("exit code 7"));
+  EXPECT_THAT(waited.out, HasSubstr("it broke")) << "the end of stderr is shown";
+  CliRun as_json = run({"--json", "wait", id, job});
+  EXPECT_EQ(as_json.status, 1);
+  EXPECT_EQ(nlohmann::json::parse(as_json.out)["result"]["exit_code"], 7);
+
+  std::string out = scratch() + "/failed";
+  CliRun result = run({"result", id, job, "--out", out});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr(job + " failed"));
+  EXPECT_EQ(read_text(out + "/stdout.log"), "before the crash\n");
+  EXPECT_EQ(read_text(out + "/stderr.log"), "it broke\n");
+  EXPECT_EQ(read_text(out + "/out/partial.txt"), "partial\n") << "what the job wrote before failing is kept";
+}
+
+TEST_F(CliTest, ResultAboveMaxSizeIsRefusedThenARaisedCapDownloadsIt) {
+  std::string id = create();
+  CliRun submitted = run({"submit", id, "--", "head -c 2000000 /dev/urandom > out/noise.bin"});
+  ASSERT_EQ(submitted.status, 0) << submitted.err;
+  std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+  ASSERT_EQ(run({"wait", id, job}).status, 0);
+  std::string out = scratch() + "/big";
+  CliRun refused = run({"result", id, job, "--out", out, "--max-size", "100000"});
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_THAT(refused.err, HasSubstr("larger than --max-size 100000"));
+  EXPECT_THAT(refused.err, HasSubstr("run again with --max-size"));
+  EXPECT_FALSE(fs::exists(out)) << "nothing extracted";
+  CliRun raised = run({"result", id, job, "--out", out, "--max-size", "10000000"});
+  ASSERT_EQ(raised.status, 0) << raised.err;
+  EXPECT_EQ(fs::file_size(out + "/out/noise.bin"), 2000000u);
+  nlohmann::json jobs = job_list(run({"jobs", id, "--json"}));
+  EXPECT_EQ(jobs.size(), 1u) << "the job ran once";
+}
+
+TEST_F(CliTest, CancelStopsARunningJobAndItsOutputsAreStillStaged) {
+  std::string id = create();
+  CliRun submitted = run({"submit", id, "--", "echo started > out/progress.txt; echo up; exec sleep 300"});
+  ASSERT_EQ(submitted.status, 0) << submitted.err;
+  std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+  // The job is running once its stdout says so.
+  for (int i = 0; i < 200 && run({"logs", id, job}).out != "up\n"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CliRun cancelled = run({"cancel", id, job});
+  EXPECT_EQ(cancelled.status, 0) << cancelled.err;
+  CliRun waited = run({"wait", id, job, "--timeout", "60"});
+  EXPECT_EQ(waited.status, 1);
+  EXPECT_THAT(waited.out, HasSubstr("cancelled"));
+  std::string out = scratch() + "/cancelled";
+  ASSERT_EQ(run({"result", id, job, "--out", out}).status, 0);
+  EXPECT_EQ(read_text(out + "/out/progress.txt"), "started\n");
+  EXPECT_EQ(run({"cancel", id, "job-999"}).status, 2) << "an unknown job";
+}
+
+TEST_F(CliTest, BadJobInputIsRefusedWithTheDocumentedExitCodeAndNothingIsSubmitted) {
+  std::string id = create();
+  write_text(scratch() + "/a.txt", "a");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"submit", id, "--input", scratch() + "/missing.bin", "--", "true"}, "missing.bin"},
+      {{"submit", id, "--input", scratch(), "--", "true"}, "not a regular file"},
+      {{"submit", id, "--input", scratch() + "/a.txt", "--input", scratch() + "/./a.txt", "--", "true"}, "also named"},
+      {{"submit", id, "--output", "*.txt:shiny", "--", "true"}, "featured or hidden"},
+      {{"submit", id, "--output", "/etc/*", "--", "true"}, "relative to out/"},
+      {{"submit", id, "--timeout", "soon", "--", "true"}, "--timeout"},
+      {{"submit", id, "--env", "=x", "--", "true"}, "K=V"},
+      {{"submit", id, "true"}, "expected -- COMMAND"},
+      {{"submit", "no-such-sandbox", "--", "true"}, "no-such-sandbox"},
+      {{"wait", id, "job-42"}, "job-42"},
+      {{"logs", id, "job-42"}, "job-42"},
+      {{"result", id, "job-42", "--out", scratch() + "/r"}, "job-42"},
+      {{"result", id, "job-1", "--max-size", "-5"}, "--max-size"},
+  };
+  for (const auto& bad : cases) {
+    CliRun refused = run(bad.args);
+    EXPECT_EQ(refused.status, 2) << bad.args[2] << ": " << refused.err;
+    EXPECT_THAT(refused.err, HasSubstr(bad.message));
+  }
+  nlohmann::json jobs = job_list(run({"jobs", id, "--json"}));
+  EXPECT_TRUE(jobs.empty()) << jobs.dump();
+  EXPECT_FALSE(fs::exists(scratch() + "/r"));
+  for (const char* command : {"submit", "jobs", "wait", "result", "cancel"}) {
+    CliRun help = run({command, "--help"});
+    EXPECT_EQ(help.status, 0);
+    EXPECT_THAT(help.out, HasSubstr(std::string("usage: gpubox ") + command));
+  }
+}
+
+}  // namespace
+}  // namespace gpubox::testing
