@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Demo: a local sandbox through the gpubox CLI — create it, run commands in it,
-# copy files in and out, look at it, and terminate it, saying what each step shows.
+# copy files in and out, look at it, run a batch job and harvest its outputs,
+# and terminate it, saying what each step shows.
 # Usage: demo_sandbox.sh PATH/TO/gpubox   (gpubox-agent must sit beside it, or be named by $GPUBOX_AGENT)
 set -euo pipefail
 gpubox=$(realpath "$1")
@@ -52,7 +53,30 @@ set -e
 echo "   the agent's own log (last lines):"
 "$gpubox" logs "$id" | tail -n 3 | cut -c1-150 | sed 's/^/   /'
 
-say "5. Terminate: SIGTERM to the agent, a grace period, then its cgroups and state are removed."
+say "5. A batch job and its harvest: the job runs on in the sandbox while we are away; whatever way it ends,"
+echo "   what it wrote to out/ and its stdout/stderr logs are packed into one archive, ready to collect."
+printf 'the quick brown fox\njumps over the lazy dog\n' > "$work/words.txt"
+echo "   submit uploads words.txt (sha256-checked before the job starts) and names which outputs matter:"
+job=$(run "$gpubox" submit "$id" --input "$work/words.txt" --output 'report.txt' --output 'scratch/*:hidden' \
+        --intent "count words" -- 'sleep 1; mkdir -p out/scratch; wc -w < words.txt > out/report.txt; tr a-z A-Z < words.txt > out/scratch/upper.txt; echo "counted $(cat out/report.txt) words"')
+echo "   the job's id is $job; the sandbox's jobs:"
+run "$gpubox" jobs "$id"
+echo "   wait blocks until the job ends and sums it up (exit code 0 only if it succeeded):"
+run "$gpubox" wait "$id" "$job"
+run "$gpubox" logs "$id" "$job"
+echo "   result downloads the archive, checks every file against its sha256, and unpacks it safely:"
+run "$gpubox" result "$id" "$job" --out "$work/harvest"
+echo "   the report: $(cat "$work/harvest/out/report.txt") words; the hidden file came too: $(cat "$work/harvest/out/scratch/upper.txt" | head -n 1)"
+echo "   a job that fails still delivers its logs and partial outputs; wait exits 1:"
+job=$(run "$gpubox" submit "$id" -- 'echo "half done" > out/partial.txt; echo "out of patience" >&2; exit 4')
+set +e
+run "$gpubox" wait "$id" "$job"
+echo "   exit code: $?"
+set -e
+run "$gpubox" result "$id" "$job" --out "$work/failed" >/dev/null
+echo "   its stderr.log says: $(cat "$work/failed/stderr.log"); out/partial.txt says: $(cat "$work/failed/out/partial.txt")"
+
+say "6. Terminate: SIGTERM to the agent, a grace period, then its cgroups and state are removed."
 run "$gpubox" terminate "$id"
 id=""
 run "$gpubox" ls
