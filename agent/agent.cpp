@@ -348,6 +348,9 @@ void Agent::begin_shutdown(std::string_view reason, jobs::StopReason job_reason,
   for (pid_t pid : processes_.live_pids()) {
     if (pid != main_pid_ && !supervised.count(pid)) processes_.signal_group(pid, SIGTERM);
   }
+  // As PID 1, orphans reparented to the agent (a command's `setsid x &`) are
+  // in no group it knows: -1 reaches every process of the namespace.
+  if (is_pid1_) ::kill(-1, SIGTERM);
   finish_if_done();
 }
 

@@ -107,6 +107,25 @@ TEST_F(Shutdown, WellBehavedChildrenEndCleanlyLongBeforeTheGrace) {
   EXPECT_EQ(position_of(messages, "killing what is left"), -1);
 }
 
+TEST_F(Shutdown, OrphansInTheirOwnSessionGetTermToo) {
+  // The child leaves `sleep` behind in a session of its own and exits: the
+  // orphan is reparented to the agent, in no group the agent knows of.
+  SandboxOptions options;
+  options.flags = {"--grace-seconds", "5"};
+  options.config = nlohmann::json{
+      {"children", {{{"name", "spawner"}, {"restart", "never"}, {"argv", sh("setsid sleep 1003 & : > \"$1\"", {"spawner.armed"})}}}}};
+  auto box = start_ready(options);
+  ASSERT_TRUE(box);
+  ASSERT_TRUE(wait_until([&] { return armed(*box, {"spawner"}) && !log_with(*box, "child exited", "spawner").empty(); },
+                         kStartTimeout));
+
+  auto sent = Clock::now();
+  ASSERT_TRUE(box->signal(SIGTERM));
+  EXPECT_EQ(box->wait_exit(kExitTimeout), 0) << "the orphan ended on TERM, nothing needed KILL\n" << box->stderr_text();
+  EXPECT_LT(seconds_between(sent, box->exited_at()), 1.5) << "the orphan got no TERM: the agent waited out the grace";
+  EXPECT_EQ(position_of(log_messages(*box), "killing what is left"), -1);
+}
+
 TEST_F(Shutdown, SecondSigtermSkipsTheGrace) {
   SandboxOptions options;
   options.flags = {"--grace-seconds", "30"};
