@@ -106,6 +106,27 @@ TEST_F(CliTest, AFailingJobWaitsWithExitOneAndItsResultStillHasTheLogs) {
   EXPECT_EQ(read_text(out + "/out/partial.txt"), "partial\n") << "what the job wrote before failing is kept";
 }
 
+TEST_F(CliTest, LogsFollowsARunningJobToItsEndAndSubmitJsonIsTheRecord) {
+  std::string id = create();
+  CliRun submitted = run({"--json", "submit", id, "--intent", "two lines", "--", "echo one; sleep 1; echo two"});
+  ASSERT_EQ(submitted.status, 0) << submitted.err;
+  nlohmann::json record = nlohmann::json::parse(submitted.out);
+  std::string job = record["job_id"];
+  EXPECT_EQ(record["intent"], "two lines");
+  EXPECT_EQ(record["command"], "echo one; sleep 1; echo two");
+  auto start = std::chrono::steady_clock::now();
+  CliRun followed = run({"logs", id, job, "--follow"});
+  EXPECT_EQ(followed.status, 0) << followed.err;
+  EXPECT_EQ(followed.out, "one\ntwo\n") << "followed to the job's end";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500)) << "it waited for the second line";
+  // Several COMMAND words are quoted one by one: the argument with a space stays one argument.
+  CliRun words = run({"submit", id, "--", "printf", "%s|", "a b", "c"});
+  ASSERT_EQ(words.status, 0) << words.err;
+  std::string second = words.out.substr(0, words.out.find('\n'));
+  ASSERT_EQ(run({"wait", id, second}).status, 0);
+  EXPECT_EQ(run({"logs", id, second}).out, "a b|c|");
+}
+
 TEST_F(CliTest, ResultAboveMaxSizeIsRefusedThenARaisedCapDownloadsIt) {
   std::string id = create();
   CliRun submitted = run({"submit", id, "--", "head -c 2000000 /dev/urandom > out/noise.bin"});
