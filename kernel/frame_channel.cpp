@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace gpubox::kernel {
@@ -66,6 +67,46 @@ bool FrameReader::next(std::string& payload) {
   if (offset_ == buffer_.size()) {
     buffer_.clear();
     offset_ = 0;
+  }
+  return true;
+}
+
+bool well_formed_frame(const nlohmann::json& frame, std::string* why) {
+  using Type = nlohmann::json::value_t;
+  if (!frame.is_object()) {
+    *why = "a frame must be a JSON object";
+    return false;
+  }
+  auto type = frame.find("type");
+  if (type == frame.end() || !type->is_string()) {
+    *why = "\"type\" must be a string";
+    return false;
+  }
+  // Every field the agent reads from a frame, with the JSON type it must have.
+  enum class Kind { string, boolean, object, string_array };
+  static const std::pair<const char*, Kind> kFields[] = {
+      {"status", Kind::string},     {"ename", Kind::string},        {"evalue", Kind::string},
+      {"prompt", Kind::string},     {"implementation", Kind::string}, {"python_version", Kind::string},
+      {"password", Kind::boolean},  {"update", Kind::boolean},      {"wait", Kind::boolean},
+      {"died", Kind::boolean},      {"timed_out", Kind::boolean},   {"data", Kind::object},
+      {"metadata", Kind::object},   {"transient", Kind::object},    {"traceback", Kind::string_array}};
+  for (const auto& [name, kind] : kFields) {
+    auto field = frame.find(name);
+    if (field == frame.end()) continue;
+    bool ok = false;
+    switch (kind) {
+      case Kind::string: ok = field->type() == Type::string; break;
+      case Kind::boolean: ok = field->type() == Type::boolean; break;
+      case Kind::object: ok = field->type() == Type::object; break;
+      case Kind::string_array:
+        ok = field->is_array() && std::all_of(field->begin(), field->end(), [](const auto& line) { return line.is_string(); });
+        break;
+    }
+    if (!ok) {
+      static const char* kNames[] = {"a string", "a boolean", "an object", "an array of strings"};
+      *why = std::string("\"") + name + "\" must be " + kNames[static_cast<int>(kind)];
+      return false;
+    }
   }
   return true;
 }

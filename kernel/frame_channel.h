@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "rpc/status.h"
 
 namespace gpubox::kernel {
@@ -33,5 +35,11 @@ class FrameReader {
   size_t offset_ = 0;
   bool oversized_ = false;
 };
+
+// User code shares the executor's process and can write anything to the
+// channel. A frame the agent acts on must be a JSON object with a string
+// "type" whose known fields have their documented types; otherwise *why
+// names the first offending field. Unknown fields are allowed.
+bool well_formed_frame(const nlohmann::json& frame, std::string* why);
 
 }  // namespace gpubox::kernel

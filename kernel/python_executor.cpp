@@ -345,10 +345,17 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
     if (!pfds[0].revents) continue;
     auto fill = p.reader.fill(p.channel.get());
     std::string payload;
-    while (p.reader.next(payload)) {
+    while (death_reason.empty() && p.reader.next(payload)) {
       drain();  // output written before this frame goes out first
       json frame = json::parse(payload, nullptr, false);
-      if (frame.is_discarded() || !frame.is_object()) continue;
+      std::string why = "not JSON";
+      if (frame.is_discarded() || !well_formed_frame(frame, &why)) {
+        // User code wrote to the channel (it shares the executor's process):
+        // nothing more from it can be trusted, so the executor is restarted.
+        ::kill(p.pid, SIGKILL);
+        death_reason = "broke its channel protocol (" + why + "), as user code writing to fd 3 would";
+        break;
+      }
       std::string type = frame.value("type", "");
       if (type == "ready") {
         p.ready = true;

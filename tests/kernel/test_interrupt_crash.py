@@ -99,6 +99,17 @@ class CrashTest(KernelTestCase):
     def test_killed_like_oom(self):
         self.check_crash("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "SIGKILL")
 
+    def test_garbage_on_the_channel_restarts_the_executor(self):
+        # User code shares the executor's process: bytes it writes to the
+        # private channel (fd 3) must never reach PID 1 as trusted frames.
+        self.check_crash("import os; os.write(3, b'\\x00\\x00\\x00\\x05hello')", "channel protocol (not JSON)")
+
+    def test_ill_typed_frame_restarts_the_executor(self):
+        code = ("import os, json, struct\n"
+                "p = json.dumps({'type': 'input_request', 'prompt': 5}).encode()\n"
+                "os.write(3, struct.pack('>I', len(p)) + p)\n")
+        self.check_crash(code, 'channel protocol ("prompt" must be a string)')
+
     def test_output_before_crash_arrives(self):
         cell = self.execute("import os, sys; print('last words'); sys.stdout.flush(); os._exit(1)")
         self.assertEqual(cell.stream(), "last words\n")

@@ -55,6 +55,24 @@ TEST(FrameChannel, OversizedLengthIsRefusedNotAllocated) {
   ::close(sv[1]);
 }
 
+TEST(FrameChannel, WellFormedFrameChecksTheTypeOfEveryFieldTheAgentReads) {
+  using nlohmann::json;
+  std::string why;
+  EXPECT_TRUE(kernel::well_formed_frame(json{{"type", "display"}, {"data", json::object()}, {"extra", 1}}, &why));
+  EXPECT_FALSE(kernel::well_formed_frame(json::array({1}), &why));
+  EXPECT_EQ(why, "a frame must be a JSON object");
+  EXPECT_FALSE(kernel::well_formed_frame(json{{"type", 5}}, &why));
+  EXPECT_EQ(why, "\"type\" must be a string");
+  EXPECT_FALSE(kernel::well_formed_frame(json{{"type", "input_request"}, {"prompt", 5}}, &why));
+  EXPECT_EQ(why, "\"prompt\" must be a string");
+  EXPECT_FALSE(kernel::well_formed_frame(json{{"type", "clear_output"}, {"wait", "yes"}}, &why));
+  EXPECT_EQ(why, "\"wait\" must be a boolean");
+  EXPECT_FALSE(kernel::well_formed_frame(json{{"type", "display"}, {"data", 5}}, &why));
+  EXPECT_EQ(why, "\"data\" must be an object");
+  EXPECT_FALSE(kernel::well_formed_frame(json{{"type", "error"}, {"traceback", {"ok", 3}}}, &why));
+  EXPECT_EQ(why, "\"traceback\" must be an array of strings");
+}
+
 TEST(KernelHistory, RowsAreIntegerTriplesNumberedLikeExecutionCounts) {
   kernel::KernelHistory history;
   xeus::xhistory_manager& manager = history;
