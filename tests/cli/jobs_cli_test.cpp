@@ -153,13 +153,24 @@ TEST_F(CliTest, CancelStopsARunningJobAndItsOutputsAreStillStaged) {
   std::string job = submitted.out.substr(0, submitted.out.find('\n'));
   // The job is running once its stdout says so.
   for (int i = 0; i < 200 && run({"logs", id, job}).out != "up\n"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CliRun early = run({"result", id, job, "--out", scratch() + "/early"});
+  EXPECT_EQ(early.status, 1) << "a running job has no result yet";
+  EXPECT_THAT(early.err, HasSubstr("gpubox wait"));
+  EXPECT_FALSE(fs::exists(scratch() + "/early"));
+  CliRun waited_out = run({"wait", id, job, "--timeout", "0.2"});
+  EXPECT_EQ(waited_out.status, 1);
+  EXPECT_THAT(waited_out.out, HasSubstr("still running"));
   CliRun cancelled = run({"cancel", id, job});
   EXPECT_EQ(cancelled.status, 0) << cancelled.err;
   CliRun waited = run({"wait", id, job, "--timeout", "60"});
   EXPECT_EQ(waited.status, 1);
   EXPECT_THAT(waited.out, HasSubstr("cancelled"));
   std::string out = scratch() + "/cancelled";
-  ASSERT_EQ(run({"result", id, job, "--out", out}).status, 0);
+  CliRun result = run({"--json", "result", id, job, "--out", out});
+  ASSERT_EQ(result.status, 0) << result.err;
+  nlohmann::json harvested = nlohmann::json::parse(result.out);
+  EXPECT_EQ(harvested["status"], "cancelled");
+  EXPECT_EQ(harvested["dir"], out);
   EXPECT_EQ(read_text(out + "/out/progress.txt"), "started\n");
   EXPECT_EQ(run({"cancel", id, "job-999"}).status, 2) << "an unknown job";
 }
