@@ -185,9 +185,23 @@ Status Agent::open_state_dir() {
   return Status::ok();
 }
 
+void Agent::shield_from_oom_killer() {
+  // -1000 needs CAP_SYS_RESOURCE, which containers often lack; raising the
+  // children's score needs nothing and makes them the choice all the same.
+  int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  bool shielded = fd >= 0 && ::write(fd, "-1000", 5) == 5;
+  if (fd >= 0) ::close(fd);
+  int children = shielded ? 0 : 500;
+  processes_.set_children_oom_score_adj(children);
+  log::info("oom killer", {{"agent_oom_score_adj", shielded ? -1000 : 0}, {"children_oom_score_adj", children}});
+}
+
 int Agent::run() {
   // Not PID 1: become the child subreaper, so orphans of our children are ours to reap.
   if (!is_pid1_) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // PID 1 must never be the OOM killer's choice in a memory-limited sandbox:
+  // its death ends the sandbox and every output not yet harvested.
+  if (is_pid1_) shield_from_oom_killer();
   // The ready fd is ours alone: children must not inherit it and keep the pipe open.
   if (options_.ready_fd >= 0) ::fcntl(options_.ready_fd, F_SETFD, FD_CLOEXEC);
 

@@ -42,6 +42,8 @@ class Agent {
   int run();
 
  private:
+  // As PID 1: the OOM killer chooses a child, never the agent (oom_score_adj).
+  void shield_from_oom_killer();
   Status open_state_dir();
   // The config's env and secrets: added to every child's environment.
   std::vector<std::pair<std::string, std::string>> child_env() const;

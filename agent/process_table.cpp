@@ -2,6 +2,7 @@
 
 #include "agent/signals.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -94,6 +95,16 @@ Result<pid_t> ProcessTable::spawn(const SpawnOptions& options, ExitCallback on_e
       what += " in '" + options.cwd + "'";
     }
     return Status::from_errno(err, what);
+  }
+  if (int adj = children_oom_score_adj_; adj != kInheritOomScore) {
+    // Moments after the exec: the OOM killer prefers this child from now on.
+    std::string path = "/proc/" + std::to_string(pid) + "/oom_score_adj";
+    std::string value = std::to_string(adj);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      [[maybe_unused]] auto n = ::write(fd, value.data(), value.size());
+      ::close(fd);
+    }
   }
   waiters_.emplace(pid, std::move(on_exit));
   no_children_ = false;

@@ -7,6 +7,8 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -70,8 +72,13 @@ class ProcessTable final : public ProcessLauncher {
   bool has_children() const;
   // Pids spawned through this table and not yet reaped.
   std::vector<pid_t> live_pids() const;
+  // Each child spawned from now on gets this oom_score_adj (-1000..1000): how
+  // PID 1 makes its children, never itself, the OOM killer's choice.
+  void set_children_oom_score_adj(int value) { children_oom_score_adj_ = value; }
 
  private:
+  static constexpr int kInheritOomScore = INT32_MIN;
+  std::atomic<int> children_oom_score_adj_{kInheritOomScore};
   mutable std::mutex mutex_;
   // State below is protected by mutex_. waitpid runs under it too, so a child
   // cannot be reaped between its spawn and the registration of its callback.

@@ -68,6 +68,28 @@ TEST_F(Pid1, AgentIsPidOneInsideItsNamespace) {
   EXPECT_EQ(starting[0].value("mode", ""), "pid1");
 }
 
+TEST_F(Pid1, TheOomKillerPrefersEveryChildToTheAgent) {
+  SandboxOptions options;
+  // Each reads its score a moment after it starts: the agent sets it right after the spawn.
+  options.command = sh("sleep 0.2; cat /proc/self/oom_score_adj > \"$1\"; while [ ! -e go ]; do sleep 0.01; done", {"main.adj"});
+  options.config = nlohmann::json{
+      {"children", {{{"name", "child"}, {"argv", sh("sleep 0.2; cat /proc/self/oom_score_adj > \"$1\"; exec sleep 1000", {"child.adj"})}}}}};
+  auto box = start_ready(options);
+  ASSERT_TRUE(box);
+  ASSERT_TRUE(wait_until([&] { return !read_file(box->path("main.adj")).empty() && !read_file(box->path("child.adj")).empty(); },
+                         kStartTimeout));
+  // -1000 for the agent and 0 for its children with CAP_SYS_RESOURCE; without
+  // it (as in many containers) 0 for the agent and 500 for its children.
+  int agent_adj = std::stoi(read_file("/proc/" + std::to_string(box->host_pid()) + "/oom_score_adj"));
+  int main_adj = std::stoi(read_file(box->path("main.adj")));
+  int child_adj = std::stoi(read_file(box->path("child.adj")));
+  EXPECT_TRUE(agent_adj == -1000 || agent_adj == 0) << agent_adj;
+  EXPECT_EQ(main_adj, agent_adj == -1000 ? 0 : 500);
+  EXPECT_EQ(child_adj, main_adj);
+  write_file(box->path("go"), "");
+  EXPECT_EQ(box->wait_exit(kExitTimeout), 0) << box->stderr_text();
+}
+
 TEST_F(Pid1, ChildrenDoNotInheritTheReadyFd) {
   // Both as PID 1 and as a subreaper: the main command and a supervised child
   // report whether the agent's ready fd (100, see the harness) is open in them.
