@@ -7,7 +7,7 @@
 //  3. proc.exec of /bin/true vs an in-process fork+exec+wait;
 //  4. 1 GiB fs.write then fs.read on tmpfs vs `cat FILE > /dev/null`, and
 //     fs.write to disk (fsync'd) vs `dd conv=fsync` of the same size;
-//  5. the agent's RSS after a warm-up and after 1,000,000 more calls.
+//  5. the agent's RSS after a warm-up and after 1,000,000 more calls (before 3 and 4).
 //
 // usage: gpubox_bench_rpc [--quick] [--only SECTION]
 //   --quick: fewer samples, 64 MiB files, 100k calls;
@@ -391,6 +391,22 @@ int main(int argc, char** argv) {
     }
   }
 
+  // RSS across a long run of calls (8 clients x 16 in flight), after the calls/s
+  // rows above as the warm-up, and before the transfers (their buffers are
+  // another matter, measured by nothing here).
+  if (runs("rss")) {
+    if (total_calls == 0) calls_per_second(agent, 8, 16, window, &total_calls);  // the warm-up
+    long rss_before = agent.rss_kib();
+    std::uint64_t counted_from = total_calls;
+    while (total_calls - counted_from < million_target) {
+      calls_per_second(agent, 8, 16, std::chrono::milliseconds(2000), &total_calls);
+    }
+    long rss_after = agent.rss_kib();
+    std::printf("%-52s %9ld KiB -> %ld KiB after %llu more calls (%+.1f MiB)\n", "agent RSS", rss_before, rss_after,
+                static_cast<unsigned long long>(total_calls - counted_from),
+                static_cast<double>(rss_after - rss_before) / 1024.0);
+  }
+
   if (runs("exec")) {
     std::vector<double> exec_times, fork_times;
     auto client = agent.connect();
@@ -428,20 +444,6 @@ int main(int argc, char** argv) {
                                      std::to_string(file_size >> 20) + " conv=fsync status=none",
                                  file_size);
     row("fs.write " + mib + " to disk vs dd conv=fsync", up, dd, "MB/s");
-  }
-
-  // RSS across a long run of calls (8 clients x 16 in flight), after the warm-up above.
-  if (runs("rss")) {
-    if (total_calls == 0) calls_per_second(agent, 8, 16, window, &total_calls);  // the warm-up
-    long rss_before = agent.rss_kib();
-    std::uint64_t counted_from = total_calls;
-    while (total_calls - counted_from < million_target) {
-      calls_per_second(agent, 8, 16, std::chrono::milliseconds(2000), &total_calls);
-    }
-    long rss_after = agent.rss_kib();
-    std::printf("%-52s %9ld KiB -> %ld KiB after %llu more calls (%+.1f MiB)\n", "agent RSS", rss_before, rss_after,
-                static_cast<unsigned long long>(total_calls - counted_from),
-                static_cast<double>(rss_after - rss_before) / 1024.0);
   }
 
   agent.sandbox->signal(SIGTERM);
