@@ -30,16 +30,7 @@ bool exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-std::string read_whole(const std::string& path) {
-  std::string content;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "<missing>";
-  char buffer[1 << 16];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) content.append(buffer, static_cast<std::size_t>(n));
-  ::close(fd);
-  return content;
-}
+std::string read_whole(const std::string& path) { return test::TempDir::read_or_missing(path); }
 
 struct ExtractorTest : ::testing::Test {
   test::TempDir dir;

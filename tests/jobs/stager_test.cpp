@@ -59,16 +59,7 @@ std::map<std::string, std::string> read_archive(const std::string& path) {
   return entries;
 }
 
-std::string read_whole(const std::string& path) {
-  std::string content;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "<missing>";
-  char buffer[1 << 16];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) content.append(buffer, static_cast<std::size_t>(n));
-  ::close(fd);
-  return content;
-}
+std::string read_whole(const std::string& path) { return test::TempDir::read_or_missing(path); }
 
 struct StagerTest : ::testing::Test {
   test::TempDir dir;

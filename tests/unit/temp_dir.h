@@ -44,6 +44,15 @@ class TempDir {
     text << in.rdbuf();
     return text.str();
   }
+  // Like read(), but "<missing>" when the file cannot be opened, so that a
+  // missing file never passes for an empty one.
+  static std::string read_or_missing(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return "<missing>";
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
 
  private:
   std::string path_;
