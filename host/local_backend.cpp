@@ -109,6 +109,7 @@ struct ChildPlan {
   int null_fd = -1;
   int error_fd = -1;
   int go_fd = -1;  // read end: one byte once the CLI has moved the child into its cgroups
+  int agent_fd = -1;  // the agent binary, opened before the mounts could hide its path (e.g. under /tmp)
   std::vector<std::string> argv;
   std::vector<std::string> envp;
 };
@@ -220,7 +221,7 @@ bool bring_up_loopback() {
   sigset_t empty;
   sigemptyset(&empty);
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-  ::execve(plan.argv[0].c_str(), argv.data(), envp.data());
+  ::execveat(plan.agent_fd, "", argv.data(), envp.data(), AT_EMPTY_PATH);
   child_fail(plan, stage_exec, plan.argv[0]);
 }
 
@@ -347,7 +348,9 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   std::string log_path = record.agent_dir() + "/agent.stderr";
   OwnedFd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   OwnedFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  OwnedFd agent_fd(::open(spec.agent_path.c_str(), O_PATH | O_CLOEXEC));
   if (log_fd.get() < 0 || null_fd.get() < 0) return fail(Status::from_errno(errno, "open " + log_path), &*limits);
+  if (agent_fd.get() < 0) return fail(Status::from_errno(errno, "open the agent binary " + spec.agent_path), &*limits);
 
   ChildPlan plan;
   plan.spec = &spec;
@@ -361,6 +364,7 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   plan.null_fd = null_fd.get();
   plan.error_fd = error_write.get();
   plan.go_fd = go_read.get();
+  plan.agent_fd = agent_fd.get();
   plan.argv = {spec.agent_path, "--config-fd", std::to_string(kConfigFd), "--ready-fd", std::to_string(kReadyFd)};
   plan.envp = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", std::string("HOME=") + kSandboxWorkDir,
                "LANG=C.UTF-8", "HOSTNAME=" + plan.hostname, "GPUBOX_SANDBOX_ID=" + record.id};
