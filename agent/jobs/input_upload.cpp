@@ -6,6 +6,7 @@
 #include <map>
 
 #include "agent/fd.h"
+#include "agent/methods/upload_stream.h"
 #include "rpc/params.h"
 #include "rpc/sha256.h"
 
@@ -70,20 +71,8 @@ class InputFileWriter {
 };
 
 Status receive_stream(rpc::CallContext& call, std::map<std::string, InputFileWriter*>& by_name) {
-  call.grant_credit(kUploadWindow);
-  std::uint64_t consumed = 0;
-  auto last_data = std::chrono::steady_clock::now();
-  while (true) {
-    auto next = call.receive_data(std::chrono::seconds(1));
-    if (!next) return next.status();
-    if (!next->has_value()) {
-      if (std::chrono::steady_clock::now() - last_data > kUploadIdleLimit) {
-        return Status(ErrorCode::deadline_exceeded, "no input DATA for 300 s; the submission was abandoned");
-      }
-      continue;
-    }
-    last_data = std::chrono::steady_clock::now();
-    rpc::Incoming& input = **next;
+  UploadStream stream{kUploadWindow, kUploadIdleLimit, "the submission was abandoned"};
+  return receive_upload_stream(call, stream, [&](rpc::Incoming& input) -> Result<bool> {
     rpc::ParamReader fields(input.body);
     auto eof = fields.boolean("eof");
     auto name = fields.string("name");
@@ -91,8 +80,7 @@ Status receive_stream(rpc::CallContext& call, std::map<std::string, InputFileWri
     if (Status status = fields.finish(); !status) {
       return Status(status.code(), "DATA body: " + status.message() + " (expected {\"name\": str, \"data\"?: bytes} or {\"eof\": true})");
     }
-    bool has_bytes = data.has_value() || !input.attachments.empty();
-    if (has_bytes) {
+    if (data.has_value() || !input.attachments.empty()) {
       if (!name) return Status(ErrorCode::invalid_request, "DATA body: bytes without \"name\": say which input they belong to");
       auto it = by_name.find(*name);
       if (it == by_name.end()) {
@@ -105,12 +93,8 @@ Status receive_stream(rpc::CallContext& call, std::map<std::string, InputFileWri
         if (Status written = it->second->write(attachment.data(), attachment.size()); !written) return written;
       }
     }
-    if (eof.value_or(false)) return Status::ok();
-    if (++consumed >= kUploadWindow / 2) {
-      call.grant_credit(consumed);
-      consumed = 0;
-    }
-  }
+    return eof.value_or(false);
+  });
 }
 
 }  // namespace

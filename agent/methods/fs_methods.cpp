@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "agent/methods/fs_ops.h"
+#include "agent/methods/upload_stream.h"
 #include "agent/methods/methods.h"
 #include "rpc/params.h"
 
@@ -144,21 +145,8 @@ Result<json> fs_read(rpc::CallContext& call) {
 
 // Receives the streamed content of fs.write into file until DATA {"eof": true}.
 Status receive_upload(rpc::CallContext& call, fs::AtomicFile& file, std::optional<std::uint64_t> expected_size) {
-  call.grant_credit(kUploadWindow);
-  std::uint64_t consumed = 0;
-  auto last_data = std::chrono::steady_clock::now();
-  while (true) {
-    auto next = call.receive_data(std::chrono::seconds(1));
-    if (!next) return next.status();
-    if (!next->has_value()) {
-      if (std::chrono::steady_clock::now() - last_data > kUploadIdleLimit) {
-        return Status(ErrorCode::deadline_exceeded, "no DATA for " + std::to_string(kUploadIdleLimit.count()) +
-                                                        " s; the upload was abandoned and the target left unchanged");
-      }
-      continue;
-    }
-    last_data = std::chrono::steady_clock::now();
-    rpc::Incoming& input = **next;
+  UploadStream stream{kUploadWindow, kUploadIdleLimit, "the upload was abandoned and the target left unchanged"};
+  return receive_upload_stream(call, stream, [&](rpc::Incoming& input) -> Result<bool> {
     rpc::ParamReader fields(input.body);
     auto eof = fields.boolean("eof");
     auto data = fields.bytes("data");
@@ -178,12 +166,8 @@ Status receive_upload(rpc::CallContext& call, fs::AtomicFile& file, std::optiona
     for (const auto& attachment : input.attachments) {
       if (Status written = append(attachment.data(), attachment.size()); !written) return written;
     }
-    if (eof.value_or(false)) return Status::ok();
-    if (++consumed >= kUploadWindow / 2) {
-      call.grant_credit(consumed);
-      consumed = 0;
-    }
-  }
+    return eof.value_or(false);
+  });
 }
 
 Result<json> fs_write(rpc::CallContext& call) {
