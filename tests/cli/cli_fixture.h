@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -56,5 +57,13 @@ std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text, int mode = 0644);
 // Cgroup directories named gpubox-ID anywhere under /sys/fs/cgroup.
 std::vector<std::string> cgroups_of(const std::string& id);
+
+// `size` bytes of a seeded pseudo-random stream: file contents for transfers.
+inline std::string random_bytes(size_t size, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::string bytes(size, '\0');
+  for (auto& byte : bytes) byte = static_cast<char>(generator());
+  return bytes;
+}
 
 }  // namespace gpubox::testing

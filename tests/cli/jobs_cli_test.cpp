@@ -17,13 +17,6 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-std::string random_bytes(size_t size, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::string bytes(size, '\0');
-  for (auto& byte : bytes) byte = static_cast<char>(generator());
-  return bytes;
-}
-
 // The jobs the agent holds, from `gpubox jobs ID --json`.
 nlohmann::json job_list(const CliRun& listed) {
   EXPECT_EQ(listed.status, 0) << listed.err;

@@ -17,13 +17,6 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-std::string random_bytes(size_t size, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::string bytes(size, '\0');
-  for (auto& byte : bytes) byte = static_cast<char>(generator());
-  return bytes;
-}
-
 TEST_F(CliTest, CreateExecPutGetTerminate) {
   std::string id = create();
   nlohmann::json saved = record(id);
