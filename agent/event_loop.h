@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "agent/timers.h"
 #include "rpc/status.h"
 

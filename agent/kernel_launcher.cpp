@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 
 namespace gpubox {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "rpc/status.h"
 
 namespace gpubox {

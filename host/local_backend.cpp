@@ -18,6 +18,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "rpc/fd.h"
+
 namespace gpubox::host {
 namespace {
 
@@ -69,31 +71,6 @@ struct SetupFailure {
   int stage = 0;
   int error = 0;
   char detail[256] = {};
-};
-
-// Sole owner of one descriptor.
-class OwnedFd {
- public:
-  OwnedFd() = default;
-  explicit OwnedFd(int fd) : fd_(fd) {}
-  OwnedFd(OwnedFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  OwnedFd& operator=(OwnedFd&& other) noexcept {
-    std::swap(fd_, other.fd_);
-    return *this;
-  }
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  ~OwnedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
 };
 
 // Everything the child needs, prepared before the clone.
@@ -237,8 +214,8 @@ std::string read_text(const std::string& path, size_t limit = 4096) {
 }
 
 // A memfd holding text, positioned at its start.
-Result<OwnedFd> memfd_with(const std::string& text) {
-  OwnedFd fd(::memfd_create("gpubox-config", MFD_CLOEXEC));
+Result<Fd> memfd_with(const std::string& text) {
+  Fd fd(::memfd_create("gpubox-config", MFD_CLOEXEC));
   if (fd.get() < 0) return Status::from_errno(errno, "memfd_create");
   size_t written = 0;
   while (written < text.size()) {
@@ -339,16 +316,16 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
 
   int pipe_fds[2], error_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return fail(Status::from_errno(errno, "pipe2"), &*limits);
-  OwnedFd ready_read(pipe_fds[0]), ready_write(pipe_fds[1]);
+  Fd ready_read(pipe_fds[0]), ready_write(pipe_fds[1]);
   if (::pipe2(error_fds, O_CLOEXEC) != 0) return fail(Status::from_errno(errno, "pipe2"), &*limits);
-  OwnedFd error_read(error_fds[0]), error_write(error_fds[1]);
+  Fd error_read(error_fds[0]), error_write(error_fds[1]);
   int go_fds[2];
   if (::pipe2(go_fds, O_CLOEXEC) != 0) return fail(Status::from_errno(errno, "pipe2"), &*limits);
-  OwnedFd go_read(go_fds[0]), go_write(go_fds[1]);
+  Fd go_read(go_fds[0]), go_write(go_fds[1]);
   std::string log_path = record.agent_dir() + "/agent.stderr";
-  OwnedFd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  OwnedFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
-  OwnedFd agent_fd(::open(spec.agent_path.c_str(), O_PATH | O_CLOEXEC));
+  Fd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  Fd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  Fd agent_fd(::open(spec.agent_path.c_str(), O_PATH | O_CLOEXEC));
   if (log_fd.get() < 0 || null_fd.get() < 0) return fail(Status::from_errno(errno, "open " + log_path), &*limits);
   if (agent_fd.get() < 0) return fail(Status::from_errno(errno, "open the agent binary " + spec.agent_path), &*limits);
 
@@ -417,7 +394,7 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   record.agent = {pid, *start_time};
   if (Status saved = store.save(record); !saved) return kill_and_fail(saved);
 
-  OwnedFd pidfd(pidfd_open(pid));
+  Fd pidfd(pidfd_open(pid));
   Status ready = await_ready(ready_read.get(), pid, pidfd.get(), spec.ready_timeout, log_path);
   if (!ready) {
     ::kill(pid, SIGKILL);
@@ -432,7 +409,7 @@ Status terminate_local_sandbox(const SandboxStore& store, const SandboxRecord& r
   if (killed) *killed = false;
   // The pidfd pins the process: once it is open and the start time matches,
   // signals cannot reach a process that reused the pid.
-  OwnedFd pidfd(record.agent.pid > 0 ? pidfd_open(record.agent.pid) : -1);
+  Fd pidfd(record.agent.pid > 0 ? pidfd_open(record.agent.pid) : -1);
   if (pidfd.get() >= 0 && process_alive(record.agent)) {
     auto signal = [&](int sig) { return ::syscall(SYS_pidfd_send_signal, pidfd.get(), sig, nullptr, 0) == 0; };
     auto exited_within = [&](std::chrono::milliseconds wait) {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "kernel/frame_channel.h"
 #include "rpc/status.h"
 

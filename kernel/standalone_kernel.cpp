@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstdio>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "kernel/kernel_history.h"
 #include "kernel/kernel_interpreter.h"
 #include "kernel/kernel_server.h"

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "agent/methods/upload_stream.h"
 #include "rpc/params.h"
 #include "rpc/sha256.h"

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "agent/signals.h"
 
 namespace gpubox::jobs {

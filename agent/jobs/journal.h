@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "rpc/status.h"
 
 namespace gpubox::jobs {

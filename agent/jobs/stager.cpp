@@ -15,7 +15,7 @@
 #include <memory>
 #include <thread>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "rpc/sha256.h"
 
 namespace gpubox::jobs {

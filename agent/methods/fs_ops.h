@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "rpc/sha256.h"
 #include "rpc/status.h"
 

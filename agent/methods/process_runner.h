@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "agent/process_table.h"
 
 namespace gpubox {

@@ -25,6 +25,8 @@
 #include <thread>
 #include <utility>
 
+#include "rpc/fd.h"
+
 extern char** environ;
 
 #ifndef GPUBOX_AGENT_PATH
@@ -101,45 +103,17 @@ GPUBOX_CHILD_CODE int child_main(void* arg) {
   child_fail(setup, 6);
 }
 
-// Sole owner of one descriptor, closed on destruction (the harness does not
-// link the agent's own Fd).
-class OwnedFd {
- public:
-  OwnedFd() = default;
-  explicit OwnedFd(int fd) : fd_(fd) {}
-  OwnedFd(OwnedFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  OwnedFd& operator=(OwnedFd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  ~OwnedFd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-OwnedFd open_or_throw(const std::string& path, int flags) {
+Fd open_or_throw(const std::string& path, int flags) {
   int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("open " + path + ": " + std::strerror(errno));
-  return OwnedFd(fd);
+  return Fd(fd);
 }
 
 // A close-on-exec pipe: {read end, write end}.
-std::pair<OwnedFd, OwnedFd> make_pipe() {
+std::pair<Fd, Fd> make_pipe() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2: " + std::string(std::strerror(errno)));
-  return {OwnedFd(fds[0]), OwnedFd(fds[1])};
+  return {Fd(fds[0]), Fd(fds[1])};
 }
 
 std::vector<char*> c_strings(std::vector<std::string>& strings) {
@@ -185,7 +159,7 @@ std::unique_ptr<Sandbox> Sandbox::start(const SandboxOptions& options, std::stri
     args.push_back("--config");
     args.push_back(box->path("config.json"));
   }
-  std::pair<OwnedFd, OwnedFd> ready_pipe;
+  std::pair<Fd, Fd> ready_pipe;
   if (options.pass_ready_fd) {
     ready_pipe = make_pipe();
     args.push_back("--ready-fd");
@@ -212,9 +186,9 @@ std::unique_ptr<Sandbox> Sandbox::start(const SandboxOptions& options, std::stri
   std::vector<char*> argv = c_strings(args);
   std::vector<char*> envp = c_strings(env);
   std::string path = agent_path();
-  OwnedFd stdin_fd = open_or_throw("/dev/null", O_RDONLY);
-  OwnedFd stdout_fd = open_or_throw(box->path("stdout"), O_WRONLY | O_CREAT | O_TRUNC);
-  OwnedFd stderr_fd = open_or_throw(box->path("stderr"), O_WRONLY | O_CREAT | O_TRUNC);
+  Fd stdin_fd = open_or_throw("/dev/null", O_RDONLY);
+  Fd stdout_fd = open_or_throw(box->path("stdout"), O_WRONLY | O_CREAT | O_TRUNC);
+  Fd stderr_fd = open_or_throw(box->path("stderr"), O_WRONLY | O_CREAT | O_TRUNC);
   auto [error_read, error_write] = make_pipe();
 
   ChildSetup setup;

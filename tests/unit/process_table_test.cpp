@@ -22,7 +22,7 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/fd.h"
+#include "rpc/fd.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpubox {

@@ -1,4 +1,5 @@
 // Fd: sole owner of one file descriptor; closes it on destruction. Move-only.
+// Header-only, for the agent, the host side and the test harness alike.
 #pragma once
 
 #include <unistd.h>
