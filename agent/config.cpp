@@ -276,6 +276,89 @@ void parse_jobs(const json& value, JobsConfig* jobs) {
   reader.finish();
 }
 
+// A Python identifier that is not a keyword (ASCII only: names user code types).
+bool is_python_name(const std::string& name) {
+  static const std::set<std::string> kKeywords = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
+      "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield"};
+  return is_env_name(name) && !kKeywords.count(name);
+}
+
+kernel::ModelSpec parse_model(const json& value, const std::string& path) {
+  ObjectReader reader(value, path);
+  kernel::ModelSpec model;
+  auto required = [&](std::string_view key, std::string* out, const char* expected) {
+    if (!reader.find(key)) throw ConfigError{reader.child_path(key) + ": required (" + expected + ")"};
+    reader.string(key, out);
+  };
+  required("name", &model.name, "the model's name");
+  if (model.name.empty() || model.name.size() > 256 || model.name.find('\0') != std::string::npos) {
+    fail(reader.child_path("name"), "1 to 256 characters without NUL", model.name);
+  }
+  required("path", &model.path, "an absolute path to the model's file or directory");
+  if (model.path.empty() || model.path[0] != '/' || model.path.find('\0') != std::string::npos) {
+    fail(reader.child_path("path"), "an absolute path", model.path);
+  }
+  reader.string("var_name", &model.var_name);
+  if (!is_python_name(model.var_name) || model.var_name == "model_info") {
+    fail(reader.child_path("var_name"), "a Python identifier other than model_info", model.var_name);
+  }
+  required("loader", &model.loader, "\"transformers\", \"torchscript\" or \"safetensors\"");
+  if (model.loader != "transformers" && model.loader != "torchscript" && model.loader != "safetensors") {
+    fail(reader.child_path("loader"), "\"transformers\", \"torchscript\" or \"safetensors\"", model.loader);
+  }
+  reader.string("tokenizer_var", &model.tokenizer_var);
+  if (!model.tokenizer_var.empty()) {
+    if (model.loader != "transformers") {
+      throw ConfigError{reader.child_path("tokenizer_var") + ": only with loader \"transformers\""};
+    }
+    if (!is_python_name(model.tokenizer_var) || model.tokenizer_var == "model_info" ||
+        model.tokenizer_var == model.var_name) {
+      fail(reader.child_path("tokenizer_var"), "a Python identifier other than model_info and var_name",
+           model.tokenizer_var);
+    }
+  }
+  static const std::regex kDevice("cpu|cuda(:[0-9]{1,3})?");
+  reader.string("device", &model.device);
+  if (!std::regex_match(model.device, kDevice)) fail(reader.child_path("device"), "\"cpu\", \"cuda\" or \"cuda:N\"", model.device);
+  reader.string("dtype", &model.dtype);
+  if (!model.dtype.empty() && model.dtype != "float32" && model.dtype != "float16" && model.dtype != "bfloat16" &&
+      model.dtype != "float64") {
+    fail(reader.child_path("dtype"), "\"float32\", \"float16\", \"bfloat16\" or \"float64\"", model.dtype);
+  }
+  reader.boolean("hidden", &model.hidden);
+  reader.boolean("is_peft", &model.is_peft);
+  reader.string("base_model", &model.base_model);
+  if (model.is_peft && model.loader != "transformers") {
+    throw ConfigError{reader.child_path("is_peft") + ": only with loader \"transformers\""};
+  }
+  if (model.is_peft && model.base_model.empty()) {
+    throw ConfigError{reader.child_path("base_model") + ": required with is_peft: true (the base the adapter at path applies to)"};
+  }
+  if (!model.base_model.empty() && !model.is_peft) {
+    throw ConfigError{reader.child_path("base_model") + ": only with is_peft: true"};
+  }
+  if (model.base_model.find('\0') != std::string::npos) fail(reader.child_path("base_model"), "a path or model id without NUL", model.base_model);
+  reader.finish();
+  return model;
+}
+
+void parse_models(const json& value, std::vector<kernel::ModelSpec>* models) {
+  if (!value.is_array()) fail("kernel.models", "an array of model objects", value);
+  std::set<std::string> names, variables;
+  for (size_t i = 0; i < value.size(); ++i) {
+    std::string path = "kernel.models[" + std::to_string(i) + "]";
+    kernel::ModelSpec model = parse_model(value[i], path);
+    if (!names.insert(model.name).second) fail(path + ".name", "a name no other model has", model.name);
+    if (!variables.insert(model.var_name).second) fail(path + ".var_name", "a variable no other model binds", model.var_name);
+    if (!model.tokenizer_var.empty() && !variables.insert(model.tokenizer_var).second) {
+      fail(path + ".tokenizer_var", "a variable no other model binds", model.tokenizer_var);
+    }
+    models->push_back(std::move(model));
+  }
+}
+
 void parse_kernel(const json& value, KernelConfig* kernel) {
   ObjectReader reader(value, "kernel");
   reader.boolean("enabled", &kernel->enabled);
@@ -293,6 +376,12 @@ void parse_kernel(const json& value, KernelConfig* kernel) {
       kernel->setup_code.push_back((*setup)[i].get<std::string>());
     }
   }
+  reader.string("workspace_dir", &kernel->workspace_dir);
+  if (!kernel->workspace_dir.empty() &&
+      (kernel->workspace_dir[0] != '/' || kernel->workspace_dir.find('\0') != std::string::npos)) {
+    fail("kernel.workspace_dir", "an absolute path", kernel->workspace_dir);
+  }
+  if (const json* models = reader.find("models")) parse_models(*models, &kernel->models);
   reader.boolean("preload", &kernel->preload);
   reader.milliseconds("execute_timeout_seconds", 1000, 0, 30 * 86'400, &kernel->execute_timeout);
   reader.string("connection_file", &kernel->connection_file);
@@ -481,7 +570,17 @@ std::string config_to_json(const Config& config) {
                         {"setup_code", config.kernel.setup_code},
                         {"preload", config.kernel.preload},
                         {"execute_timeout_seconds", seconds(config.kernel.execute_timeout)},
-                        {"connection_file", config.kernel.connection_file}};
+                        {"connection_file", config.kernel.connection_file},
+                        {"workspace_dir", config.kernel.workspace_dir},
+                        {"models", json::array()}};
+  for (const auto& model : config.kernel.models) {
+    json m = {{"name", model.name},     {"path", model.path},     {"var_name", model.var_name},
+              {"loader", model.loader}, {"device", model.device}, {"hidden", model.hidden}};
+    if (!model.tokenizer_var.empty()) m["tokenizer_var"] = model.tokenizer_var;
+    if (!model.dtype.empty()) m["dtype"] = model.dtype;
+    if (model.is_peft) m["is_peft"] = true, m["base_model"] = model.base_model;
+    document["kernel"]["models"].push_back(std::move(m));
+  }
   return document.dump(2);
 }
 

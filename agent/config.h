@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/log.h"
+#include "kernel/model_setup.h"
 #include "rpc/status.h"
 
 namespace gpubox {
@@ -74,7 +75,9 @@ struct KernelConfig {
   bool enabled = true;
   std::string python = "python3";               // the image's python3; found on PATH without a '/'
   std::string mode;                             // "" (IPython when importable) or "plain"
-  std::vector<std::string> setup_code;          // run hidden at executor start and after every restart
+  std::vector<std::string> setup_code;          // the custom init code: run hidden at executor start and after every restart
+  std::string workspace_dir;                    // put first on sys.path (created if missing); empty: none
+  std::vector<kernel::ModelSpec> models;        // preloaded at executor start and after every restart
   bool preload = false;                         // start the executor with the agent, not at first use
   std::chrono::milliseconds execute_timeout{0}; // default kernel.execute timeout for RPC callers; 0: none
   std::string connection_file;                  // empty: STATE_DIR/kernel.json (mode 0600)

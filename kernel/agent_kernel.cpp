@@ -10,6 +10,7 @@
 #include "kernel/kernel_history.h"
 #include "kernel/kernel_interpreter.h"
 #include "kernel/kernel_server.h"
+#include "kernel/model_report.h"
 #include "xeus/xeus_context.hpp"
 #include "xeus/xkernel.hpp"
 
@@ -62,6 +63,8 @@ Result<std::unique_ptr<AgentKernel>> AgentKernel::start(AgentKernelOptions optio
   std::clog.rdbuf(nullptr);
 
   std::unique_ptr<AgentKernel> self(new AgentKernel());
+  self->models_ = std::make_shared<ModelReport>(std::move(options.models), std::move(options.on_model_report));
+  options.executor.setup_sink = self->models_;
   self->executor_ = std::make_shared<PythonExecutor>(std::move(options.executor), std::move(launcher));
   try {
     auto interpreter = std::make_unique<KernelInterpreter>(self->executor_);
@@ -96,9 +99,14 @@ Result<std::unique_ptr<AgentKernel>> AgentKernel::start(AgentKernelOptions optio
     if (Status written = write_private_file(options.connection_file, file.dump(2)); !written) return written;
   }
   if (options.preload) {
-    if (Status started = self->executor_->start(); !started) {
-      std::fprintf(stderr, "gpubox kernel: %s\n", started.message().c_str());
-    }
+    // Setup (models) runs now, in the background; requests meanwhile wait for it.
+    self->setup_thread_ = std::thread([executor = self->executor_] {
+      NullSink sink;
+      auto done = executor->request(json{{"type", "is_complete"}, {"code", ""}}, sink);
+      if (!done && done.status().code() != ErrorCode::unavailable) {  // unavailable: stopped meanwhile
+        std::fprintf(stderr, "gpubox kernel: %s\n", done.status().message().c_str());
+      }
+    });
   }
   xeus::xkernel* kernel = self->kernel_.get();
   self->thread_ = std::thread([kernel] {
@@ -117,6 +125,7 @@ void AgentKernel::stop() {
   if (server_) server_->stop();
   if (executor_) executor_->stop();
   if (thread_.joinable()) thread_.join();
+  if (setup_thread_.joinable()) setup_thread_.join();
 }
 
 void AgentKernel::begin_stop() {
@@ -141,6 +150,9 @@ json AgentKernel::info() const {
   info["restarts"] = executor_->restarts();
   info["busy"] = executor_->busy();
   info["endpoints"] = endpoints_;
+  json models = models_->snapshot();
+  info["models"] = std::move(models["models"]);
+  info["model_info"] = std::move(models["model_info"]);
   return info;
 }
 

@@ -4,6 +4,7 @@
 // kernel.* RPC methods share (one request at a time). Thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,11 +21,14 @@ namespace gpubox::kernel {
 
 class KernelServer;
 class KernelInterpreter;
+class ModelReport;
 
 struct AgentKernelOptions {
   ExecutorOptions executor;
   std::string connection_file;  // written with mode 0600
-  bool preload = false;         // start the executor now rather than at first use
+  bool preload = false;         // start the executor now and run its setup, rather than at first use
+  nlohmann::json models = nlohmann::json::array();  // the models' report before loading (pending_model_report)
+  std::function<void(const nlohmann::json&)> on_model_report;  // each report the loader sends (setup thread)
 };
 
 class AgentKernel {
@@ -46,7 +50,7 @@ class AgentKernel {
   nlohmann::json endpoints() const;
   // For sys.info: {"state": "ready", "executor": "idle"|"busy"|"not started", "restarts": n}.
   nlohmann::json status() const;
-  // kernel.info: implementation, language_info, executor details, endpoints.
+  // kernel.info: implementation, language_info, executor details, endpoints, models and model_info.
   nlohmann::json info() const;
   // The execution count the next RPC execution records in history (the last Jupyter one + 1).
   int next_execution_count() const;
@@ -58,7 +62,9 @@ class AgentKernel {
   KernelServer* server_ = nullptr;            // owned by kernel_
   KernelInterpreter* interpreter_ = nullptr;  // owned by kernel_
   nlohmann::json endpoints_;
-  std::thread thread_;  // serves shell (xkernel::start)
+  std::shared_ptr<ModelReport> models_;
+  std::thread thread_;        // serves shell (xkernel::start)
+  std::thread setup_thread_;  // with preload: starts the executor and runs its setup (models load)
 };
 
 }  // namespace gpubox::kernel

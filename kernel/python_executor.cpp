@@ -226,7 +226,8 @@ void PythonExecutor::replay_setup_locked() {
     json req = {{"type", "execute"}, {"code", code}, {"silent", true}, {"store_history", false},
                 {"allow_stdin", false}, {"execution_count", 0}};
     if (!write_frame(process_->channel.get(), req.dump())) return;
-    NullSink sink;
+    NullSink null_sink;
+    ExecutorSink& sink = options_.setup_sink ? *options_.setup_sink : null_sink;
     replaying_ = true;
     auto done = await_locked(sink, false, std::nullopt);
     replaying_ = false;

@@ -21,12 +21,17 @@
 
 namespace gpubox::kernel {
 
+class ExecutorSink;
+
 struct ExecutorOptions {
   std::string python = "python3";      // found on PATH when it has no slash
   std::vector<std::string> env;        // the child's whole environment (NAME=value)
   std::vector<std::string> setup_code; // run hidden after every start and restart
   std::string mode;                    // "" (IPython when importable) or "plain"
   std::chrono::milliseconds startup_timeout{60000};
+  // Gets the display frames setup code sends while it is replayed (the model
+  // loader's report); null: they are dropped. Called on the requesting thread.
+  std::shared_ptr<ExecutorSink> setup_sink;
 };
 
 // What starting the executor needs from its parent process.
