@@ -32,8 +32,10 @@ struct EntryFree {
 
 // The archive's output: a file, hashed and counted as it is written, on a
 // writer thread of its own so that hashing and write(2) overlap with reading
-// and compressing. At most kQueuedBlocks copies wait; the first failed write
-// stops the writer and fails the next write() (and finish()).
+// and compressing. Written ranges are handed to the disk as they fill
+// (sync_file_range), so the closing fsync waits for the last few MiB only.
+// At most kQueuedBlocks copies wait; the first failed write stops the writer
+// and fails the next write() (and finish()).
 class Sink {
  public:
   explicit Sink(int fd) : fd_(fd), writer_([this] { run(); }) {}
@@ -70,6 +72,7 @@ class Sink {
 
  private:
   static constexpr std::size_t kQueuedBlocks = 8;
+  static constexpr std::uint64_t kWritebackBytes = 8 << 20;
 
   void run() {
     std::unique_lock lock(mutex_);
@@ -84,6 +87,7 @@ class Sink {
       if (failed == 0) {
         hash_.update(block.data(), block.size());
         size_ += block.size();
+        start_writeback();
       }
       lock.lock();
       if (failed != 0) {
@@ -92,6 +96,20 @@ class Sink {
         changed_.notify_all();
         return;
       }
+    }
+  }
+
+  // Starts writeback of each full kWritebackBytes range and waits for the one
+  // before it, so dirty pages stay bounded and the disk works while we compress.
+  // Advisory: where sync_file_range does nothing (tmpfs), the fsync does it all.
+  void start_writeback() {
+    while (size_ - written_back_ >= kWritebackBytes) {
+      if (written_back_ >= kWritebackBytes) {
+        ::sync_file_range(fd_, static_cast<off_t>(written_back_ - kWritebackBytes), kWritebackBytes,
+                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+      }
+      ::sync_file_range(fd_, static_cast<off_t>(written_back_), kWritebackBytes, SYNC_FILE_RANGE_WRITE);
+      written_back_ += kWritebackBytes;
     }
   }
 
@@ -115,6 +133,7 @@ class Sink {
   int error_ = 0;
   Sha256 hash_;
   std::uint64_t size_ = 0;
+  std::uint64_t written_back_ = 0;  // bytes handed to sync_file_range
   std::thread writer_;  // last: starts once the members above exist
 };
 
