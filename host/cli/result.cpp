@@ -1,8 +1,8 @@
-// `gpubox result ID JOB [--out DIR] [--max-size BYTES]`: downloads a finished
-// job's staged archive (resumable, sha256-checked, size-capped) and extracts
-// it with the hardened extractor (host/harvest/), then says where the files
-// went. The sandbox keeps its copy until `job.ack`, so a refused or failed
-// download can simply be run again.
+// `gpubox result ID JOB [--out DIR] [--max-size BYTES] [--ack]`: downloads a
+// finished job's staged archive (resumable, sha256-checked, size-capped) and
+// extracts it with the hardened extractor (host/harvest/), then says where the
+// files went. The sandbox keeps its copy until `job.ack` (--ack sends it once
+// every file is extracted), so a refused or failed download can simply be run again.
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,11 +26,12 @@ std::string mib(std::uint64_t bytes) {
 
 int run_result(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] =
-      "usage: gpubox result ID|NAME JOB [--out DIR] [--max-size BYTES] [--json]\n"
+      "usage: gpubox result ID|NAME JOB [--out DIR] [--max-size BYTES] [--ack] [--json]\n"
       "  downloads a finished job's outputs (out/) and its stdout.log/stderr.log into DIR, which must not\n"
       "  exist yet (default: ./SANDBOX-JOB). --max-size refuses an archive above BYTES; the sandbox keeps it,\n"
-      "  so a later run with a larger --max-size gets it without re-running the job.\n";
-  auto args = parse_args(raw, {"--out", "--max-size"}, {});
+      "  so a later run with a larger --max-size gets it without re-running the job. --ack lets the sandbox\n"
+      "  delete its staged copy once everything is extracted (without it the copy stays for another download).\n";
+  auto args = parse_args(raw, {"--out", "--max-size"}, {"--ack"});
   if (!args) return fail("result", args.status().message(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 2) return fail("result", "expected ID JOB", kExitUsage, kUsage);
@@ -82,6 +83,15 @@ int run_result(const std::vector<std::string>& raw, const Global& global) {
     return fail("result", why.to_string(), why.code() == ErrorCode::not_found ? kExitUsage : kExitFailed);
   }
   const nlohmann::json& result = harvested->result;
+  bool acked = false;
+  if (args->flag("--ack")) {
+    auto ack = (*client)->call("job.ack", {{"job_id", job}});
+    if (!ack) {
+      std::fprintf(stderr, "gpubox result: the files are extracted, but job.ack failed (the sandbox keeps its copy): %s\n",
+                   ack.status().to_string().c_str());
+    }
+    acked = static_cast<bool>(ack);
+  }
   std::string out_dir = std::filesystem::absolute(options.out_dir, error).lexically_normal().string();
   if (global.json || args->flag("--json")) {
     std::cout << nlohmann::json{{"job_id", job},
@@ -91,6 +101,7 @@ int run_result(const std::vector<std::string>& raw, const Global& global) {
                                 {"bytes", harvested->extracted.bytes},
                                 {"archive_size", harvested->archive_size},
                                 {"featured_files", result.value("featured_files", nlohmann::json::array())},
+                                {"acked", acked},
                                 {"result", result}}
                      .dump()
               << "\n";
@@ -100,6 +111,7 @@ int run_result(const std::vector<std::string>& raw, const Global& global) {
               static_cast<unsigned long long>(harvested->extracted.files), mib(harvested->extracted.bytes).c_str(),
               out_dir.c_str());
   std::printf("logs: %s/stdout.log, %s/stderr.log\n", out_dir.c_str(), out_dir.c_str());
+  if (acked) std::printf("acknowledged: the sandbox deleted its staged copy\n");
   auto featured = result.value("featured_files", nlohmann::json::array());
   if (!featured.empty()) std::printf("featured:\n");
   for (const auto& file : featured) {

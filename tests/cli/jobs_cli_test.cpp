@@ -139,6 +139,28 @@ TEST_F(CliTest, ResultAboveMaxSizeIsRefusedThenARaisedCapDownloadsIt) {
   EXPECT_EQ(jobs.size(), 1u) << "the job ran once";
 }
 
+TEST_F(CliTest, ResultWithAckExtractsThenTheSandboxDeletesItsCopy) {
+  std::string id = create();
+  CliRun submitted = run({"submit", id, "--", "echo kept > out/kept.txt"});
+  ASSERT_EQ(submitted.status, 0) << submitted.err;
+  std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+  ASSERT_EQ(run({"wait", id, job}).status, 0);
+  CliRun plain = run({"result", id, job, "--out", scratch() + "/first"});
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_THAT(plain.out, ::testing::Not(HasSubstr("acknowledged")));
+  CliRun acked = run({"result", id, job, "--out", scratch() + "/second", "--ack", "--json"});
+  ASSERT_EQ(acked.status, 0) << acked.err;
+  EXPECT_EQ(nlohmann::json::parse(acked.out)["acked"], true);
+  EXPECT_EQ(read_text(scratch() + "/second/out/kept.txt"), "kept\n") << "extracted before the copy went";
+  nlohmann::json jobs = job_list(run({"jobs", id, "--json"}));
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0]["acked"], true);
+  CliRun gone = run({"result", id, job, "--out", scratch() + "/third"});
+  EXPECT_NE(gone.status, 0) << "the staged copy is deleted";
+  EXPECT_THAT(gone.err, HasSubstr("acknowledged"));
+  EXPECT_FALSE(fs::exists(scratch() + "/third"));
+}
+
 TEST_F(CliTest, CancelStopsARunningJobAndItsOutputsAreStillStaged) {
   std::string id = create();
   CliRun submitted = run({"submit", id, "--", "echo started > out/progress.txt; echo up; exec sleep 300"});
