@@ -14,6 +14,7 @@
 
 #include "agent/kernel_launcher.h"
 #include "agent/methods/methods.h"
+#include "agent/model_mounts.h"
 #include "rpc/keys.h"
 
 #include "agent/signals.h"
@@ -44,6 +45,21 @@ Result<std::string> read_secret_key(const RpcConfig& rpc) {
   return key;
 }
 
+// The agent log's line for each preloaded model after every (re)load; a hidden
+// model is named by its variable only (user code can read the log file).
+void log_model_report(const nlohmann::json& models) {
+  for (const auto& model : models) {
+    std::string var = model.value("var_name", "");
+    std::string name = model.value("hidden", false) ? std::string("(hidden)") : model.value("name", "");
+    if (model.value("status", "") == "loaded") {
+      log::info("model loaded", {{"var_name", var}, {"model", name}, {"type", model.value("type", "")},
+                                 {"device", model.value("device", "")}, {"parameters", model.value("parameters", 0LL)}});
+    } else {
+      log::error("model failed to load", {{"var_name", var}, {"model", name}, {"error", model.value("error", "")}});
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> Agent::child_env() const {
@@ -58,10 +74,18 @@ void Agent::start_kernel() {
   kernel::AgentKernelOptions options;
   options.executor.python = config.python;
   options.executor.mode = config.mode;
-  options.executor.setup_code = config.setup_code;
+  // Setup order: the workspace on sys.path, the models, then the custom init code (which may use both).
+  if (!config.workspace_dir.empty()) options.executor.setup_code.push_back(kernel::workspace_setup_code(config.workspace_dir));
+  std::vector<kernel::ModelLoad> models = place_models(config.models, options_.config.state_dir, is_pid1_);
+  if (!models.empty()) {
+    options.executor.setup_code.push_back(kernel::models_setup_code(models));
+    options.models = kernel::pending_model_report(models);
+    options.on_model_report = log_model_report;
+  }
+  options.executor.setup_code.insert(options.executor.setup_code.end(), config.setup_code.begin(), config.setup_code.end());
   options.executor.env = build_environment(child_env(), {"GPUBOX_CONFIG"});
   options.connection_file = config.connection_file.empty() ? options_.config.state_dir + "/kernel.json" : config.connection_file;
-  options.preload = config.preload;
+  options.preload = config.preload || !models.empty();  // models load with the agent, not at the first cell
   auto started = kernel::AgentKernel::start(std::move(options), make_table_launcher(processes_));
   if (!started) {
     kernel_error_ = started.status().message();

@@ -28,6 +28,7 @@ constexpr char kUsage[] =
     "  logs ID JOB [--stderr] [-f]        a job's stdout (or stderr), followed with -f\n"
     "  result ID JOB [--out DIR]          download and extract a finished job's outputs and logs\n"
     "  cancel ID JOB                      stop a job (its outputs are still staged)\n"
+    "  run-code ID [CODE | -] [options]   run Python in the sandbox's kernel; images saved to files (gpubox run-code --help)\n"
     "  terminate ID... | --all            stop sandboxes and remove their state\n"
     "ID is a sandbox's id, a unique prefix of it, or its name.\n"
     "exit codes: 0 ok, 1 the remote command or call failed, 2 usage or config error (or unknown sandbox),\n"
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     if (command == "wait") return run_wait(args, global);
     if (command == "result") return run_result(args, global);
     if (command == "cancel") return run_cancel(args, global);
+    if (command == "run-code") return run_run_code(args, global);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpubox %s: internal error: %s\n", command.c_str(), e.what());
     return kExitFailed;
