@@ -68,6 +68,11 @@ std::vector<std::pair<std::string, std::string>> Agent::child_env() const {
   return env;
 }
 
+std::string Agent::kernel_connection_file() const {
+  const KernelConfig& config = options_.config.kernel;
+  return config.connection_file.empty() ? options_.config.state_dir + "/kernel.json" : config.connection_file;
+}
+
 void Agent::start_kernel() {
   const KernelConfig& config = options_.config.kernel;
   if (!config.enabled) return;
@@ -84,7 +89,7 @@ void Agent::start_kernel() {
   }
   options.executor.setup_code.insert(options.executor.setup_code.end(), config.setup_code.begin(), config.setup_code.end());
   options.executor.env = build_environment(child_env(), {"GPUBOX_CONFIG"});
-  options.connection_file = config.connection_file.empty() ? options_.config.state_dir + "/kernel.json" : config.connection_file;
+  options.connection_file = kernel_connection_file();
   options.preload = config.preload || !models.empty();  // models load with the agent, not at the first cell
   auto started = kernel::AgentKernel::start(std::move(options), make_table_launcher(processes_));
   if (!started) {
@@ -122,6 +127,7 @@ Status Agent::start_rpc() {
   add_job_methods(methods_, *jobs_, hooks);
   add_lifecycle_methods(methods_, *watchdogs_);
   add_kernel_methods(methods_, [this] { return kernel_.get(); }, options_.config.kernel.execute_timeout);
+  add_kernel_relay_method(methods_, [this] { return kernel_.get(); }, kernel_connection_file());
   server.on_activity = [this] { watchdogs_->note_activity(); };
   auto started = rpc::Server::start(std::move(server), methods_);
   if (!started) return started.status();

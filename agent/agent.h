@@ -49,6 +49,8 @@ class Agent {
   std::vector<std::pair<std::string, std::string>> child_env() const;
   // Starts the Jupyter kernel when kernel.enabled; a failure is logged and shown in sys.info, not fatal.
   void start_kernel();
+  // The kernel's connection file: config kernel.connection_file, else STATE_DIR/kernel.json.
+  std::string kernel_connection_file() const;
   Status start_rpc();
   nlohmann::json components();
   Status start_main_command();

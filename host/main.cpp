@@ -30,6 +30,8 @@ constexpr char kUsage[] =
     "  cancel ID JOB                      stop a job (its outputs are still staged)\n"
     "  run-code ID [CODE | -] [options]   run Python in the sandbox's kernel; images saved to files (gpubox run-code --help)\n"
     "  terminate ID... | --all            stop sandboxes and remove their state\n"
+    "  attach ID [--connection-file F]    serve the sandbox's Jupyter kernel to local frontends\n"
+    "  kernelspec install [options]       install a Jupyter kernelspec (gpubox kernelspec --help)\n"
     "ID is a sandbox's id, a unique prefix of it, or its name.\n"
     "exit codes: 0 ok, 1 the remote command or call failed, 2 usage or config error (or unknown sandbox),\n"
     "            3 sandbox not reachable; exec exits with the command's own code.\n";
@@ -66,6 +68,8 @@ int main(int argc, char** argv) {
     if (command == "wait") return run_wait(args, global);
     if (command == "result") return run_result(args, global);
     if (command == "cancel") return run_cancel(args, global);
+    if (command == "attach") return run_attach(args, global);
+    if (command == "kernelspec") return run_kernelspec(args, global);
     if (command == "run-code") return run_run_code(args, global);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpubox %s: internal error: %s\n", command.c_str(), e.what());

@@ -166,6 +166,30 @@ Result<Received> Client::receive(std::uint64_t id, std::chrono::milliseconds wai
   }
 }
 
+Result<std::optional<Received>> Client::try_receive(std::uint64_t id) {
+  auto queued = pending_.find(id);
+  while (queued == pending_.end() || queued->second.empty()) {
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+      return std::optional<Received>();
+    }
+    if (frames.size() < 2) continue;
+    auto header = decode_header(frames[0].to_string_view());
+    if (!header) return Status(ErrorCode::internal, "agent sent a malformed header: " + header.status().message());
+    auto body = decode_body(frames[1].to_string_view(), SIZE_MAX);
+    if (!body) return Status(ErrorCode::internal, "agent sent a malformed body: " + body.status().message());
+    Received received{header->kind, header->credit, std::move(*body), {}};
+    for (std::size_t i = 2; i < frames.size(); ++i) received.attachments.push_back(std::move(frames[i]));
+    if (header->id == id) return std::optional<Received>(std::move(received));
+    pending_[header->id].push_back(std::move(received));
+    queued = pending_.find(id);
+  }
+  Received next = std::move(queued->second.front());
+  queued->second.pop_front();
+  if (queued->second.empty()) pending_.erase(queued);
+  return std::optional<Received>(std::move(next));
+}
+
 Status Client::start(const std::string& method, const nlohmann::json& params, const CallOptions& options,
                      std::uint64_t id) {
   Header header;

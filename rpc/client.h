@@ -104,6 +104,12 @@ class Client {
   Status send_message(const Header& header, const nlohmann::json& body, std::vector<zmq::message_t> attachments = {});
   std::uint64_t next_id() { return next_id_++; }
 
+  // For a caller that polls this client's socket beside its own sockets (one
+  // thread): the socket as a ZMQ_POLLIN item, and the next message for id if
+  // one has already arrived (nullopt, never waiting, when none has).
+  zmq::pollitem_t poll_item() { return {socket_.handle(), 0, ZMQ_POLLIN, 0}; }
+  Result<std::optional<Received>> try_receive(std::uint64_t id);
+
  private:
   friend class Stream;
   Client(zmq::context_t context, zmq::socket_t socket, std::string endpoint);

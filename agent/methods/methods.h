@@ -44,6 +44,10 @@ void add_job_methods(rpc::MethodRegistry& methods, jobs::JobManager& manager, co
 // get_kernel returns null while the kernel is disabled; default_timeout 0: none.
 void add_kernel_methods(rpc::MethodRegistry& methods, std::function<kernel::AgentKernel*()> get_kernel,
                         std::chrono::milliseconds default_timeout);
+// kernel.relay: Jupyter frontends' messages to and from the kernel's sockets
+// (gpubox attach); the kernel's HMAC key is read from connection_file.
+void add_kernel_relay_method(rpc::MethodRegistry& methods, std::function<kernel::AgentKernel*()> get_kernel,
+                             std::string connection_file);
 // sys.heartbeat (the owner lease).
 void add_lifecycle_methods(rpc::MethodRegistry& methods, Watchdogs& watchdogs);
 

@@ -1,0 +1,136 @@
+// `gpubox kernelspec install [--user] [--prefix DIR] [--sandbox ID] [--name N]`:
+// writes a Jupyter kernelspec so that any frontend can start the gpubox
+// kernel by name: the standalone kernel (gpubox-agent kernel), or, with
+// --sandbox, a sandbox's kernel through `gpubox attach`.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "host/cli/cli.h"
+#include "host/local_backend.h"
+
+namespace gpubox::host::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: gpubox kernelspec install [--user | --prefix DIR] [--sandbox ID] [--name NAME] [--python PATH]\n"
+    "Installs a Jupyter kernelspec into KERNELS/NAME/kernel.json, where KERNELS is\n"
+    "  /usr/local/share/jupyter/kernels           (default)\n"
+    "  $JUPYTER_DATA_DIR/kernels, else ~/.local/share/jupyter/kernels   (--user)\n"
+    "  DIR/share/jupyter/kernels                  (--prefix DIR)\n"
+    "Without --sandbox: the standalone kernel, `gpubox-agent kernel -f {connection_file}` (NAME gpubox;\n"
+    "--python names the executor's python3). With --sandbox ID: that sandbox's kernel through\n"
+    "`gpubox attach ID --connection-file {connection_file}` (NAME gpubox-ID).\n";
+
+bool valid_name(const std::string& name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return name != "." && name != "..";
+}
+
+Status make_dirs(const std::string& path) {
+  for (std::size_t at = 1; at != std::string::npos;) {
+    at = path.find('/', at + 1);
+    std::string so_far = path.substr(0, at);
+    if (::mkdir(so_far.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status::from_errno(errno, "cannot create '" + so_far + "'");
+    }
+  }
+  return Status::ok();
+}
+
+std::string self_path() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "gpubox";
+  self[n] = '\0';
+  return self;
+}
+
+int install(const Args& args, const Global& global) {
+  if (args.flag("--user") && args.last("--prefix")) {
+    return fail("kernelspec", "--user and --prefix: give one or neither", kExitUsage, kUsage);
+  }
+  std::string kernels;
+  if (auto prefix = args.last("--prefix")) {
+    if (prefix->empty() || (*prefix)[0] != '/') return fail("kernelspec", "--prefix: expected an absolute path", kExitUsage, kUsage);
+    kernels = *prefix + "/share/jupyter/kernels";
+  } else if (args.flag("--user")) {
+    const char* data = std::getenv("JUPYTER_DATA_DIR");
+    const char* home = std::getenv("HOME");
+    if (data && *data) {
+      kernels = std::string(data) + "/kernels";
+    } else if (home && *home) {
+      kernels = std::string(home) + "/.local/share/jupyter/kernels";
+    } else {
+      return fail("kernelspec", "--user: neither JUPYTER_DATA_DIR nor HOME is set", kExitUsage, kUsage);
+    }
+  } else {
+    kernels = "/usr/local/share/jupyter/kernels";
+  }
+
+  nlohmann::json spec = {{"language", "python"}, {"interrupt_mode", "message"}, {"metadata", {{"debugger", false}}}};
+  std::string name;
+  if (auto sandbox = args.last("--sandbox")) {
+    if (args.last("--python")) return fail("kernelspec", "--python: the sandbox's config names its python", kExitUsage, kUsage);
+    auto record = find_sandbox(*sandbox);
+    if (!record) return fail("kernelspec", record.status().message(), exit_code_for(record.status()));
+    name = "gpubox-" + (record->name.empty() ? record->id : record->name);
+    spec["argv"] = {self_path(), "attach", record->id, "--connection-file", "{connection_file}"};
+    spec["display_name"] = "Python 3 (gpubox sandbox " + (record->name.empty() ? record->id : record->name) + ")";
+    // attach must find the same sandbox store, whatever environment the frontend has.
+    if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state) spec["env"] = {{"XDG_STATE_HOME", state}};
+  } else {
+    name = "gpubox";
+    spec["argv"] = {default_agent_path(), "kernel", "-f", "{connection_file}"};
+    if (auto python = args.last("--python")) {
+      if (python->empty()) return fail("kernelspec", "--python: expected a path", kExitUsage, kUsage);
+      spec["argv"].push_back("--python");
+      spec["argv"].push_back(*python);
+    }
+    spec["display_name"] = "Python 3 (gpubox)";
+  }
+  if (auto given = args.last("--name")) name = *given;
+  if (!valid_name(name)) {
+    return fail("kernelspec", "--name: '" + name + "' is not a kernel name (letters, digits, '-', '_', '.')", kExitUsage, kUsage);
+  }
+  std::string dir = kernels + "/" + name;
+  if (Status made = make_dirs(dir); !made) return fail("kernelspec", made.message(), kExitFailed);
+  std::string path = dir + "/kernel.json";
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << spec.dump(2) << "\n";
+    if (!out.flush()) return fail("kernelspec", "cannot write '" + tmp + "'", kExitFailed);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return fail("kernelspec", Status::from_errno(errno, "cannot write '" + path + "'").message(), kExitFailed);
+  }
+  if (global.json) {
+    std::printf("%s\n", nlohmann::json({{"name", name}, {"path", dir}, {"spec", spec}}).dump().c_str());
+  } else {
+    std::printf("installed kernelspec %s in %s\n", name.c_str(), dir.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_kernelspec(const std::vector<std::string>& raw, const Global& global) {
+  auto args = parse_args(raw, {"--prefix", "--sandbox", "--name", "--python"}, {"--user"});
+  if (!args) return fail("kernelspec", args.status().message(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
+  if (args->positional.size() != 1 || args->positional[0] != "install") {
+    return fail("kernelspec", "expected the subcommand install", kExitUsage, kUsage);
+  }
+  return install(*args, global);
+}
+
+}  // namespace gpubox::host::cli
