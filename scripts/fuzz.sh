@@ -10,7 +10,7 @@ seconds="${1:-30}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames)
+  targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames)
 fi
 
 cmake --preset fuzz >/dev/null
