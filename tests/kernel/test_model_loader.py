@@ -130,6 +130,35 @@ class SafetensorsReaderTest(LoaderTestCase):
         self.assert_refused(struct.pack("<Q", len(text)) + text, "appears twice")
 
 
+class SafetensorsMutationTest(LoaderTestCase):
+    """Random corruptions of a good file: each one reads or fails with SafetensorsError, nothing else."""
+
+    def test_random_mutations_never_raise_anything_else(self):
+        import random
+        good = safetensors_bytes({"a": torch.ones(3, 2), "b": torch.tensor([1, 2], dtype=torch.int64)},
+                                 metadata={"k": "v"})
+        rng = random.Random(1234)
+        outcomes = {"read": 0, "refused": 0}
+        for i in range(1500):
+            data = bytearray(good)
+            for _ in range(rng.randint(1, 4)):
+                kind = rng.random()
+                at = rng.randrange(len(data))
+                if kind < 0.5:
+                    data[at] = rng.randrange(256)
+                elif kind < 0.75:
+                    del data[at:at + rng.randint(1, 16)]
+                else:
+                    data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+            path = self.write("m%d.safetensors" % (i % 4), bytes(data))
+            try:
+                model_loader.read_safetensors(path, torch)
+                outcomes["read"] += 1
+            except model_loader.SafetensorsError:
+                outcomes["refused"] += 1
+        self.assertGreater(outcomes["refused"], 1000, outcomes)
+
+
 class LoadOneTest(LoaderTestCase):
     def test_torchscript_loads_with_dtype_and_reports_its_shape(self):
         path = os.path.join(self.dir, "tiny.pt")

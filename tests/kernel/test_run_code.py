@@ -11,6 +11,7 @@ import ctypes
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -169,6 +170,41 @@ class RunCodeTest(unittest.TestCase):
         self.assertIn("restarted", done.stderr)
         after = self.run_code("print(model.fc.in_features, secret.fc.out_features)")
         self.assertEqual((after.returncode, after.stdout), (0, "4 3\n"), after.stderr)
+
+    def test_ctrl_c_interrupts_the_cell(self):
+        process = subprocess.Popen([CLI, "run-code", self.id, "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"],
+                                   env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(process.stdout.readline(), "sleeping\n")
+            started = time.monotonic()
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertEqual(process.returncode, 1)
+        self.assertIn("KeyboardInterrupt", err)
+        self.assertEqual(self.run_code("print('alive')").stdout, "alive\n", "the kernel is idle again")
+
+    def test_an_unreachable_sandbox_exits_3(self):
+        other = self.cli("--json", "create")
+        self.assertEqual(other.returncode, 0, other.stderr)
+        other_id = json.loads(other.stdout)["id"]
+        info = json.loads(self.cli("info", other_id, "--json").stdout)
+        os.kill(info["agent_pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            reap_orphans()
+            try:
+                os.kill(info["agent_pid"], 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        done = self.cli("run-code", other_id, "1")
+        self.assertEqual(done.returncode, 3, done.stderr)
+        self.assertIn("gpubox run-code:", done.stderr)
 
     def test_usage_errors_exit_2(self):
         for args in (["run-code"], ["run-code", self.id, "1", "2"], ["run-code", self.id, "1", "--timeout", "x"],
