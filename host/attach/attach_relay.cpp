@@ -94,6 +94,7 @@ struct AttachRelay::Impl {
   };
   std::optional<Shutdown> shutdown;
   bool shutdown_done = false;
+  std::function<Status()> on_ready;
 
   Status send(rpc::Client& client, rpc::Kind kind, const json& body, std::vector<zmq::message_t> frames = {},
               std::uint64_t credit = 0) {
@@ -195,6 +196,9 @@ struct AttachRelay::Impl {
   Status from_agent(rpc::Received& got) {
     const json& body = got.body;
     if (auto hello = body.find("kernel"); hello != body.end() && hello->is_object()) {
+      if (on_ready) {
+        if (Status ready = on_ready(); !ready) return ready;
+      }
       kernel.emplace(hello->value("key", std::string()));
       return Status::ok();
     }
@@ -371,7 +375,11 @@ Result<std::unique_ptr<AttachRelay>> AttachRelay::bind(ConnectionInfo local) {
   return relay;
 }
 
-Result<AttachRelay::Ending> AttachRelay::run(rpc::Client& client, int stop_fd, const std::function<bool()>& agent_alive) {
+bool AttachRelay::ready() const { return impl_->kernel.has_value(); }
+
+Result<AttachRelay::Ending> AttachRelay::run(rpc::Client& client, int stop_fd, const std::function<bool()>& agent_alive,
+                                             const std::function<Status()>& on_ready) {
+  impl_->on_ready = on_ready;
   try {
     return impl_->serve(client, stop_fd, agent_alive);
   } catch (const zmq::error_t& e) {

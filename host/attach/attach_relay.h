@@ -35,10 +35,14 @@ class AttachRelay {
     stopped,   // stop_fd became readable (a signal)
     shutdown,  // a frontend sent shutdown_request; it was answered
   };
-  // Opens kernel.relay on client and serves until one of the endings.
-  // unavailable when the agent goes away (agent_alive() false, checked
-  // every second, or the stream's error); the agent's error otherwise.
-  Result<Ending> run(rpc::Client& client, int stop_fd, const std::function<bool()>& agent_alive);
+  // Opens kernel.relay on client and serves until one of the endings;
+  // on_ready runs once the agent has opened the relay (before it, no frontend
+  // message is read); its error ends the run. unavailable when the agent goes away (agent_alive()
+  // false, checked every second, or the stream's error); the agent's error
+  // otherwise. ready() says whether on_ready ran.
+  Result<Ending> run(rpc::Client& client, int stop_fd, const std::function<bool()>& agent_alive,
+                     const std::function<Status()>& on_ready);
+  bool ready() const;
 
  private:
   struct Impl;

@@ -103,11 +103,12 @@ int run_attach(const std::vector<std::string>& raw, const Global& global) {
   if (!client) return fail("attach", client.status().message(), kExitUnreachable);
   auto relay = AttachRelay::bind(local);
   if (!relay) return fail("attach", relay.status().message(), kExitFailed);
+  // The file is written (and the hint printed) once the agent has opened the
+  // relay, so a sandbox without a kernel leaves nothing behind.
   OwnedFile owned;
-  if (write_file) {
-    if (Status written = write_connection_file(path, (*relay)->connection()); !written) {
-      return fail("attach", written.message(), kExitFailed);
-    }
+  auto on_ready = [&]() -> Status {
+    if (!write_file) return Status::ok();
+    if (Status written = write_connection_file(path, (*relay)->connection()); !written) return written;
     owned.path = path;
     if (global.json) {
       std::printf("%s\n", nlohmann::json({{"connection_file", path}, {"sandbox", record->id}}).dump().c_str());
@@ -115,14 +116,20 @@ int run_attach(const std::vector<std::string>& raw, const Global& global) {
       std::printf("connection file: %s\nconnect with:    jupyter console --existing %s\n", path.c_str(), path.c_str());
     }
     std::fflush(stdout);
-  }
+    return Status::ok();
+  };
 
   ProcessIdentity agent = record->agent;
-  auto ended = (*relay)->run(**client, signal_fd, [agent] { return process_alive(agent); });
+  auto ended = (*relay)->run(**client, signal_fd, [agent] { return process_alive(agent); }, on_ready);
   ::close(signal_fd);
   if (!ended) {
     const Status& status = ended.status();
-    if (status.code() == ErrorCode::unavailable) {
+    bool gone = !process_alive(agent);
+    if (!(*relay)->ready() && !gone) {
+      // The agent answers but will not relay (its kernel is disabled), or F could not be written.
+      return fail("attach", "sandbox " + record->id + ": " + status.message(), kExitFailed);
+    }
+    if (status.code() == ErrorCode::unavailable || gone) {
       return fail("attach", "sandbox " + record->id + ": " + status.message() + "; the kernel is gone, attach stops",
                   kExitUnreachable);
     }

@@ -388,6 +388,21 @@ class AttachProcessTest(unittest.TestCase):
         cli("terminate", "attach-killed")
 
 
+    def test_sandbox_without_a_kernel(self):
+        config = os.path.join(dirs["root"], "no-kernel.json")
+        with open(config, "w") as f:
+            json.dump({"kernel": {"enabled": False}}, f)
+        created = cli("create", "--name", "attach-no-kernel", "--config", config)
+        self.assertEqual(created.returncode, 0, created.stderr)
+        self.addCleanup(cli, "terminate", "attach-no-kernel")
+        before = os.listdir(dirs["runtime"])
+        done = cli("attach", "attach-no-kernel", timeout=30)
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn("the kernel is disabled", done.stderr)
+        self.assertEqual(done.stdout, "", "no connection file is offered")
+        self.assertEqual(os.listdir(dirs["runtime"]), before, "nothing is left in the runtime dir")
+
+
 class BadInputTest(unittest.TestCase):
     def check_refused(self, args, expected):
         done = cli(*args)
