@@ -23,7 +23,9 @@ constexpr char kUsage[] =
     "FILE that exists (a frontend wrote it) gives the ports and key to serve; otherwise attach picks free\n"
     "ports and a fresh key and writes FILE (mode 0600; default: the Jupyter runtime dir,\n"
     "kernel-gpubox-ID-PID.json), prints its path and removes it on exit. Then:\n"
-    "  jupyter console --existing FILE\n";
+    "  jupyter console --existing FILE\n"
+    "Exit codes: 0 after a signal or a frontend's shutdown_request (the sandbox's kernel lives on),\n"
+    "1 the sandbox has no kernel, 2 unknown sandbox or bad FILE, 3 the sandbox ended or does not answer.\n";
 
 // Jupyter's runtime dir: $JUPYTER_RUNTIME_DIR, else $JUPYTER_DATA_DIR/runtime, else ~/.local/share/jupyter/runtime.
 std::string runtime_dir() {

@@ -24,7 +24,8 @@ constexpr char kUsage[] =
     "  DIR/share/jupyter/kernels                  (--prefix DIR)\n"
     "Without --sandbox: the standalone kernel, `gpubox-agent kernel -f {connection_file}` (NAME gpubox;\n"
     "--python names the executor's python3). With --sandbox ID: that sandbox's kernel through\n"
-    "`gpubox attach ID --connection-file {connection_file}` (NAME gpubox-ID).\n";
+    "`gpubox attach ID --connection-file {connection_file}` (NAME gpubox-SANDBOXNAME, or gpubox-ID\n"
+    "for a sandbox without a name).\n";
 
 bool valid_name(const std::string& name) {
   if (name.empty() || name.size() > 128) return false;

@@ -388,6 +388,16 @@ class AttachProcessTest(unittest.TestCase):
         cli("terminate", "attach-killed")
 
 
+    @unittest.skipUnless(os.path.exists("/usr/bin/jupyter-console"), "needs jupyter-console")
+    def test_jupyter_console_existing(self):
+        attached = self.attach()
+        done = subprocess.run(["/usr/bin/jupyter-console", "--existing", attached.path, "--simple-prompt"],
+                              input="import socket\nprint(socket.gethostname(), 40 + 2)\n",
+                              capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertIn(BOX + " 42", done.stdout, done.stderr)
+        self.assertIn("keeping kernel alive", done.stdout)
+        self.assertIsNone(attached.process.poll(), "the console leaves the kernel, and attach, running")
+
     def test_sandbox_without_a_kernel(self):
         config = os.path.join(dirs["root"], "no-kernel.json")
         with open(config, "w") as f:
