@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "kernel/kernel_history.h"
+#include "kernel/iopub_publisher.h"
 #include "kernel/kernel_interpreter.h"
 #include "kernel/kernel_server.h"
 #include "kernel/model_report.h"
@@ -78,6 +79,9 @@ Result<std::unique_ptr<AgentKernel>> AgentKernel::start(AgentKernelOptions optio
     return Status(ErrorCode::internal, std::string("kernel: cannot open its sockets: ") + e.what());
   }
   self->server_ = &static_cast<KernelServer&>(self->kernel_->get_server());
+  self->publisher_ = std::make_shared<IopubPublisher>(*self->server_);
+  self->interpreter_->set_publisher(self->publisher_);
+  self->executor_->set_idle_sink(std::make_shared<IdleOutputSink>(self->publisher_));
   std::weak_ptr<PythonExecutor> executor = self->executor_;
   self->server_->set_interrupt_hook([executor] {
     if (auto e = executor.lock()) e->interrupt();
@@ -123,7 +127,10 @@ AgentKernel::~AgentKernel() { stop(); }
 
 void AgentKernel::stop() {
   if (server_) server_->stop();
-  if (executor_) executor_->stop();
+  if (executor_) {
+    executor_->stop();
+    executor_->set_idle_sink(nullptr);  // it publishes through the server, which goes with kernel_
+  }
   if (thread_.joinable()) thread_.join();
   if (setup_thread_.joinable()) setup_thread_.join();
 }
@@ -134,6 +141,30 @@ void AgentKernel::begin_stop() {
 }
 
 void AgentKernel::interrupt() { server_->interrupt(); }
+
+Result<json> AgentKernel::execute(const json& request, ExecutorSink& sink, std::optional<std::chrono::milliseconds> timeout) {
+  if (!request.value("store_history", true) || request.value("silent", false)) {
+    return executor_->request(request, sink, timeout);  // hidden: not broadcast
+  }
+  json parent = publisher_->rpc_request_header();
+  int count = request.value("execution_count", 0);
+  publisher_->publish("status", {{"execution_state", "busy"}}, parent);
+  publisher_->publish("execute_input", {{"code", request.value("code", "")}, {"execution_count", count}}, parent);
+  BroadcastSink broadcast(*publisher_, parent, count, sink);
+  auto done = executor_->request(request, broadcast, timeout);
+  // As for a Jupyter cell, an executor that failed or died has nobody else to say so on iopub.
+  if (!done) {
+    publisher_->publish_frame({{"type", "error"}, {"ename", "KernelError"}, {"evalue", done.status().message()},
+                               {"traceback", json::array({"KernelError: " + done.status().message()})}},
+                              count, parent);
+  } else if (done->value("died", false)) {
+    publisher_->publish_frame(json{{"type", "error"}, {"ename", done->value("ename", "")}, {"evalue", done->value("evalue", "")},
+                                   {"traceback", done->value("traceback", json::array())}},
+                              count, parent);
+  }
+  publisher_->publish("status", {{"execution_state", "idle"}}, parent);
+  return done;
+}
 
 json AgentKernel::endpoints() const { return endpoints_; }
 

@@ -21,6 +21,7 @@ namespace gpubox::kernel {
 
 class KernelServer;
 class KernelInterpreter;
+class IopubPublisher;
 class ModelReport;
 
 struct AgentKernelOptions {
@@ -44,6 +45,12 @@ class AgentKernel {
   // the executor is not restarted when the agent's TERM ends it.
   void begin_stop();
   PythonExecutor& executor() { return *executor_; }
+  // Runs an RPC caller's execute request (PythonExecutor::request). A visible one
+  // (store_history true, not silent) is also broadcast on iopub, as Jupyter
+  // frontends expect of another client's cell: status busy, execute_input,
+  // its outputs, status idle, all under an execute_request header of its own.
+  Result<nlohmann::json> execute(const nlohmann::json& request, ExecutorSink& sink,
+                                 std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Interrupts the running cell (Jupyter's or an RPC caller's), input() waits included.
   void interrupt();
   // The connection file's content without the key: transport, ip and the five ports.
@@ -61,6 +68,7 @@ class AgentKernel {
   std::unique_ptr<xeus::xkernel> kernel_;
   KernelServer* server_ = nullptr;            // owned by kernel_
   KernelInterpreter* interpreter_ = nullptr;  // owned by kernel_
+  std::shared_ptr<IopubPublisher> publisher_;  // publishes through server_
   nlohmann::json endpoints_;
   std::shared_ptr<ModelReport> models_;
   std::thread thread_;        // serves shell (xkernel::start)

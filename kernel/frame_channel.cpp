@@ -1,6 +1,7 @@
 #include "kernel/frame_channel.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +17,9 @@ Status write_frame(int fd, std::string_view payload) {
   std::string_view parts[2] = {std::string_view(reinterpret_cast<const char*>(header), 4), payload};
   for (std::string_view part : parts) {
     while (!part.empty()) {
-      ssize_t written = ::write(fd, part.data(), part.size());
+      // The channel is a socket: MSG_NOSIGNAL makes a dead executor an EPIPE, not a SIGPIPE.
+      ssize_t written = ::send(fd, part.data(), part.size(), MSG_NOSIGNAL);
+      if (written < 0 && errno == ENOTSOCK) written = ::write(fd, part.data(), part.size());
       if (written >= 0) {
         part.remove_prefix(static_cast<size_t>(written));
         continue;
@@ -88,7 +91,8 @@ bool well_formed_frame(const nlohmann::json& frame, std::string* why) {
       {"status", Kind::string},     {"ename", Kind::string},        {"evalue", Kind::string},
       {"prompt", Kind::string},     {"implementation", Kind::string}, {"python_version", Kind::string},
       {"password", Kind::boolean},  {"update", Kind::boolean},      {"wait", Kind::boolean},
-      {"died", Kind::boolean},      {"timed_out", Kind::boolean},   {"data", Kind::object},
+      {"died", Kind::boolean},      {"timed_out", Kind::boolean},   {"ack", Kind::boolean},
+      {"data", Kind::object},
       {"metadata", Kind::object},   {"transient", Kind::object},    {"traceback", Kind::string_array}};
   for (const auto& [name, kind] : kFields) {
     auto field = frame.find(name);

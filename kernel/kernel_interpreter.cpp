@@ -10,8 +10,14 @@ using nlohmann::json;
 // Publishes what an execution produces on iopub, through xeus.
 class IopubSink : public ExecutorSink {
  public:
-  IopubSink(xeus::xinterpreter& interpreter, int execution_count, bool silent, bool allow_stdin)
-      : interpreter_(interpreter), count_(execution_count), silent_(silent), allow_stdin_(allow_stdin) {}
+  IopubSink(xeus::xinterpreter& interpreter, IopubPublisher* publisher, int execution_count, bool silent,
+            bool allow_stdin)
+      : interpreter_(interpreter), publisher_(publisher), count_(execution_count), silent_(silent), allow_stdin_(allow_stdin) {}
+
+  // Output a thread writes after this cell ends belongs to this cell, as in ipykernel.
+  void started() override {
+    if (publisher_ && !silent_) publisher_->set_last_parent(interpreter_.parent_header());
+  }
 
   void stream(const std::string& name, std::string text) override {
     if (!silent_) interpreter_.publish_stream(name, text);
@@ -59,6 +65,7 @@ class IopubSink : public ExecutorSink {
 
  private:
   xeus::xinterpreter& interpreter_;
+  IopubPublisher* publisher_;
   int count_;
   bool silent_;
   bool allow_stdin_;
@@ -84,7 +91,7 @@ void KernelInterpreter::configure_impl() {}
 json KernelInterpreter::execute_request_impl(int execution_counter, const std::string& code, bool silent,
                                              bool store_history, json /*user_expressions*/, bool allow_stdin) {
   if (store_history) last_execution_count_ = execution_counter;
-  IopubSink sink(*this, execution_counter, silent, allow_stdin);
+  IopubSink sink(*this, publisher_.get(), execution_counter, silent, allow_stdin);
   json request = {{"type", "execute"},       {"code", code},
                   {"silent", silent},        {"store_history", store_history},
                   {"allow_stdin", allow_stdin}, {"execution_count", execution_counter}};

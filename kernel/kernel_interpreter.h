@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 
+#include "kernel/iopub_publisher.h"
 #include "kernel/python_executor.h"
 #include "xeus/xinterpreter.hpp"
 
@@ -16,6 +17,9 @@ class KernelInterpreter : public xeus::xinterpreter {
   explicit KernelInterpreter(std::shared_ptr<PythonExecutor> executor);
 
   PythonExecutor& executor() { return *executor_; }
+  // Where output between cells is parented: each visible execution becomes the
+  // last parent when it starts. Set before the kernel starts serving.
+  void set_publisher(std::shared_ptr<IopubPublisher> publisher) { publisher_ = std::move(publisher); }
   // The banner and language_info of kernel_info_reply (shared with kernel.info over RPC).
   static nlohmann::json language_info(const nlohmann::json& executor_info);
   // kernel_info_reply's content (also kernel.info's core).
@@ -38,6 +42,7 @@ class KernelInterpreter : public xeus::xinterpreter {
   nlohmann::json ask(nlohmann::json request, nlohmann::json fallback);
 
   std::shared_ptr<PythonExecutor> executor_;
+  std::shared_ptr<IopubPublisher> publisher_;
   std::atomic<int> last_execution_count_{0};
 };
 

@@ -5,12 +5,18 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 namespace gpubox::kernel {
@@ -34,6 +40,9 @@ constexpr char kBootstrap[] =
     "exec(compile(_s,'<gpubox-executor>','exec'),{'__name__':'gpubox_executor'})\n";
 
 constexpr size_t kStreamChunk = 1u << 20;  // the most output one stream message carries
+// After this much output the agent hands freed buffers back to the system: the
+// idle agent should not keep the high-water mark of a past burst resident.
+constexpr size_t kTrimAfterBytes = 4u << 20;
 
 class DirectLauncher : public ExecutorLauncher {
  public:
@@ -115,9 +124,137 @@ struct PythonExecutor::Process {
 };
 
 PythonExecutor::PythonExecutor(ExecutorOptions options, std::unique_ptr<ExecutorLauncher> launcher)
-    : options_(std::move(options)), launcher_(std::move(launcher)) {}
+    : options_(std::move(options)),
+      launcher_(std::move(launcher)),
+      process_fds_(::epoll_create1(EPOLL_CLOEXEC)),
+      watch_set_(::epoll_create1(EPOLL_CLOEXEC)),
+      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (watch_set_.valid() && wake_.valid()) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = wake_.get();
+    ::epoll_ctl(watch_set_.get(), EPOLL_CTL_ADD, wake_.get(), &event);
+  }
+}
 
-PythonExecutor::~PythonExecutor() { stop(); }
+PythonExecutor::~PythonExecutor() {
+  stop();
+  watcher_stop_ = true;
+  if (wake_.valid()) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof one);
+  }
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void PythonExecutor::set_idle_sink(std::shared_ptr<ExecutorSink> sink) {
+  std::lock_guard lock(mutex_);
+  idle_sink_ = std::move(sink);
+  if (!idle_sink_ || watcher_.joinable() || !process_fds_.valid() || !watch_set_.valid() || !wake_.valid()) return;
+  watcher_ = std::thread([this] { watch_loop(); });
+  set_watching_locked(true);
+}
+
+void PythonExecutor::set_watching_locked(bool on) {
+  if (on && (!process_ || !process_->ready || !idle_sink_ || !watcher_.joinable())) on = false;
+  if (on == watching_) return;
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = process_fds_.get();
+  ::epoll_ctl(watch_set_.get(), on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, process_fds_.get(), &event);
+  watching_ = on;
+}
+
+// Waits for output while no request runs; a running request keeps mutex_ and
+// has taken the process's fds out of the watch set, so this thread sleeps then.
+void PythonExecutor::watch_loop() {
+  while (!watcher_stop_) {
+    epoll_event events[2];
+    int n = ::epoll_wait(watch_set_.get(), events, 2, -1);
+    if (n < 0 && errno != EINTR) {
+      std::fprintf(stderr, "gpubox kernel: output watcher stopped: epoll_wait: %s\n", std::strerror(errno));
+      return;
+    }
+    if (watcher_stop_) return;
+    std::lock_guard lock(mutex_);
+    if (watching_) pump_idle_locked();
+  }
+}
+
+// Publishes what the executor wrote while no request ran: pipes first, then
+// channel frames (display() from a thread), each after the output before it.
+void PythonExecutor::pump_idle_locked() {
+  if (!process_ || !idle_sink_) return;
+  Process& p = *process_;
+  ExecutorSink& sink = *idle_sink_;
+  const char* names[2] = {"stdout", "stderr"};
+  int fds[2] = {p.out.get(), p.err.get()};
+  auto drain = [&] {
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0) continue;
+      std::string& pending = p.pending[i];
+      char buffer[65536];
+      bool eof = false;
+      while (true) {
+        ssize_t n = ::read(fds[i], buffer, sizeof buffer);
+        if (n > 0) {
+          pending.append(buffer, static_cast<size_t>(n));
+          if (pending.size() < kStreamChunk) continue;
+        } else if (n == 0) {
+          eof = true;  // user code closed its fd: stop watching it (no busy loop on EOF)
+          ::epoll_ctl(process_fds_.get(), EPOLL_CTL_DEL, fds[i], nullptr);
+        } else if (errno == EINTR) {
+          continue;
+        }
+        size_t cut = eof ? pending.size() : complete_utf8_prefix(pending);
+        if (cut > 0) {
+          streamed_bytes_ += cut;
+          sink.stream(names[i], pending.substr(0, cut));
+          pending.erase(0, cut);
+        }
+        if (n > 0) continue;
+        break;
+      }
+    }
+  };
+  drain();
+  auto fill = p.reader.fill(p.channel.get());
+  std::string payload;
+  while (p.reader.next(payload)) {
+    drain();
+    json frame = json::parse(payload, nullptr, false);
+    std::string why = "not JSON";
+    if (frame.is_discarded() || !well_formed_frame(frame, &why)) {
+      ::kill(p.pid, SIGKILL);  // the next request finds it dead, says why it died, and restarts it
+      set_watching_locked(false);
+      return;
+    }
+    std::string type = frame.value("type", "");
+    if (type == "display" || type == "clear_output") {
+      sink.message(frame);
+      if (frame.value("ack", true) && !write_frame(p.channel.get(), "{}")) break;
+    } else if (type == "input_request") {
+      json reply = {{"error", "input() is not available between cells (no request is running to answer it)"}};
+      if (!write_frame(p.channel.get(), reply.dump())) break;
+    }
+    // Anything else belongs to no request: dropped.
+  }
+  if (fill != FrameReader::Fill::more || p.reader.oversized()) {
+    // The channel closed (the executor died between requests) or broke: the
+    // next request reaps and restarts it; until then there is nothing to watch.
+    if (p.reader.oversized()) ::kill(p.pid, SIGKILL);
+    drain();
+    set_watching_locked(false);
+  }
+}
+
+void PythonExecutor::trim_memory_locked() {
+  if (streamed_bytes_ < kTrimAfterBytes) return;
+  streamed_bytes_ = 0;
+#if defined(__GLIBC__)
+  ::malloc_trim(0);
+#endif
+}
 
 Status PythonExecutor::start() {
   std::lock_guard lock(mutex_);
@@ -159,6 +296,14 @@ Status PythonExecutor::spawn_locked() {
   set_nonblocking(process->err.get());
   process_ = std::move(process);
   live_pid_ = process_->pid;
+  if (process_fds_.valid()) {
+    for (int fd : {process_->out.get(), process_->err.get(), process_->channel.get()}) {
+      epoll_event event{};
+      event.events = EPOLLIN;
+      event.data.fd = fd;
+      ::epoll_ctl(process_fds_.get(), EPOLL_CTL_ADD, fd, &event);
+    }
+  }
   if (!sent) {
     kill_locked();
     return sent;
@@ -182,6 +327,7 @@ void PythonExecutor::stop() {
   // A running cell holds mutex_: end it by killing its process first.
   if (pid_t pid = live_pid_.load(); pid > 0) ::kill(pid, SIGKILL);
   std::lock_guard lock(mutex_);
+  set_watching_locked(false);
   kill_locked();
 }
 
@@ -203,7 +349,10 @@ void PythonExecutor::interrupt() {
 
 Status PythonExecutor::restart() {
   std::lock_guard lock(mutex_);
-  return restart_locked();
+  set_watching_locked(false);
+  Status restarted = restart_locked();
+  set_watching_locked(true);
+  return restarted;
 }
 
 void PythonExecutor::shut_down() {
@@ -258,6 +407,14 @@ Status PythonExecutor::ensure_ready_locked() {
 
 Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::optional<std::chrono::milliseconds> timeout) {
   std::lock_guard lock(mutex_);
+  set_watching_locked(false);  // this thread reads the process's output until the request ends
+  struct Rewatch {
+    PythonExecutor& self;
+    ~Rewatch() {
+      self.set_watching_locked(true);
+      self.trim_memory_locked();
+    }
+  } rewatch{*this};
   Status ready = ensure_ready_locked();
   if (!ready) {
     // One fresh try: a failed start leaves no process behind.
@@ -267,9 +424,12 @@ Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::o
   if (req.value("type", "") == "execute" && req.value("setup", false)) {
     options_.setup_code.push_back(req.value("code", ""));
   }
+  pump_idle_locked();  // output from between requests is not this request's
+  if (!process_) return Status(ErrorCode::internal, "kernel: lost the executor");
+  sink.started();
   interrupt_requested_ = false;
-  Status sent = write_frame(process_->channel.get(), req.dump(-1, ' ', false, json::error_handler_t::replace));
-  if (!sent) return sent;
+  // A failed write means the executor is gone: await_locked reaps it, says why and restarts it.
+  [[maybe_unused]] Status sent = write_frame(process_->channel.get(), req.dump(-1, ' ', false, json::error_handler_t::replace));
   std::optional<Clock::time_point> deadline;
   if (timeout) deadline = Clock::now() + *timeout;
   running_pid_ = process_->pid;
@@ -306,6 +466,7 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
         if (startup) {
           if (p.startup_output.size() < 65536) p.startup_output += text;
         } else {
+          streamed_bytes_ += text.size();
           sink.stream(names[i], std::move(text));
         }
       }
@@ -377,8 +538,9 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
         return frame;
       } else {
         sink.message(frame);
-        // The executor waits for this before it writes more output (ordering).
-        if (!write_frame(p.channel.get(), "{}")) break;
+        // The executor waits for this before it writes more output (ordering);
+        // its cell's last frame, after which no user code writes, asks for none.
+        if (frame.value("ack", true) && !write_frame(p.channel.get(), "{}")) break;
       }
     }
     if (p.reader.oversized()) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rpc/fd.h"
@@ -65,6 +66,9 @@ class ExecutorSink {
   virtual void message(const nlohmann::json& frame) = 0;
   // input() in user code; nullopt when the wait was interrupted.
   virtual std::optional<std::string> input(const std::string& prompt, bool password) = 0;
+  // Once per request, just before it is sent: output produced before it (between
+  // requests) has gone to the idle sink, whatever comes next is this request's.
+  virtual void started() {}
 };
 
 // A sink that keeps nothing (setup replay, hidden executions).
@@ -76,7 +80,8 @@ class NullSink : public ExecutorSink {
 };
 
 // Owns the executor process. request() is called by one thread at a time
-// (it serializes callers); interrupt() may be called from any thread.
+// (it serializes callers); interrupt() may be called from any thread. With an
+// idle sink, a watcher thread publishes what the process writes between requests.
 class PythonExecutor {
  public:
   PythonExecutor(ExecutorOptions options, std::unique_ptr<ExecutorLauncher> launcher);
@@ -105,6 +110,11 @@ class PythonExecutor {
   void shut_down();
   // Adds code replayed after every restart (and runs nothing now).
   void add_setup_code(std::string code);
+  // Receives what the executor writes while no request runs (a background
+  // thread's prints, a subprocess's output, display() from a thread), in order:
+  // from a watcher thread, or from the thread of the next request before that
+  // request is sent. Without one, such output goes to the next request.
+  void set_idle_sink(std::shared_ptr<ExecutorSink> sink);
 
   // The executor's ready frame ({} until it has started): implementation, python_version, pid.
   nlohmann::json info() const;
@@ -120,6 +130,11 @@ class PythonExecutor {
   Status ensure_ready_locked();
   Status restart_locked();
   void replay_setup_locked();
+  // Idle output: the watcher polls the process's fds only while watching_.
+  void set_watching_locked(bool on);
+  void pump_idle_locked();
+  void watch_loop();
+  void trim_memory_locked();
 
   ExecutorOptions options_;
   std::unique_ptr<ExecutorLauncher> launcher_;
@@ -131,6 +146,14 @@ class PythonExecutor {
   std::atomic<bool> interrupt_requested_{false};
   std::atomic<bool> shut_down_{false};
   bool replaying_ = false;  // guarded by mutex_: setup code is running
+  size_t streamed_bytes_ = 0;  // guarded by mutex_: output since the last malloc_trim
+  std::shared_ptr<ExecutorSink> idle_sink_;  // guarded by mutex_
+  Fd process_fds_;    // epoll set of the live process's stdout, stderr and channel
+  Fd watch_set_;      // epoll set the watcher waits on: wake_, and process_fds_ while watching_
+  Fd wake_;           // eventfd: the watcher is to stop
+  bool watching_ = false;  // guarded by mutex_
+  std::atomic<bool> watcher_stop_{false};
+  std::thread watcher_;
   mutable std::mutex info_mutex_;
   nlohmann::json info_ = nlohmann::json::object();
 };

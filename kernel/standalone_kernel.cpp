@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "rpc/fd.h"
+#include "kernel/iopub_publisher.h"
 #include "kernel/kernel_history.h"
 #include "kernel/kernel_interpreter.h"
 #include "kernel/kernel_server.h"
@@ -41,6 +42,7 @@ int run_standalone_kernel(const StandaloneKernelOptions& options) {
 
   try {
     auto interpreter = std::make_unique<KernelInterpreter>(executor);
+    KernelInterpreter* interpreter_ptr = interpreter.get();
     const char* user = std::getenv("USER");
     xeus::xkernel kernel(config, user ? user : "gpubox", xeus::make_context<zmq::context_t>(), std::move(interpreter),
                          make_kernel_server, std::make_unique<KernelHistory>(), nullptr, xeus::make_null_debugger,
@@ -48,12 +50,18 @@ int run_standalone_kernel(const StandaloneKernelOptions& options) {
     auto& server = static_cast<KernelServer&>(kernel.get_server());
     server.set_interrupt_hook([executor] { executor->interrupt(); });
     server.set_signal_fd(signal_fd.get());
+    auto publisher = std::make_shared<IopubPublisher>(server);
+    interpreter_ptr->set_publisher(publisher);
+    executor->set_idle_sink(std::make_shared<IdleOutputSink>(publisher));
     Status started = executor->start();  // imports IPython while the first replies go out
     if (!started) std::fprintf(stderr, "gpubox-agent kernel: %s\n", started.message().c_str());
     kernel.start();
+    executor->stop();
+    executor->set_idle_sink(nullptr);  // it publishes through the server, which goes with kernel
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpubox-agent kernel: %s\n", e.what());
     executor->stop();
+    executor->set_idle_sink(nullptr);
     return 1;
   }
   executor->stop();

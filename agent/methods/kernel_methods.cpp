@@ -94,7 +94,7 @@ void add_kernel_methods(rpc::MethodRegistry& methods, std::function<kernel::Agen
       limit = default_timeout;
     }
     RpcSink sink(call, **kernel);
-    auto done = (*kernel)->executor().request(request, sink, limit);
+    auto done = (*kernel)->execute(request, sink, limit);  // broadcast on iopub unless hidden
     if (!done) return done.status();
     json result = {{"status", done->value("status", "error")}};
     if (!is_hidden) result["execution_count"] = count;

@@ -179,6 +179,91 @@ class AgentKernelTest(AgentKernelCase):
             kc.stop_channels()
 
 
+class RpcBroadcastTest(AgentKernelCase):
+    """An attached Jupyter frontend sees on iopub what RPC callers run, hidden executions aside."""
+    kernel_config = {"python": "/usr/bin/python3"}
+
+    def setUp(self):
+        super().setUp()
+        self.kc = BlockingKernelClient()
+        self.kc.load_connection_file(os.path.join(self.dir, "kernel.json"))
+        self.kc.start_channels()
+        self.addCleanup(self.kc.stop_channels)
+        self.kc.wait_for_ready(timeout=30)
+        # A cell of its own proves the iopub subscription is live before the RPC calls.
+        self.assertEqual(self.kc.execute_interactive("jupyter_side = 1", timeout=60)["content"]["status"], "ok")
+
+    def broadcast(self, timeout=30):
+        """The iopub messages of the next RPC execution, from its execute_input to its idle."""
+        messages, parent = [], None
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+            if parent is None and msg["msg_type"] == "status" and msg["content"]["execution_state"] == "busy" \
+                    and msg["parent_header"].get("msg_type") == "execute_request" \
+                    and msg["parent_header"].get("username") == "rpc":
+                parent = msg["parent_header"]["msg_id"]
+            if parent is None or msg["parent_header"].get("msg_id") != parent:
+                continue
+            messages.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return messages
+
+    def test_visible_rpc_execution_is_broadcast(self):
+        code = "import sys\nprint('from rpc')\nprint('rpc err', file=sys.stderr)\ndisplay({'x': 1}, raw=True)\n6 * 7"
+        result, items = self.execute(code)
+        self.assertEqual(result["status"], "ok")
+        messages = self.broadcast()
+        self.assertEqual([m["msg_type"] for m in messages],
+                         ["status", "execute_input", "stream", "stream", "display_data", "execute_result", "status"])
+        self.assertEqual(messages[1]["content"], {"code": code, "execution_count": result["execution_count"]})
+        self.assertEqual(messages[2]["content"], {"name": "stdout", "text": "from rpc\n"})
+        self.assertEqual(messages[3]["content"], {"name": "stderr", "text": "rpc err\n"})
+        self.assertEqual(messages[4]["content"]["data"], {"x": 1})
+        self.assertEqual(messages[5]["content"]["data"]["text/plain"], "42")
+        self.assertEqual(messages[5]["content"]["execution_count"], result["execution_count"])
+        self.assertEqual(len({m["header"]["msg_id"] for m in messages}), len(messages), "each message its own header")
+        # The RPC caller got the same outputs.
+        self.assertEqual([item.get("stream", item.get("kind")) for item in items],
+                         ["stdout", "stderr", "display", "execute_result"])
+
+    def test_rpc_error_is_broadcast(self):
+        result, _ = self.execute("raise KeyError('rpc missing')")
+        self.assertEqual(result["status"], "error")
+        errors = [m for m in self.broadcast() if m["msg_type"] == "error"]
+        self.assertEqual(len(errors), 1)
+        self.assertEqual((errors[0]["content"]["ename"], errors[0]["content"]["evalue"]), ("KeyError", "'rpc missing'"))
+
+    def test_hidden_rpc_execution_is_not_broadcast(self):
+        result, items = self.execute("print('secret setup')", hidden=True)
+        self.assertEqual(result["status"], "ok")
+        self.assertEqual(items, [{"stream": "stdout", "text": "secret setup\n"}])
+        self.execute("print('visible')")
+        seen = self.broadcast()
+        self.assertEqual([m["content"]["text"] for m in seen if m["msg_type"] == "stream"], ["visible\n"])
+        # Nothing else arrived: the hidden execution published no message at all.
+        time.sleep(0.5)
+        while True:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.2)
+            except Exception as error:
+                if type(error).__name__ == "Empty":
+                    break
+                raise
+            self.assertNotIn("secret", json.dumps(msg["content"]))
+
+    def test_thread_output_after_an_rpc_execution_keeps_its_parent(self):
+        self.execute("import threading\nthreading.Timer(0.3, lambda: print('after rpc')).start()")
+        parent = self.broadcast()[0]["parent_header"]["msg_id"]
+        deadline = time.monotonic() + 30
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+            if msg["msg_type"] == "stream":
+                break
+        self.assertEqual(msg["content"]["text"], "after rpc\n")
+        self.assertEqual(msg["parent_header"]["msg_id"], parent)
+
+
 class PlainModeTest(AgentKernelCase):
     """Without IPython: the same messages from exec/eval."""
     kernel_config = {"python": "/usr/bin/python3", "mode": "plain"}
