@@ -225,8 +225,10 @@ struct AttachRelay::Impl {
       for (int c : {kShell, kControl, kStdin}) {
         if (name == kChannelNames[c]) target = c;
       }
-      auto peer = by_id.find(body.value("peer", 0u));
-      if (target < 0 || peer == by_id.end()) return Status::ok();  // a frontend closed meanwhile
+      auto peer_field = body.find("peer");
+      if (target < 0 || peer_field == body.end() || !peer_field->is_number_unsigned()) return Status::ok();
+      auto peer = by_id.find(peer_field->get<std::uint32_t>());
+      if (peer == by_id.end()) return Status::ok();  // that frontend was closed meanwhile
       for (const auto& id_frame : peers[peer->second].identity) message.emplace_back(id_frame.data(), id_frame.size());
     }
     message.emplace_back(kJupyterDelimiter.data(), kJupyterDelimiter.size());

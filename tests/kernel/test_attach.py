@@ -188,6 +188,13 @@ class AttachClientTest(unittest.TestCase):
         self.assertEqual(reply["content"]["status"], "ok")
         self.assertEqual(stdout_of(messages), "hello gpubox\n")
 
+    def test_a_large_write_arrives_complete(self):
+        reply, messages = self.run_cell("import sys\nsys.stdout.write('x' * 20_000_000)\nsys.stdout.flush()")
+        self.assertEqual(reply["content"]["status"], "ok")
+        text = stdout_of(messages)
+        self.assertEqual(len(text), 20_000_000)
+        self.assertEqual(text.count("x"), 20_000_000)
+
     def test_many_outputs_arrive_complete_and_in_order(self):
         reply, messages = self.run_cell("for i in range(5000): print(i)")
         self.assertEqual(reply["content"]["status"], "ok")
@@ -397,6 +404,35 @@ class AttachProcessTest(unittest.TestCase):
         self.assertIn(BOX + " 42", done.stdout, done.stderr)
         self.assertIn("keeping kernel alive", done.stdout)
         self.assertIsNone(attached.process.poll(), "the console leaves the kernel, and attach, running")
+
+    def test_more_frontends_than_the_agent_keeps_at_once(self):
+        # 70 frontends, one after another, each its own routing identity: the
+        # least recently used beyond 64 are closed at the agent, never refused.
+        from jupyter_client.session import Session
+        attached = self.attach()
+        with open(attached.path) as f:
+            info = json.load(f)
+        session = Session(key=info["key"].encode())
+        context = zmq.Context.instance()
+        sockets = []
+        try:
+            for n in range(70):
+                socket = context.socket(zmq.DEALER)
+                socket.linger = 0
+                socket.identity = b"frontend-%d" % n
+                socket.connect("tcp://127.0.0.1:%d" % info["shell_port"])
+                sockets.append(socket)
+            for socket in sockets + sockets[:3]:  # the first three again, after they were closed
+                sent = session.send(socket, "kernel_info_request", {})
+                self.assertTrue(socket.poll(TIMEOUT * 1000), "no reply for " + socket.identity.decode())
+                _, reply = session.feed_identities(socket.recv_multipart())
+                reply = session.deserialize(reply)
+                self.assertEqual(reply["msg_type"], "kernel_info_reply")
+                self.assertEqual(reply["parent_header"]["msg_id"], sent["header"]["msg_id"])
+        finally:
+            for socket in sockets:
+                socket.close()
+        self.assertIsNone(attached.process.poll())
 
     def test_sandbox_without_a_kernel(self):
         config = os.path.join(dirs["root"], "no-kernel.json")
