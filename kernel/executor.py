@@ -35,6 +35,7 @@ class _State:
     sending = 0  # inside a channel operation: an interrupt waits until it ends
     interrupt_pending = False
     error = None  # the error of the running cell: {ename, evalue, traceback}
+    final_frame = b""  # the cell's trailing result, held to go out with the next frame
 
 
 state = _State()
@@ -54,18 +55,21 @@ def _raise_pending_interrupt():
         raise KeyboardInterrupt
 
 
+_received = bytearray()  # channel bytes read but not yet parsed (one read often holds a whole frame)
+
+
 def _read_exact(n):
-    chunks = []
-    while n:
+    while len(_received) < n:
         try:
-            chunk = os.read(CHANNEL_FD, n)
+            chunk = os.read(CHANNEL_FD, max(65536, n - len(_received)))
         except InterruptedError:
             continue
         if not chunk:
             os._exit(0)  # the agent closed the channel
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+        _received.extend(chunk)
+    data = bytes(_received[:n])
+    del _received[:n]
+    return data
 
 
 def recv():
@@ -85,29 +89,39 @@ def _flush_std():
             pass
 
 
+def _frame(msg):
+    data = json.dumps(msg, default=repr).encode("utf-8", "surrogateescape")
+    return struct.pack(">I", len(data)) + data
+
+
 def send(msg, wait_ack=False):
     """Sends one frame; stdout and stderr are flushed first so output keeps its order.
 
-    With wait_ack (rich output), waits until the agent has published everything
-    the pipes held before the frame, and the frame: output written afterwards
-    cannot overtake it.
+    With wait_ack (rich output during a cell), waits until the agent has published
+    everything the pipes held before the frame, and the frame: output written
+    afterwards cannot overtake it; the agent's answer is returned. Between cells
+    (a background thread) nothing waits: the main loop alone reads the channel then.
     """
-    data = json.dumps(msg, default=repr).encode("utf-8", "surrogateescape")
     _flush_std()
     with _send_lock:
         state.sending += 1
         try:
-            view = memoryview(struct.pack(">I", len(data)) + data)
+            if wait_ack and not state.running and msg.get("type") != "input_request":
+                wait_ack = False
+                msg["ack"] = False
+            data = state.final_frame + _frame(msg)  # a held cell result goes first, in the same write
+            state.final_frame = b""
+            view = memoryview(data)
             while view:
                 try:
                     view = view[os.write(CHANNEL_FD, view):]
                 except InterruptedError:
                     pass
-            if wait_ack:
-                recv()
+            reply = recv() if wait_ack else None
         finally:
             state.sending -= 1
     _raise_pending_interrupt()
+    return reply
 
 
 def emit(msg):
@@ -116,10 +130,12 @@ def emit(msg):
 
 
 def emit_final(msg):
-    """Sends the cell's last rich frame: no user code writes after it, so nothing
-    can overtake it and the agent need not acknowledge it (one round trip less)."""
+    """Holds the cell's last rich frame (its trailing result) until the next frame,
+    normally the cell's done frame, and sends both in one write: no user code
+    writes after it, so nothing can overtake it and the agent need not answer it."""
     msg["ack"] = False
-    send(msg)
+    with _send_lock:
+        state.final_frame += _frame(msg)
 
 
 # ---------------------------------------------------------------- input()
@@ -136,13 +152,9 @@ def _input_request(prompt="", password=False):
         raise StdinNotImplementedError(
             "input() is not available: this execute_request did not allow stdin "
             "(allow_stdin is false; the frontend does not support input requests)")
-    _flush_std()
-    state.sending += 1
-    try:
-        send({"type": "input_request", "prompt": str(prompt), "password": bool(password)})
-        reply = recv()
-    finally:
-        state.sending -= 1
+    if not state.running:
+        raise StdinNotImplementedError("input() is not available between cells (no request is running to answer it)")
+    reply = send({"type": "input_request", "prompt": str(prompt), "password": bool(password)}, wait_ack=True)
     if reply.get("interrupted"):
         state.interrupt_pending = False
         raise KeyboardInterrupt
@@ -442,6 +454,29 @@ def _speed_up_formatters():
             if inner is not None and call.__module__ == formatters.__name__:
                 value.__call__ = catching(inner)
 
+    # A builtin value (a number, a string, a list...) has no _repr_*_ method, so
+    # unless some formatter has a printer registered for its type, text/plain is
+    # its only format: computed alone, without asking the other eleven.
+    builtin_types = (int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset)
+    full_format = formatters.DisplayFormatter.format
+
+    def format(self, obj, include=None, exclude=None):
+        cls = type(obj)
+        if cls in builtin_types and not include and not exclude:
+            key = (cls.__module__, cls.__name__)
+            plain = self.formatters.get("text/plain")
+            others = [self.ipython_display_formatter, self.mimebundle_formatter, *self.formatters.values()]
+            if plain is not None and not any(cls in f.type_printers or key in f.deferred_printers
+                                             for f in others if f is not plain):
+                data = plain(obj)
+                if isinstance(data, tuple) and len(data) == 2:
+                    return ({"text/plain": data[0]}, {"text/plain": data[1]}) if data[0] is not None else ({}, {})
+                return ({"text/plain": data}, {}) if data is not None else ({}, {})
+        return full_format(self, obj, include, exclude)
+
+    format.__doc__ = full_format.__doc__
+    formatters.DisplayFormatter.format = format
+
 
 def make_ipython_backend():
     import inspect
@@ -522,10 +557,9 @@ def make_ipython_backend():
         name = "ipython"
 
         def run(self, code, count, silent, store_history):
-            shell.execution_count = count
-            result = shell.run_cell(code, store_history=store_history, silent=silent)
-            shell.execution_count = count
-            return result.success
+            if shell.execution_count != count:  # a trait: each set notifies its observers
+                shell.execution_count = count
+            return shell.run_cell(code, store_history=store_history, silent=silent).success
 
         def complete(self, code, cursor_pos):
             # As ipykernel does: jedi (static, sees names not yet defined), then IPython's own matchers.

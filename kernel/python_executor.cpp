@@ -426,14 +426,18 @@ Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::o
   }
   pump_idle_locked();  // output from between requests is not this request's
   if (!process_) return Status(ErrorCode::internal, "kernel: lost the executor");
-  sink.started();
+  // Only an execution produces output of its own: what a background thread writes
+  // during a completion or an inspection goes where output between cells goes.
+  const bool is_execute = req.value("type", "") == "execute";
+  ExecutorSink& target = is_execute || !idle_sink_ ? sink : *idle_sink_;
+  if (is_execute) sink.started();
   interrupt_requested_ = false;
   // A failed write means the executor is gone: await_locked reaps it, says why and restarts it.
   [[maybe_unused]] Status sent = write_frame(process_->channel.get(), req.dump(-1, ' ', false, json::error_handler_t::replace));
   std::optional<Clock::time_point> deadline;
   if (timeout) deadline = Clock::now() + *timeout;
   running_pid_ = process_->pid;
-  auto result = await_locked(sink, false, deadline);
+  auto result = await_locked(target, false, deadline);
   running_pid_ = 0;
   return result;
 }
