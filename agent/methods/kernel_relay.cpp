@@ -51,10 +51,31 @@ class KernelRelay {
     endpoints_ = kernel.endpoints();
     iopub_.set(zmq::sockopt::linger, 0);
     iopub_.set(zmq::sockopt::subscribe, "");
+  }
+
+  // Connects the iopub SUB and waits (up to a second) for its handshake, after
+  // which its subscription is on the wire: output the kernel publishes for the
+  // host's first request is not lost to a subscription still in flight.
+  void subscribe_iopub() {
+    static std::atomic<std::uint64_t> monitors{0};
+    std::string address_of_monitor = "inproc://gpubox-relay-monitor-" + std::to_string(++monitors);
+    bool monitored = zmq_socket_monitor(iopub_.handle(), address_of_monitor.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0;
+    std::optional<zmq::socket_t> events;
+    if (monitored) {
+      events.emplace(context_, zmq::socket_type::pair);
+      events->set(zmq::sockopt::linger, 0);
+      events->connect(address_of_monitor);
+    }
     iopub_.connect(address("iopub_port"));
+    if (events) {
+      zmq::pollitem_t item{events->handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, 1000ms);
+      zmq_socket_monitor(iopub_.handle(), nullptr, 0);
+    }
   }
 
   Status run(const std::string& key) {
+    subscribe_iopub();
     json hello = {{"kernel", {{"key", key}, {"signature_scheme", endpoints_.value("signature_scheme", "hmac-sha256")}}}};
     if (Status sent = call_.send_data(hello); !sent) return sent;
     call_.grant_credit(kInputWindow);

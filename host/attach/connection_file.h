@@ -10,6 +10,7 @@
 
 namespace gpubox::host {
 
+// One kernel's connection: its address, its five ports and its key.
 struct ConnectionInfo {
   std::string ip = "127.0.0.1";
   int shell_port = 0;  // 0: any free port (when attach binds its own)
