@@ -121,12 +121,14 @@ int run_attach(const std::vector<std::string>& raw, const Global& global) {
     return Status::ok();
   };
 
+  // A sandbox whose agent runs elsewhere (no local pid) is followed through the stream alone.
   ProcessIdentity agent = record->agent;
-  auto ended = (*relay)->run(**client, signal_fd, [agent] { return process_alive(agent); }, on_ready);
+  auto agent_alive = [agent] { return agent.pid <= 0 || process_alive(agent); };
+  auto ended = (*relay)->run(**client, signal_fd, agent_alive, on_ready);
   ::close(signal_fd);
   if (!ended) {
     const Status& status = ended.status();
-    bool gone = !process_alive(agent);
+    bool gone = !agent_alive();
     if (!(*relay)->ready() && !gone) {
       // The agent answers but will not relay (its kernel is disabled), or F could not be written.
       return fail("attach", "sandbox " + record->id + ": " + status.message(), kExitFailed);
