@@ -460,22 +460,50 @@ def _speed_up_formatters():
     builtin_types = (int, float, complex, str, bytes, bool, list, tuple, dict, set, frozenset)
     full_format = formatters.DisplayFormatter.format
 
+    def registered(formatter, cls, key):
+        # The trait values as traitlets stores them (a trait never read holds no
+        # registration); reading them as traits costs more than the formatting.
+        values = formatter._trait_values
+        return cls in values.get("type_printers", ()) or key in values.get("deferred_printers", ())
+
     def format(self, obj, include=None, exclude=None):
         cls = type(obj)
         if cls in builtin_types and not include and not exclude:
             key = (cls.__module__, cls.__name__)
             plain = self.formatters.get("text/plain")
             others = [self.ipython_display_formatter, self.mimebundle_formatter, *self.formatters.values()]
-            if plain is not None and not any(cls in f.type_printers or key in f.deferred_printers
-                                             for f in others if f is not plain):
-                data = plain(obj)
+            try:
+                alone = plain is not None and not any(registered(f, cls, key) for f in others if f is not plain)
+            except AttributeError:  # another traitlets
+                alone = False
+            if alone:
+                data, md = plain(obj), None
                 if isinstance(data, tuple) and len(data) == 2:
-                    return ({"text/plain": data[0]}, {"text/plain": data[1]}) if data[0] is not None else ({}, {})
-                return ({"text/plain": data}, {}) if data is not None else ({}, {})
+                    data, md = data
+                return ({"text/plain": data} if data is not None else {}), ({"text/plain": md} if md is not None else {})
         return full_format(self, obj, include, exclude)
 
     format.__doc__ = full_format.__doc__
     formatters.DisplayFormatter.format = format
+
+
+def _skip_idle_token_transforms(manager):
+    """IPython tokenizes every cell, repeatedly, to look for %magic, !cmd, obj?
+    and the line escapes , ; / that its default token transformers rewrite. A
+    cell without any of those characters (where they could start a transform)
+    is left alone without tokenizing it; other transformers keep the full path."""
+    from IPython.core import inputtransformer2 as it
+    defaults = [it.MagicAssign, it.SystemAssign, it.EscapedCommand, it.HelpEnd]
+    full = manager.do_token_transforms
+
+    def do_token_transforms(lines):
+        if manager.token_transformers == defaults and not any(
+                "%" in line or "!" in line or "?" in line or line.lstrip()[:1] in (",", ";", "/")
+                for line in lines):
+            return lines
+        return full(lines)
+
+    manager.do_token_transforms = do_token_transforms
 
 
 def make_ipython_backend():
@@ -489,6 +517,13 @@ def make_ipython_backend():
         class Hook(DisplayHook):
             def write_output_prompt(self):
                 pass
+
+            def quiet(self):
+                # IPython tokenizes the cell to find a trailing ';': no ';' at all, no need.
+                history = self.shell.history_manager.input_hist_parsed
+                if history and ";" not in history[-1]:
+                    return False
+                return super().quiet()
 
             def write_format_data(self, format_dict, md_dict=None):
                 msg = {"type": "execute_result", "data": format_dict, "metadata": md_dict or {}}
@@ -551,6 +586,10 @@ def make_ipython_backend():
     try:
         _speed_up_formatters()
     except Exception:  # another IPython: its own formatters stay as they are
+        pass
+    try:
+        _skip_idle_token_transforms(shell.input_transformer_manager)
+    except Exception:
         pass
 
     class IPythonBackend:
