@@ -25,6 +25,7 @@ constexpr std::uint64_t kInputWindow = 32;  // host DATA the agent accepts ahead
 constexpr std::size_t kMaxPeers = 64;       // frontends one relay serves at once
 constexpr std::size_t kDrainBatch = 64;     // messages taken from one socket per turn
 constexpr std::string_view kDelimiter = "<IDS|MSG>";
+constexpr auto kKeepalive = 5s;             // silence after which the agent says it is still there
 
 // The kernel's HMAC key, read from its connection file (written 0600 by the kernel).
 Result<std::string> read_kernel_key(const std::string& connection_file) {
@@ -77,7 +78,7 @@ class KernelRelay {
   Status run(const std::string& key) {
     subscribe_iopub();
     json hello = {{"kernel", {{"key", key}, {"signature_scheme", endpoints_.value("signature_scheme", "hmac-sha256")}}}};
-    if (Status sent = call_.send_data(hello); !sent) return sent;
+    if (Status sent = send(hello); !sent) return sent;
     call_.grant_credit(kInputWindow);
     while (true) {
       std::vector<zmq::pollitem_t> items;
@@ -107,6 +108,9 @@ class KernelRelay {
       if (!held_) {
         if (Status taken = take_input(); !taken) return taken;
       }
+      if (rpc::Clock::now() - last_sent_ >= kKeepalive) {
+        if (Status sent = send({{"alive", true}}); !sent) return sent;
+      }
     }
   }
 
@@ -124,6 +128,12 @@ class KernelRelay {
     zmq::socket_t* socket;
     std::vector<zmq::message_t> frames;
   };
+
+  Status send(const json& body, std::vector<zmq::message_t> attachments = {}) {
+    Status sent = call_.send_data(body, std::move(attachments));
+    last_sent_ = rpc::Clock::now();
+    return sent;
+  }
 
   std::string address(const char* port) const {
     return "tcp://" + endpoints_.value("ip", std::string("127.0.0.1")) + ":" +
@@ -169,7 +179,7 @@ class KernelRelay {
         case RelayInput::Kind::restart: {
           kernel_.interrupt();
           if (Status restarted = kernel_.executor().restart(); !restarted) return restarted;
-          if (Status sent = call_.send_data({{"restarted", kernel_.executor().restarts()}}); !sent) return sent;
+          if (Status sent = send({{"restarted", kernel_.executor().restarts()}}); !sent) return sent;
           break;
         }
         case RelayInput::Kind::message: {
@@ -217,7 +227,7 @@ class KernelRelay {
     }
     std::vector<zmq::message_t> parts;
     for (std::size_t i = delimiter + 1; i < frames.size(); ++i) parts.push_back(std::move(frames[i]));
-    return call_.send_data(body, std::move(parts));
+    return send(body, std::move(parts));
   }
 
   Status relay_iopub() {
@@ -249,6 +259,7 @@ class KernelRelay {
   std::map<std::uint32_t, PeerSockets> peers_;
   std::optional<Held> held_;
   std::uint64_t consumed_ = 0;
+  rpc::Clock::time_point last_sent_ = rpc::Clock::now();
 };
 
 }  // namespace

@@ -27,6 +27,7 @@ constexpr std::size_t kMaxAttachments = 64;     // the agent's limit on frames a
 constexpr std::int64_t kMaxFrameBytes = 64 << 20; // the agent's max_message_bytes: larger frames are refused locally
 constexpr auto kAliveCheck = 1s;
 constexpr auto kHelloTimeout = 30s;
+constexpr auto kSilenceLimit = 30s;  // the agent speaks at least every 5 s (its keepalive)
 
 enum Channel { kShell = 0, kControl = 1, kStdin = 2 };
 constexpr const char* kChannelNames[] = {"shell", "control", "stdin"};
@@ -95,6 +96,7 @@ struct AttachRelay::Impl {
   std::optional<Shutdown> shutdown;
   bool shutdown_done = false;
   std::function<Status()> on_ready;
+  Clock::time_point last_heard = Clock::now();
 
   Status send(rpc::Client& client, rpc::Kind kind, const json& body, std::vector<zmq::message_t> frames = {},
               std::uint64_t credit = 0) {
@@ -255,6 +257,7 @@ struct AttachRelay::Impl {
           send_credit += message.credit;
           break;
         case rpc::Kind::data:
+          last_heard = Clock::now();
           if (Status handled = from_agent(message); !handled) return handled;
           if (++consumed >= kWindow / 2) {
             if (Status sent = send(client, rpc::Kind::credit, json::object(), {}, consumed); !sent) return sent;
@@ -341,6 +344,12 @@ struct AttachRelay::Impl {
       if (Clock::now() >= next_check) {
         next_check = Clock::now() + kAliveCheck;
         if (agent_alive && !agent_alive()) return Status(ErrorCode::unavailable, "the sandbox's agent ended");
+        // Silence counts only while the agent is free to speak: not while it
+        // waits for this side to take iopub, nor while its executor restarts.
+        if (!iopub_backlog.empty() || (shutdown && shutdown->restart)) last_heard = Clock::now();
+        if (kernel && Clock::now() - last_heard > kSilenceLimit) {
+          return Status(ErrorCode::unavailable, "the agent sent nothing for 30 s (it keeps the relay alive every 5 s)");
+        }
       }
     }
   }

@@ -395,6 +395,24 @@ class AttachProcessTest(unittest.TestCase):
         cli("terminate", "attach-killed")
 
 
+    def test_attach_gives_up_on_an_agent_that_stops_answering(self):
+        # A stopped agent still exists (as a vanished remote one might seem
+        # to): its silence past 30 s, with no keepalive, ends attach.
+        box = create_sandbox("attach-frozen")
+        attached = self.attach("attach-frozen")
+        with open(os.path.join(os.environ["XDG_STATE_HOME"], "gpubox", "sandboxes", box, "sandbox.json")) as f:
+            agent_pid = json.load(f)["agent_pid"]
+        os.kill(agent_pid, signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            code, stderr = attached.wait(timeout=60)
+            self.assertGreater(time.monotonic() - start, 20)
+        finally:
+            os.kill(agent_pid, signal.SIGCONT)
+            cli("terminate", "attach-frozen")
+        self.assertEqual(code, 3, stderr)
+        self.assertIn("the agent sent nothing for 30 s", stderr)
+
     @unittest.skipUnless(os.path.exists("/usr/bin/jupyter-console"), "needs jupyter-console")
     def test_jupyter_console_existing(self):
         attached = self.attach()

@@ -37,6 +37,8 @@ class RelayCase(test_agent_kernel.AgentKernelCase):
         seen = []
         deadline = time.monotonic() + timeout
         for chunk in relay:
+            if chunk.body == {"alive": True}:
+                continue
             message = session.deserialize(chunk.attachments)  # checks the kernel's signature
             seen.append((chunk.body, message))
             if message["msg_type"] == until_msg_type:
@@ -119,6 +121,13 @@ class KernelRelayTest(RelayCase):
             relay.result
         self.assertEqual(caught.exception.code, "resource_exhausted")
         self.assertIn("more than 64 frontends", caught.exception.message)
+
+    def test_keepalive_when_quiet(self):
+        relay, _, _ = self.open_relay()
+        start = time.monotonic()
+        self.assertEqual(next(relay).body, {"alive": True})
+        self.assertGreater(time.monotonic() - start, 4)
+        self.assertLess(time.monotonic() - start, 8)
 
     def test_params_are_refused(self):
         with self.assertRaises(gpubox.RpcError) as caught:
