@@ -1,5 +1,6 @@
 // The kernel's pure parts: executor frames, history replies, the `kernel`
 // config section and the `kernel` command-line mode.
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,6 +42,25 @@ TEST(FrameChannel, FramesSurviveArbitrarySplitsAndOrder) {
   ::close(sv[1]);
 }
 
+TEST(FrameChannel, WritesToAPipeAndFailsCleanlyOnAClosedPeer) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_NONBLOCK), 0);
+  ASSERT_TRUE(kernel::write_frame(p[1], "{\"on\":\"a pipe\"}").is_ok());  // not a socket: written as such
+  kernel::FrameReader reader;
+  std::string payload;
+  reader.fill(p[0]);
+  ASSERT_TRUE(reader.next(payload));
+  EXPECT_EQ(payload, "{\"on\":\"a pipe\"}");
+  ::close(p[0]);
+  ::close(p[1]);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  ::close(sv[1]);
+  // A dead executor: an error, not a SIGPIPE that would end the kernel.
+  EXPECT_FALSE(kernel::write_frame(sv[0], "{}").is_ok());
+  ::close(sv[0]);
+}
+
 TEST(FrameChannel, OversizedLengthIsRefusedNotAllocated) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
@@ -71,6 +91,8 @@ TEST(FrameChannel, WellFormedFrameChecksTheTypeOfEveryFieldTheAgentReads) {
   EXPECT_EQ(why, "\"data\" must be an object");
   EXPECT_FALSE(kernel::well_formed_frame(json{{"type", "error"}, {"traceback", {"ok", 3}}}, &why));
   EXPECT_EQ(why, "\"traceback\" must be an array of strings");
+  EXPECT_FALSE(kernel::well_formed_frame(json{{"type", "execute_result"}, {"ack", 0}}, &why));
+  EXPECT_EQ(why, "\"ack\" must be a boolean");
 }
 
 TEST(KernelHistory, RowsAreIntegerTriplesNumberedLikeExecutionCounts) {
