@@ -1,5 +1,6 @@
 #include "rpc/server.h"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -156,6 +157,7 @@ void Server::Impl::start_zap() {
 
 // ZAP (RFC 27): admits a CURVE client only when its public key is on the allow-list.
 void Server::Impl::zap_loop() {
+  ::pthread_setname_np(::pthread_self(), "rpc-zap");
   while (true) {
     try {
       std::vector<zmq::message_t> request;
@@ -225,6 +227,7 @@ Status Server::Impl::bind(const std::string& endpoint, std::vector<std::string>*
 }
 
 void Server::Impl::io_loop() {
+  ::pthread_setname_np(::pthread_self(), "rpc-io");
   io_thread_id = std::this_thread::get_id();
   std::vector<zmq::pollitem_t> items;
   for (auto& socket : sockets) items.push_back({socket->handle(), 0, ZMQ_POLLIN, 0});

@@ -1,5 +1,7 @@
 #include "rpc/worker_pool.h"
 
+#include <pthread.h>
+
 namespace gpubox::rpc {
 
 WorkerPool::WorkerPool(std::size_t max_threads) : max_threads_(max_threads ? max_threads : 1) {}
@@ -29,6 +31,7 @@ std::size_t WorkerPool::threads() const {
 }
 
 void WorkerPool::work() {
+  ::pthread_setname_np(::pthread_self(), "rpc-worker");  // names it in top, perf and /proc/PID/task
   std::unique_lock lock(mutex_);
   while (true) {
     ++idle_;

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/build/deps"
 
 packages=(
-  build-essential cmake ninja-build pkg-config file git dpkg-dev util-linux procps
+  build-essential cmake ninja-build pkg-config file git dpkg-dev patch util-linux procps
   clang libclang-rt-14-dev
   xeus-dev xtl-dev uuid-dev cppzmq-dev libsodium-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev
   nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev
@@ -34,9 +34,13 @@ fi
 zmq_flags="-DCMAKE_BUILD_TYPE=Release -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DBUILD_SHARED=OFF -DBUILD_STATIC=ON \
 -DBUILD_TESTS=OFF -DENABLE_DRAFTS=ON -DENABLE_WS=OFF -DWITH_TLS=OFF -DWITH_LIBSODIUM=ON -DENABLE_CURVE=ON -DWITH_LIBBSD=OFF -DWITH_GSSAPI=OFF \
 -DWITH_NORM=OFF -DWITH_OPENPGM=OFF -DWITH_VMCI=OFF -DWITH_DOCS=OFF -DENABLE_CPACK=OFF"
+# Patches applied to Debian's source, in name order (scripts/zmq-patches/*.patch;
+# each says what it changes and why); their checksum is part of the stamp.
+zmq_patches=("$root"/scripts/zmq-patches/*.patch)
+zmq_stamp_text="$zmq_flags patches:$(cat "${zmq_patches[@]}" | sha256sum | cut -c1-16)"
 zmq_stamp="$deps/zmq-build-flags"
 zmq_current=0
-if [ -f "$deps/lib/libzmq.a" ] && [ "$(cat "$zmq_stamp" 2>/dev/null)" = "$zmq_flags" ]; then zmq_current=1; fi
+if [ -f "$deps/lib/libzmq.a" ] && [ "$(cat "$zmq_stamp" 2>/dev/null)" = "$zmq_stamp_text" ]; then zmq_current=1; fi
 
 if [ ${#missing[@]} -gt 0 ] || [ "$zmq_current" = 0 ]; then
   [ ${#missing[@]} -gt 0 ] && need_update=1
@@ -52,6 +56,7 @@ if [ "$zmq_current" = 0 ]; then
   rm -rf "$deps/src" "$deps/staging" && mkdir -p "$deps/src"
   (cd "$deps/src" && apt-get source -qq zeromq3 >/dev/null 2>&1)
   zsrc=$(find "$deps/src" -maxdepth 1 -type d -name 'zeromq3-*' | head -n1)
+  for zmq_patch in "${zmq_patches[@]}"; do patch -d "$zsrc" -p1 --quiet --forward < "$zmq_patch"; done
   # shellcheck disable=SC2086  # zmq_flags is a list of words
   cmake -S "$zsrc" -B "$deps/src/build" -G Ninja $zmq_flags -DCMAKE_INSTALL_PREFIX="$deps/staging" >/dev/null
   cmake --build "$deps/src/build" >/dev/null
@@ -60,7 +65,7 @@ if [ "$zmq_current" = 0 ]; then
   mkdir -p "$deps/lib" "$deps/include"
   for header in "$deps/staging/include/"*; do mv -f "$header" "$deps/include/"; done
   mv -f "$deps/staging/lib/libzmq.a" "$deps/lib/libzmq.a"
-  echo "$zmq_flags" > "$zmq_stamp"
+  echo "$zmq_stamp_text" > "$zmq_stamp"
   rm -rf "$deps/src" "$deps/staging"
 fi
 echo "setup: ok"

@@ -12,6 +12,8 @@
 // usage: gpubox_bench_rpc [--quick] [--only SECTION]
 //   --quick: fewer samples, 64 MiB files, 100k calls;
 //   --only: one of latency, calls, exec, files, rss (e.g. to profile it).
+// The files section also prints CPU seconds per GiB by thread (bench and
+// agent) for each transfer; GPUBOX_BENCH_PHASES=1 prints its phases' times.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +33,7 @@
 #include "rpc/keys.h"
 #include "rpc/sha256.h"
 #include "tests/bench/percentile.h"
+#include "tests/bench/thread_cpu.h"
 #include "tests/integration/sandbox_harness.h"
 
 namespace {
@@ -152,21 +155,20 @@ void wait_for(const std::atomic<bool>& go) {
 
 // MB/s of `size` bytes sent to the echo server in 1 MiB messages, 32 in flight
 // (the window fs.write and fs.read use): the CURVE transfer, nothing else.
-double raw_stream_mb_per_s(const RawEcho& echo, std::size_t size) {
-  auto connection = echo.connect();
+double raw_stream_mb_per_s(RawEcho::Connection& connection, std::size_t size) {
   zmq::message_t reply;
-  connection->dealer.send(zmq::str_buffer("ping"), zmq::send_flags::none);
-  (void)connection->dealer.recv(reply);
+  connection.dealer.send(zmq::str_buffer("ping"), zmq::send_flags::none);
+  (void)connection.dealer.recv(reply);
   std::string chunk(1 << 20, 'x');
   std::size_t chunks = size / chunk.size(), sent = 0, acked = 0;
   auto start = Clock::now();
   while (acked < chunks) {
     while (sent < chunks && sent - acked < 32) {
       zmq::message_t message(chunk.data(), chunk.size(), [](void*, void*) {}, nullptr);  // zero-copy, as in upload()
-      connection->dealer.send(message, zmq::send_flags::none);
+      connection.dealer.send(message, zmq::send_flags::none);
       ++sent;
     }
-    (void)connection->dealer.recv(reply);
+    (void)connection.dealer.recv(reply);
     ++acked;
   }
   return static_cast<double>(size) / 1e6 / (us_since(start) / 1e6);
@@ -278,23 +280,37 @@ double fork_exec_true_us() {
   return us_since(start);
 }
 
-// Uploads `size` bytes (streamed, 1 MiB chunks) and returns MB/s.
-double upload(Client& client, const std::string& path, std::size_t size) {
-  std::string chunk(1 << 20, '\0');
+// What upload() sends: one random 1 MiB chunk repeated, and the SHA-256 of
+// `size` bytes of it (computed before the clock starts).
+struct UploadContent {
+  std::string chunk;
+  std::string sha256;
+};
+
+UploadContent make_upload_content(std::size_t size) {
+  UploadContent content;
+  content.chunk.assign(1 << 20, '\0');
   std::mt19937_64 random(7);
-  for (std::size_t i = 0; i + 8 <= chunk.size(); i += 8) {
+  for (std::size_t i = 0; i + 8 <= content.chunk.size(); i += 8) {
     std::uint64_t v = random();
-    std::memcpy(&chunk[i], &v, 8);
+    std::memcpy(&content.chunk[i], &v, 8);
   }
   gpubox::Sha256 hash;
-  for (std::size_t sent = 0; sent < size; sent += chunk.size()) hash.update(chunk.data(), chunk.size());
-  std::string digest = hash.hex_digest();
+  for (std::size_t sent = 0; sent < size; sent += content.chunk.size()) hash.update(content.chunk.data(), content.chunk.size());
+  content.sha256 = hash.hex_digest();
+  return content;
+}
+
+// Uploads `size` bytes of content (streamed, 1 MiB chunks) and returns MB/s.
+double upload(Client& client, const std::string& path, std::size_t size, const UploadContent& content) {
+  const std::string& chunk = content.chunk;
+  const std::string& digest = content.sha256;
   auto start = Clock::now();
   auto stream = check(client.stream("fs.write", json{{"path", path}, {"size", size}, {"sha256", digest}}), "fs.write");
   for (std::size_t sent = 0; sent < size; sent += chunk.size()) {
     // Zero-copy, as a client sending from an mmap'd file does: the chunk outlives the transfer.
     std::vector<zmq::message_t> attachment;
-    attachment.emplace_back(chunk.data(), chunk.size(), [](void*, void*) {}, nullptr);
+    attachment.emplace_back(const_cast<char*>(chunk.data()), chunk.size(), [](void*, void*) {}, nullptr);
     if (auto status = stream->send(json::object(), std::move(attachment)); !status) die("fs.write DATA: " + status.to_string());
   }
   if (auto status = stream->send(json{{"eof", true}}); !status) die("fs.write eof: " + status.to_string());
@@ -325,6 +341,15 @@ double command_mb_per_s(const std::string& command, std::size_t size) {
   auto start = Clock::now();
   if (std::system(command.c_str()) != 0) die("failed: " + command);
   return static_cast<double>(size) / 1e6 / (us_since(start) / 1e6);
+}
+
+// With GPUBOX_BENCH_PHASES set, prints a phase's bounds on CLOCK_MONOTONIC to
+// stderr: the times `perf record -k CLOCK_MONOTONIC` + `perf report --time` take.
+void mark_phase(const std::string& what, const char* edge) {
+  if (!std::getenv("GPUBOX_BENCH_PHASES")) return;
+  timespec now;
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  std::fprintf(stderr, "phase %s %s %ld.%09ld\n", what.c_str(), edge, static_cast<long>(now.tv_sec), now.tv_nsec);
 }
 
 // A directory for the transfers, removed at exit.
@@ -426,20 +451,38 @@ int main(int argc, char** argv) {
     ScratchDir scratch("/dev/shm");
     auto client = agent.connect();
     std::string path = scratch.path + "/big.bin";
-    double up = upload(*client, path, file_size);
-    double down = download(*client, path, file_size);
+    // CPU seconds per GiB by thread, for each transfer: what bounds it on a busy machine.
+    using gpubox::bench::ThreadCpu;
+    double gib = static_cast<double>(file_size) / (1u << 30);
+    std::vector<std::string> cpu_lines;
+    auto measured = [&](const std::string& what, auto transfer) {
+      mark_phase(what, "start");
+      ThreadCpu bench_before = ThreadCpu::of(::getpid()), agent_before = ThreadCpu::of(agent.sandbox->host_pid());
+      double mb_per_s = transfer();
+      ThreadCpu bench_after = ThreadCpu::of(::getpid()), agent_after = ThreadCpu::of(agent.sandbox->host_pid());
+      mark_phase(what, "end");
+      cpu_lines.push_back(what + ": bench " + ThreadCpu::used(bench_before, bench_after, gib) + ", agent " +
+                          ThreadCpu::used(agent_before, agent_after, gib));
+      return mb_per_s;
+    };
+    UploadContent content = make_upload_content(file_size);
+    double up = measured("fs.write", [&] { return upload(*client, path, file_size, content); });
+    double down = measured("fs.read", [&] { return download(*client, path, file_size); });
     double cat = command_mb_per_s("cat '" + path + "' > /dev/null", file_size);
     row("fs.write " + mib + " to tmpfs vs cat to /dev/null", up, cat, "MB/s");
     row("fs.read " + mib + " from tmpfs vs cat to /dev/null", down, cat, "MB/s");
-    double raw = raw_stream_mb_per_s(echo, file_size);
+    auto raw_connection = echo.connect();  // outlives the measure: its I/O thread's CPU is counted
+    double raw = measured("raw CURVE stream (both ends in the bench)", [&] { return raw_stream_mb_per_s(*raw_connection, file_size); });
     row("fs.write " + mib + " to tmpfs vs raw CURVE stream", up, raw, "MB/s");
     row("fs.read " + mib + " from tmpfs vs raw CURVE stream", down, raw, "MB/s");
+    std::printf("  CPU s per GiB, by thread:\n");
+    for (const auto& line : cpu_lines) std::printf("    %s\n", line.c_str());
   }
   if (runs("files")) {
     // Disk: fs.write fsyncs before its rename, so the disk's write speed bounds it.
     ScratchDir scratch(agent.sandbox->dir());
     auto client = agent.connect();
-    double up = upload(*client, scratch.path + "/big.bin", file_size);
+    double up = upload(*client, scratch.path + "/big.bin", file_size, make_upload_content(file_size));
     double dd = command_mb_per_s("dd if=/dev/zero of='" + scratch.path + "/dd.bin' bs=1M count=" +
                                      std::to_string(file_size >> 20) + " conv=fsync status=none",
                                  file_size);

@@ -23,6 +23,7 @@
 
 #include "agent/jobs/stager.h"
 #include "tests/bench/percentile.h"
+#include "tests/bench/thread_cpu.h"
 #include "tests/jobs/jobs_sandbox.h"
 
 using namespace gpubox;
@@ -148,9 +149,12 @@ int main(int argc, char** argv) {
   std::string landing = std::filesystem::exists("/dev/shm") ? "/dev/shm" : dir;
   options.destination = landing + "/gpubox-bench-downloaded.tar.zst";
   if (const char* window = std::getenv("GPUBOX_BENCH_WINDOW")) options.window = std::strtoul(window, nullptr, 10);
+  using gpubox::bench::ThreadCpu;
+  ThreadCpu bench_before = ThreadCpu::of(::getpid()), agent_before = ThreadCpu::of(sandbox->box().host_pid());
   start = Clock::now();
   auto downloaded = harvest::download_job_archive(sandbox->client(), options);
   double took = seconds_since(start);
+  ThreadCpu bench_after = ThreadCpu::of(::getpid()), agent_after = ThreadCpu::of(sandbox->box().host_pid());
   if (!downloaded) {
     std::fprintf(stderr, "bench: download failed: %s\n", downloaded.status().to_string().c_str());
     return 1;
@@ -158,6 +162,9 @@ int main(int argc, char** argv) {
   std::printf("download (1 MiB chunks, window %llu, sha256 on the host, written to %s): %.2f s  %.0f MB/s (target >= 500)\n",
               static_cast<unsigned long long>(options.window), landing.c_str(), took,
               static_cast<double>(downloaded->size) / 1e6 / took);
+  double gib = static_cast<double>(downloaded->size) / (1u << 30);
+  std::printf("  CPU s per GiB, by thread: host %s, agent %s\n", ThreadCpu::used(bench_before, bench_after, gib).c_str(),
+              ThreadCpu::used(agent_before, agent_after, gib).c_str());
   std::filesystem::remove(options.destination);
 
   // 3. Submit → start latency.
