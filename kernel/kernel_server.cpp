@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <vector>
 
 #include "xeus/xeus_context.hpp"
 #include "xeus/xzmq_serializer.hpp"
@@ -121,10 +122,20 @@ void KernelServer::publish_impl(xeus::xpub_message message, xeus::channel) {
   zmq::message_t subscription;
   while (iopub_.recv(subscription, zmq::recv_flags::dontwait)) {
   }
+  std::vector<zmq::message_t> parts;
+  parts.reserve(wire.size());
+  while (!wire.empty()) parts.push_back(wire.pop());
   auto stalled_since = std::chrono::steady_clock::now();
   while (true) {
-    zmq::multipart_t copy = wire.clone();
-    if (copy.send(iopub_, ZMQ_DONTWAIT)) return;
+    // ZMQ_XPUB_NODROP refuses a message at its first part, before anything of it is
+    // queued, and a refused part stays intact: retried as is, no copy kept aside.
+    if (iopub_.send(parts[0], parts.size() > 1 ? zmq::send_flags::dontwait | zmq::send_flags::sndmore
+                                               : zmq::send_flags::dontwait)) {
+      for (size_t i = 1; i < parts.size(); ++i) {
+        iopub_.send(parts[i], i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+      return;
+    }
     // A subscriber's queue is full (ZMQ_XPUB_NODROP): wait for it to read.
     zmq::pollitem_t item{static_cast<void*>(iopub_), 0, ZMQ_POLLOUT, 0};
     zmq::poll(&item, 1, kPollPeriod);
