@@ -5,8 +5,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 
-#include "rpc/sha256.h"
+#include "rpc/background_sha256.h"
 
 namespace gpubox::harvest {
 namespace {
@@ -39,15 +40,15 @@ Status write_all(int fd, const void* data, std::size_t size, const std::string& 
 }
 
 // Hashes the first `size` bytes already in the file.
-Status hash_prefix(int fd, std::uint64_t size, Sha256& hash, const std::string& path) {
-  std::string buffer(1 << 20, '\0');
+Status hash_prefix(int fd, std::uint64_t size, BackgroundSha256& hash, const std::string& path) {
   std::uint64_t at = 0;
   while (at < size) {
-    ssize_t n = ::pread(fd, buffer.data(), static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), size - at)),
-                        static_cast<off_t>(at));
+    auto buffer = std::make_shared<std::string>(static_cast<std::size_t>(std::min<std::uint64_t>(1 << 20, size - at)), '\0');
+    ssize_t n = ::pread(fd, buffer->data(), buffer->size(), static_cast<off_t>(at));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return Status::from_errno(n < 0 ? errno : EIO, "cannot read " + path);
-    hash.update(buffer.data(), static_cast<std::size_t>(n));
+    const char* bytes = buffer->data();
+    hash.update(std::move(buffer), bytes, static_cast<std::size_t>(n));
     at += static_cast<std::uint64_t>(n);
   }
   return Status::ok();
@@ -64,7 +65,8 @@ Result<DownloadResult> download_job_archive(rpc::Client& client, const DownloadO
   std::uint64_t offset = static_cast<std::uint64_t>(st.st_size);
 
   auto run = [&](std::uint64_t from) -> Result<DownloadResult> {
-    Sha256 hash;
+    // Hashed on its own thread while this one writes: the two overlap.
+    BackgroundSha256 hash;
     if (Status hashed = hash_prefix(file.get(), from, hash, partial); !hashed) return hashed;
     if (::ftruncate(file.get(), static_cast<off_t>(from)) != 0) return Status::from_errno(errno, "cannot truncate " + partial);
     if (::lseek(file.get(), static_cast<off_t>(from), SEEK_SET) < 0) return Status::from_errno(errno, "cannot seek " + partial);
@@ -86,10 +88,11 @@ Result<DownloadResult> download_job_archive(rpc::Client& client, const DownloadO
         return Status(ErrorCode::internal, "job.download sent a chunk at offset " + std::to_string(at) + ", expected " +
                                                std::to_string(position));
       }
-      for (const auto& attachment : chunk.attachments) {
-        if (Status written = write_all(file.get(), attachment.data(), attachment.size(), partial); !written) return written;
-        hash.update(attachment.data(), attachment.size());
-        position += attachment.size();
+      for (auto& attachment : chunk.attachments) {
+        auto bytes = std::make_shared<zmq::message_t>(std::move(attachment));
+        hash.update(bytes, bytes->data(), bytes->size());
+        if (Status written = write_all(file.get(), bytes->data(), bytes->size(), partial); !written) return written;
+        position += bytes->size();
       }
       if (options.progress) options.progress(position, 0);
     }

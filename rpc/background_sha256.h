@@ -1,0 +1,54 @@
+// BackgroundSha256: a SHA-256 computed on its own thread, so that hashing a
+// stream overlaps what the caller does with the same bytes (writing them to
+// a file): on two cores the slower of the two bounds the stream, not their
+// sum. Buffers are shared, never copied: each stays alive (through its owner)
+// until it is hashed. One thread feeds it; hex_digest() waits for the rest.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "rpc/sha256.h"
+
+namespace gpubox {
+
+class BackgroundSha256 {
+ public:
+  // At most max_queued buffers wait to be hashed; update() waits beyond that,
+  // so memory stays bounded when the hasher is the slower side.
+  explicit BackgroundSha256(std::size_t max_queued = 16);
+  ~BackgroundSha256();
+  BackgroundSha256(const BackgroundSha256&) = delete;
+  BackgroundSha256& operator=(const BackgroundSha256&) = delete;
+
+  // Queues size bytes at data, which must stay unchanged while owner lives
+  // (the hasher holds owner until it has hashed them).
+  void update(std::shared_ptr<const void> owner, const void* data, std::size_t size);
+  // Lower-case hex of the digest of everything queued, once it is hashed; call once.
+  std::string hex_digest();
+
+ private:
+  struct Piece {
+    std::shared_ptr<const void> owner;
+    const void* data;
+    std::size_t size;
+  };
+  void run();
+
+  const std::size_t max_queued_;
+  Sha256 hash_;  // the hasher thread's
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  // State below is protected by mutex_.
+  std::deque<Piece> queue_;
+  bool hashing_ = false;  // the hasher holds a piece outside the queue
+  bool closing_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gpubox
