@@ -1,5 +1,7 @@
 #include "kernel/kernel_server.h"
 
+#include "kernel/iopub_wire.h"
+
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -116,7 +118,7 @@ void KernelServer::send_stdin_impl(xeus::xmessage message) {
 }
 
 void KernelServer::publish_impl(xeus::xpub_message message, xeus::channel) {
-  auto wire = xeus::xzmq_serializer::serialize_iopub(std::move(message), *auth_, error_handler_);
+  auto wire = serialize_iopub(std::move(message), *auth_, error_handler_);
   std::lock_guard lock(iopub_mutex_);
   // Subscriptions arrive as messages on the XPUB socket: read them so they do not pile up.
   zmq::message_t subscription;

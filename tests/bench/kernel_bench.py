@@ -4,16 +4,24 @@ jupyter_client in one run. Prints time to the first kernel_info reply, the
 round trip of executing `1+1` (p50/p99 over N)
 (first_kernel_info_ms: from the kernel process's launch; with_launch_ms adds
 jupyter_client's own launch work), the throughput of a 20 MB
-stream, and idle RSS (kernel process plus its children).
+stream (median of three), idle RSS (kernel process plus its children, after
+one stream), and each ratio.
+
+Both kernels run at once and the round trips and streams alternate between
+them in small batches, so that load from elsewhere on the machine weighs on
+both alike and the ratios stay comparable.
 
 usage: JUPYTER_PATH=build/share/jupyter /usr/bin/python3 tests/bench/kernel_bench.py [N]
 """
-import os
 import statistics
 import sys
 import time
 
 from jupyter_client.manager import KernelManager
+
+KERNELS = ("gpubox", "python3")  # python3: Debian's ipykernel
+ROUNDS = 10  # round trips and streams alternate between the kernels this many times
+STREAM_BYTES = 20 * 1024 * 1024
 
 
 def rss_kib(pid):
@@ -46,47 +54,74 @@ def run(kc, code, timeout=120):
     return received
 
 
-def bench(name, n):
-    km = KernelManager(kernel_name=name)
-    start = time.monotonic()
-    km.start_kernel()
-    launched = time.monotonic()  # jupyter_client's own launch work (the same for both kernels)
-    kc = km.client()
-    kc.start_channels()
-    kc.kernel_info()
-    kc.get_shell_msg(timeout=60)
-    first_info = time.monotonic() - launched
-    total_info = time.monotonic() - start
-    kc.wait_for_ready(timeout=60)
-    run(kc, "1+1")  # warm: the executor has imported what it needs
-    times = []
-    for _ in range(n):
+class Bench:
+    """One kernel under test and what was measured of it."""
+
+    def __init__(self, name):
+        self.km = KernelManager(kernel_name=name)
+        start = time.monotonic()
+        self.km.start_kernel()
+        launched = time.monotonic()  # jupyter_client's own launch work (the same for both kernels)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.kernel_info()
+        self.kc.get_shell_msg(timeout=60)
+        self.first_info = time.monotonic() - launched
+        self.total_info = time.monotonic() - start
+        self.kc.wait_for_ready(timeout=60)
+        run(self.kc, "1+1")  # warm: the executor has imported what it needs
+        self.times, self.streams, self.complete = [], [], True
+
+    def round_trips(self, n):
+        for _ in range(n):
+            t = time.monotonic()
+            run(self.kc, "1+1")
+            self.times.append(time.monotonic() - t)
+
+    def stream(self):
         t = time.monotonic()
-        run(kc, "1+1")
-        times.append(time.monotonic() - t)
-    times.sort()
-    size = 20 * 1024 * 1024
-    t = time.monotonic()
-    got = run(kc, "import sys; sys.stdout.write('x' * %d)" % size)
-    stream_s = time.monotonic() - t
-    time.sleep(1)
-    rss = rss_kib(km.provisioner.process.pid)
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
-    return {"first_kernel_info_ms": first_info * 1000, "with_launch_ms": total_info * 1000, "p50_ms": times[len(times) // 2] * 1000,
-            "p99_ms": times[int(len(times) * 0.99) - 1] * 1000, "stream_mb_s": size / 1e6 / stream_s,
-            "stream_complete": got == size, "idle_rss_mib": rss / 1024}
+        got = run(self.kc, "import sys; sys.stdout.write('x' * %d)" % STREAM_BYTES)
+        self.streams.append(STREAM_BYTES / 1e6 / (time.monotonic() - t))
+        self.complete = self.complete and got == STREAM_BYTES
+
+    def results(self):
+        times = sorted(self.times)
+        return {"first_kernel_info_ms": self.first_info * 1000, "with_launch_ms": self.total_info * 1000,
+                "p50_ms": times[len(times) // 2] * 1000, "p99_ms": times[max(0, int(len(times) * 0.99) - 1)] * 1000,
+                "stream_mb_s": statistics.median(self.streams), "stream_complete": self.complete}
+
+    def close(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
 
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 500
-    results = {name: bench(name, n) for name in ("gpubox", "python3")}
-    keys = list(results["gpubox"])
-    print("%-22s %12s %12s" % ("", "gpubox", "ipykernel"))
-    for key in keys:
-        a, b = results["gpubox"][key], results["python3"][key]
-        fmt = "%-22s %12s %12s" if isinstance(a, bool) else "%-22s %12.2f %12.2f"
-        print(fmt % (key, a, b))
+    benches = [Bench(name) for name in KERNELS]
+    try:
+        for round_ in range(ROUNDS):
+            batch = n // ROUNDS + (1 if round_ < n % ROUNDS else 0)
+            for bench in benches if round_ % 2 == 0 else reversed(benches):
+                bench.round_trips(batch)
+        for bench in benches:
+            bench.stream()
+        time.sleep(1)
+        rss = [rss_kib(bench.km.provisioner.process.pid) / 1024 for bench in benches]  # after one stream
+        for round_ in range(2):
+            for bench in reversed(benches) if round_ % 2 == 0 else benches:
+                bench.stream()
+        results = [dict(bench.results(), idle_rss_mib=mib) for bench, mib in zip(benches, rss)]
+    finally:
+        for bench in benches:
+            bench.close()
+    ours, theirs = results
+    print("%-22s %12s %12s %8s" % ("", "gpubox", "ipykernel", "ratio"))
+    for key in ours:
+        a, b = ours[key], theirs[key]
+        if isinstance(a, bool):
+            print("%-22s %12s %12s" % (key, a, b))
+        else:
+            print("%-22s %12.2f %12.2f %8.3f" % (key, a, b, a / b if b else float("nan")))
 
 
 if __name__ == "__main__":

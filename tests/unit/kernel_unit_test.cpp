@@ -12,6 +12,7 @@
 #include "agent/command_line.h"
 #include "agent/config.h"
 #include "kernel/frame_channel.h"
+#include "kernel/json_writer.h"
 #include "kernel/kernel_history.h"
 
 namespace gpubox {
@@ -59,6 +60,41 @@ TEST(FrameChannel, WritesToAPipeAndFailsCleanlyOnAClosedPeer) {
   // A dead executor: an error, not a SIGPIPE that would end the kernel.
   EXPECT_FALSE(kernel::write_frame(sv[0], "{}").is_ok());
   ::close(sv[0]);
+}
+
+TEST(JsonWriter, WritesWhatNlohmannWrites) {
+  using nlohmann::json;
+  const auto replace = json::error_handler_t::replace;
+  std::string bad_utf8[] = {std::string("a\xff" "b"), std::string("a\xe2\x82" "b"), std::string("\xed\xa0\x80x"),
+                            std::string("\xc0\xafz"), std::string("\xf4\x90\x80\x80q"), std::string("end\xe2\x82")};
+  std::vector<json> values = {
+      json{{"name", "stdout"}, {"text", std::string(300000, 'x') + "\n"}},
+      json{{"text", "quote \" backslash \\ tab \t nl \n cr \r bell \x07 \x1f del \x7f"}},
+      json{{"unicode", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"}, {"k\"ey", {1, 2.5, -3, true, nullptr, "s"}}},
+      json{{"nested", {{"a", json::array()}, {"b", json::object()}, {"c", {{"d", 1e300}}}}}},
+      json::array({1, "two", json{{"three", 3}}}), json("scalar"), json(42), json(nullptr)};
+  for (const auto& text : bad_utf8) values.push_back(json{{"text", text}});
+  for (const auto& value : values) {
+    std::string ours;
+    kernel::append_json(ours, value, replace);
+    EXPECT_EQ(ours, value.dump(-1, ' ', false, replace));
+    std::string ignored;
+    kernel::append_json(ignored, value, json::error_handler_t::ignore);
+    EXPECT_EQ(ignored, value.dump(-1, ' ', false, json::error_handler_t::ignore));
+  }
+  // Every special byte at every offset around the eight-byte fast path's boundaries.
+  for (const std::string special : {"\"", "\\", "\n", "\x01", "\x80", "\xc3\xa9", "\xf0\x9f\x98\x80", "\xe2\x82"}) {
+    for (size_t length = 0; length < 20; ++length) {
+      for (size_t at = 0; at <= length; ++at) {
+        std::string text = std::string(at, 'a') + special + std::string(length - at, 'b');
+        std::string ours;
+        kernel::append_json(ours, json(text), replace);
+        ASSERT_EQ(ours, json(text).dump(-1, ' ', false, replace)) << length << " " << at;
+      }
+    }
+  }
+  std::string strict;
+  EXPECT_THROW(kernel::append_json(strict, json{{"text", bad_utf8[0]}}, json::error_handler_t::strict), json::type_error);
 }
 
 TEST(FrameChannel, OversizedLengthIsRefusedNotAllocated) {
