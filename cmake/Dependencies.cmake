@@ -6,24 +6,25 @@ find_package(nlohmann_json REQUIRED)
 add_library(gpubox_spdlog INTERFACE)
 target_compile_definitions(gpubox_spdlog INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY SPDLOG_FMT_EXTERNAL SPDLOG_PREVENT_CHILD_FD)
 
-find_library(GPUBOX_ZMQ_STATIC NAMES libzmq.a PATHS ${GPUBOX_DEPS_DIR}/lib NO_DEFAULT_PATH)
-find_library(GPUBOX_SODIUM_STATIC NAMES libsodium.a)
-if(GPUBOX_ZMQ_STATIC AND GPUBOX_SODIUM_STATIC)
-  add_library(gpubox_zmq INTERFACE)
-  target_include_directories(gpubox_zmq INTERFACE ${GPUBOX_DEPS_DIR}/include)
-  target_link_libraries(gpubox_zmq INTERFACE ${GPUBOX_ZMQ_STATIC} ${GPUBOX_SODIUM_STATIC} Threads::Threads)
-  target_compile_definitions(gpubox_zmq INTERFACE ZMQ_STATIC)
-else()
-  message(FATAL_ERROR "static libzmq not found under ${GPUBOX_DEPS_DIR}: run scripts/setup.sh first")
-endif()
-
-# OpenSSL's libcrypto, static, for SHA-256 (SHA-NI / AVX2 code paths).
+# OpenSSL's libcrypto, static, for SHA-256 (SHA-NI / AVX2 code paths) and for
+# libzmq's CURVE on bulk messages (Poly1305: scripts/zmq-patches).
 find_library(GPUBOX_CRYPTO_STATIC NAMES libcrypto.a)
 if(NOT GPUBOX_CRYPTO_STATIC)
   message(FATAL_ERROR "libcrypto.a not found: run scripts/setup.sh (libssl-dev)")
 endif()
 add_library(gpubox_crypto INTERFACE)
 target_link_libraries(gpubox_crypto INTERFACE ${GPUBOX_CRYPTO_STATIC} ${CMAKE_DL_LIBS} Threads::Threads)
+
+find_library(GPUBOX_ZMQ_STATIC NAMES libzmq.a PATHS ${GPUBOX_DEPS_DIR}/lib NO_DEFAULT_PATH)
+find_library(GPUBOX_SODIUM_STATIC NAMES libsodium.a)
+if(GPUBOX_ZMQ_STATIC AND GPUBOX_SODIUM_STATIC)
+  add_library(gpubox_zmq INTERFACE)
+  target_include_directories(gpubox_zmq INTERFACE ${GPUBOX_DEPS_DIR}/include)
+  target_link_libraries(gpubox_zmq INTERFACE ${GPUBOX_ZMQ_STATIC} ${GPUBOX_SODIUM_STATIC} gpubox_crypto Threads::Threads)
+  target_compile_definitions(gpubox_zmq INTERFACE ZMQ_STATIC)
+else()
+  message(FATAL_ERROR "static libzmq not found under ${GPUBOX_DEPS_DIR}: run scripts/setup.sh first")
+endif()
 
 # libarchive, static, with exactly what tar + zstd needs (ARCHITECTURE.md,
 # "Dependencies"): pkg-config's static list would drag in libxml2 and ICU.
