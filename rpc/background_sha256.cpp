@@ -4,10 +4,10 @@
 
 namespace gpubox {
 
-BackgroundSha256::BackgroundSha256(std::size_t max_queued)
-    : max_queued_(max_queued ? max_queued : 1), thread_([this] { run(); }) {}
+BackgroundSha256::BackgroundSha256(std::size_t max_queued) : max_queued_(max_queued ? max_queued : 1) {}
 
 BackgroundSha256::~BackgroundSha256() {
+  if (!thread_.joinable()) return;
   {
     std::lock_guard lock(mutex_);
     closing_ = true;
@@ -18,6 +18,13 @@ BackgroundSha256::~BackgroundSha256() {
 
 void BackgroundSha256::update(std::shared_ptr<const void> owner, const void* data, std::size_t size) {
   if (size == 0) return;
+  if (!thread_.joinable()) {
+    if (size < kInlineBytes) {
+      hash_.update(data, size);  // nothing is queued: the order is kept
+      return;
+    }
+    thread_ = std::thread([this] { run(); });
+  }
   {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return queue_.size() < max_queued_; });
@@ -27,6 +34,7 @@ void BackgroundSha256::update(std::shared_ptr<const void> owner, const void* dat
 }
 
 std::string BackgroundSha256::hex_digest() {
+  if (!thread_.joinable()) return hash_.hex_digest();
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [&] { return queue_.empty() && !hashing_; });
   return hash_.hex_digest();  // the hasher is idle until more is queued

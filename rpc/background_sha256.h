@@ -3,6 +3,9 @@
 // a file): on two cores the slower of the two bounds the stream, not their
 // sum. Buffers are shared, never copied: each stays alive (through its owner)
 // until it is hashed. One thread feeds it; hex_digest() waits for the rest.
+// The hasher thread starts with the first piece of kInlineBytes or more;
+// smaller pieces before it are hashed on the caller's thread, so a small
+// stream costs no thread.
 #pragma once
 
 #include <condition_variable>
@@ -19,6 +22,8 @@ namespace gpubox {
 
 class BackgroundSha256 {
  public:
+  static constexpr std::size_t kInlineBytes = 64 << 10;
+
   // At most max_queued buffers wait to be hashed; update() waits beyond that,
   // so memory stays bounded when the hasher is the slower side.
   explicit BackgroundSha256(std::size_t max_queued = 16);
@@ -41,14 +46,14 @@ class BackgroundSha256 {
   void run();
 
   const std::size_t max_queued_;
-  Sha256 hash_;  // the hasher thread's
+  Sha256 hash_;  // the caller's until the hasher thread starts, then that thread's
   std::mutex mutex_;
   std::condition_variable changed_;
   // State below is protected by mutex_.
   std::deque<Piece> queue_;
   bool hashing_ = false;  // the hasher holds a piece outside the queue
   bool closing_ = false;
-  std::thread thread_;
+  std::thread thread_;  // started by the first large piece; only the feeding thread starts it
 };
 
 }  // namespace gpubox

@@ -153,18 +153,21 @@ Status receive_upload(rpc::CallContext& call, fs::AtomicFile& file, std::optiona
     if (Status status = fields.finish(); !status) {
       return Status(status.code(), "DATA body: " + status.message() + " (expected {\"eof\"?: bool, \"data\"?: bytes})");
     }
-    auto append = [&](const void* bytes, std::size_t size) -> Status {
+    // Each buffer is moved into a shared owner (no copy): the file's hasher holds it until hashed.
+    auto append = [&](std::shared_ptr<const void> owner, const void* bytes, std::size_t size) -> Status {
       if (expected_size && file.size() + size > *expected_size) {
         return Status(ErrorCode::input_changed, "params.size: more than " + std::to_string(*expected_size) +
                                                     " bytes arrived; the target was left unchanged");
       }
-      return file.write(bytes, size);
+      return file.write(std::move(owner), bytes, size);
     };
     if (data) {
-      if (Status written = append(data->data(), data->size()); !written) return written;
+      auto owned = std::make_shared<std::string>(std::move(*data));
+      if (Status written = append(owned, owned->data(), owned->size()); !written) return written;
     }
-    for (const auto& attachment : input.attachments) {
-      if (Status written = append(attachment.data(), attachment.size()); !written) return written;
+    for (auto& attachment : input.attachments) {
+      auto owned = std::make_shared<zmq::message_t>(std::move(attachment));
+      if (Status written = append(owned, owned->data(), owned->size()); !written) return written;
     }
     return eof.value_or(false);
   });
@@ -192,10 +195,12 @@ Result<json> fs_write(rpc::CallContext& call) {
   if (size) expected_size = static_cast<std::uint64_t>(*size);
   if (inline_content) {
     if (data) {
-      if (Status written = (*file)->write(data->data(), data->size()); !written) return written;
+      auto owned = std::make_shared<std::string>(std::move(*data));
+      if (Status written = (*file)->write(owned, owned->data(), owned->size()); !written) return written;
     }
-    for (const auto& attachment : call.attachments()) {
-      if (Status written = (*file)->write(attachment.data(), attachment.size()); !written) return written;
+    for (auto& attachment : call.attachments()) {
+      auto owned = std::make_shared<zmq::message_t>(std::move(attachment));
+      if (Status written = (*file)->write(owned, owned->data(), owned->size()); !written) return written;
     }
   } else if (Status received = receive_upload(call, **file, expected_size); !received) {
     return received;

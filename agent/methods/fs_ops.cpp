@@ -495,8 +495,8 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::create(const std::string& path, 
   return std::unique_ptr<AtomicFile>(new AtomicFile(target, std::move(temp), std::move(fd)));
 }
 
-Status AtomicFile::write(const void* data, std::size_t size) {
-  hash_.update(data, size);
+Status AtomicFile::write(std::shared_ptr<const void> owner, const void* data, std::size_t size) {
+  hash_.update(std::move(owner), data, size);
   if (Status written = write_all(fd_.get(), static_cast<const char*>(data), size, target_); !written) return written;
   size_ += size;
   // Start writeback as the bytes arrive, so that commit()'s fsync waits for

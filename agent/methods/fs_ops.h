@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "rpc/fd.h"
-#include "rpc/sha256.h"
+#include "rpc/background_sha256.h"
 #include "rpc/status.h"
 
 namespace gpubox::fs {
@@ -61,10 +61,12 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
   ~AtomicFile();
 
-  // Appends bytes and feeds them to the running SHA-256.
-  Status write(const void* data, std::size_t size);
+  // Appends bytes and feeds them to the running SHA-256, which hashes them on
+  // its own thread (BackgroundSha256) while this one writes: data must stay
+  // unchanged while owner lives.
+  Status write(std::shared_ptr<const void> owner, const void* data, std::size_t size);
   std::uint64_t size() const { return size_; }
-  // The SHA-256 of everything written; call once, after the last write.
+  // The SHA-256 of everything written (waiting for the hasher); call once, after the last write.
   std::string sha256_hex() { return hash_.hex_digest(); }
   // fsync, rename over the target, fsync the directory.
   Status commit();
@@ -75,7 +77,7 @@ class AtomicFile {
   std::string target_;
   std::string temp_;
   Fd fd_;
-  Sha256 hash_;
+  BackgroundSha256 hash_;
   std::uint64_t size_ = 0;
   std::uint64_t flushed_ = 0;  // bytes handed to writeback so far
   bool committed_ = false;

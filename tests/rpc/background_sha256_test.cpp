@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +29,31 @@ TEST(BackgroundSha256, DigestEqualsSha256OverTheSamePiecesInOrder) {
     const char* data = piece->data();
     background.update(std::move(piece), data, size);
   }
+  EXPECT_EQ(background.hex_digest(), direct.hex_digest());
+}
+
+// Threads: in /proc/self/status.
+int thread_count() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+TEST(BackgroundSha256, SmallPiecesAreHashedInlineWithoutAThread) {
+  std::mt19937 random(9);
+  int before = thread_count();
+  BackgroundSha256 background;
+  Sha256 direct;
+  for (int i = 0; i < 20; ++i) {
+    auto piece = random_bytes(BackgroundSha256::kInlineBytes - 1, random);
+    direct.update(piece->data(), piece->size());
+    const char* data = piece->data();
+    background.update(std::move(piece), data, BackgroundSha256::kInlineBytes - 1);
+  }
+  EXPECT_EQ(thread_count(), before);
   EXPECT_EQ(background.hex_digest(), direct.hex_digest());
 }
 
