@@ -150,9 +150,10 @@ PythonExecutor::~PythonExecutor() {
 void PythonExecutor::set_idle_sink(std::shared_ptr<ExecutorSink> sink) {
   std::lock_guard lock(mutex_);
   idle_sink_ = std::move(sink);
-  if (!idle_sink_ || watcher_.joinable() || !process_fds_.valid() || !watch_set_.valid() || !wake_.valid()) return;
-  watcher_ = std::thread([this] { watch_loop(); });
-  set_watching_locked(true);
+  if (idle_sink_ && !watcher_.joinable() && process_fds_.valid() && watch_set_.valid() && wake_.valid()) {
+    watcher_ = std::thread([this] { watch_loop(); });
+  }
+  set_watching_locked(idle_sink_ != nullptr);  // without a sink nothing may be left unread in the watch set
 }
 
 void PythonExecutor::set_watching_locked(bool on) {
