@@ -24,19 +24,18 @@ constexpr int kMaxListDepth = 256;
 constexpr auto kUploadIdleLimit = std::chrono::seconds(300);
 constexpr std::int64_t kMaxInt64 = std::numeric_limits<std::int64_t>::max();
 
-// A malloc'd buffer handed to ZeroMQ without a copy (freed by its I/O thread).
-struct ChunkFree {
-  void operator()(char* data) const { std::free(data); }
-};
-using ChunkBuffer = std::unique_ptr<char, ChunkFree>;
+// A malloc'd buffer shared by ZeroMQ (which sends it without a copy) and the
+// hasher; freed by whichever lets go last.
+using ChunkBuffer = std::shared_ptr<char>;
 
 struct Chunk {
   ChunkBuffer data;
   std::size_t size = 0;
   std::uint64_t offset = 0;
 
-  zmq::message_t to_message() && {
-    return zmq::message_t(data.release(), size, [](void* bytes, void*) { std::free(bytes); }, nullptr);
+  zmq::message_t to_message() const {
+    auto* hold = new ChunkBuffer(data);  // released by ZeroMQ's I/O thread once sent
+    return zmq::message_t(data.get(), size, [](void*, void* held) { delete static_cast<ChunkBuffer*>(held); }, hold);
   }
 };
 
@@ -53,8 +52,9 @@ class RangeReader {
     chunk.offset = position_;
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, remaining_));
     if (want == 0) return chunk;
-    chunk.data.reset(static_cast<char*>(std::malloc(want)));
-    if (!chunk.data) return Status(ErrorCode::resource_exhausted, "out of memory for a read buffer");
+    char* buffer = static_cast<char*>(std::malloc(want));
+    if (!buffer) return Status(ErrorCode::resource_exhausted, "out of memory for a read buffer");
+    chunk.data = ChunkBuffer(buffer, std::free);
     while (chunk.size < want) {
       ssize_t n = ::pread(fd_, chunk.data.get() + chunk.size, want - chunk.size, static_cast<off_t>(position_));
       if (n < 0) {
@@ -99,7 +99,6 @@ Result<json> fs_read(rpc::CallContext& call) {
   std::uint64_t span = length ? static_cast<std::uint64_t>(*length) : std::numeric_limits<std::uint64_t>::max();
   ::posix_fadvise(fd.get(), static_cast<off_t>(start), 0, POSIX_FADV_SEQUENTIAL);
   RangeReader reader(fd.get(), start, span, *path);
-  Sha256 hash;
 
   auto first = reader.next();
   if (!first) return first.status();
@@ -112,19 +111,23 @@ Result<json> fs_read(rpc::CallContext& call) {
     if (ahead->size > 0) second = std::move(*ahead);
   }
   if (!second) {
+    Sha256 hash;
     hash.update(first->data.get(), first->size);
     return json{{"size", first->size},
                 {"data", rpc::binary(std::string_view(first->data.get(), first->size))},
                 {"sha256", hash.hex_digest()}};
   }
 
+  // Streamed: hashed on its own thread while this one reads the next chunk
+  // (at most 4 chunks behind, held beyond the client's window).
+  BackgroundSha256 hash(4);
   std::uint64_t total = 0;
   auto send = [&](Chunk&& chunk) -> Status {
-    hash.update(chunk.data.get(), chunk.size);
+    hash.update(chunk.data, chunk.data.get(), chunk.size);
     total += chunk.size;
     std::uint64_t at = chunk.offset;
     std::vector<zmq::message_t> attachments;
-    attachments.push_back(std::move(chunk).to_message());
+    attachments.push_back(chunk.to_message());
     // Waits while the client has no credit: a slow reader holds the agent
     // to its window, never to a growing buffer.
     return call.send_data(json{{"offset", at}}, std::move(attachments));

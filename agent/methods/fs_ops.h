@@ -77,7 +77,7 @@ class AtomicFile {
   std::string target_;
   std::string temp_;
   Fd fd_;
-  BackgroundSha256 hash_;
+  BackgroundSha256 hash_{4};  // at most 4 buffers waiting to be hashed
   std::uint64_t size_ = 0;
   std::uint64_t flushed_ = 0;  // bytes handed to writeback so far
   bool committed_ = false;
