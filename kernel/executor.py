@@ -673,19 +673,23 @@ def execute(backend, request):
     return reply
 
 
-def _exit_when_orphaned(parent):
+def _watch_between_cells(parent):
     # The agent (or a standalone kernel) is gone: a cell may be spinning and never
     # read the channel again, so watch the parent instead. (Not PR_SET_PDEATHSIG:
     # it fires when the spawning *thread* exits, which may be any worker thread.)
+    # Between cells, text a thread printed without a newline is flushed here, so
+    # that it goes out as that cell's late output, not with the next cell's.
     while True:
         time.sleep(0.5)
         if os.getppid() != parent:
             os._exit(0)
+        if not state.running:
+            _flush_std()
 
 
 def main():
     os.set_inheritable(CHANNEL_FD, False)
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True, name="orphan-watch").start()
+    threading.Thread(target=_watch_between_cells, args=(os.getppid(),), daemon=True, name="between-cells").start()
     os.environ.setdefault("MPLBACKEND", "agg")
     warnings.filterwarnings("ignore", message=".*non-GUI backend.*")
     warnings.filterwarnings("ignore", message=".*is non-interactive, and thus cannot be shown.*")

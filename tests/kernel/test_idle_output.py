@@ -60,6 +60,16 @@ class IdleOutputTest(KernelTestCase):
         late = self.late_messages(parent, lambda ms: self.text(ms).endswith("line 2999\n"))
         self.assertEqual(self.text(late), expected)
 
+    def test_text_without_newline_between_cells_is_the_last_cells(self):
+        first = self.execute("import threading\n"
+                             "threading.Timer(0.2, lambda: print('no newline', end='')).start()\n")
+        # Printed into Python's buffer while no cell runs, and nobody calls flush:
+        # it still arrives, as the first cell's, before any other cell is sent.
+        parent = first.reply["parent_header"]["msg_id"]
+        late = self.late_messages(parent, lambda ms: "no newline" in self.text(ms), timeout=10)
+        self.assertEqual(self.text(late), "no newline")
+        self.assertEqual(self.execute("print('second cell')").stream(), "second cell\n")
+
     def test_subprocess_output_after_the_cell(self):
         cell = self.execute("import subprocess\n"
                             "subprocess.Popen(['sh', '-c', 'sleep 0.5; echo from-subprocess'])\n"
