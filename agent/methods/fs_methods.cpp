@@ -11,6 +11,7 @@
 #include "agent/methods/upload_stream.h"
 #include "agent/methods/methods.h"
 #include "rpc/params.h"
+#include "rpc/shared_frame.h"
 
 namespace gpubox {
 namespace {
@@ -33,10 +34,7 @@ struct Chunk {
   std::size_t size = 0;
   std::uint64_t offset = 0;
 
-  zmq::message_t to_message() const {
-    auto* hold = new ChunkBuffer(data);  // released by ZeroMQ's I/O thread once sent
-    return zmq::message_t(data.get(), size, [](void*, void* held) { delete static_cast<ChunkBuffer*>(held); }, hold);
-  }
+  zmq::message_t to_message() const { return rpc::shared_frame(data, size); }
 };
 
 // Reads a file range in chunks, trusting EOF rather than st_size (so /proc

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -14,7 +15,8 @@
 
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
-#include "rpc/sha256.h"
+#include "rpc/background_sha256.h"
+#include "rpc/shared_frame.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -34,17 +36,24 @@ std::string join(const std::string& dir, const std::string& name) {
   return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-Result<std::string> read_chunk(int fd, std::size_t max) {
-  std::string chunk(max, '\0');
-  std::size_t got = 0;
-  while (got < max) {
-    ssize_t n = ::read(fd, chunk.data() + got, max - got);
+// Up to max bytes read into a buffer of their own (shared by the frame that
+// sends them and the SHA-256 thread that hashes them: no copy of either).
+struct Chunk {
+  std::shared_ptr<char> bytes;
+  std::size_t size = 0;
+};
+
+Result<Chunk> read_chunk(int fd, std::size_t max) {
+  Chunk chunk;
+  chunk.bytes.reset(static_cast<char*>(std::malloc(max ? max : 1)), std::free);
+  if (!chunk.bytes) return Status(ErrorCode::resource_exhausted, "out of memory for a read buffer");
+  while (chunk.size < max) {
+    ssize_t n = ::read(fd, chunk.bytes.get() + chunk.size, max - chunk.size);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::from_errno(errno, "read");
     if (n == 0) break;
-    got += static_cast<std::size_t>(n);
+    chunk.size += static_cast<std::size_t>(n);
   }
-  chunk.resize(got);
   return chunk;
 }
 
@@ -59,18 +68,18 @@ Status put_file(rpc::Client& client, const std::string& local, const std::string
   ::fstat(fd, &st);
   auto size = static_cast<std::uint64_t>(st.st_size);
   nlohmann::json params = {{"path", remote}, {"mode", st.st_mode & 07777}, {"size", size}};
-  Sha256 sha;
+  BackgroundSha256 sha(4);  // hashes each chunk while the next is read and sent
   Result<nlohmann::json> result = nlohmann::json();
   if (size <= kInlineMax) {
     auto content = read_chunk(fd, size);
     if (!content) return Status(content.status().code(), "cannot read '" + local + "': " + content.status().message());
-    sha.update(content->data(), content->size());
+    sha.update(content->bytes, content->bytes.get(), content->size);
     rpc::CallOptions options;
     std::vector<zmq::message_t> attachments;
-    if (content->empty()) {
+    if (content->size == 0) {
       params["data"] = nlohmann::json::binary({});
     } else {
-      attachments.emplace_back(content->data(), content->size());
+      attachments.push_back(rpc::shared_frame(content->bytes, content->size));
       options.attachments = &attachments;
     }
     result = client.call("fs.write", params, options);
@@ -82,15 +91,15 @@ Status put_file(rpc::Client& client, const std::string& local, const std::string
     while (true) {
       auto chunk = read_chunk(fd, kChunk);
       if (!chunk) return Status(chunk.status().code(), "cannot read '" + local + "': " + chunk.status().message());
-      sha.update(chunk->data(), chunk->size());
-      sent += chunk->size();
-      bool last = chunk->size() < kChunk || sent >= size;
+      sha.update(chunk->bytes, chunk->bytes.get(), chunk->size);
+      sent += chunk->size;
+      bool last = chunk->size < kChunk || sent >= size;
       std::vector<zmq::message_t> attachments;
-      if (!chunk->empty()) attachments.emplace_back(chunk->data(), chunk->size());
+      if (chunk->size > 0) attachments.push_back(rpc::shared_frame(chunk->bytes, chunk->size));
       nlohmann::json body = last ? nlohmann::json{{"eof", true}} : nlohmann::json::object();
       Status status = (*stream)->send(body, std::move(attachments));
       if (!status) break;  // the request ended early: its result says why
-      progress.add(chunk->size());
+      progress.add(chunk->size);
       if (last) break;
     }
     while (true) {
@@ -119,9 +128,10 @@ Status get_file(rpc::Client& client, const std::string& remote, const std::strin
   };
   auto stream = client.stream("fs.read", {{"path", remote}});
   if (!stream) return abandon(stream.status());
-  Sha256 sha;
-  auto write_bytes = [&](const void* data, std::size_t size) -> Status {
-    sha.update(data, size);
+  BackgroundSha256 sha(4);  // hashes each chunk while this thread writes it
+  // owner keeps data alive until it is hashed.
+  auto write_bytes = [&](std::shared_ptr<const void> owner, const void* data, std::size_t size) -> Status {
+    sha.update(std::move(owner), data, size);
     const char* at = static_cast<const char*>(data);
     while (size > 0) {
       ssize_t n = ::write(fd, at, size);
@@ -137,8 +147,9 @@ Status get_file(rpc::Client& client, const std::string& remote, const std::strin
     auto next = (*stream)->next();
     if (!next) return abandon(next.status());
     if (!next->has_value()) break;
-    for (const auto& attachment : (*next)->attachments) {
-      if (Status written = write_bytes(attachment.data(), attachment.size()); !written) {
+    for (auto& attachment : (*next)->attachments) {
+      auto bytes = std::make_shared<zmq::message_t>(std::move(attachment));
+      if (Status written = write_bytes(bytes, bytes->data(), bytes->size()); !written) {
         (void)(*stream)->cancel();
         return abandon(written);
       }
@@ -148,11 +159,12 @@ Status get_file(rpc::Client& client, const std::string& remote, const std::strin
   if (!result) return abandon(result.status());
   if (result->contains("data")) {
     const auto& data = result.value()["data"];
+    // The result outlives the hashing (sha's digest is taken below): no owner needed.
     if (data.is_binary()) {
-      if (Status written = write_bytes(data.get_binary().data(), data.get_binary().size()); !written) return abandon(written);
+      if (Status written = write_bytes(nullptr, data.get_binary().data(), data.get_binary().size()); !written) return abandon(written);
     } else if (data.is_string()) {
       const auto& text = data.get_ref<const std::string&>();
-      if (Status written = write_bytes(text.data(), text.size()); !written) return abandon(written);
+      if (Status written = write_bytes(nullptr, text.data(), text.size()); !written) return abandon(written);
     }
   }
   if (sha.hex_digest() != result->value("sha256", "")) {
