@@ -1,5 +1,6 @@
 #include "agent/config.h"
 
+#include "rpc/base64.h"
 #include "rpc/keys.h"
 
 #include <cmath>
@@ -448,37 +449,6 @@ bool looks_like_base64(std::string_view text) {
     }
   }
   return true;
-}
-
-std::optional<std::string> base64_decode(std::string_view text) {
-  auto value_of = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  unsigned buffer = 0;
-  int bits = 0;
-  bool padding = false;
-  for (char c : text) {
-    if (c == '\n' || c == '\r') continue;
-    if (c == '=') {
-      padding = true;
-      continue;
-    }
-    int v = value_of(c);
-    if (v < 0 || padding) return std::nullopt;
-    buffer = (buffer << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
-    }
-  }
-  return out;
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // Fd: sole owner of one file descriptor; closes it on destruction. Move-only.
-// Header-only, for the agent, the host side and the test harness alike.
+// write_fully: write(2) until every byte is out. Header-only, for the agent,
+// the host side and the test harness alike.
 #pragma once
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <utility>
 
 namespace gpubox {
@@ -32,5 +35,19 @@ class Fd {
  private:
   int fd_ = -1;
 };
+
+// Writes all size bytes, retrying short writes and EINTR: 0, or the errno of the failure.
+inline int write_fully(int fd, const void* data, std::size_t size) {
+  const char* at = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, at, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
+    at += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
 
 }  // namespace gpubox

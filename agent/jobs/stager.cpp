@@ -83,7 +83,7 @@ class Sink {
       blocks_.pop_front();
       changed_.notify_all();
       lock.unlock();
-      int failed = write_all(block);
+      int failed = write_fully(fd_, block.data(), block.size());
       if (failed == 0) {
         hash_.update(block.data(), block.size());
         size_ += block.size();
@@ -113,16 +113,6 @@ class Sink {
     }
   }
 
-  int write_all(const std::string& block) const {
-    std::size_t done = 0;
-    while (done < block.size()) {
-      ssize_t n = ::write(fd_, block.data() + done, block.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return errno;
-      done += static_cast<std::size_t>(n);
-    }
-    return 0;
-  }
 
   const int fd_;
   std::mutex mutex_;

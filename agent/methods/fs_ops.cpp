@@ -143,15 +143,7 @@ void remove_quietly(const std::string& path) {
 }
 
 Status write_all(int fd, const char* data, std::size_t size, const std::string& shown) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_status(errno, "path", "write", shown);
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
+  if (int failed = write_fully(fd, data, size)) return errno_status(failed, "path", "write", shown);
   return Status::ok();
 }
 

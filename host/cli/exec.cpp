@@ -11,6 +11,7 @@
 #include "host/cli/cli.h"
 #include "host/process_identity.h"
 #include "host/resource_limits.h"
+#include "rpc/fd.h"
 #include "rpc/protocol.h"
 
 namespace gpubox::host::cli {
@@ -18,18 +19,6 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: gpubox exec ID|NAME [--timeout S] [--cwd DIR] [--env K=V]... -- CMD ARGS...\n";
-
-bool write_all(int fd, const void* data, size_t size) {
-  const char* at = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, at, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    at += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
 
 volatile std::sig_atomic_t g_pending_signal = 0;
 
@@ -90,7 +79,7 @@ Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIden
         auto stream = got->body.find("stream");
         if (stream != got->body.end() && !got->attachments.empty()) {
           const auto& bytes = got->attachments[0];
-          write_all(*stream == "stderr" ? STDERR_FILENO : STDOUT_FILENO, bytes.data(), bytes.size());
+          (void)write_fully(*stream == "stderr" ? STDERR_FILENO : STDOUT_FILENO, bytes.data(), bytes.size());
         }
         if (++consumed >= kWindow / 2) {
           (void)send(client, id, rpc::Kind::credit, nlohmann::json::object(), consumed);

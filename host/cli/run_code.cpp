@@ -16,6 +16,8 @@
 
 #include "host/cli/cli.h"
 #include "host/process_identity.h"
+#include "rpc/base64.h"
+#include "rpc/fd.h"
 #include "rpc/protocol.h"
 
 namespace gpubox::host::cli {
@@ -31,44 +33,7 @@ constexpr char kUsage[] =
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
-bool write_all(int fd, const std::string& text) {
-  const char* at = text.data();
-  size_t size = text.size();
-  while (size > 0) {
-    ssize_t n = ::write(fd, at, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    at += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-std::optional<std::string> base64_decode(const std::string& text) {
-  auto value_of = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  unsigned buffer = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '\n' || c == '\r' || c == '=') continue;
-    int v = value_of(c);
-    if (v < 0) return std::nullopt;
-    buffer = (buffer << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
+bool write_all(int fd, const std::string& text) { return write_fully(fd, text.data(), text.size()) == 0; }
 
 // Tracebacks from IPython carry ANSI colours; a file or a pipe gets them without.
 std::string strip_ansi(const std::string& text) {

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "rpc/background_sha256.h"
+#include "rpc/fd.h"
 
 namespace gpubox::harvest {
 namespace {
@@ -28,14 +29,7 @@ class PartialFile {
 };
 
 Status write_all(int fd, const void* data, std::size_t size, const std::string& path) {
-  const char* bytes = static_cast<const char*>(data);
-  std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::write(fd, bytes + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::from_errno(errno, "cannot write " + path);
-    done += static_cast<std::size_t>(n);
-  }
+  if (int failed = write_fully(fd, data, size)) return Status::from_errno(failed, "cannot write " + path);
   return Status::ok();
 }
 
