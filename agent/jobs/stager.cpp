@@ -15,6 +15,7 @@
 #include <memory>
 #include <thread>
 
+#include "agent/jobs/parallel_zstd.h"
 #include "rpc/fd.h"
 #include "rpc/sha256.h"
 
@@ -43,12 +44,12 @@ class Sink {
   Sink& operator=(const Sink&) = delete;
   ~Sink() { (void)finish(); }
 
-  // Queues a copy of the bytes; false once a write has failed.
-  bool write(const void* data, std::size_t size) {
+  // Queues the bytes; false once a write has failed.
+  bool write(std::string block) {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [this] { return blocks_.size() < kQueuedBlocks || error_ != 0; });
     if (error_ != 0) return false;
-    blocks_.emplace_back(static_cast<const char*>(data), size);
+    blocks_.push_back(std::move(block));
     changed_.notify_all();
     return true;
   }
@@ -127,10 +128,19 @@ class Sink {
   std::thread writer_;  // last: starts once the members above exist
 };
 
-la_ssize_t sink_write(struct archive* a, void* data, const void* buffer, size_t length) {
-  auto* sink = static_cast<Sink*>(data);
-  if (!sink->write(buffer, length)) {
-    archive_set_error(a, sink->error(), "%s", std::strerror(sink->error()));
+// The archive's path from libarchive's tar writer to the file: compressed on
+// several threads, then hashed and written by the sink.
+struct ArchiveOutput {
+  Sink& sink;
+  ParallelZstd compressor;
+};
+
+la_ssize_t compress_write(struct archive* a, void* data, const void* buffer, size_t length) {
+  auto* output = static_cast<ArchiveOutput*>(data);
+  if (!output->compressor.write(buffer, length)) {
+    int err = output->sink.error();
+    if (err != 0) archive_set_error(a, err, "%s", std::strerror(err));
+    else archive_set_error(a, EIO, "%s", output->compressor.error().c_str());
     return -1;
   }
   return static_cast<la_ssize_t>(length);
@@ -233,15 +243,15 @@ bool write_archive(const StageRequest& request, const std::vector<Item>& items, 
     return false;
   }
   archive_write_set_format_pax_restricted(a.get());
-  archive_write_add_filter_zstd(a.get());
-  archive_write_set_filter_option(a.get(), "zstd", "compression-level", std::to_string(request.compression_level).c_str());
-  int threads = request.compression_threads > 0 ? request.compression_threads : default_threads();
+  archive_write_add_filter_none(a.get());
   // Even one worker helps: zstd then compresses on its own thread while this one reads and hashes.
-  archive_write_set_filter_option(a.get(), "zstd", "threads", std::to_string(threads).c_str());
-  // Hand the compressor and the sink big blocks, not tar's 10 KiB records.
+  int threads = request.compression_threads > 0 ? request.compression_threads : default_threads();
+  ArchiveOutput output{sink, ParallelZstd(request.compression_level, threads,
+                                          [&sink](std::string frame) { return sink.write(std::move(frame)); })};
+  // Hand the compressor big blocks, not tar's 10 KiB records.
   archive_write_set_bytes_per_block(a.get(), 1 << 20);
   archive_write_set_bytes_in_last_block(a.get(), 1);
-  if (archive_write_open2(a.get(), &sink, nullptr, sink_write, nullptr, nullptr) != ARCHIVE_OK) {
+  if (archive_write_open2(a.get(), &output, nullptr, compress_write, nullptr, nullptr) != ARCHIVE_OK) {
     *error = std::string("cannot start the archive: ") + archive_error_string(a.get());
     return false;
   }
@@ -278,6 +288,11 @@ bool write_archive(const StageRequest& request, const std::vector<Item>& items, 
   }
   if (archive_write_close(a.get()) != ARCHIVE_OK) {
     *error = std::string("archive write failed at the end: ") + archive_error_string(a.get());
+    return false;
+  }
+  if (!output.compressor.finish()) {
+    int err = sink.error();
+    *error = "archive write failed at the end: " + (err != 0 ? std::string(std::strerror(err)) : output.compressor.error());
     return false;
   }
   return true;
