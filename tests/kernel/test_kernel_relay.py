@@ -37,13 +37,13 @@ class RelayCase(test_agent_kernel.AgentKernelCase):
         seen = []
         deadline = time.monotonic() + timeout
         for chunk in relay:
+            self.assertLess(time.monotonic(), deadline, "no %s" % until_msg_type)  # keepalives included
             if chunk.body == {"alive": True}:
                 continue
             message = session.deserialize(chunk.attachments)  # checks the kernel's signature
             seen.append((chunk.body, message))
             if message["msg_type"] == until_msg_type:
                 return seen
-            self.assertLess(time.monotonic(), deadline, "no %s" % until_msg_type)
         self.fail("the relay ended before a %s" % until_msg_type)
 
 
@@ -112,16 +112,6 @@ class KernelRelayTest(RelayCase):
             self.assertIn(expected, caught.exception.message)
         self.assertEqual(self.execute("'still serving'")[0]["status"], "ok")
 
-    def test_at_most_64_peers_at_once(self):
-        relay, session, _ = self.open_relay()
-        for peer in range(64):
-            self.send(relay, session, "shell", peer, "kernel_info_request")
-        with self.assertRaises(gpubox.RpcError) as caught:
-            self.send(relay, session, "shell", 64, "kernel_info_request")
-            relay.result
-        self.assertEqual(caught.exception.code, "resource_exhausted")
-        self.assertIn("more than 64 frontends", caught.exception.message)
-
     def test_keepalive_when_quiet(self):
         relay, _, _ = self.open_relay()
         start = time.monotonic()
@@ -133,6 +123,23 @@ class KernelRelayTest(RelayCase):
         with self.assertRaises(gpubox.RpcError) as caught:
             self.client.call("kernel.relay", params={"peer": 1})
         self.assertEqual(caught.exception.code, "invalid_request")
+
+
+class RelayPeerLimitTest(RelayCase):
+    """On an agent of its own. Under ASan, the kernel of the agent this test
+    had used answered no further request for minutes afterwards (after its 64
+    peers' sockets were closed mid-request); not yet understood, so the later
+    tests do not share that agent."""
+
+    def test_at_most_64_peers_at_once(self):
+        relay, session, _ = self.open_relay()
+        for peer in range(64):
+            self.send(relay, session, "shell", peer, "kernel_info_request")
+        with self.assertRaises(gpubox.RpcError) as caught:
+            self.send(relay, session, "shell", 64, "kernel_info_request")
+            relay.result
+        self.assertEqual(caught.exception.code, "resource_exhausted")
+        self.assertIn("more than 64 frontends", caught.exception.message)
 
 
 class RelayWithoutKernelTest(RelayCase):
