@@ -15,7 +15,6 @@ struct CctxFree {
 
 ParallelZstd::ParallelZstd(int level, int threads, Output output, std::size_t block_bytes)
     : level_(level), block_bytes_(std::max<std::size_t>(block_bytes, 1)), output_(std::move(output)) {
-  current_.reserve(block_bytes_);
   for (int i = 0; i < std::max(threads, 1); ++i) workers_.emplace_back([this] { work(); });
 }
 
@@ -32,6 +31,8 @@ ParallelZstd::~ParallelZstd() {
 
 bool ParallelZstd::write(const void* data, std::size_t size) {
   const char* bytes = static_cast<const char*>(data);
+  // A whole block's room at the first byte (untouched pages cost nothing), not before.
+  if (size > 0 && current_.capacity() < block_bytes_) current_.reserve(block_bytes_);
   while (size > 0) {
     std::size_t take = std::min(size, block_bytes_ - current_.size());
     current_.append(bytes, take);
@@ -53,7 +54,6 @@ void ParallelZstd::submit_current() {
   // A block's buffer is used again once compressed: no fresh pages to fault in.
   if (spare_.empty()) {
     current_ = std::string();
-    current_.reserve(block_bytes_);
   } else {
     current_ = std::move(spare_.back());
     spare_.pop_back();
@@ -83,7 +83,10 @@ void ParallelZstd::fail_locked(std::string why) {
 
 void ParallelZstd::work() {
   std::unique_ptr<ZSTD_CCtx, CctxFree> cctx(ZSTD_createCCtx());
-  std::vector<char> buffer(ZSTD_compressBound(block_bytes_));  // this worker's, reused for every block
+  // This worker's output buffer, reused for every block; never zero-filled, so
+  // a small job's staging touches only the pages its frames need.
+  std::size_t capacity = 0;
+  std::unique_ptr<char[]> buffer;
   std::unique_lock lock(mutex_);
   if (!cctx) fail_locked("out of memory for a zstd context");
   while (true) {
@@ -95,9 +98,13 @@ void ParallelZstd::work() {
     ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
     ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level_);
     ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
-    std::size_t n = ZSTD_compress2(cctx.get(), buffer.data(), buffer.size(), block.input.data(), block.input.size());
+    if (std::size_t bound = ZSTD_compressBound(block.input.size()); bound > capacity) {
+      buffer.reset(new char[bound]);
+      capacity = bound;
+    }
+    std::size_t n = ZSTD_compress2(cctx.get(), buffer.get(), capacity, block.input.data(), block.input.size());
     std::string frame;
-    if (!ZSTD_isError(n)) frame.assign(buffer.data(), n);
+    if (!ZSTD_isError(n)) frame.assign(buffer.get(), n);
     lock.lock();
     if (ZSTD_isError(n)) {
       fail_locked(std::string("zstd: ") + ZSTD_getErrorName(n));
