@@ -14,27 +14,11 @@ import unittest
 
 import torch
 
+from tiny_models import TinyNet, safetensors_bytes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "kernel"))
 import model_loader  # noqa: E402
-
-
-def safetensors_bytes(tensors, metadata=None, header_override=None):
-    """A safetensors file written here, independently of the reader under test."""
-    codes = {torch.float32: "F32", torch.float16: "F16", torch.int64: "I64", torch.bfloat16: "BF16",
-             torch.uint8: "U8", torch.bool: "BOOL"}
-    header, blobs, at = {}, [], 0
-    for name, t in tensors.items():
-        raw = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [at, at + len(raw)]}
-        blobs.append(raw)
-        at += len(raw)
-    if metadata is not None:
-        header["__metadata__"] = metadata
-    if header_override is not None:
-        header = header_override
-    text = json.dumps(header).encode()
-    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
 
 
 def entry(path, loader, **overrides):
@@ -42,15 +26,6 @@ def entry(path, loader, **overrides):
          "hidden": False, "is_peft": False, "path": path, "base_model": "", "name": "test-model"}
     e.update(overrides)
     return e
-
-
-class TinyNet(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(4, 3)
-
-    def forward(self, x):
-        return self.fc(x)
 
 
 class LoaderTestCase(unittest.TestCase):

@@ -7,36 +7,15 @@ libraries importable, and the same in plain mode."""
 import json
 import os
 import shutil
-import struct
 import subprocess
 import tempfile
 import unittest
 
 import torch
 
+from tiny_models import TinyNet, write_safetensors
+
 from test_agent_kernel import AGENT, AgentKernelCase
-
-
-def write_safetensors(path, tensors):
-    codes = {torch.float32: "F32", torch.int64: "I64"}
-    header, blobs, at = {}, [], 0
-    for name, t in tensors.items():
-        raw = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [at, at + len(raw)]}
-        blobs.append(raw)
-        at += len(raw)
-    text = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-class TinyNet(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(4, 3)
-
-    def forward(self, x):
-        return self.fc(x)
 
 
 MODELS_DIR = None

@@ -13,25 +13,17 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
 import torch
 
+from tiny_models import TinyNet
+
 CLI = os.environ.get("GPUBOX_CLI", "")
 PR_SET_CHILD_SUBREAPER = 36
 HIDDEN_NAME = "secret-llama-7b"
-
-
-class TinyNet(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(4, 3)
-
-    def forward(self, x):
-        return self.fc(x)
 
 
 def reap_orphans():
