@@ -130,39 +130,22 @@ Status Client::send_raw(std::vector<zmq::message_t> frames) {
 }
 
 Result<Received> Client::receive(std::uint64_t id, std::chrono::milliseconds wait) {
-  auto queued = pending_.find(id);
-  if (queued != pending_.end() && !queued->second.empty()) {
-    Received next = std::move(queued->second.front());
-    queued->second.pop_front();
-    if (queued->second.empty()) pending_.erase(queued);
-    return next;
-  }
   auto give_up = Clock::now() + wait;
   while (true) {
     // Take what is already queued without a poll(2); wait only when nothing is.
-    std::vector<zmq::message_t> frames;
-    if (!zmq::recv_multipart(socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      long timeout = -1;
-      if (wait.count() > 0) {
-        timeout = std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now()).count());
-      }
-      zmq::poll(&item, 1, std::chrono::milliseconds(timeout));
-      if (!(item.revents & ZMQ_POLLIN)) {
-        return Status(ErrorCode::unavailable, "no answer from " + endpoint_ + " within " + std::to_string(wait.count()) +
-                                                  " ms: is the agent running, and is this client's key authorized?");
-      }
-      continue;
+    auto got = try_receive(id);
+    if (!got) return got.status();
+    if (*got) return std::move(**got);
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    long timeout = -1;
+    if (wait.count() > 0) {
+      timeout = std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now()).count());
     }
-    if (frames.size() < 2) continue;
-    auto header = decode_header(frames[0].to_string_view());
-    if (!header) return Status(ErrorCode::internal, "agent sent a malformed header: " + header.status().message());
-    auto body = decode_body(frames[1].to_string_view(), SIZE_MAX);
-    if (!body) return Status(ErrorCode::internal, "agent sent a malformed body: " + body.status().message());
-    Received received{header->kind, header->credit, std::move(*body), {}};
-    for (std::size_t i = 2; i < frames.size(); ++i) received.attachments.push_back(std::move(frames[i]));
-    if (header->id == id) return received;
-    pending_[header->id].push_back(std::move(received));
+    zmq::poll(&item, 1, std::chrono::milliseconds(timeout));
+    if (!(item.revents & ZMQ_POLLIN)) {
+      return Status(ErrorCode::unavailable, "no answer from " + endpoint_ + " within " + std::to_string(wait.count()) +
+                                                  " ms: is the agent running, and is this client's key authorized?");
+    }
   }
 }
 
