@@ -173,7 +173,7 @@ Status Agent::start_jobs() {
                     "the container deadline is one harvest margin away (harvest watchdog); no new jobs start");
   };
   actions.shutdown = [this](WatchdogShutdown reason) { on_watchdog(reason); };
-  actions.busy = [this] { return jobs_->busy(); };
+  actions.busy = [this] { return jobs_->busy() || (kernel_ && kernel_->in_use()); };
   watchdogs_ = std::make_unique<Watchdogs>(*loop_, config.lifecycle, std::move(actions));
 
   jobs::JobsHost host;

@@ -4,6 +4,7 @@
 // kernel.* RPC methods share (one request at a time). Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -62,6 +63,21 @@ class AgentKernel {
   // The execution count the next RPC execution records in history (the last Jupyter one + 1).
   int next_execution_count() const;
 
+  // Marks a frontend attached (an open kernel.relay) for as long as it is held.
+  class Attachment {
+   public:
+    explicit Attachment(AgentKernel& kernel) : kernel_(kernel) { ++kernel_.attached_; }
+    ~Attachment() { --kernel_.attached_; }
+    Attachment(const Attachment&) = delete;
+    Attachment& operator=(const Attachment&) = delete;
+
+   private:
+    AgentKernel& kernel_;
+  };
+  // For the idle watchdog: a cell runs, or a frontend is attached (as Jupyter
+  // Server does not cull a kernel with connections by default).
+  bool in_use() const { return executor_->busy() || attached_.load() > 0; }
+
  private:
   AgentKernel() = default;
   std::shared_ptr<PythonExecutor> executor_;
@@ -73,6 +89,7 @@ class AgentKernel {
   std::shared_ptr<ModelReport> models_;
   std::thread thread_;        // serves shell (xkernel::start)
   std::thread setup_thread_;  // with preload: starts the executor and runs its setup (models load)
+  std::atomic<int> attached_{0};  // open Attachments
 };
 
 }  // namespace gpubox::kernel

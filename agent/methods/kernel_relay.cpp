@@ -273,6 +273,7 @@ void add_kernel_relay_method(rpc::MethodRegistry& methods, std::function<kernel:
     if (!kernel) return Status(ErrorCode::unavailable, "the kernel is disabled (config kernel.enabled) or not running");
     auto key = read_kernel_key(connection_file);
     if (!key) return key.status();
+    kernel::AgentKernel::Attachment attached(*kernel);  // the idle watchdog waits while a frontend is attached
     try {
       KernelRelay relay(call, *kernel);
       Status ended = relay.run(*key);

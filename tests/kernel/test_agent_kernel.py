@@ -24,11 +24,12 @@ AGENT = os.environ.get("GPUBOX_AGENT", os.path.join(ROOT, "build", "bin", "gpubo
 class AgentKernelCase(unittest.TestCase):
     """Starts an agent (not PID 1) with kernel_config as its config's "kernel" section."""
     kernel_config = {}
+    lifecycle_config = {}
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="gpubox-kernel-")
         self.addCleanup(shutil.rmtree, self.dir, True)
-        config = {"state_dir": self.dir, "kernel": self.kernel_config}
+        config = {"state_dir": self.dir, "kernel": self.kernel_config, "lifecycle": self.lifecycle_config}
         path = os.path.join(self.dir, "config.json")
         with open(path, "w") as f:
             json.dump(config, f)
@@ -262,6 +263,37 @@ class RpcBroadcastTest(AgentKernelCase):
                 break
         self.assertEqual(msg["content"]["text"], "after rpc\n")
         self.assertEqual(msg["parent_header"]["msg_id"], parent)
+
+
+class IdleWatchdogTest(AgentKernelCase):
+    """lifecycle.idle_timeout_seconds counts a running cell and an attached
+    frontend (an open kernel.relay) as activity, though no RPC arrives meanwhile."""
+    kernel_config = {"python": "/usr/bin/python3"}
+    lifecycle_config = {"idle_timeout_seconds": 1}
+
+    def assert_alive(self):
+        self.assertIsNone(self.process.poll(), "the idle watchdog shut the agent down")
+
+    def assert_shuts_down_idle(self):
+        code = self.process.wait(timeout=10)
+        self.assertEqual(code, 0)
+        with open(os.path.join(self.dir, "stderr.log"), "rb") as log:
+            self.assertIn(b"idle watchdog", log.read())
+
+    def test_a_running_cell_keeps_the_agent_up(self):
+        result, items = self.execute("import time; time.sleep(3); print('slept')")
+        self.assertEqual(result["status"], "ok")
+        self.assertEqual("".join(i.get("text", "") for i in items), "slept\n")
+        self.assert_alive()
+        self.assert_shuts_down_idle()
+
+    def test_an_attached_frontend_keeps_the_agent_up_until_it_goes(self):
+        relay = self.client.stream("kernel.relay")
+        self.assertIn("kernel", next(relay).body)  # the hello: the relay is open
+        time.sleep(3)  # nothing on the wire in either direction (keepalives come after 5 s)
+        self.assert_alive()
+        relay.close()
+        self.assert_shuts_down_idle()
 
 
 class PlainModeTest(AgentKernelCase):
