@@ -119,6 +119,7 @@ struct PythonExecutor::Process {
   Fd err;
   FrameReader reader;
   std::string pending[2];  // undelivered stdout / stderr bytes (an incomplete UTF-8 tail)
+  int out_fd(int i) const { return i == 0 ? out.get() : err.get(); }  // 0: stdout, 1: stderr
   bool ready = false;
   std::string startup_output;
 };
@@ -188,34 +189,10 @@ void PythonExecutor::pump_idle_locked() {
   if (!process_ || !idle_sink_) return;
   Process& p = *process_;
   ExecutorSink& sink = *idle_sink_;
-  const char* names[2] = {"stdout", "stderr"};
-  int fds[2] = {p.out.get(), p.err.get()};
   auto drain = [&] {
     for (int i = 0; i < 2; ++i) {
-      if (fds[i] < 0) continue;
-      std::string& pending = p.pending[i];
-      char buffer[65536];
-      bool eof = false;
-      while (true) {
-        ssize_t n = ::read(fds[i], buffer, sizeof buffer);
-        if (n > 0) {
-          pending.append(buffer, static_cast<size_t>(n));
-          if (pending.size() < kStreamChunk) continue;
-        } else if (n == 0) {
-          eof = true;  // user code closed its fd: stop watching it (no busy loop on EOF)
-          ::epoll_ctl(process_fds_.get(), EPOLL_CTL_DEL, fds[i], nullptr);
-        } else if (errno == EINTR) {
-          continue;
-        }
-        size_t cut = eof ? pending.size() : complete_utf8_prefix(pending);
-        if (cut > 0) {
-          streamed_bytes_ += cut;
-          sink.stream(names[i], pending.substr(0, cut));
-          pending.erase(0, cut);
-        }
-        if (n > 0) continue;
-        break;
-      }
+      // At EOF (user code closed its fd) the pipe leaves the watch set: no busy loop on it.
+      if (read_pipe_locked(p, i, &sink)) ::epoll_ctl(process_fds_.get(), EPOLL_CTL_DEL, p.out_fd(i), nullptr);
     }
   };
   drain();
@@ -246,6 +223,35 @@ void PythonExecutor::pump_idle_locked() {
     if (p.reader.oversized()) ::kill(p.pid, SIGKILL);
     drain();
     set_watching_locked(false);
+  }
+}
+
+bool PythonExecutor::read_pipe_locked(Process& p, int i, ExecutorSink* sink) {
+  static constexpr const char* kNames[2] = {"stdout", "stderr"};
+  std::string& pending = p.pending[i];
+  char buffer[65536];
+  while (true) {
+    ssize_t n = ::read(p.out_fd(i), buffer, sizeof buffer);
+    if (n > 0) {
+      pending.append(buffer, static_cast<size_t>(n));
+      if (pending.size() < kStreamChunk) continue;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    // A full chunk, the pipe empty for now, or EOF (n == 0: the incomplete tail goes too).
+    size_t cut = n == 0 ? pending.size() : complete_utf8_prefix(pending);
+    if (cut > 0) {
+      std::string text = pending.substr(0, cut);
+      pending.erase(0, cut);
+      if (sink) {
+        streamed_bytes_ += cut;
+        sink->stream(kNames[i], std::move(text));
+      } else if (p.startup_output.size() < 65536) {
+        p.startup_output += text;
+      }
+    }
+    if (n > 0) continue;  // a full chunk went out: read on
+    return n == 0;
   }
 }
 
@@ -445,39 +451,9 @@ Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::o
 
 Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std::optional<Clock::time_point> deadline) {
   Process& p = *process_;
-  const char* names[2] = {"stdout", "stderr"};
-  int fds[2] = {p.out.get(), p.err.get()};
   bool pipe_open[2] = {true, true};
-  // Reads what a pipe holds now, up to kStreamChunk per message, keeping an incomplete UTF-8 tail.
   auto pump = [&](int i) {
-    if (!pipe_open[i]) return;
-    std::string& pending = p.pending[i];
-    char buffer[65536];
-    while (true) {
-      ssize_t n = ::read(fds[i], buffer, sizeof buffer);
-      if (n > 0) {
-        pending.append(buffer, static_cast<size_t>(n));
-        if (pending.size() < kStreamChunk) continue;
-      } else if (n == 0) {
-        pipe_open[i] = false;
-      } else if (errno == EINTR) {
-        continue;
-      }
-      size_t cut = complete_utf8_prefix(pending);
-      if (!pipe_open[i]) cut = pending.size();
-      if (cut > 0) {
-        std::string text = pending.substr(0, cut);
-        pending.erase(0, cut);
-        if (startup) {
-          if (p.startup_output.size() < 65536) p.startup_output += text;
-        } else {
-          streamed_bytes_ += text.size();
-          sink.stream(names[i], std::move(text));
-        }
-      }
-      if (n > 0) continue;  // a full chunk went out: read on
-      return;
-    }
+    if (pipe_open[i] && read_pipe_locked(p, i, startup ? nullptr : &sink)) pipe_open[i] = false;
   };
   auto drain = [&] { pump(0), pump(1); };
 
@@ -503,7 +479,8 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
         wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
       }
     }
-    pollfd pfds[3] = {{p.channel.get(), POLLIN, 0}, {pipe_open[0] ? fds[0] : -1, POLLIN, 0}, {pipe_open[1] ? fds[1] : -1, POLLIN, 0}};
+    pollfd pfds[3] = {{p.channel.get(), POLLIN, 0}, {pipe_open[0] ? p.out_fd(0) : -1, POLLIN, 0},
+                      {pipe_open[1] ? p.out_fd(1) : -1, POLLIN, 0}};
     int n = ::poll(pfds, 3, wait_ms);
     if (n < 0 && errno != EINTR) return Status::from_errno(errno, "kernel: poll");
     if (n <= 0) continue;
