@@ -45,6 +45,15 @@ Status write_private_file(const std::string& path, const std::string& text) {
   return Status::ok();
 }
 
+// sys.info's "executor" and kernel.info's "executor_state": "setting up" while the
+// executor starts or replays its setup (models, workspace, kernel.setup_code) after
+// a start or a restart, which a running request's crash may cause, so it comes first.
+std::string executor_state(const PythonExecutor& executor) {
+  if (executor.setting_up()) return "setting up";
+  if (executor.busy()) return "busy";
+  return executor.info().empty() ? "not started" : "idle";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<AgentKernel>> AgentKernel::start(AgentKernelOptions options, std::unique_ptr<ExecutorLauncher> launcher) {
@@ -169,9 +178,7 @@ Result<json> AgentKernel::execute(const json& request, ExecutorSink& sink, std::
 json AgentKernel::endpoints() const { return endpoints_; }
 
 json AgentKernel::status() const {
-  json info = executor_->info();
-  std::string executor = executor_->busy() ? "busy" : info.empty() ? "not started" : "idle";
-  return {{"state", "ready"}, {"executor", executor}, {"restarts", executor_->restarts()}};
+  return {{"state", "ready"}, {"executor", executor_state(*executor_)}, {"restarts", executor_->restarts()}};
 }
 
 json AgentKernel::info() const {
@@ -180,6 +187,7 @@ json AgentKernel::info() const {
   info["executor"] = executor_->info();
   info["restarts"] = executor_->restarts();
   info["busy"] = executor_->busy();
+  info["executor_state"] = executor_state(*executor_);
   info["endpoints"] = endpoints_;
   json models = models_->snapshot();
   info["models"] = std::move(models["models"]);

@@ -56,9 +56,9 @@ class AgentKernel {
   void interrupt();
   // The connection file's content without the key: transport, ip and the five ports.
   nlohmann::json endpoints() const;
-  // For sys.info: {"state": "ready", "executor": "idle"|"busy"|"not started", "restarts": n}.
+  // For sys.info: {"state": "ready", "executor": "not started"|"setting up"|"idle"|"busy", "restarts": n}.
   nlohmann::json status() const;
-  // kernel.info: implementation, language_info, executor details, endpoints, models and model_info.
+  // kernel.info: implementation, language_info, executor details and state, endpoints, models and model_info.
   nlohmann::json info() const;
   // The execution count the next RPC execution records in history (the last Jupyter one + 1).
   int next_execution_count() const;

@@ -396,11 +396,17 @@ void PythonExecutor::replay_setup_locked() {
 
 Status PythonExecutor::ensure_ready_locked() {
   if (shut_down_) return Status(ErrorCode::unavailable, "kernel: the agent is shutting down; no code runs");
+  if (process_ && process_->ready) return Status::ok();
+  // Starting and setup: setting_up() says so until it ends, however it ends.
+  struct SettingUp {
+    std::atomic<bool>& flag;
+    bool was = flag.exchange(true);
+    ~SettingUp() { flag = was; }
+  } setting_up{setting_up_};
   if (!process_) {
     Status started = spawn_locked();
     if (!started) return started;
   }
-  if (process_->ready) return Status::ok();
   NullSink sink;
   auto ready = await_locked(sink, true, Clock::now() + options_.startup_timeout);
   if (!ready) return ready.status();

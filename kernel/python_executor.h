@@ -120,6 +120,9 @@ class PythonExecutor {
   nlohmann::json info() const;
   int restarts() const { return restarts_.load(); }
   bool busy() const { return running_pid_.load() != 0; }
+  // The executor is starting or replaying its setup code (after a start or a
+  // restart, a crash's included); requests wait for it to finish.
+  bool setting_up() const { return setting_up_.load(); }
 
  private:
   struct Process;
@@ -150,6 +153,7 @@ class PythonExecutor {
   std::atomic<int> restarts_{0};
   std::atomic<bool> interrupt_requested_{false};
   std::atomic<bool> shut_down_{false};
+  std::atomic<bool> setting_up_{false};  // ensure_ready_locked is starting the process or replaying setup
   bool replaying_ = false;  // guarded by mutex_: setup code is running
   size_t streamed_bytes_ = 0;  // guarded by mutex_: output since the last malloc_trim
   std::shared_ptr<ExecutorSink> idle_sink_;  // guarded by mutex_

@@ -3,12 +3,15 @@ are tested in a real sandbox by test_run_code): preloaded torchscript and
 safetensors models bound under their var_name, model_info in the kernel and in
 kernel.info, a broken model reported while the others load and the kernel
 stays usable, everything replayed after a crash and a restart, workspace
-libraries importable, and the same in plain mode."""
+libraries importable, the same in plain mode, and the executor's state
+("setting up") in sys.info and kernel.info while setup runs."""
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 import unittest
 
 import torch
@@ -16,6 +19,7 @@ import torch
 from tiny_models import TinyNet, write_safetensors
 
 from test_agent_kernel import AGENT, AgentKernelCase
+import gpubox  # on sys.path once test_agent_kernel is imported
 
 
 MODELS_DIR = None
@@ -157,6 +161,108 @@ class ModelsInPlainModeTest(AgentKernelCase):
         self.assertEqual([m["status"] for m in info["models"]], ["loaded", "failed", "loaded", "failed"])
         result, items = self.execute("model_info")  # a trailing expression shows the text, unquoted
         self.assertEqual(items[0]["data"]["text/plain"], info["model_info"])
+
+
+class SetupStateTest(AgentKernelCase):
+    """While setup runs after the agent's start, a kernel.restart or a crash, sys.info's
+    executor and kernel.info's executor_state say "setting up" (not "idle": requests
+    wait for it); "idle" once it is done. The setup code waits for a file the test
+    creates, so each phase lasts exactly as long as the test needs."""
+    kernel_config = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gate_dir = tempfile.mkdtemp(prefix="gpubox-setup-gate-")
+        cls.gate = os.path.join(cls.gate_dir, "go")
+        wait = "import os, time\nwhile not os.path.exists(%r):\n    time.sleep(0.02)\n" % cls.gate
+        cls.kernel_config = {"python": "/usr/bin/python3", "preload": True,
+                             "setup_code": [wait + "waited = True"]}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.gate_dir, ignore_errors=True)
+
+    def states(self):
+        sys_info = self.client.call("sys.info")["components"]["kernel"]
+        info = self.client.call("kernel.info")
+        return sys_info["executor"], info
+
+    def wait_until_setup_code_runs(self, allowed_before, old_pid=None):
+        """Waits until an executor other than old_pid has started and runs the setup code (its
+        ready frame is in kernel.info); meanwhile only allowed_before or "setting up" may show."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state, info = self.states()
+            self.assertIn(state, allowed_before + ("setting up",))
+            if info["executor"] and info["executor"]["pid"] != old_pid:
+                return
+            time.sleep(0.02)
+        self.fail("the executor did not start within 60 s")
+
+    def assert_setting_up(self, busy=False):
+        for _ in range(5):  # and it stays so while the setup code waits
+            state, info = self.states()
+            self.assertEqual(state, "setting up")
+            self.assertEqual(info["executor_state"], "setting up")
+            self.assertEqual(info["busy"], busy, "busy: a request is in flight")
+            time.sleep(0.05)
+
+    def finish_setup(self):
+        with open(self.gate, "w"):
+            pass
+        deadline = time.monotonic() + 30
+        while self.states()[0] != "idle":
+            self.assertLess(time.monotonic(), deadline, "still not idle 30 s after the setup could end")
+            time.sleep(0.02)
+        state, info = self.states()
+        self.assertEqual((state, info["executor_state"], info["busy"]), ("idle", "idle", False))
+
+    def in_background(self, method, **params):
+        """Calls method on a client of its own in a thread; join() gives its result."""
+        done = {}
+
+        def call():
+            try:
+                with gpubox.Client("ipc://%s/rpc.sock" % self.dir) as client:
+                    if method == "kernel.execute":
+                        with client.stream(method, **params) as stream:
+                            list(stream)
+                            done["result"] = stream.result
+                    else:
+                        done["result"] = client.call(method, **params)
+            except Exception as e:  # shown by the assertion on the result
+                done["result"] = e
+        thread = threading.Thread(target=call)
+        thread.start()
+        return lambda: (thread.join(60), done.get("result"))[1]
+
+    def test_setting_up_after_start_restart_and_crash(self):
+        # The agent's start: preload runs the setup in the background.
+        self.wait_until_setup_code_runs(("not started",))
+        self.assert_setting_up()
+        self.finish_setup()
+        result, _ = self.execute("waited")
+        self.assertEqual(result["status"], "ok")
+
+        # kernel.restart: the setup is replayed while the call waits.
+        os.unlink(self.gate)
+        pid = self.client.call("kernel.info")["executor"]["pid"]
+        restart = self.in_background("kernel.restart")
+        self.wait_until_setup_code_runs(("idle", "not started"), old_pid=pid)
+        self.assert_setting_up()
+        self.finish_setup()
+        self.assertEqual(restart(), {"restarted": True, "restarts": 1})
+
+        # A crash: the executor restarts with its setup replayed before the cell's reply.
+        os.unlink(self.gate)
+        pid = self.client.call("kernel.info")["executor"]["pid"]
+        crash = self.in_background("kernel.execute", code="import os; os._exit(3)")
+        self.wait_until_setup_code_runs(("idle", "busy"), old_pid=pid)
+        self.assert_setting_up(busy=True)  # the crashed cell's reply waits for the restart
+        self.finish_setup()
+        crashed = crash()
+        self.assertTrue(crashed["died"], crashed)
+        self.assertEqual(self.client.call("sys.info")["components"]["kernel"]["restarts"], 2)
 
 
 class BadModelConfigTest(unittest.TestCase):
