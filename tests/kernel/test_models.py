@@ -232,7 +232,7 @@ class SetupStateTest(AgentKernelCase):
                         done["result"] = client.call(method, **params)
             except Exception as e:  # shown by the assertion on the result
                 done["result"] = e
-        thread = threading.Thread(target=call)
+        thread = threading.Thread(target=call, daemon=True)  # a failed test must not hang the run
         thread.start()
         return lambda: (thread.join(60), done.get("result"))[1]
 
