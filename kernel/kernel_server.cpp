@@ -62,6 +62,13 @@ KernelServer::KernelServer(zmq::context_t& context, const xeus::xconfiguration& 
   for (zmq::socket_t* socket : {&shell_, &stdin_, &control_, &heartbeat_, &iopub_}) {
     socket->set(zmq::sockopt::linger, 1000);
   }
+  // A frontend that connects again with the routing id of a connection the
+  // ROUTER has not dropped yet (jupyter_client's id is its session; a DEALER
+  // reconnects with its id) takes that id over. Without this, libzmq ignores
+  // the new connection and never reads its requests: that frontend waits forever.
+  for (zmq::socket_t* socket : {&shell_, &stdin_, &control_}) {
+    socket->set(zmq::sockopt::router_handover, true);
+  }
   iopub_.set(zmq::sockopt::sndhwm, kIopubHighWaterMark);
   iopub_.set(zmq::sockopt::xpub_nodrop, 1);
   bind_socket(shell_, config_, config_.m_shell_port);

@@ -4,6 +4,8 @@
 // on EINTR, so this one:
 //   - serves control on its own thread, so interrupt_request reaches the
 //     interrupt hook while a cell runs on the shell thread;
+//   - sets ZMQ_ROUTER_HANDOVER on shell, control and stdin, so a frontend that
+//     connects again with its routing id is served, not ignored;
 //   - publishes on an XPUB socket with ZMQ_XPUB_NODROP: a full queue makes the
 //     publisher wait, never drop;
 //   - optionally polls a signalfd on the control thread (standalone mode:

@@ -147,7 +147,13 @@ class KernelRelay {
       return Status(ErrorCode::resource_exhausted, "kernel.relay: more than " + std::to_string(kMaxPeers) +
                                                        " frontends at once; close one ({\"close\": peer}) first");
     }
-    std::string routing_id = "gpubox-relay-" + std::to_string(session_) + "-" + std::to_string(peer);
+    // Unique per opening, not per peer: a peer opened again after {"close"}
+    // must not reuse the routing id of its old sockets. A ROUTER that still
+    // holds the old connection (it drops it only after its own thread has seen
+    // it close) ignores a second one with the same id, and libzmq then never
+    // reads that connection's messages: the reopened peer would wait forever.
+    std::string routing_id = "gpubox-relay-" + std::to_string(session_) + "-" + std::to_string(peer) + "-" +
+                             std::to_string(++openings_);
     PeerSockets sockets{zmq::socket_t(context_, zmq::socket_type::dealer), zmq::socket_t(context_, zmq::socket_type::dealer),
                         zmq::socket_t(context_, zmq::socket_type::dealer)};
     for (auto [channel, port] : {std::pair{RelayChannel::shell, "shell_port"}, std::pair{RelayChannel::control, "control_port"},
@@ -253,6 +259,7 @@ class KernelRelay {
   rpc::CallContext& call_;
   kernel::AgentKernel& kernel_;
   std::uint64_t session_ = 0;
+  std::uint64_t openings_ = 0;  // peers' socket sets opened so far
   json endpoints_;
   zmq::context_t context_;
   zmq::socket_t iopub_;
