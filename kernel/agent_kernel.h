@@ -74,9 +74,9 @@ class AgentKernel {
    private:
     AgentKernel& kernel_;
   };
-  // For the idle watchdog: a cell runs, or a frontend is attached (as Jupyter
-  // Server does not cull a kernel with connections by default).
-  bool in_use() const { return executor_->busy() || attached_.load() > 0; }
+  // For the idle watchdog: a cell or setup (models loading) runs, or a frontend is
+  // attached (as Jupyter Server does not cull a kernel with connections by default).
+  bool in_use() const { return executor_->busy() || executor_->setting_up() || attached_.load() > 0; }
 
  private:
   AgentKernel() = default;
