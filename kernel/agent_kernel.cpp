@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "kernel/comm_router.h"
 #include "kernel/kernel_history.h"
 #include "kernel/iopub_publisher.h"
 #include "kernel/kernel_interpreter.h"
@@ -91,6 +92,8 @@ Result<std::unique_ptr<AgentKernel>> AgentKernel::start(AgentKernelOptions optio
   self->publisher_ = std::make_shared<IopubPublisher>(*self->server_);
   self->interpreter_->set_publisher(self->publisher_);
   self->executor_->set_idle_sink(std::make_shared<IdleOutputSink>(self->publisher_));
+  self->comms_ = std::make_unique<CommRouter>(*self->server_, *self->executor_, *self->publisher_);
+  self->server_->set_shell_hook([comms = self->comms_.get()](const xeus::xmessage& message) { return comms->handle(message); });
   std::weak_ptr<PythonExecutor> executor = self->executor_;
   self->server_->set_interrupt_hook([executor] {
     if (auto e = executor.lock()) e->interrupt();

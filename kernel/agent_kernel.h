@@ -20,6 +20,7 @@ class xkernel;
 
 namespace gpubox::kernel {
 
+class CommRouter;
 class KernelServer;
 class KernelInterpreter;
 class IopubPublisher;
@@ -85,6 +86,7 @@ class AgentKernel {
   KernelServer* server_ = nullptr;            // owned by kernel_
   KernelInterpreter* interpreter_ = nullptr;  // owned by kernel_
   std::shared_ptr<IopubPublisher> publisher_;  // publishes through server_
+  std::unique_ptr<CommRouter> comms_;         // serves comm messages in the executor, on the shell thread
   nlohmann::json endpoints_;
   std::shared_ptr<ModelReport> models_;
   std::thread thread_;        // serves shell (xkernel::start)

@@ -1,5 +1,6 @@
 #include "kernel/iopub_publisher.h"
 
+#include "rpc/base64.h"
 #include "xeus/xguid.hpp"
 #include "xeus/xmessage.hpp"
 #include "xeus/xserver.hpp"
@@ -14,9 +15,10 @@ constexpr char kUserName[] = "gpubox";
 
 IopubPublisher::IopubPublisher(xeus::xserver& server) : server_(server), session_(xeus::new_xguid()) {}
 
-void IopubPublisher::publish(const std::string& msg_type, json content, const json& parent) {
+void IopubPublisher::publish(const std::string& msg_type, json content, const json& parent, json metadata,
+                             xeus::buffer_sequence buffers) {
   xeus::xpub_message message("kernel.gpubox." + msg_type, xeus::make_header(msg_type, kUserName, session_), parent,
-                             json::object(), std::move(content), xeus::buffer_sequence());
+                             std::move(metadata), std::move(content), std::move(buffers));
   server_.publish(std::move(message), xeus::channel::SHELL);
 }
 
@@ -33,6 +35,16 @@ void IopubPublisher::publish_frame(const json& frame, int execution_count, const
             parent);
   } else if (type == "clear_output") {
     publish("clear_output", {{"wait", frame.value("wait", false)}}, parent);
+  } else if (type == "comm") {
+    const std::string msg_type = frame.value("msg_type", "");
+    if (msg_type != "comm_open" && msg_type != "comm_msg" && msg_type != "comm_close") return;
+    xeus::buffer_sequence buffers;
+    for (const auto& encoded : frame.value("buffers", json::array())) {
+      auto bytes = encoded.is_string() ? base64_decode(encoded.get<std::string>()) : std::nullopt;
+      if (!bytes) return;  // the executor encodes every buffer: a bad one means a broken frame
+      buffers.emplace_back(bytes->begin(), bytes->end());
+    }
+    publish(msg_type, frame.value("content", json::object()), parent, std::move(metadata), std::move(buffers));
   } else if (type == "error") {
     publish("error", {{"ename", frame.value("ename", "")}, {"evalue", frame.value("evalue", "")},
                       {"traceback", frame.value("traceback", json::array())}},
@@ -67,6 +79,7 @@ void BroadcastSink::stream(const std::string& name, std::string text) {
 
 void BroadcastSink::message(const json& frame) {
   publisher_.publish_frame(frame, count_, parent_);
+  if (frame.value("type", "") == "comm") return;  // for Jupyter frontends only: an RPC caller has no comms
   caller_.message(frame);
 }
 

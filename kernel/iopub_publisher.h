@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernel/python_executor.h"
+#include "xeus/xmessage.hpp"
 
 namespace xeus {
 class xserver;
@@ -23,8 +24,10 @@ class IopubPublisher {
   // server must outlive this publisher; its publish() must be thread-safe (KernelServer's is).
   explicit IopubPublisher(xeus::xserver& server);
 
-  void publish(const std::string& msg_type, nlohmann::json content, const nlohmann::json& parent);
-  // Publishes one executor frame (stream text aside): display, execute_result, clear_output, error.
+  void publish(const std::string& msg_type, nlohmann::json content, const nlohmann::json& parent,
+               nlohmann::json metadata = nlohmann::json::object(), xeus::buffer_sequence buffers = {});
+  // Publishes one executor frame (stream text aside): display, execute_result, clear_output, error,
+  // and comm (comm_open, comm_msg or comm_close, its base64 buffers as binary frames).
   void publish_frame(const nlohmann::json& frame, int execution_count, const nlohmann::json& parent);
   // The parent of output produced while no request runs: the last execution's request header.
   void set_last_parent(nlohmann::json parent);

@@ -25,6 +25,10 @@ class IopubSink : public ExecutorSink {
 
   void message(const json& frame) override {
     const std::string type = frame.value("type", "");
+    if (type == "comm") {  // a widget's messages go out even from a silent cell, as in ipykernel
+      if (publisher_) publisher_->publish_frame(frame, count_, interpreter_.parent_header());
+      return;
+    }
     if (type == "error") {
       error_seen_ = true;
       if (silent_) return;

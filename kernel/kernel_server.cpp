@@ -169,7 +169,9 @@ void KernelServer::start_impl(xeus::xpub_message message) {
     zmq::multipart_t wire;
     if (!wire.recv(shell_)) continue;
     try {
-      notify_shell_listener(xeus::xzmq_serializer::deserialize(wire, *auth_));
+      xeus::xmessage message = xeus::xzmq_serializer::deserialize(wire, *auth_);
+      if (shell_hook_ && shell_hook_(message)) continue;
+      notify_shell_listener(std::move(message));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gpubox kernel: dropped a shell message: %s\n", e.what());
     }
@@ -232,7 +234,9 @@ void KernelServer::abort_queue_impl(const listener& l, long polling_interval) {
     zmq::multipart_t wire;
     if (!wire.recv(shell_)) return;
     try {
-      l(xeus::xzmq_serializer::deserialize(wire, *auth_));
+      xeus::xmessage message = xeus::xzmq_serializer::deserialize(wire, *auth_);
+      if (shell_hook_ && shell_hook_(message)) continue;  // a comm message is served, not aborted
+      l(std::move(message));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gpubox kernel: dropped a shell message: %s\n", e.what());
     }

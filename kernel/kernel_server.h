@@ -35,6 +35,9 @@ class KernelServer : public xeus::xserver {
 
   // Called on the control thread for interrupt_request and for SIGINT.
   void set_interrupt_hook(std::function<void()> hook) { interrupt_hook_ = std::move(hook); }
+  // Called on the shell thread with each shell request before xeus sees it (set before
+  // start); true: the hook served it and xeus never sees it (comms, see comm_router.h).
+  void set_shell_hook(std::function<bool(const xeus::xmessage&)> hook) { shell_hook_ = std::move(hook); }
   // A signalfd the control thread reads (-1: none). Not owned.
   void set_signal_fd(int fd) { signal_fd_ = fd; }
   // The ports actually bound (port 0 in the configuration picks one).
@@ -71,6 +74,7 @@ class KernelServer : public xeus::xserver {
   zmq::socket_t iopub_;  // guarded by iopub_mutex_
   std::unique_ptr<Messenger> messenger_;
   std::function<void()> interrupt_hook_;
+  std::function<bool(const xeus::xmessage&)> shell_hook_;
   int signal_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancel_input_{false};

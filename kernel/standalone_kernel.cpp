@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "rpc/fd.h"
+#include "kernel/comm_router.h"
 #include "kernel/iopub_publisher.h"
 #include "kernel/kernel_history.h"
 #include "kernel/kernel_interpreter.h"
@@ -53,6 +54,8 @@ int run_standalone_kernel(const StandaloneKernelOptions& options) {
     auto publisher = std::make_shared<IopubPublisher>(server);
     interpreter_ptr->set_publisher(publisher);
     executor->set_idle_sink(std::make_shared<IdleOutputSink>(publisher));
+    CommRouter comms(server, *executor, *publisher);
+    server.set_shell_hook([&comms](const xeus::xmessage& message) { return comms.handle(message); });
     Status started = executor->start();  // imports IPython while the first replies go out
     if (!started) std::fprintf(stderr, "gpubox-agent kernel: %s\n", started.message().c_str());
     kernel.start();

@@ -1,4 +1,4 @@
-// base64_decode and write_fully: the small shared helpers of rpc/.
+// base64_decode, base64_encode and write_fully: the small shared helpers of rpc/.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -25,6 +25,19 @@ TEST(Base64Test, RefusesForeignCharactersAndDataAfterPadding) {
   EXPECT_FALSE(base64_decode("aGVs bG8="));
   EXPECT_FALSE(base64_decode("aGVsbG8-"));
   EXPECT_FALSE(base64_decode("aG=VsbG8"));
+}
+
+TEST(Base64Test, EncodesWithPaddingAndRoundTripsEveryByte) {
+  EXPECT_EQ(base64_encode(""), "");
+  EXPECT_EQ(base64_encode("h"), "aA==");
+  EXPECT_EQ(base64_encode("he"), "aGU=");
+  EXPECT_EQ(base64_encode("hello"), "aGVsbG8=");
+  EXPECT_EQ(base64_encode(std::string("\xff\xef")), "/+8=");
+  std::string all;
+  for (int i = 0; i < 256; ++i) all.push_back(static_cast<char>(i));
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{255}, size_t{256}}) {
+    EXPECT_EQ(base64_decode(base64_encode(all.substr(0, n))), all.substr(0, n)) << n;
+  }
 }
 
 TEST(WriteFullyTest, WritesEverythingThroughAPipeThatTakesLessAtATime) {
