@@ -208,7 +208,7 @@ void PythonExecutor::pump_idle_locked() {
       return;
     }
     std::string type = frame.value("type", "");
-    if (type == "display" || type == "clear_output") {
+    if (type == "display" || type == "clear_output" || type == "comm") {  // e.g. a widget a thread updates
       sink.message(frame);
       if (frame.value("ack", true) && !write_frame(p.channel.get(), "{}")) break;
     } else if (type == "input_request") {

@@ -205,6 +205,24 @@ class CommTest(CommClient, KernelTestCase):
         self.assertEqual([(m["content"]["comm_id"], m["content"]["data"]) for m in closed], [(comm_id, {"bye": 1})])
         self.assertEqual(self.comm_info("kernel.side"), {})
 
+    def test_a_thread_sends_on_a_comm_after_its_cell_ended(self):
+        """As a widget updated from a background thread: the message goes out
+        between cells, under the parent of the cell that started the thread."""
+        cell = self.execute('import threading\n'
+                            'tc = comm.create_comm(target_name="thread.side")\n'
+                            'threading.Timer(0.3, lambda: tc.send({"late": True}, buffers=[b"xy"])).start()')
+        self.assertEqual(cell.content["status"], "ok", cell.content)
+        comm_id = cell.of_type("comm_open")[0]["content"]["comm_id"]
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            self.assertGreater(deadline - time.monotonic(), 0, "the thread's comm_msg never came")
+            msg = self.kc.get_iopub_msg(timeout=deadline - time.monotonic())
+            if msg["msg_type"] == "comm_msg":
+                break
+        self.assertEqual(msg["content"], {"comm_id": comm_id, "data": {"late": True}})
+        self.assertEqual([bytes(b) for b in msg["buffers"]], [b"xy"])
+        self.assertEqual(msg["parent_header"]["msg_id"], cell.reply["parent_header"]["msg_id"])
+
     def test_a_silent_cell_still_publishes_its_comm_messages(self):
         cell = self.execute('comm.create_comm(target_name="silent.side").close()', silent=True)
         self.assertEqual([m["msg_type"] for m in cell.messages if m["msg_type"].startswith("comm_")],
