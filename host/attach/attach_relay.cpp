@@ -381,6 +381,11 @@ Result<std::unique_ptr<AttachRelay>> AttachRelay::bind(ConnectionInfo local) {
     *port = std::stoi(bound.substr(bound.rfind(':') + 1));
   }
   impl->iopub.set(zmq::sockopt::xpub_nodrop, 1);
+  // A frontend that reconnects with its routing id (jupyter_client's is its
+  // session) before the old connection is dropped takes the id over; without
+  // this libzmq ignores the new connection and never reads its requests.
+  for (zmq::socket_t& router : impl->sockets) router.set(zmq::sockopt::router_handover, true);
+  impl->heartbeat.set(zmq::sockopt::router_handover, true);
   std::unique_ptr<AttachRelay> relay(new AttachRelay(std::move(impl)));
   relay->local_ = std::move(local);
   return relay;
