@@ -58,6 +58,15 @@ class AgentKernelCase(unittest.TestCase):
         self.stderr.close()
         self.assertEqual(code, 0, "the agent exits 0 on SIGTERM, executor or not")
 
+    def jupyter_client(self):
+        """A blocking jupyter_client on the agent's kernel (its connection file), ready."""
+        kc = BlockingKernelClient()
+        kc.load_connection_file(os.path.join(self.dir, "kernel.json"))
+        kc.start_channels()
+        self.addCleanup(kc.stop_channels)
+        kc.wait_for_ready(timeout=30)
+        return kc
+
     def execute(self, code, **params):
         items = []
         with self.client.stream("kernel.execute", code=code, **params) as stream:
@@ -166,18 +175,12 @@ class AgentKernelTest(AgentKernelCase):
         with open(path) as f:
             info = json.load(f)
         self.assertEqual(info["ip"], "127.0.0.1")
-        kc = BlockingKernelClient()
-        kc.load_connection_file(path)
-        kc.start_channels()
-        try:
-            kc.wait_for_ready(timeout=30)
-            outputs = []
-            reply = kc.execute_interactive("print(preset + 1)", timeout=60,
-                                           output_hook=lambda m: outputs.append(m["content"].get("text")))
-            self.assertEqual(reply["content"]["status"], "ok")
-            self.assertIn("42\n", outputs)
-        finally:
-            kc.stop_channels()
+        kc = self.jupyter_client()
+        outputs = []
+        reply = kc.execute_interactive("print(preset + 1)", timeout=60,
+                                       output_hook=lambda m: outputs.append(m["content"].get("text")))
+        self.assertEqual(reply["content"]["status"], "ok")
+        self.assertIn("42\n", outputs)
 
 
 class RpcBroadcastTest(AgentKernelCase):
@@ -186,11 +189,7 @@ class RpcBroadcastTest(AgentKernelCase):
 
     def setUp(self):
         super().setUp()
-        self.kc = BlockingKernelClient()
-        self.kc.load_connection_file(os.path.join(self.dir, "kernel.json"))
-        self.kc.start_channels()
-        self.addCleanup(self.kc.stop_channels)
-        self.kc.wait_for_ready(timeout=30)
+        self.kc = self.jupyter_client()
         # A cell of its own proves the iopub subscription is live before the RPC calls.
         self.assertEqual(self.kc.execute_interactive("jupyter_side = 1", timeout=60)["content"]["status"], "ok")
 

@@ -7,7 +7,6 @@ import time
 import unittest
 import uuid
 
-from jupyter_client import BlockingKernelClient
 from kernel_harness import TIMEOUT, KernelTestCase
 from test_agent_kernel import AgentKernelCase
 
@@ -266,11 +265,7 @@ class AgentCommTest(CommClient, AgentKernelCase):
 
     def setUp(self):
         super().setUp()
-        self.kc = BlockingKernelClient()
-        self.kc.load_connection_file(os.path.join(self.dir, "kernel.json"))
-        self.kc.start_channels()
-        self.addCleanup(self.kc.stop_channels)
-        self.kc.wait_for_ready(timeout=30)
+        self.kc = self.jupyter_client()
         self.assertEqual(self.kc.execute_interactive(REGISTER_ECHO, timeout=TIMEOUT)["content"]["status"], "ok")
 
     def test_frontend_comm_round_trip_and_rpc_comm_broadcast(self):
