@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "host/sandbox_store.h"
+#include "rpc/base64.h"
 #include "rpc/client.h"
 
 namespace gpubox::host {
@@ -23,26 +24,6 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
-std::string base64(const std::string& bytes) {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8) |
-                 static_cast<unsigned char>(bytes[i + 2]);
-    for (int shift : {18, 12, 6, 0}) out += kAlphabet[(v >> shift) & 63];
-  }
-  if (i < bytes.size()) {
-    unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
 // Bytes become text when they are UTF-8, else {"base64": …}: JSON has no bytes.
 nlohmann::json printable(const nlohmann::json& value) {
   if (value.is_binary()) {
@@ -51,7 +32,7 @@ nlohmann::json printable(const nlohmann::json& value) {
       (void)nlohmann::json(bytes).dump();  // throws on invalid UTF-8
       return bytes;
     } catch (const nlohmann::json::exception&) {
-      return nlohmann::json{{"base64", base64(bytes)}};
+      return nlohmann::json{{"base64", base64_encode(bytes)}};
     }
   }
   if (value.is_object()) {

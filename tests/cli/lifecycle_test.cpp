@@ -186,6 +186,11 @@ TEST_F(CliTest, NamesJsonInfoAndRpc) {
   EXPECT_EQ(by_endpoint.status, 0) << by_endpoint.err;
   EXPECT_EQ(nlohmann::json::parse(by_endpoint.out)["pong"], true);
   EXPECT_EQ(run({"rpc", "ipc://" + scratch() + "/no.sock", "sys.ping"}).status, 3);
+  // Bytes that are not UTF-8 print as {"base64": ...}: JSON has no bytes.
+  ASSERT_EQ(run({"exec", id, "--", "sh", "-c", "printf '\\377\\376\\375' > /tmp/binary"}).status, 0);
+  CliRun binary = run({"rpc", id, "fs.read", R"({"path": "/tmp/binary"})"});
+  EXPECT_EQ(binary.status, 0) << binary.err;
+  EXPECT_EQ(nlohmann::json::parse(binary.out)["data"], nlohmann::json({{"base64", "//79"}})) << binary.out;
   CliRun bad_call = run({"rpc", id, "no.such.method"});
   EXPECT_EQ(bad_call.status, 1);
   EXPECT_THAT(bad_call.err, HasSubstr("unknown_method"));

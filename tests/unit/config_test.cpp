@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "rpc/base64.h"
+
 namespace gpubox {
 namespace {
 
@@ -31,23 +33,6 @@ std::string child_doc(const std::string& extra) {
   return R"({"children": [{"name": "c", "argv": ["/bin/true"])" + (extra.empty() ? "" : ", " + extra) + "}]}";
 }
 
-std::string base64(std::string_view text) {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned buffer = 0;
-  int bits = 0;
-  for (unsigned char c : text) {
-    buffer = (buffer << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(kAlphabet[(buffer >> bits) & 63]);
-    }
-  }
-  if (bits > 0) out.push_back(kAlphabet[(buffer << (6 - bits)) & 63]);
-  while (out.size() % 4) out.push_back('=');
-  return out;
-}
 
 TEST(ParseConfig, EmptyObjectGivesTheDefaults) {
   auto config = parse_config("{}");
@@ -340,7 +325,7 @@ TEST(DecodeConfigEnv, PlainJsonIsReturnedAsIs) {
 
 TEST(DecodeConfigEnv, Base64IsDecoded) {
   const std::string json_text = R"({"state_dir": "/from/base64", "env": {"A": "a+b/c="}})";
-  auto text = decode_config_env(base64(json_text));
+  auto text = decode_config_env(base64_encode(json_text));
   ASSERT_TRUE(text) << text.status().to_string();
   EXPECT_EQ(*text, json_text);
   auto config = parse_config(*text);
@@ -348,7 +333,7 @@ TEST(DecodeConfigEnv, Base64IsDecoded) {
   EXPECT_EQ(config->state_dir, "/from/base64");
 
   // Line-wrapped, as `base64` prints it.
-  std::string wrapped = base64(json_text);
+  std::string wrapped = base64_encode(json_text);
   wrapped.insert(20, "\n");
   wrapped += "\n";
   auto unwrapped = decode_config_env(wrapped);
@@ -357,7 +342,7 @@ TEST(DecodeConfigEnv, Base64IsDecoded) {
 
   // Every padding length.
   for (std::string doc : {"{}", "{} ", "{}  "}) {
-    auto decoded = decode_config_env(base64(doc));
+    auto decoded = decode_config_env(base64_encode(doc));
     ASSERT_TRUE(decoded) << doc;
     EXPECT_EQ(*decoded, doc);
   }
