@@ -7,11 +7,11 @@
 #include <cstdio>
 #include <iostream>
 
-#include "kernel/comm_router.h"
 #include "kernel/kernel_history.h"
 #include "kernel/iopub_publisher.h"
 #include "kernel/kernel_interpreter.h"
 #include "kernel/kernel_server.h"
+#include "kernel/kernel_wiring.h"
 #include "kernel/model_report.h"
 #include "xeus/xeus_context.hpp"
 #include "xeus/xkernel.hpp"
@@ -89,15 +89,9 @@ Result<std::unique_ptr<AgentKernel>> AgentKernel::start(AgentKernelOptions optio
     return Status(ErrorCode::internal, std::string("kernel: cannot open its sockets: ") + e.what());
   }
   self->server_ = &static_cast<KernelServer&>(self->kernel_->get_server());
-  self->publisher_ = std::make_shared<IopubPublisher>(*self->server_);
-  self->interpreter_->set_publisher(self->publisher_);
-  self->executor_->set_idle_sink(std::make_shared<IdleOutputSink>(self->publisher_));
-  self->comms_ = std::make_unique<CommRouter>(*self->server_, *self->executor_, *self->publisher_);
-  self->server_->set_shell_hook([comms = self->comms_.get()](const xeus::xmessage& message) { return comms->handle(message); });
-  std::weak_ptr<PythonExecutor> executor = self->executor_;
-  self->server_->set_interrupt_hook([executor] {
-    if (auto e = executor.lock()) e->interrupt();
-  });
+  KernelWiring wiring = wire_kernel(*self->server_, *self->interpreter_, self->executor_);
+  self->publisher_ = std::move(wiring.publisher);
+  self->comms_ = std::move(wiring.comms);
   const xeus::xconfiguration& bound = self->server_->bound_config();
   auto port = [](const std::string& p) { return std::stoi(p); };
   self->endpoints_ = {{"transport", "tcp"},

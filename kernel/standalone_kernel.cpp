@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "rpc/fd.h"
-#include "kernel/comm_router.h"
+#include "kernel/kernel_wiring.h"
 #include "kernel/iopub_publisher.h"
 #include "kernel/kernel_history.h"
 #include "kernel/kernel_interpreter.h"
@@ -49,13 +49,8 @@ int run_standalone_kernel(const StandaloneKernelOptions& options) {
                          make_kernel_server, std::make_unique<KernelHistory>(), nullptr, xeus::make_null_debugger,
                          nl::json::object(), nl::json::error_handler_t::replace);
     auto& server = static_cast<KernelServer&>(kernel.get_server());
-    server.set_interrupt_hook([executor] { executor->interrupt(); });
     server.set_signal_fd(signal_fd.get());
-    auto publisher = std::make_shared<IopubPublisher>(server);
-    interpreter_ptr->set_publisher(publisher);
-    executor->set_idle_sink(std::make_shared<IdleOutputSink>(publisher));
-    CommRouter comms(server, *executor, *publisher);
-    server.set_shell_hook([&comms](const xeus::xmessage& message) { return comms.handle(message); });
+    KernelWiring wiring = wire_kernel(server, *interpreter_ptr, executor);
     Status started = executor->start();  // imports IPython while the first replies go out
     if (!started) std::fprintf(stderr, "gpubox-agent kernel: %s\n", started.message().c_str());
     kernel.start();

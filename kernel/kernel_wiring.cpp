@@ -1,0 +1,19 @@
+#include "kernel/kernel_wiring.h"
+
+namespace gpubox::kernel {
+
+KernelWiring wire_kernel(KernelServer& server, KernelInterpreter& interpreter, const std::shared_ptr<PythonExecutor>& executor) {
+  KernelWiring wiring;
+  wiring.publisher = std::make_shared<IopubPublisher>(server);
+  interpreter.set_publisher(wiring.publisher);
+  executor->set_idle_sink(std::make_shared<IdleOutputSink>(wiring.publisher));
+  wiring.comms = std::make_unique<CommRouter>(server, *executor, *wiring.publisher);
+  server.set_shell_hook([comms = wiring.comms.get()](const xeus::xmessage& message) { return comms->handle(message); });
+  std::weak_ptr<PythonExecutor> weak = executor;
+  server.set_interrupt_hook([weak] {
+    if (auto e = weak.lock()) e->interrupt();
+  });
+  return wiring;
+}
+
+}  // namespace gpubox::kernel
