@@ -726,18 +726,18 @@ class Comms:
         """A frontend's comm_open, comm_msg or comm_close, dispatched as ipykernel does;
         a comm_open nobody can take (no target, or `comm` never imported) is closed."""
         msg_type = request.get("msg_type")
-        content = request.get("content") or {}
-        header = request.get("header") or {}
-        msg = {"header": header, "msg_id": header.get("msg_id", ""), "msg_type": msg_type,
-               "parent_header": request.get("parent_header") or {}, "metadata": request.get("metadata") or {},
-               "content": content, "buffers": [memoryview(base64.b64decode(b)) for b in request.get("buffers", [])]}
         if msg_type not in ("comm_open", "comm_msg", "comm_close"):
             return {"type": "reply", "status": "error", "ename": "ValueError", "evalue": "not a comm message: %r" % msg_type}
+        content = request.get("content") or {}
         if self.manager is None:
             if msg_type == "comm_open":
                 emit({"type": "comm", "msg_type": "comm_close", "metadata": {}, "buffers": [],
                       "content": {"comm_id": content.get("comm_id", ""), "data": {}}})
             return {"type": "reply", "status": "ok"}
+        header = request.get("header") or {}
+        msg = {"header": header, "msg_id": header.get("msg_id", ""), "msg_type": msg_type,
+               "parent_header": request.get("parent_header") or {}, "metadata": request.get("metadata") or {},
+               "content": content, "buffers": [memoryview(base64.b64decode(b)) for b in request.get("buffers", [])]}
         global allow_stdin
         allow_stdin = False  # a comm message has no stdin to answer input()
         state.interrupt_pending = False

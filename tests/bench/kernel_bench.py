@@ -78,8 +78,8 @@ def cpu_seconds(pid):
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def run(kc, code, timeout=120):
-    msg_id = kc.execute(code)
+def read_to_idle(kc, msg_id, timeout=120):
+    """Reads the iopub messages of msg_id's cell up to its idle status; the stream text's length."""
     received = 0
     while True:
         msg = kc.get_iopub_msg(timeout=timeout)
@@ -88,17 +88,13 @@ def run(kc, code, timeout=120):
         if msg["msg_type"] == "stream":
             received += len(msg["content"]["text"])
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
+            return received
+
+
+def run(kc, code, timeout=120):
+    received = read_to_idle(kc, kc.execute(code), timeout)
     kc.get_shell_msg(timeout=timeout)
     return received
-
-
-def read_to_idle(kc, msg_id, timeout=120):
-    while True:
-        msg = kc.get_iopub_msg(timeout=timeout)
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status" \
-                and msg["content"]["execution_state"] == "idle":
-            return
 
 
 class Bench:
