@@ -6,7 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -68,6 +71,27 @@ std::vector<std::pair<std::string, std::string>> Agent::child_env() const {
   return env;
 }
 
+// IPython, matplotlib and jedi keep their caches and config under HOME. When HOME
+// is the work dir (the local backend sets HOME=/workspace) or unset, they would
+// land among the user's files: the kernel gets a home of its own in the state dir.
+std::vector<std::pair<std::string, std::string>> Agent::kernel_env() const {
+  auto env = child_env();
+  for (const auto& [name, value] : env) {
+    if (name == "HOME") return env;  // the config names a home: it is the user's choice
+  }
+  const char* home = std::getenv("HOME");
+  char cwd[4096];
+  bool home_is_work_dir = home && ::getcwd(cwd, sizeof cwd) && std::string(cwd) == home;
+  if (home && *home && !home_is_work_dir) return env;
+  std::string kernel_home = options_.config.state_dir + "/kernel-home";
+  if (::mkdir(kernel_home.c_str(), 0700) != 0 && errno != EEXIST) {
+    log::warn("cannot create the kernel's home", {{"path", kernel_home}, {"error", std::strerror(errno)}});
+    return env;
+  }
+  env.emplace_back("HOME", kernel_home);
+  return env;
+}
+
 std::string Agent::kernel_connection_file() const {
   const KernelConfig& config = options_.config.kernel;
   return config.connection_file.empty() ? options_.config.state_dir + "/kernel.json" : config.connection_file;
@@ -88,7 +112,7 @@ void Agent::start_kernel() {
     options.on_model_report = log_model_report;
   }
   options.executor.setup_code.insert(options.executor.setup_code.end(), config.setup_code.begin(), config.setup_code.end());
-  options.executor.env = build_environment(child_env(), {"GPUBOX_CONFIG"});
+  options.executor.env = build_environment(kernel_env(), {"GPUBOX_CONFIG"});
   options.connection_file = kernel_connection_file();
   options.preload = config.preload || !models.empty();  // models load with the agent, not at the first cell
   auto started = kernel::AgentKernel::start(std::move(options), make_table_launcher(processes_));

@@ -51,6 +51,8 @@ class Agent {
   void start_kernel();
   // The kernel's connection file: config kernel.connection_file, else STATE_DIR/kernel.json.
   std::string kernel_connection_file() const;
+  // child_env() plus a HOME of the kernel's own when HOME is unset or the work dir.
+  std::vector<std::pair<std::string, std::string>> kernel_env() const;
   Status start_rpc();
   nlohmann::json components();
   Status start_main_command();

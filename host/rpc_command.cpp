@@ -119,12 +119,34 @@ int run_rpc_command(const std::vector<std::string>& args) {
   }
   rpc::CallOptions options;
   options.timeout_ms = static_cast<std::uint64_t>(timeout_s * 1000);
-  auto result = (*connected)->call(positional[1], params, options);
+  // A method that streams (proc.spawn, kernel.execute, fs.read of a large file…):
+  // each DATA item is printed as one JSON line as it arrives, its attachments as
+  // "attachments" (text, or {"base64": …}), then the RESULT.
+  auto stream = (*connected)->stream(positional[1], params, options);
+  if (!stream) {
+    std::fprintf(stderr, "gpubox rpc: %s\n", stream.status().to_string().c_str());
+    return 1;
+  }
+  while (true) {
+    auto item = (*stream)->next();
+    if (!item || !*item) break;
+    nlohmann::json line = printable((*item)->body);
+    if (!(*item)->attachments.empty()) {
+      nlohmann::json attachments = nlohmann::json::array();
+      for (const auto& part : (*item)->attachments) {
+        const auto* bytes = static_cast<const std::uint8_t*>(part.data());
+        attachments.push_back(printable(nlohmann::json::binary({bytes, bytes + part.size()})));
+      }
+      line["attachments"] = std::move(attachments);
+    }
+    std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  }
+  const auto& result = (*stream)->result();
   if (!result) {
     std::fprintf(stderr, "gpubox rpc: %s\n", result.status().to_string().c_str());
     return 1;
   }
-  std::cout << printable(*result).dump(2) << "\n";
+  std::cout << printable(result.value()).dump(2) << "\n";
   return 0;
 }
 

@@ -92,6 +92,7 @@ Result<std::unique_ptr<AgentKernel>> AgentKernel::start(AgentKernelOptions optio
   KernelWiring wiring = wire_kernel(*self->server_, *self->interpreter_, self->executor_);
   self->publisher_ = std::move(wiring.publisher);
   self->comms_ = std::move(wiring.comms);
+  self->counter_ = std::move(wiring.counter);
   const xeus::xconfiguration& bound = self->server_->bound_config();
   auto port = [](const std::string& p) { return std::stoi(p); };
   self->endpoints_ = {{"transport", "tcp"},
@@ -192,6 +193,6 @@ json AgentKernel::info() const {
   return info;
 }
 
-int AgentKernel::next_execution_count() const { return interpreter_->last_execution_count() + 1; }
+int AgentKernel::next_execution_count() { return counter_->next(); }
 
 }  // namespace gpubox::kernel

@@ -21,6 +21,7 @@ class xkernel;
 namespace gpubox::kernel {
 
 class CommRouter;
+class ExecutionCounter;
 class KernelServer;
 class KernelInterpreter;
 class IopubPublisher;
@@ -61,8 +62,8 @@ class AgentKernel {
   nlohmann::json status() const;
   // kernel.info: implementation, language_info, executor details and state, endpoints, models and model_info.
   nlohmann::json info() const;
-  // The execution count the next RPC execution records in history (the last Jupyter one + 1).
-  int next_execution_count() const;
+  // The count of a new visible RPC execution, from the kernel's one counter.
+  int next_execution_count();
 
   // Marks a frontend attached (an open kernel.relay) for as long as it is held.
   class Attachment {
@@ -87,6 +88,7 @@ class AgentKernel {
   KernelInterpreter* interpreter_ = nullptr;  // owned by kernel_
   std::shared_ptr<IopubPublisher> publisher_;  // publishes through server_
   std::unique_ptr<CommRouter> comms_;         // serves comm messages in the executor, on the shell thread
+  std::shared_ptr<ExecutionCounter> counter_;  // shared with server_ and interpreter_
   nlohmann::json endpoints_;
   std::shared_ptr<ModelReport> models_;
   std::thread thread_;        // serves shell (xkernel::start)

@@ -35,6 +35,7 @@ class _State:
     sending = 0  # inside a channel operation: an interrupt waits until it ends
     interrupt_pending = False
     error = None  # the error of the running cell: {ename, evalue, traceback}
+    payload = []  # the running cell's execute_reply payload (ask_exit)
     final_frame = b""  # the cell's trailing result, held to go out with the next frame
 
 
@@ -239,6 +240,28 @@ def plain_clear_output(wait=False):
     emit({"type": "clear_output", "wait": bool(wait)})
 
 
+def show_figures(*args, **kwargs):
+    """pyplot.show() in a cell: the open figures are displayed here, in order
+    with the cell's other output, and closed, as matplotlib-inline does."""
+    flush_figures()
+
+
+def _png_of_figure(fig):
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _on_pyplot_import(pyplot):
+    pyplot.show = show_figures
+    # display(fig) shows the figure as an image under IPython, as with %matplotlib inline.
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None:  # base64 text, as a frontend receives image/png
+        shell.display_formatter.formatters["image/png"].for_type_by_name(
+            "matplotlib.figure", "Figure", lambda fig: base64.b64encode(_png_of_figure(fig)).decode("ascii"))
+
+
 def flush_figures():
     """Sends every open matplotlib figure as image/png (and text/plain), then closes them."""
     plt = sys.modules.get("matplotlib.pyplot")
@@ -248,9 +271,7 @@ def flush_figures():
         nums = plt.get_fignums()
         for num in nums:
             fig = plt.figure(num)
-            buffer = io.BytesIO()
-            fig.savefig(buffer, format="png", bbox_inches="tight")
-            _send_display({"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+            _send_display({"image/png": base64.b64encode(_png_of_figure(fig)).decode("ascii"),
                            "text/plain": repr(fig)})
         if nums:
             plt.close("all")
@@ -259,6 +280,34 @@ def flush_figures():
 
 
 # ---------------------------------------------------------------- errors
+
+def without_executor_frames(tb):
+    """The traceback chain tb without the executor's own frames (a signal
+    handler's, input()'s): user tracebacks show user frames only."""
+    frames = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != EXECUTOR_FILE:
+            frames.append(tb)
+        tb = tb.tb_next
+    for earlier, later in zip(frames, frames[1:]):
+        earlier.tb_next = later
+    if frames:
+        frames[-1].tb_next = None
+    return frames[0] if frames else None
+
+
+def strip_executor_frames(error):
+    """Removes the executor's frames from error's traceback and from those of the
+    exceptions it chains (__cause__, __context__)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = without_executor_frames(error.__traceback__)
+        for chained in (error.__cause__, error.__context__):
+            if chained is not None and id(chained) not in seen:
+                strip_executor_frames(chained)
+        error = None
+
 
 def clean_traceback(etype, evalue, tb):
     """The traceback lines of an exception, without the executor's own frames."""
@@ -274,6 +323,23 @@ def record_error(ename, evalue, tb_lines):
     emit(dict(type="error", **state.error))
 
 
+def ask_exit(keep_kernel=False):
+    """exit / quit(): the execute_reply carries ipykernel's ask_exit payload, and the
+    frontend (jupyter console) leaves; the kernel itself keeps running."""
+    if not any(item.get("source") == "ask_exit" for item in state.payload):
+        state.payload.append({"source": "ask_exit", "keepkernel": bool(keep_kernel)})
+
+
+class _Exit:
+    """Plain mode's exit and quit: called, or alone on a line, they ask the frontend to leave."""
+
+    def __call__(self, keep_kernel=False):
+        ask_exit(keep_kernel)
+
+    def __repr__(self):
+        return "Use exit() or quit() to leave this frontend (the kernel keeps running)"
+
+
 # ---------------------------------------------------------------- backends
 
 class PlainBackend:
@@ -286,6 +352,7 @@ class PlainBackend:
         self.ns.update({"__builtins__": builtins, "In": [""], "Out": {}, "_": None})
         sys.modules["__main__"] = self.main
         builtins.display = plain_display
+        builtins.exit = builtins.quit = self.exit = _Exit()
 
     def run(self, code, count, silent, store_history):
         filename = "<cell %d>" % count if store_history else "<hidden cell>"
@@ -306,6 +373,8 @@ class PlainBackend:
             return False
         if store_history:
             self.ns["In"].append(code)
+        if value is self.exit:  # `exit` alone on a line, as IPython's autocall takes it
+            value = self.exit()
         if value is not None and not silent:
             self.ns["_"] = value
             if store_history:
@@ -546,6 +615,16 @@ def make_ipython_backend():
             def _showtraceback(self, etype, evalue, stb):
                 record_error(getattr(etype, "__name__", str(etype)), str(evalue), list(stb))
 
+            def _get_exc_info(self, exc_tuple=None):
+                etype, value, tb = InteractiveShell._get_exc_info(self, exc_tuple)
+                if isinstance(value, BaseException):
+                    strip_executor_frames(value)
+                    tb = value.__traceback__
+                return etype, value, tb
+
+            def ask_exit(self, keep_kernel=False):
+                ask_exit(keep_kernel)
+
             def enable_gui(self, gui=None):
                 pass
 
@@ -648,6 +727,41 @@ def make_backend():
     return PlainBackend()
 
 
+# ---------------------------------------------------------------- import hooks
+
+class AfterImport:
+    """Calls callback(module) once the module `name` has been imported by user code
+    (or at once, if it already was); nothing is imported for it."""
+
+    def __init__(self, name, callback):
+        self.name, self.callback = name, callback
+        if name in sys.modules:
+            callback(sys.modules[name])
+        else:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(self, name, path, target=None):
+        if name != self.name:
+            return None
+        import importlib.util
+        sys.meta_path.remove(self)  # once: find the real module, then wrap its loader
+        spec = importlib.util.find_spec(name)
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        callback, loader = self.callback, spec.loader
+
+        class Loader:
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                callback(module)
+
+        spec.loader = Loader()
+        return spec
+
+
 # ---------------------------------------------------------------- comms
 
 class Comms:
@@ -659,28 +773,7 @@ class Comms:
 
     def __init__(self):
         self.manager = None  # set once `comm` is imported
-        sys.meta_path.insert(0, self)
-
-    def find_spec(self, name, path, target=None):
-        if name != "comm":
-            return None
-        import importlib.util
-        sys.meta_path.remove(self)  # once: find the real package, then wrap its loader
-        spec = importlib.util.find_spec("comm")
-        if spec is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        comms, loader = self, spec.loader
-
-        class Loader:
-            def create_module(self, spec):
-                return loader.create_module(spec)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                comms._install(module)
-
-        spec.loader = Loader()
-        return spec
+        AfterImport("comm", self._install)
 
     def _install(self, comm_module):
         from comm.base_comm import BaseComm, CommManager
@@ -766,6 +859,7 @@ def execute(backend, request):
     global allow_stdin
     allow_stdin = bool(request.get("allow_stdin", False))
     state.error = None
+    state.payload = []
     state.interrupt_pending = False
     ok = False
     state.running = True
@@ -773,15 +867,19 @@ def execute(backend, request):
         ok = backend.run(request["code"], int(request.get("execution_count", 0)),
                          bool(request.get("silent", False)), bool(request.get("store_history", True)))
         flush_figures()
-    except KeyboardInterrupt as error:  # arrived between the cell's end and here
-        if state.error is None:
-            record_error("KeyboardInterrupt", "", clean_traceback(KeyboardInterrupt, error, None))
-    finally:
         state.running = False
+    except KeyboardInterrupt:
+        # It arrived between the cell's end and here (even inside the line above):
+        # the cell counts as interrupted, and nothing of it leaks into the next one.
+        state.running = False
+        if state.error is None:
+            record_error("KeyboardInterrupt", "", ["KeyboardInterrupt"])
     ok = ok and state.error is None
     reply = {"type": "done", "status": "ok" if ok else "error"}
     if not ok and state.error is not None:
         reply.update(state.error)
+    if state.payload:
+        reply["payload"] = state.payload
     return reply
 
 
@@ -815,6 +913,7 @@ def main():
         stream.reconfigure(line_buffering=True, write_through=False)
     comms = Comms()
     backend = make_backend()
+    AfterImport("matplotlib.pyplot", _on_pyplot_import)
     send({"type": "ready", "implementation": backend.name,
           "python_version": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid()})
     handlers = {
@@ -831,6 +930,10 @@ def main():
         try:
             reply = handler(request) if handler else {"type": "reply", "status": "error",
                                                        "ename": "ValueError", "evalue": "unknown request"}
+        except KeyboardInterrupt:  # an interrupt that came as a request ended: dropped
+            state.running = False
+            reply = {"type": "done" if request.get("type") == "execute" else "reply", "status": "error",
+                     "ename": "KeyboardInterrupt", "evalue": "", "traceback": ["KeyboardInterrupt"]}
         except Exception as error:
             reply = {"type": "reply", "status": "error", "ename": type(error).__name__, "evalue": str(error),
                      "traceback": clean_traceback(type(error), error, error.__traceback__)}

@@ -94,7 +94,11 @@ void KernelInterpreter::configure_impl() {}
 
 json KernelInterpreter::execute_request_impl(int execution_counter, const std::string& code, bool silent,
                                              bool store_history, json /*user_expressions*/, bool allow_stdin) {
-  if (store_history) last_execution_count_ = execution_counter;
+  // The server assigned this cell its count in the kernel's one counter (xeus's own
+  // counter does not see RPC cells).
+  if (counter_ && store_history && !silent) {
+    if (int count = counter_->count_of(parent_header().value("msg_id", "")); count > 0) execution_counter = count;
+  }
   IopubSink sink(*this, publisher_.get(), execution_counter, silent, allow_stdin);
   json request = {{"type", "execute"},       {"code", code},
                   {"silent", silent},        {"store_history", store_history},
@@ -107,7 +111,8 @@ json KernelInterpreter::execute_request_impl(int execution_counter, const std::s
     return error_reply(failed);
   }
   if (done->value("status", "") == "ok") {
-    return {{"status", "ok"}, {"payload", json::array()}, {"user_expressions", json::object()}};
+    // payload: ask_exit (exit, quit()), as ipykernel sends it.
+    return {{"status", "ok"}, {"payload", done->value("payload", json::array())}, {"user_expressions", json::object()}};
   }
   // The executor publishes its own error frame; a death has nobody to tell the client but us.
   if (done->value("died", false) && !silent) {

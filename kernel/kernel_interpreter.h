@@ -3,9 +3,9 @@
 // xeus calls it on the shell thread only; interrupt() may come from any thread.
 #pragma once
 
-#include <atomic>
 #include <memory>
 
+#include "kernel/execution_counter.h"
 #include "kernel/iopub_publisher.h"
 #include "kernel/python_executor.h"
 #include "xeus/xinterpreter.hpp"
@@ -24,8 +24,8 @@ class KernelInterpreter : public xeus::xinterpreter {
   static nlohmann::json language_info(const nlohmann::json& executor_info);
   // kernel_info_reply's content (also kernel.info's core).
   nlohmann::json kernel_info() const;
-  // The last execution count a Jupyter client's cell stored in history.
-  int last_execution_count() const { return last_execution_count_.load(); }
+  // The kernel's execution counter, which the server assigns to Jupyter cells. Set before serving.
+  void set_execution_counter(std::shared_ptr<ExecutionCounter> counter) { counter_ = std::move(counter); }
 
  private:
   void configure_impl() override;
@@ -43,7 +43,7 @@ class KernelInterpreter : public xeus::xinterpreter {
 
   std::shared_ptr<PythonExecutor> executor_;
   std::shared_ptr<IopubPublisher> publisher_;
-  std::atomic<int> last_execution_count_{0};
+  std::shared_ptr<ExecutionCounter> counter_;
 };
 
 }  // namespace gpubox::kernel

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <type_traits>
 #include <vector>
 
 #include "xeus/xeus_context.hpp"
+#include "xeus/xguid.hpp"
 #include "xeus/xzmq_serializer.hpp"
 
 namespace gpubox::kernel {
@@ -58,7 +60,8 @@ KernelServer::KernelServer(zmq::context_t& context, const xeus::xconfiguration& 
       control_(context, zmq::socket_type::router),
       heartbeat_(context, zmq::socket_type::rep),
       iopub_(context, zmq::socket_type::xpub),
-      messenger_(std::make_unique<Messenger>(*this)) {
+      messenger_(std::make_unique<Messenger>(*this)),
+      session_(xeus::new_xguid()) {
   for (zmq::socket_t* socket : {&shell_, &stdin_, &control_, &heartbeat_, &iopub_}) {
     socket->set(zmq::sockopt::linger, 1000);
   }
@@ -86,9 +89,39 @@ KernelServer::~KernelServer() {
 
 xeus::xcontrol_messenger& KernelServer::get_control_messenger_impl() { return *messenger_; }
 
+template <class Message>
+Message KernelServer::with_kernel_count(Message message) const {
+  if (!counter_) return message;
+  int count = counter_->count_of(message.parent_header().value("msg_id", ""));
+  if (count == 0 || !message.content().contains("execution_count")) return message;
+  nl::json content = message.content();
+  content["execution_count"] = count;
+  if constexpr (std::is_same_v<Message, xeus::xpub_message>) {
+    return xeus::xpub_message(message.topic(), message.header(), message.parent_header(), message.metadata(),
+                              std::move(content), xeus::buffer_sequence(message.buffers()));
+  } else {
+    return xeus::xmessage(message.identities(), message.header(), message.parent_header(), message.metadata(),
+                          std::move(content), xeus::buffer_sequence(message.buffers()));
+  }
+}
+
 void KernelServer::send_shell_impl(xeus::xmessage message) {
+  const std::string msg_type = message.header().value("msg_type", "");
+  if (msg_type == "execute_reply") {
+    // What arrived before the frontend can have seen this error is what stop_on_error aborts.
+    if (message.content().value("status", "") == "error") hold_arrived_requests();
+    message = with_kernel_count(std::move(message));
+  }
   auto wire = xeus::xzmq_serializer::serialize(std::move(message), *auth_, error_handler_);
   wire.send(shell_);
+}
+
+void KernelServer::hold_arrived_requests() {
+  while (true) {
+    zmq::multipart_t wire;
+    if (!wire.recv(shell_, ZMQ_DONTWAIT)) return;
+    held_.push_back({std::move(wire), false});
+  }
 }
 
 void KernelServer::send_control_impl(xeus::xmessage message) {
@@ -125,6 +158,7 @@ void KernelServer::send_stdin_impl(xeus::xmessage message) {
 }
 
 void KernelServer::publish_impl(xeus::xpub_message message, xeus::channel) {
+  if (message.header().value("msg_type", "") == "execute_input") message = with_kernel_count(std::move(message));
   auto wire = serialize_iopub(std::move(message), *auth_, error_handler_);
   std::lock_guard lock(iopub_mutex_);
   // Subscriptions arrive as messages on the XPUB socket: read them so they do not pile up.
@@ -163,21 +197,84 @@ void KernelServer::start_impl(xeus::xpub_message message) {
   control_thread_ = std::thread([this] { control_loop(); });
   heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
   while (!stopping_) {
+    if (!held_.empty()) {
+      HeldRequest held = std::move(held_.front());
+      held_.pop_front();
+      serve_shell(held.wire, held.abort);
+      continue;
+    }
     zmq::pollitem_t item{static_cast<void*>(shell_), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, kPollPeriod);
     if (!(item.revents & ZMQ_POLLIN)) continue;
     zmq::multipart_t wire;
     if (!wire.recv(shell_)) continue;
-    try {
-      xeus::xmessage message = xeus::xzmq_serializer::deserialize(wire, *auth_);
-      if (shell_hook_ && shell_hook_(message)) continue;
-      notify_shell_listener(std::move(message));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "gpubox kernel: dropped a shell message: %s\n", e.what());
-    }
+    serve_shell(wire, false);
   }
   control_thread_.join();
   heartbeat_thread_.join();
+}
+
+void KernelServer::serve_shell(zmq::multipart_t& wire, bool abort) {
+  try {
+    xeus::xmessage message = xeus::xzmq_serializer::deserialize(wire, *auth_);
+    const std::string msg_type = message.header().value("msg_type", "");
+    if (abort && msg_type == "execute_request") {
+      reply_aborted(message);
+      return;
+    }
+    if (shell_hook_ && shell_hook_(message)) return;
+    if (counter_ && msg_type == "execute_request") {
+      // Counted as xeus counts: visible and stored in history.
+      const nl::json& content = message.content();
+      bool silent = content.value("silent", false);
+      if (!silent && content.value("store_history", true)) counter_->assign(message.header().value("msg_id", ""));
+    }
+    if (msg_type != "execute_request") {
+      notify_shell_listener(std::move(message));
+      return;
+    }
+    set_running_cell(message.header());
+    notify_shell_listener(std::move(message));
+    set_running_cell(nl::json());
+  } catch (const std::exception& e) {
+    set_running_cell(nl::json());
+    std::fprintf(stderr, "gpubox kernel: dropped a shell message: %s\n", e.what());
+  }
+}
+
+void KernelServer::set_running_cell(const nl::json& header) {
+  std::lock_guard lock(running_cell_mutex_);
+  running_cell_ = header.is_object() ? nl::json{{"session", header.value("session", "")}, {"date", header.value("date", "")}}
+                                     : nl::json();
+}
+
+// A frontend that sends interrupt_request just after a cell ended, and then its
+// next cell at once, can have the interrupt read here after that next cell
+// started (control and shell are two sockets): its date, on the same clock as
+// the cell's when both come from one session, tells that it was meant for an
+// earlier cell, and it is dropped.
+bool KernelServer::sent_before_running_cell(const nl::json& interrupt) {
+  std::lock_guard lock(running_cell_mutex_);
+  if (!running_cell_.is_object()) return false;
+  std::string session = interrupt.value("session", ""), date = interrupt.value("date", "");
+  std::string cell_date = running_cell_.value("date", "");
+  return !session.empty() && session == running_cell_.value("session", "") && !date.empty() &&
+         date.size() == cell_date.size() && date < cell_date;
+}
+
+// As ipykernel answers a request it aborts: busy, {"status": "aborted"}, idle.
+void KernelServer::reply_aborted(const xeus::xmessage& request) {
+  const nl::json& parent = request.header();
+  auto status = [&](const char* state) {
+    publish_impl(xeus::xpub_message("kernel.gpubox.status", xeus::make_header("status", "gpubox", session_), parent,
+                                    nl::json::object(), {{"execution_state", state}}, xeus::buffer_sequence()),
+                 xeus::channel::SHELL);
+  };
+  status("busy");
+  nl::json aborted = {{"status", "aborted"}};
+  send_shell_impl(xeus::xmessage(request.identities(), xeus::make_header("execute_reply", "gpubox", session_), parent,
+                                 aborted, aborted, xeus::buffer_sequence()));
+  status("idle");
 }
 
 void KernelServer::interrupt() {
@@ -196,7 +293,9 @@ void KernelServer::control_loop() {
     try {
       xeus::xmessage message = xeus::xzmq_serializer::deserialize(wire, *auth_);
       // xeus 2.4.1 only replies to interrupt_request: the interrupt itself is ours.
-      if (message.header().value("msg_type", "") == "interrupt_request") interrupt();
+      if (message.header().value("msg_type", "") == "interrupt_request" && !sent_before_running_cell(message.header())) {
+        interrupt();
+      }
       notify_control_listener(std::move(message));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gpubox kernel: dropped a control message: %s\n", e.what());
@@ -226,21 +325,11 @@ void KernelServer::heartbeat_loop() {
   }
 }
 
-void KernelServer::abort_queue_impl(const listener& l, long polling_interval) {
-  while (true) {
-    zmq::pollitem_t item{static_cast<void*>(shell_), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(polling_interval));
-    if (!(item.revents & ZMQ_POLLIN)) return;
-    zmq::multipart_t wire;
-    if (!wire.recv(shell_)) return;
-    try {
-      xeus::xmessage message = xeus::xzmq_serializer::deserialize(wire, *auth_);
-      if (shell_hook_ && shell_hook_(message)) continue;  // a comm message is served, not aborted
-      l(std::move(message));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "gpubox kernel: dropped a shell message: %s\n", e.what());
-    }
-  }
+// xeus calls this after a failed cell's reply, when the request asked stop_on_error:
+// the requests that had arrived before that reply are aborted as the loop reaches
+// them (after xeus publishes the failed cell's idle), and none that come later.
+void KernelServer::abort_queue_impl(const listener&, long) {
+  for (HeldRequest& held : held_) held.abort = true;
 }
 
 void KernelServer::stop_impl() { stopping_ = true; }

@@ -9,22 +9,33 @@
 //   - publishes on an XPUB socket with ZMQ_XPUB_NODROP: a full queue makes the
 //     publisher wait, never drop;
 //   - optionally polls a signalfd on the control thread (standalone mode:
-//     SIGINT interrupts, SIGTERM/SIGHUP stop); every thread keeps signals blocked.
+//     SIGINT interrupts, SIGTERM/SIGHUP stop); every thread keeps signals blocked;
+//   - aborts, after a failed cell (stop_on_error), only the execute requests that
+//     had arrived before its error reply went out, each answered "aborted" with
+//     busy and idle around it, as ipykernel does: xeus's own abort_queue answers
+//     every request of the next 50 ms with a bare error and publishes nothing, so
+//     a cell sent right after an interrupted one was lost to a frontend;
+//   - stamps the kernel's one execution count (execution_counter.h) on the
+//     execute_input and execute_reply of each Jupyter cell;
+//   - drops an interrupt_request that its session sent before the running cell.
 // Threads: the caller of start() serves shell and stdin; "control" and
 // "heartbeat" threads own their sockets; iopub is shared under a mutex.
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "kernel/execution_counter.h"
 #include "xeus/xauthentication.hpp"
 #include "xeus/xeus_context.hpp"
 #include "xeus/xkernel_configuration.hpp"
 #include "xeus/xserver.hpp"
 #include "zmq.hpp"
+#include "zmq_addon.hpp"
 
 namespace gpubox::kernel {
 
@@ -38,6 +49,8 @@ class KernelServer : public xeus::xserver {
   // Called on the shell thread with each shell request before xeus sees it (set before
   // start); true: the hook served it and xeus never sees it (comms, see comm_router.h).
   void set_shell_hook(std::function<bool(const xeus::xmessage&)> hook) { shell_hook_ = std::move(hook); }
+  // The count each visible Jupyter cell gets (set before start; null: xeus's own).
+  void set_execution_counter(std::shared_ptr<ExecutionCounter> counter) { counter_ = std::move(counter); }
   // A signalfd the control thread reads (-1: none). Not owned.
   void set_signal_fd(int fd) { signal_fd_ = fd; }
   // The ports actually bound (port 0 in the configuration picks one).
@@ -58,6 +71,19 @@ class KernelServer : public xeus::xserver {
   void stop_impl() override;
   void update_config_impl(xeus::xconfiguration& config) const override;
 
+  // One shell request: aborted (abort: it arrived before a failed cell's reply), or
+  // served by the shell hook or xeus.
+  void serve_shell(zmq::multipart_t& wire, bool abort);
+  void reply_aborted(const xeus::xmessage& request);
+  // The execute_request being served (its header, or null), for the control thread.
+  void set_running_cell(const nl::json& header);
+  // True when interrupt (a header) was sent before the running cell by its own session.
+  bool sent_before_running_cell(const nl::json& interrupt);
+  // Receives every shell request that has arrived into held_ (before an error reply goes out).
+  void hold_arrived_requests();
+  // The message with the kernel's count as content.execution_count when it belongs to the cell being served.
+  template <class Message>
+  Message with_kernel_count(Message message) const;
   void control_loop();
   void heartbeat_loop();
   void handle_signals();
@@ -73,6 +99,15 @@ class KernelServer : public xeus::xserver {
   std::mutex iopub_mutex_;
   zmq::socket_t iopub_;  // guarded by iopub_mutex_
   std::unique_ptr<Messenger> messenger_;
+  struct HeldRequest {
+    zmq::multipart_t wire;
+    bool abort = false;  // marked by abort_queue: answered "aborted" instead of served
+  };
+  std::deque<HeldRequest> held_;  // shell thread: received, not yet served, in arrival order
+  std::shared_ptr<ExecutionCounter> counter_;
+  std::mutex running_cell_mutex_;
+  nl::json running_cell_;  // guarded by running_cell_mutex_: {session, date} of the cell being served
+  std::string session_;  // the header session of the replies and statuses this server makes itself
   std::function<void()> interrupt_hook_;
   std::function<bool(const xeus::xmessage&)> shell_hook_;
   int signal_fd_ = -1;

@@ -10,6 +10,12 @@ KernelWiring wire_kernel(KernelServer& server, KernelInterpreter& interpreter, c
   wiring.comms = std::make_unique<CommRouter>(server, *executor, *wiring.publisher);
   server.set_shell_hook([comms = wiring.comms.get()](const xeus::xmessage& message) { return comms->handle(message); });
   std::weak_ptr<PythonExecutor> weak = executor;
+  wiring.counter = std::make_shared<ExecutionCounter>([weak] {
+    auto e = weak.lock();
+    return e ? e->restarts() : 0;
+  });
+  server.set_execution_counter(wiring.counter);
+  interpreter.set_execution_counter(wiring.counter);
   server.set_interrupt_hook([weak] {
     if (auto e = weak.lock()) e->interrupt();
   });

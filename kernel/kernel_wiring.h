@@ -1,7 +1,7 @@
 // What a xeus kernel of ours needs around its server, interpreter and Python
 // executor, the agent's kernel and the standalone one alike: an iopub publisher
 // (for the interpreter's cells and for output between cells), comm messages
-// served in the executor, and interrupts passed to it.
+// served in the executor, interrupts passed to it, and one execution counter.
 #pragma once
 
 #include <memory>
@@ -17,6 +17,7 @@ namespace gpubox::kernel {
 struct KernelWiring {
   std::shared_ptr<IopubPublisher> publisher;
   std::unique_ptr<CommRouter> comms;  // the server's shell hook uses it: keep it as long as the server
+  std::shared_ptr<ExecutionCounter> counter;  // Jupyter cells' and RPC cells' one count
 };
 
 // Connects the three (before the server starts). The executor's idle sink

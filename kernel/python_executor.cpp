@@ -22,6 +22,12 @@
 namespace gpubox::kernel {
 namespace {
 
+// SIGINT to the executor's main thread (its tid is its pid), where Python runs
+// signal handlers. A process-wide SIGINT that another thread takes wakes no
+// blocked read of the main thread, so its handler would run only once the next
+// request arrived, and interrupt that request.
+void interrupt_main_thread(pid_t pid) { ::syscall(SYS_tgkill, pid, pid, SIGINT); }
+
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
@@ -349,9 +355,13 @@ json PythonExecutor::info() const {
 }
 
 void PythonExecutor::interrupt() {
-  interrupt_requested_ = true;
+  // Under interrupt_mutex_: the SIGINT goes out before the running request can
+  // end, never after, so it cannot reach a request that starts later.
+  std::lock_guard lock(interrupt_mutex_);
   pid_t pid = running_pid_.load();
-  if (pid > 0) ::kill(pid, SIGINT);
+  if (pid <= 0) return;  // between requests: dropped
+  interrupt_requested_ = true;
+  interrupt_main_thread(pid);
 }
 
 Status PythonExecutor::restart() {
@@ -451,6 +461,7 @@ Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::o
   if (timeout) deadline = Clock::now() + *timeout;
   running_pid_ = process_->pid;
   auto result = await_locked(target, false, deadline);
+  std::lock_guard ended(interrupt_mutex_);
   running_pid_ = 0;
   return result;
 }
@@ -472,7 +483,7 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
       auto now = Clock::now();
       if (!interrupted_for_timeout && now >= *deadline) {
         interrupted_for_timeout = true;
-        ::kill(p.pid, SIGINT);
+        interrupt_main_thread(p.pid);
         kill_at = now + std::chrono::seconds(2);
       }
       if (interrupted_for_timeout && now >= kill_at) {

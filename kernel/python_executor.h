@@ -98,7 +98,7 @@ class PythonExecutor {
   // "died": true and a message that says why.
   Result<nlohmann::json> request(const nlohmann::json& req, ExecutorSink& sink,
                                  std::optional<std::chrono::milliseconds> timeout = std::nullopt);
-  // SIGINT to a running request's executor; a no-op while idle.
+  // SIGINT to a running request's executor; dropped while idle (it never reaches a later request).
   void interrupt();
   // Kills and starts the executor again, replaying setup code.
   Status restart();
@@ -148,7 +148,8 @@ class PythonExecutor {
   std::unique_ptr<ExecutorLauncher> launcher_;
   std::mutex mutex_;  // held by the one running request; guards process_ and setup_code
   std::unique_ptr<Process> process_;
-  std::atomic<pid_t> running_pid_{0};
+  std::mutex interrupt_mutex_;  // orders interrupt()'s SIGINT before the end of the request it targets
+  std::atomic<pid_t> running_pid_{0};  // written under interrupt_mutex_
   std::atomic<pid_t> live_pid_{0};  // the executor process, while one exists
   std::atomic<int> restarts_{0};
   std::atomic<bool> interrupt_requested_{false};

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Demo: a local sandbox through the gpubox CLI — create it, run commands in it,
 # copy files in and out, look at it, run a batch job and harvest its outputs,
-# and terminate it, saying what each step shows.
+# run cells in its Jupyter kernel, and terminate it, saying what each step shows.
 # Usage: demo_sandbox.sh PATH/TO/gpubox   (gpubox-agent must sit beside it, or be named by $GPUBOX_AGENT)
 set -euo pipefail
 gpubox=$(realpath "$1")
@@ -76,7 +76,32 @@ set -e
 run "$gpubox" result "$id" "$job" --out "$work/failed" >/dev/null
 echo "   its stderr.log says: $(cat "$work/failed/stderr.log"); out/partial.txt says: $(cat "$work/failed/out/partial.txt")"
 
-say "6. Terminate: SIGTERM to the agent, a grace period, then its cgroups and state are removed."
+say "6. The kernel: a Jupyter kernel (IPython) runs in the sandbox; run-code sends it cells over the agent's RPC."
+run "$gpubox" run-code "$id" 'import sys; print("Python", sys.version.split()[0], "in the sandbox"); counter = 1'
+echo "   state is kept between cells, and a cell's last value is its result:"
+run "$gpubox" run-code "$id" 'counter += 1; f"counter is now {counter}"'
+echo "   a matplotlib plot is saved to a file here (--out-dir) and its path printed:"
+run "$gpubox" run-code "$id" --out-dir "$work" 'import matplotlib.pyplot as plt
+plt.plot([1, 4, 9, 16]); plt.title("squares"); plt.show()'
+echo "   the saved plot: $(file -b "$work/output-1.png")"
+echo "   a raised error prints its traceback and exits 1:"
+set +e
+run "$gpubox" run-code "$id" 'def ratio(a, b): return a / b
+ratio(1, 0)'
+echo "   exit code: $?"
+echo "   a long cell interrupted with Ctrl-C (SIGINT) ends that cell only..."
+"$gpubox" run-code "$id" 'import time; time.sleep(60)' 2>"$work/interrupted.txt" &
+cell=$!
+sleep 2; kill -INT "$cell"; wait "$cell"
+echo "   exit code: $?; its traceback ends: $(grep -v '^$' "$work/interrupted.txt" | tail -n 1)"
+set -e
+echo "   ...and the next cell runs at once, with the state as it was:"
+run "$gpubox" run-code "$id" 'counter * 21'
+echo "   Jupyter frontends attach through the same authenticated endpoint; try, in another terminal:"
+echo "     $gpubox attach $id          # prints a connection file and serves the kernel on it"
+echo "     jupyter console --existing FILE   # FILE: the path attach printed"
+
+say "7. Terminate: SIGTERM to the agent, a grace period, then its cgroups and state are removed."
 run "$gpubox" terminate "$id"
 id=""
 run "$gpubox" ls

@@ -98,7 +98,7 @@ void add_kernel_methods(rpc::MethodRegistry& methods, std::function<kernel::Agen
     if (!done) return done.status();
     json result = {{"status", done->value("status", "error")}};
     if (!is_hidden) result["execution_count"] = count;
-    for (const char* key : {"ename", "evalue", "traceback", "died", "timed_out"}) {
+    for (const char* key : {"ename", "evalue", "traceback", "died", "timed_out", "payload"}) {
       if (done->contains(key)) result[key] = (*done)[key];
     }
     return result;

@@ -70,14 +70,20 @@ class CellPrinter {
     std::string kind = item.value("kind", "");
     if (kind == "display" || kind == "execute_result") {
       const json& data = item.contains("data") && item["data"].is_object() ? item["data"] : json::object();
+      // --json keeps every MIME type the output offers (text/html, text/markdown, …).
+      json output = {{"type", kind == "display" ? "display_data" : "execute_result"}, {"data", data},
+                     {"metadata", item.value("metadata", json::object())}};
       for (const auto& [mime, ext] : {std::pair{"image/png", ".png"}, {"image/jpeg", ".jpg"}, {"image/svg+xml", ".svg"}}) {
         if (!data.contains(mime)) continue;
         auto saved = save_image(data[mime], mime, ext);
         if (!saved) return saved.status();
         images_.push_back(*saved);
+        output["path"] = *saved;
+        outputs_.push_back(std::move(output));
         if (!json_) write_all(STDOUT_FILENO, "[image saved: " + *saved + "]\n");
         return Status::ok();  // one file per output: its richest image form
       }
+      outputs_.push_back(std::move(output));
       if (data.contains("text/plain") && data["text/plain"].is_string()) {
         std::string text = data["text/plain"].get<std::string>();
         if (json_) {
@@ -107,7 +113,7 @@ class CellPrinter {
     }
     if (json_) {
       json out = {{"status", ok ? "ok" : "error"}, {"stdout", stdout_}, {"stderr", stderr_},
-                  {"results", results_},         {"images", images_}};
+                  {"results", results_},         {"images", images_},        {"outputs", outputs_}};
       if (result.contains("execution_count")) out["execution_count"] = result["execution_count"];
       for (const char* key : {"died", "timed_out"}) {
         if (result.contains(key)) out[key] = result[key];
@@ -163,6 +169,7 @@ class CellPrinter {
   std::string stdout_, stderr_;
   std::vector<std::string> results_;
   std::vector<std::string> images_;
+  json outputs_ = json::array();  // every display and result, whole, in order (--json)
   std::optional<json> error_;
 };
 

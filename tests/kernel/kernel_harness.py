@@ -45,35 +45,40 @@ class KernelTestCase(unittest.TestCase):
 
     def execute(self, code, timeout=TIMEOUT, stdin_handler=None, **kwargs):
         """Runs code; stdin_handler(input_request) gives the reply's text, or None to leave it unanswered."""
-        kc = self.kc
-        msg_id = kc.execute(code, **kwargs)
-        messages = []
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            self.assertGreater(remaining, 0, "no idle status within %ss for %r" % (timeout, code))
-            if stdin_handler is not None:
-                try:
-                    request = kc.get_stdin_msg(timeout=0.01)
-                    answer = stdin_handler(request)
-                    if answer is not None:
-                        kc.input(answer)
-                except Exception as error:  # queue.Empty
-                    if type(error).__name__ != "Empty":
-                        raise
+        return run_cell(self.kc, code, timeout, stdin_handler, **kwargs)
+
+
+def run_cell(kc, code, timeout=TIMEOUT, stdin_handler=None, **kwargs):
+    """Runs code through the client kc; the Cell of its reply and iopub messages."""
+    msg_id = kc.execute(code, **kwargs)
+    messages = []
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError("no idle status within %ss for %r" % (timeout, code))
+        if stdin_handler is not None:
             try:
-                msg = kc.get_iopub_msg(timeout=min(remaining, 0.05 if stdin_handler else remaining))
-            except Exception as error:
-                if type(error).__name__ == "Empty":
-                    continue
-                raise
-            if msg["parent_header"].get("msg_id") != msg_id:
+                request = kc.get_stdin_msg(timeout=0.01)
+                answer = stdin_handler(request)
+                if answer is not None:
+                    kc.input(answer)
+            except Exception as error:  # queue.Empty
+                if type(error).__name__ != "Empty":
+                    raise
+        try:
+            msg = kc.get_iopub_msg(timeout=min(remaining, 0.05 if stdin_handler else remaining))
+        except Exception as error:
+            if type(error).__name__ == "Empty":
                 continue
-            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                break
-            messages.append(msg)
-        while True:  # replies to requests an earlier failure left unread are skipped
-            reply = kc.get_shell_msg(timeout=timeout)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
-        return Cell(reply, messages)
+            raise
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+        messages.append(msg)
+    while True:  # replies to requests an earlier failure left unread are skipped
+        reply = kc.get_shell_msg(timeout=timeout)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    return Cell(reply, messages)

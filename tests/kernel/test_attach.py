@@ -24,6 +24,7 @@ import zmq
 from jupyter_client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
+import interrupt_rounds
 import test_conformance
 
 CLI = os.environ.get("GPUBOX_CLI", "")
@@ -177,6 +178,20 @@ class AttachClientTest(unittest.TestCase):
         self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
         reply, messages = self.run_cell("print('still here')")
         self.assertEqual(stdout_of(messages), "still here\n")
+
+    def test_interrupt_then_execute_rounds_through_attach(self):
+        interrupt_rounds.run_jupyter_rounds(self, self.kc, self.km.interrupt_kernel, count=50, seed=3)
+
+    def test_plots_show_in_order_and_counts_follow_rpc_cells(self):
+        from test_first_minutes import PLOT_CELL, output_sequence
+        from kernel_harness import run_cell
+        self.assertEqual(output_sequence(run_cell(self.kc, PLOT_CELL)),
+                         [("stdout", "A\n"), ("display", "image"), ("stdout", "B\n"), ("display", "image"),
+                          ("display", "image"), ("display", "image"), ("result", "'D'")])
+        rpc_count = json.loads(cli("run-code", BOX, "--json", "'over rpc'").stdout)["execution_count"]
+        cell = run_cell(self.kc, "'attached'")
+        self.assertEqual(cell.content["execution_count"], rpc_count + 1)
+        self.assertEqual(cell.of_type("execute_input")[0]["content"]["execution_count"], rpc_count + 1)
 
     def test_input_through_the_stdin_channel(self):
         msg_id = self.kc.execute("name = input('who? ')\nprint('hello', name)", allow_stdin=True)
@@ -422,6 +437,20 @@ class AttachProcessTest(unittest.TestCase):
         self.assertIn(BOX + " 42", done.stdout, done.stderr)
         self.assertIn("keeping kernel alive", done.stdout)
         self.assertIsNone(attached.process.poll(), "the console leaves the kernel, and attach, running")
+
+    @unittest.skipUnless(os.path.exists("/usr/bin/jupyter-console"), "needs jupyter-console")
+    def test_exit_in_jupyter_console_leaves_it(self):
+        attached = self.attach()
+        done = subprocess.run(["/usr/bin/jupyter-console", "--existing", attached.path, "--simple-prompt"],
+                              input="exit\nprint('never', 6 * 7)\n", capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertNotIn("AttributeError", done.stdout + done.stderr)
+        self.assertNotIn("never 42", done.stdout, "the console left at exit, as with ipykernel")
+        self.assertIn("Shutting down kernel", done.stdout)
+        code, stderr = attached.wait()  # the console's shutdown_request ends attach...
+        self.assertEqual(code, 0, stderr)
+        ran = cli("run-code", BOX, "print('kernel', 'alive')")  # ...not the sandbox's kernel
+        self.assertEqual(ran.stdout, "kernel alive\n", ran.stderr)
 
     def test_more_frontends_than_the_agent_keeps_at_once(self):
         # 70 frontends, one after another, each its own routing identity: the

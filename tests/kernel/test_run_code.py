@@ -148,6 +148,30 @@ class RunCodeTest(unittest.TestCase):
         failed = json.loads(self.run_code("1/0", "--json").stdout)
         self.assertEqual((failed["status"], failed["error"]["ename"]), ("error", "ZeroDivisionError"))
 
+    def test_json_output_keeps_every_mime_type(self):
+        done = self.run_code("from IPython.display import HTML\ndisplay(HTML('<b>x</b>'))\n'r'", "--json")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        outputs = json.loads(done.stdout)["outputs"]
+        self.assertEqual([o["type"] for o in outputs], ["display_data", "execute_result"])
+        self.assertEqual(outputs[0]["data"]["text/html"], "<b>x</b>")
+        self.assertEqual(outputs[1]["data"], {"text/plain": "'r'"})
+
+    def test_the_kernel_keeps_its_files_out_of_the_work_dir(self):
+        done = self.run_code("import os, IPython, matplotlib.pyplot as plt\nplt.plot([1]); plt.savefig('/tmp/p.png')\n"
+                             "print(sorted(n for n in os.listdir('/workspace') if n.startswith('.')))\n"
+                             "print(os.path.expanduser('~'))")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        dotfiles, home = done.stdout.splitlines()
+        self.assertEqual(dotfiles, "[]")
+        self.assertEqual(home, "/run/gpubox/kernel-home")
+
+    def test_rpc_prints_what_a_streaming_method_streams(self):
+        done = self.cli("rpc", self.id, "proc.spawn", '{"argv": ["echo", "hi"]}')
+        self.assertEqual(done.returncode, 0, done.stderr)
+        lines = done.stdout.splitlines()
+        items = [json.loads(line) for line in lines if line.startswith("{") and line.endswith("}")]
+        self.assertIn({"stream": "stdout", "attachments": ["hi\n"]}, items)
+
     def test_timeout_interrupts_the_cell(self):
         started = time.monotonic()
         done = self.run_code("import time\ntime.sleep(60)", "--timeout", "1")

@@ -1,5 +1,5 @@
-// The kernel's pure parts: executor frames, history replies, the `kernel`
-// config section and the `kernel` command-line mode.
+// The kernel's pure parts: executor frames, history replies, the execution
+// counter, the `kernel` config section and the `kernel` command-line mode.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 
 #include "agent/command_line.h"
 #include "agent/config.h"
+#include "kernel/execution_counter.h"
 #include "kernel/frame_channel.h"
 #include "kernel/json_writer.h"
 #include "kernel/kernel_history.h"
@@ -147,6 +148,23 @@ TEST(KernelHistory, RowsAreIntegerTriplesNumberedLikeExecutionCounts) {
   auto search = manager.process_request({{"hist_access_type", "search"}, {"pattern", "?*= ?"}, {"n", 10},
                                          {"unique", true}, {"raw", true}, {"output", false}});
   EXPECT_EQ(search["history"].size(), 2u);
+}
+
+TEST(ExecutionCounter, JupyterAndRpcCellsShareOneCountThatARestartResets) {
+  int restarts = 0;
+  kernel::ExecutionCounter counter([&restarts] { return restarts; });
+  EXPECT_EQ(counter.next(), 1);                 // an RPC cell
+  EXPECT_EQ(counter.assign("jupyter-a"), 2);    // a Jupyter cell as the server takes it
+  EXPECT_EQ(counter.count_of("jupyter-a"), 2);
+  EXPECT_EQ(counter.next(), 3);                 // an RPC cell while it waits: the Jupyter cell keeps 2
+  EXPECT_EQ(counter.count_of("jupyter-a"), 2);
+  EXPECT_EQ(counter.count_of("another"), 0);
+  EXPECT_EQ(counter.count_of(""), 0);
+  EXPECT_EQ(counter.assign("jupyter-b"), 4);
+  EXPECT_EQ(counter.count_of("jupyter-a"), 0);  // only the cell being served is remembered
+  restarts = 1;                                 // a fresh executor starts again at 1
+  EXPECT_EQ(counter.assign("jupyter-c"), 1);
+  EXPECT_EQ(counter.next(), 2);
 }
 
 TEST(KernelConfig, DefaultsAndOverrides) {

@@ -63,6 +63,13 @@ def _z85_key(value: Key, what: str) -> bytes:
     return key
 
 
+# Methods whose whole point is the stream: a plain call() of one is refused.
+STREAM_ONLY_METHODS = {
+    "proc.spawn": ", or client.call('proc.exec', ...) for a command's whole output at its end",
+    "kernel.relay": " (it is how `gpubox attach` relays a Jupyter frontend)",
+}
+
+
 class Stream:
     """One request in flight, made by Client.stream().
 
@@ -290,11 +297,27 @@ class Client:
         Keyword arguments are the params (bytes go as msgpack bin); `params`
         holds any whose names clash with `timeout` or `params`. `timeout`
         (seconds) is the request's deadline at the agent: past it the request
-        fails with `deadline_exceeded`. DATA a method streams is dropped: use
-        stream() for those.
+        fails with `deadline_exceeded`. What a method streams before its
+        RESULT (kernel.execute's output, say) comes back in order as the
+        result's "outputs" list: each DATA body, its attachments (if any) as
+        "attachments", a list of bytes. Methods that only make sense as a
+        stream (proc.spawn, kernel.relay) are refused before anything is sent:
+        use stream() for them.
         """
+        if method in STREAM_ONLY_METHODS:
+            raise ValueError("%s streams its output and takes input as it runs: use client.stream(%r, ...)%s"
+                             % (method, method, STREAM_ONLY_METHODS[method]))
+        outputs = []
         with self.stream(method, timeout=timeout, params=params, **kwargs) as stream:
-            return stream.result
+            for body, attachments in stream:
+                item = dict(body) if isinstance(body, dict) else {"body": body}
+                if attachments:
+                    item["attachments"] = [bytes(a) for a in attachments]
+                outputs.append(item)
+            result = stream.result
+        if outputs and isinstance(result, dict) and "outputs" not in result:
+            result = dict(result, outputs=outputs)
+        return result
 
     def stream(self, method: str, /, timeout: Optional[float] = None, window: int = DEFAULT_WINDOW, *,
                params: Optional[dict] = None, **kwargs: Any) -> Stream:
