@@ -864,6 +864,7 @@ def execute(backend, request):
     ok = False
     state.running = True
     try:
+        send({"type": "started"})  # an interrupt that came since the request was sent lands from here on
         ok = backend.run(request["code"], int(request.get("execution_count", 0)),
                          bool(request.get("silent", False)), bool(request.get("store_history", True)))
         flush_figures()

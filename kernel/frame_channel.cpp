@@ -99,14 +99,15 @@ bool well_formed_frame(const nlohmann::json& frame, std::string* why) {
     return false;
   }
   // Every field the agent reads from a frame, with the JSON type it must have.
-  enum class Kind { string, boolean, object, string_array };
+  enum class Kind { string, boolean, object, array, string_array };
   static const std::pair<const char*, Kind> kFields[] = {
       {"status", Kind::string},     {"ename", Kind::string},        {"evalue", Kind::string},
       {"prompt", Kind::string},     {"implementation", Kind::string}, {"python_version", Kind::string},
       {"password", Kind::boolean},  {"update", Kind::boolean},      {"wait", Kind::boolean},
       {"died", Kind::boolean},      {"timed_out", Kind::boolean},   {"ack", Kind::boolean},
       {"data", Kind::object},
-      {"metadata", Kind::object},   {"transient", Kind::object},    {"traceback", Kind::string_array}};
+      {"metadata", Kind::object},   {"transient", Kind::object},    {"payload", Kind::array},
+      {"traceback", Kind::string_array}};
   for (const auto& [name, kind] : kFields) {
     auto field = frame.find(name);
     if (field == frame.end()) continue;
@@ -115,12 +116,13 @@ bool well_formed_frame(const nlohmann::json& frame, std::string* why) {
       case Kind::string: ok = field->type() == Type::string; break;
       case Kind::boolean: ok = field->type() == Type::boolean; break;
       case Kind::object: ok = field->type() == Type::object; break;
+      case Kind::array: ok = field->is_array(); break;
       case Kind::string_array:
         ok = field->is_array() && std::all_of(field->begin(), field->end(), [](const auto& line) { return line.is_string(); });
         break;
     }
     if (!ok) {
-      static const char* kNames[] = {"a string", "a boolean", "an object", "an array of strings"};
+      static const char* kNames[] = {"a string", "a boolean", "an object", "an array", "an array of strings"};
       *why = std::string("\"") + name + "\" must be " + kNames[static_cast<int>(kind)];
       return false;
     }

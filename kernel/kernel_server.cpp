@@ -233,6 +233,7 @@ void KernelServer::serve_shell(zmq::multipart_t& wire, bool abort) {
       notify_shell_listener(std::move(message));
       return;
     }
+    if (signal_fd_ >= 0) handle_signals(true);
     set_running_cell(message.header());
     notify_shell_listener(std::move(message));
     set_running_cell(nl::json());
@@ -243,9 +244,12 @@ void KernelServer::serve_shell(zmq::multipart_t& wire, bool abort) {
 }
 
 void KernelServer::set_running_cell(const nl::json& header) {
-  std::lock_guard lock(running_cell_mutex_);
-  running_cell_ = header.is_object() ? nl::json{{"session", header.value("session", "")}, {"date", header.value("date", "")}}
-                                     : nl::json();
+  {
+    std::lock_guard lock(running_cell_mutex_);
+    running_cell_ = header.is_object() ? nl::json{{"session", header.value("session", "")}, {"date", header.value("date", "")}}
+                                       : nl::json();
+  }
+  if (cell_hook_) cell_hook_(header.is_object());
 }
 
 // A frontend that sends interrupt_request just after a cell ended, and then its
@@ -286,7 +290,7 @@ void KernelServer::control_loop() {
   while (!stopping_) {
     zmq::pollitem_t items[2] = {{static_cast<void*>(control_), 0, ZMQ_POLLIN, 0}, {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
     zmq::poll(items, signal_fd_ >= 0 ? 2 : 1, kPollPeriod);
-    if (signal_fd_ >= 0 && (items[1].revents & ZMQ_POLLIN)) handle_signals();
+    if (signal_fd_ >= 0 && (items[1].revents & ZMQ_POLLIN)) handle_signals(false);
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
     zmq::multipart_t wire;
     if (!wire.recv(control_)) continue;
@@ -303,11 +307,16 @@ void KernelServer::control_loop() {
   }
 }
 
-void KernelServer::handle_signals() {
+// Both the control thread (as signals come) and the shell thread (before it
+// serves a cell) read the signalfd, under signal_mutex_: a SIGINT that was
+// pending when a cell came in was sent before it, and is dropped, however
+// late the control thread would have woken for it.
+void KernelServer::handle_signals(bool between_cells) {
+  std::lock_guard lock(signal_mutex_);
   signalfd_siginfo info;
   while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
     if (info.ssi_signo == SIGINT) {
-      interrupt();
+      if (!between_cells) interrupt();
     } else if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGHUP || info.ssi_signo == SIGQUIT) {
       if (interrupt_hook_) interrupt_hook_();
       stop();

@@ -46,6 +46,8 @@ class KernelServer : public xeus::xserver {
 
   // Called on the control thread for interrupt_request and for SIGINT.
   void set_interrupt_hook(std::function<void()> hook) { interrupt_hook_ = std::move(hook); }
+  // Called on the shell thread with true when it starts serving an execute_request, false when done.
+  void set_cell_hook(std::function<void(bool)> hook) { cell_hook_ = std::move(hook); }
   // Called on the shell thread with each shell request before xeus sees it (set before
   // start); true: the hook served it and xeus never sees it (comms, see comm_router.h).
   void set_shell_hook(std::function<bool(const xeus::xmessage&)> hook) { shell_hook_ = std::move(hook); }
@@ -86,7 +88,8 @@ class KernelServer : public xeus::xserver {
   Message with_kernel_count(Message message) const;
   void control_loop();
   void heartbeat_loop();
-  void handle_signals();
+  // Reads the signalfd; between_cells (the shell thread, before a cell): SIGINT is dropped.
+  void handle_signals(bool between_cells);
 
   class Messenger;
   xeus::xconfiguration config_;
@@ -109,8 +112,10 @@ class KernelServer : public xeus::xserver {
   nl::json running_cell_;  // guarded by running_cell_mutex_: {session, date} of the cell being served
   std::string session_;  // the header session of the replies and statuses this server makes itself
   std::function<void()> interrupt_hook_;
+  std::function<void(bool)> cell_hook_;
   std::function<bool(const xeus::xmessage&)> shell_hook_;
   int signal_fd_ = -1;
+  std::mutex signal_mutex_;  // held while a thread reads signal_fd_ and acts on what it read
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancel_input_{false};
   std::thread control_thread_;

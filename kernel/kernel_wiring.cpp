@@ -19,6 +19,9 @@ KernelWiring wire_kernel(KernelServer& server, KernelInterpreter& interpreter, c
   server.set_interrupt_hook([weak] {
     if (auto e = weak.lock()) e->interrupt();
   });
+  server.set_cell_hook([weak](bool serving) {
+    if (auto e = weak.lock()) e->expect_cell(serving);
+  });
   return wiring;
 }
 

@@ -359,9 +359,19 @@ void PythonExecutor::interrupt() {
   // end, never after, so it cannot reach a request that starts later.
   std::lock_guard lock(interrupt_mutex_);
   pid_t pid = running_pid_.load();
-  if (pid <= 0) return;  // between requests: dropped
-  interrupt_requested_ = true;
-  interrupt_main_thread(pid);
+  if (pid > 0 && request_started_) {
+    interrupt_requested_ = true;
+    interrupt_main_thread(pid);
+  } else if (pid > 0 || cell_expected_) {
+    interrupt_next_ = true;  // the cell was sent but its code has not started: it gets the SIGINT when it does
+  }
+  // Otherwise between requests: dropped.
+}
+
+void PythonExecutor::expect_cell(bool expected) {
+  std::lock_guard lock(interrupt_mutex_);
+  cell_expected_ = expected;
+  if (!expected) interrupt_next_ = false;
 }
 
 Status PythonExecutor::restart() {
@@ -459,10 +469,16 @@ Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::o
   [[maybe_unused]] Status sent = write_frame(process_->channel.get(), req.dump(-1, ' ', false, json::error_handler_t::replace));
   std::optional<Clock::time_point> deadline;
   if (timeout) deadline = Clock::now() + *timeout;
-  running_pid_ = process_->pid;
+  {
+    std::lock_guard lock(interrupt_mutex_);
+    running_pid_ = process_->pid;
+    request_started_ = false;  // an execute's code starts with its "started" frame
+  }
   auto result = await_locked(target, false, deadline);
   std::lock_guard ended(interrupt_mutex_);
   running_pid_ = 0;
+  request_started_ = false;
+  if (is_execute) interrupt_next_ = false;  // it was this cell's
   return result;
 }
 
@@ -530,6 +546,17 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
         if (!interrupt_requested_) value = sink.input(frame.value("prompt", ""), frame.value("password", false));
         json reply = value ? json{{"value", *value}} : json{{"interrupted", true}};
         if (!write_frame(p.channel.get(), reply.dump(-1, ' ', false, json::error_handler_t::replace))) break;
+      } else if (type == "started") {
+        // The cell's code begins: an interrupt that came since it was sent lands now.
+        std::lock_guard lock(interrupt_mutex_);
+        if (running_pid_ == p.pid) {  // a request's, not setup code replayed
+          request_started_ = true;
+          if (interrupt_next_) {
+            interrupt_next_ = false;
+            interrupt_requested_ = true;
+            interrupt_main_thread(p.pid);
+          }
+        }
       } else if (type == "done" || type == "reply") {
         if (interrupted_for_timeout) {
           frame["timed_out"] = true;

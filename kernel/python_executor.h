@@ -98,8 +98,13 @@ class PythonExecutor {
   // "died": true and a message that says why.
   Result<nlohmann::json> request(const nlohmann::json& req, ExecutorSink& sink,
                                  std::optional<std::chrono::milliseconds> timeout = std::nullopt);
-  // SIGINT to a running request's executor; dropped while idle (it never reaches a later request).
+  // SIGINT to a running cell's executor. A cell sent but not started yet (or one
+  // the Jupyter server is about to send, see expect_cell) gets it as its code
+  // starts; between requests it is dropped, and it never reaches a later request.
   void interrupt();
+  // The Jupyter server serves an execute_request that is about to come (true), or
+  // has finished serving it (false): an interrupt meanwhile is for that cell.
+  void expect_cell(bool expected);
   // Kills and starts the executor again, replaying setup code.
   Status restart();
   // Kills the executor (at once, even while a cell runs) and waits for it;
@@ -150,6 +155,9 @@ class PythonExecutor {
   std::unique_ptr<Process> process_;
   std::mutex interrupt_mutex_;  // orders interrupt()'s SIGINT before the end of the request it targets
   std::atomic<pid_t> running_pid_{0};  // written under interrupt_mutex_
+  bool request_started_ = false;  // guarded by interrupt_mutex_: the running cell's code has begun
+  bool interrupt_next_ = false;   // guarded by interrupt_mutex_: an interrupt waits for the cell to start
+  bool cell_expected_ = false;    // guarded by interrupt_mutex_: see expect_cell
   std::atomic<pid_t> live_pid_{0};  // the executor process, while one exists
   std::atomic<int> restarts_{0};
   std::atomic<bool> interrupt_requested_{false};

@@ -19,7 +19,7 @@ VARIANTS = [
     ("busy loop", "while True: pass", (0.05, 0.3)),
     ("blocking C call", "import os; _r, _w = os.pipe(); os.read(_r, 1)", (0.05, 0.3)),
     ("C code that checks signals only at its end", "sum(range(10**7))", (0.0, 0.2)),
-    ("heavy output", "for _i in range(10**7): print(_i)", (0.05, 0.2)),
+    ("heavy output", "import sys\nwhile True: sys.stdout.write('y' * 8191 + '\\n')", (0.02, 0.1)),
     ("the very end of a quick cell", "_x = sum(range(1000))", (0.0, 0.01)),
     ("after the cell ended", "_y = 1", None),
 ]
@@ -53,6 +53,19 @@ def wait_for_reply(kc, msg_id, timeout):
             return reply
 
 
+def wait_for_busy(kc, msg_id, timeout):
+    """Reads iopub up to msg_id's busy status (nothing before it belongs to this round)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status":
+            return
+    raise AssertionError("no busy status within %ss" % timeout)
+
+
 def iopub_of(kc, msg_ids, timeout):
     """Every iopub message of each of msg_ids up to its idle status, by msg_id."""
     pending = {msg_id: [] for msg_id in msg_ids}
@@ -75,18 +88,23 @@ def iopub_of(kc, msg_ids, timeout):
     return pending
 
 
-def run_jupyter_rounds(test, kc, interrupt, count, seed, timeout=60):
-    """Drives count rounds through a jupyter_client kc; interrupt() fires one interrupt."""
+def run_jupyter_rounds(test, kc, interrupt, count, seed, timeout=60, settle=0.0):
+    """Drives count rounds through a jupyter_client kc; interrupt() fires one interrupt.
+    settle: how long to wait after an interrupt sent between cells before the next
+    cell (a signal carries no time, so the kernel can only order it by arrival)."""
     wait_for_reply(kc, kc.execute("None"), timeout)  # the executor has started: an interrupt finds the cell
     for number, name, code, delay in rounds(count, seed):
         context = "round %d (%s, interrupt after %s s)" % (number, name, delay)
         first = kc.execute(code)
         if delay is not None:
+            if delay >= 0.02:  # a long cell: interrupted while it runs (the kernel has taken it)
+                wait_for_busy(kc, first, timeout)
             time.sleep(delay)
             interrupt()
         reply = wait_for_reply(kc, first, timeout)
         if delay is None:
             interrupt()  # between cells: dropped
+            time.sleep(settle)
         second = kc.execute("%d + 1" % number)  # at once, before iopub is read
         next_reply = wait_for_reply(kc, second, timeout)
         content = reply["content"]
@@ -94,7 +112,10 @@ def run_jupyter_rounds(test, kc, interrupt, count, seed, timeout=60):
         if content["status"] == "error":
             test.assertEqual(content.get("ename"), "KeyboardInterrupt", context)
         test.assertEqual(next_reply["content"]["status"], "ok", "%s: %s" % (context, next_reply["content"]))
-        messages = iopub_of(kc, [first, second], timeout)
+        try:
+            messages = iopub_of(kc, [first, second], timeout)
+        except AssertionError as error:
+            raise AssertionError("%s: %s" % (context, error)) from None
         kinds = [m["msg_type"] for m in messages[second]]
         test.assertEqual(kinds[0], "status", context)
         test.assertEqual(messages[second][0]["content"]["execution_state"], "busy", context)

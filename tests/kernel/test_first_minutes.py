@@ -53,7 +53,8 @@ class InterruptThenExecuteTest(KernelTestCase):
 
     def test_sigint_rounds(self):
         pid = self.km.provisioner.process.pid
-        interrupt_rounds.run_jupyter_rounds(self, self.kc, lambda: os.kill(pid, signal.SIGINT), count=150, seed=21)
+        interrupt_rounds.run_jupyter_rounds(self, self.kc, lambda: os.kill(pid, signal.SIGINT), count=150, seed=21,
+                                            settle=0.05)
 
 
 class StopOnErrorTest(KernelTestCase):

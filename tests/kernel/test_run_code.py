@@ -107,7 +107,7 @@ class RunCodeTest(unittest.TestCase):
         done = self.run_code(code, "--out-dir", out)
         self.assertEqual(done.returncode, 0, done.stderr)
         path = os.path.join(out, "output-1.png")
-        self.assertEqual(done.stdout, "plotted\n[image saved: %s]\n" % path)
+        self.assertEqual(done.stdout, "[image saved: %s]\nplotted\n" % path, "shown where plt.show() is called")
         with open(path, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
         again = self.run_code(code, "--out-dir", out)
@@ -157,7 +157,7 @@ class RunCodeTest(unittest.TestCase):
         self.assertEqual(outputs[1]["data"], {"text/plain": "'r'"})
 
     def test_the_kernel_keeps_its_files_out_of_the_work_dir(self):
-        done = self.run_code("import os, IPython, matplotlib.pyplot as plt\nplt.plot([1]); plt.savefig('/tmp/p.png')\n"
+        done = self.run_code("import os, IPython, matplotlib.pyplot as plt\nplt.plot([1]); plt.savefig('/tmp/p.png'); plt.close()\n"
                              "print(sorted(n for n in os.listdir('/workspace') if n.startswith('.')))\n"
                              "print(os.path.expanduser('~'))")
         self.assertEqual(done.returncode, 0, done.stderr)

@@ -130,6 +130,8 @@ TEST(FrameChannel, WellFormedFrameChecksTheTypeOfEveryFieldTheAgentReads) {
   EXPECT_EQ(why, "\"traceback\" must be an array of strings");
   EXPECT_FALSE(kernel::well_formed_frame(json{{"type", "execute_result"}, {"ack", 0}}, &why));
   EXPECT_EQ(why, "\"ack\" must be a boolean");
+  EXPECT_FALSE(kernel::well_formed_frame(json{{"type", "done"}, {"payload", "exit"}}, &why));
+  EXPECT_EQ(why, "\"payload\" must be an array");
 }
 
 TEST(KernelHistory, RowsAreIntegerTriplesNumberedLikeExecutionCounts) {

@@ -66,7 +66,6 @@ def _z85_key(value: Key, what: str) -> bytes:
 # Methods whose whole point is the stream: a plain call() of one is refused.
 STREAM_ONLY_METHODS = {
     "proc.spawn": ", or client.call('proc.exec', ...) for a command's whole output at its end",
-    "kernel.relay": " (it is how `gpubox attach` relays a Jupyter frontend)",
 }
 
 
@@ -300,9 +299,8 @@ class Client:
         fails with `deadline_exceeded`. What a method streams before its
         RESULT (kernel.execute's output, say) comes back in order as the
         result's "outputs" list: each DATA body, its attachments (if any) as
-        "attachments", a list of bytes. Methods that only make sense as a
-        stream (proc.spawn, kernel.relay) are refused before anything is sent:
-        use stream() for them.
+        "attachments", a list of bytes. proc.spawn, which only makes sense
+        as a stream, is refused before anything is sent: use stream() for it.
         """
         if method in STREAM_ONLY_METHODS:
             raise ValueError("%s streams its output and takes input as it runs: use client.stream(%r, ...)%s"
