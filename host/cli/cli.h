@@ -83,6 +83,8 @@ int run_result(const std::vector<std::string>& args, const Global& global);
 int run_run_code(const std::vector<std::string>& args, const Global& global);
 int run_attach(const std::vector<std::string>& args, const Global& global);
 int run_kernelspec(const std::vector<std::string>& args, const Global& global);
+int run_snapshot(const std::vector<std::string>& args, const Global& global);
+int run_snapshots(const std::vector<std::string>& args, const Global& global);
 // `gpubox logs ID JOB`: args already parsed by run_logs, with two positionals.
 int run_job_logs(const Args& args, const Global& global);
 

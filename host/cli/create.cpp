@@ -11,15 +11,37 @@
 #include <sstream>
 
 #include "host/cli/cli.h"
+#include "host/container_backend.h"
 #include "host/local_backend.h"
+#include "host/snapshot.h"
 
 namespace gpubox::host::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gpubox create [--backend local] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
-    "                     [--timeout S] [--idle-timeout S] [--network none|host] [--env K=V]... [--secret NAME]...\n"
-    "                     [--mount LOCAL:SANDBOX[:ro]]... [--json]\n";
+    "usage: gpubox create [--backend local|podman|docker] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
+    "                     [--timeout S] [--idle-timeout S] [--network none|host|bridge] [--env K=V]... [--secret NAME]...\n"
+    "                     [--mount LOCAL:SANDBOX[:ro]]... [--json]\n"
+    "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--gpu all|N] [--ready-timeout S]\n"
+    "       gpubox create --from-snapshot NAME [options]   a new sandbox from a snapshot (gpubox snapshots);\n"
+    "                     its settings first, the options given override them\n"
+    "  --network   local: none (loopback only, default) or host; podman|docker: none (loopback only, default;\n"
+    "              the agent's port is relayed) or bridge (the engine's network, outbound allowed)\n"
+    "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"
+    "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n"
+    "  --gpu       all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n";
+
+// --publish IP[:PORT]: an IPv4 address and a port (0 or none: any free one).
+bool parse_publish(const std::string& text, std::string* ip, std::uint16_t* port) {
+  static const std::regex kPublish("((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3})(:([0-9]{1,5}))?");
+  std::smatch match;
+  if (!std::regex_match(text, match, kPublish)) return false;
+  long value = match[6].matched ? std::stol(match[6].str()) : 0;
+  if (value > 65535) return false;
+  *ip = match[1].str();
+  *port = static_cast<std::uint16_t>(value);
+  return true;
+}
 
 bool valid_env_name(const std::string& name) {
   static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
@@ -28,11 +50,15 @@ bool valid_env_name(const std::string& name) {
 
 }  // namespace
 
-int run_create(const std::vector<std::string>& raw, const Global& global) {
+namespace {
+
+// Creates from the parsed flags; with `from`, puts the snapshot's files into the new sandbox.
+int create_sandbox(const std::vector<std::string>& raw, const Global& global, const Snapshot* from) {
   auto usage = [](const std::string& message) { return fail("create", message, kExitUsage, kUsage); };
   auto parsed = parse_args(raw,
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
-                            "--idle-timeout", "--network", "--env", "--secret", "--mount"},
+                            "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",
+                            "--ready-timeout"},
                            {});
   if (!parsed) return usage(parsed.status().message());
   if (parsed->flag("--help")) return show_usage(kUsage);
@@ -41,7 +67,40 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
   if (!args.positional.empty() || args.has_double_dash) return usage("unexpected argument '" + (args.positional.empty() ? "--" : args.positional[0]) + "'");
 
   std::string backend = args.last("--backend").value_or("local");
-  if (backend != "local") return usage("--backend: '" + backend + "' is not available; this build has 'local'");
+  if (backend != "local" && backend != "podman" && backend != "docker") {
+    return usage("--backend: '" + backend + "' is not available; this build has local, podman and docker");
+  }
+  bool container = backend != "local";
+  if (from && backend != from->backend) {
+    return usage("--from-snapshot " + from->name + ": a " + from->backend + " snapshot makes a " + from->backend + " sandbox");
+  }
+  ContainerSandboxSpec box;
+  box.engine = backend;
+  for (const char* flag : {"--image", "--publish", "--gpu", "--ready-timeout"}) {
+    if (!container && args.last(flag)) return usage(std::string(flag) + ": only with --backend podman or docker");
+  }
+  if (auto image = args.last("--image")) {
+    static const std::regex kImage("[A-Za-z0-9][A-Za-z0-9._/:@-]*");
+    if (image->size() > 255 || !std::regex_match(*image, kImage)) {
+      return usage("--image: '" + *image + "' is not an image reference (NAME[:TAG] or NAME@sha256:DIGEST)");
+    }
+    box.image = *image;
+  }
+  if (auto publish = args.last("--publish"); publish && !parse_publish(*publish, &box.publish_ip, &box.publish_port)) {
+    return usage("--publish: expected IPv4[:PORT] (PORT 0-65535; 0 or none: any free port), got '" + *publish + "'");
+  }
+  if (auto gpu = args.last("--gpu")) {
+    auto count = parse_number(*gpu, 1, 64);
+    if (*gpu != "all" && (!count || *count != static_cast<int>(*count) || gpu->find_first_not_of("0123456789") != std::string::npos)) {
+      return usage("--gpu: expected all or a number of GPUs from 1 to 64, got '" + *gpu + "'");
+    }
+    box.gpus = *gpu;
+  }
+  if (auto text = args.last("--ready-timeout")) {
+    auto value = parse_number(*text, 0.1, 3600);
+    if (!value) return usage("--ready-timeout: expected seconds from 0.1 to 3600, got '" + *text + "'");
+    box.ready_timeout = std::chrono::milliseconds(static_cast<long long>(*value * 1000));
+  }
 
   LocalSandboxSpec spec;
   spec.agent_path = default_agent_path();
@@ -92,7 +151,9 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
     }
   }
   std::string network = args.last("--network").value_or("none");
-  if (network != "none" && network != "host") return usage("--network: expected none or host, got '" + network + "'");
+  if (network != "none" && network != (container ? "bridge" : "host")) {
+    return usage("--network: expected none or " + std::string(container ? "bridge" : "host") + ", got '" + network + "'");
+  }
   spec.network_none = network == "none";
 
   std::vector<std::string> env_names;
@@ -129,7 +190,7 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
       return usage("--mount: cannot use '" + parts[0] + "': " + std::strerror(errno));
     }
     auto under = [&](const std::string& dir) { return parts[1] == dir || parts[1].rfind(dir + "/", 0) == 0; };
-    if (parts[1] == "/" || under("/proc") || under(kSandboxStateDir)) {
+    if (parts[1] == "/" || under("/proc") || under(kSandboxStateDir) || (container && under("/run/gpubox-config"))) {
       return usage("--mount: the sandbox path '" + parts[1] + "' is reserved");
     }
     spec.mounts.push_back({resolved, parts[1], ro});
@@ -152,10 +213,35 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
   pub["secrets"] = secret_names;
   pub["mounts"] = mounts;
 
+  // What a snapshot needs to recreate the sandbox: its config, less the secrets.
+  pub["agent_config"] = config;
+  pub["agent_config"].erase("secrets");
+  if (pub["agent_config"].contains("rpc")) pub["agent_config"]["rpc"].erase("secret_key");
+
   auto store = SandboxStore::open_default();
   if (!store) return usage(store.status().message());
-  auto created = create_local_sandbox(*store, spec);
+  if (container) {
+    pub["gpu"] = box.gpus;
+    pub["publish"] = box.publish_ip + ":" + std::to_string(box.publish_port);
+    box.name = spec.name;
+    box.agent_config = std::move(spec.agent_config);
+    box.limits = spec.limits;
+    box.network = network;
+    box.mounts = spec.mounts;
+    box.public_spec = pub;
+  }
+  auto created = container ? create_container_sandbox(*store, box) : create_local_sandbox(*store, spec);
   if (!created) return fail("create", created.status().message(), exit_code_for(created.status()));
+  if (from) {
+    if (Status restored = restore_snapshot_files(*from, *created); !restored) {
+      Status removed = created->backend == "local" ? terminate_local_sandbox(*store, *created, std::chrono::seconds(1))
+                                                   : terminate_container_sandbox(*store, *created, std::chrono::seconds(1));
+      (void)removed;
+      return fail("create", "--from-snapshot " + from->name + ": " + restored.message(), kExitFailed);
+    }
+    std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
+                 from->name.c_str(), from->source_id.c_str(), from->kind == "image" ? ", installed packages" : "");
+  }
   if (json) {
     std::cout << nlohmann::json{{"id", created->id}, {"name", created->name}, {"backend", created->backend},
                                 {"endpoint", created->endpoint}, {"state", created->state()}}
@@ -165,6 +251,37 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
     std::cout << created->id << "\n";
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int run_create(const std::vector<std::string>& raw, const Global& global) {
+  // --from-snapshot N: the snapshot's own create flags first, the user's after (they win).
+  std::vector<std::string> args;
+  std::optional<std::string> snapshot_name;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == "--") {
+      args.insert(args.end(), raw.begin() + static_cast<long>(i), raw.end());
+      break;
+    }
+    if (raw[i] == "--from-snapshot" && i + 1 < raw.size()) {
+      snapshot_name = raw[++i];
+    } else if (raw[i].rfind("--from-snapshot=", 0) == 0) {
+      snapshot_name = raw[i].substr(16);
+    } else if (raw[i] == "--from-snapshot") {
+      return fail("create", "--from-snapshot: expected a value", kExitUsage, kUsage);
+    } else {
+      args.push_back(raw[i]);
+    }
+  }
+  if (!snapshot_name) return create_sandbox(raw, global, nullptr);
+  auto store = SandboxStore::open_default();
+  if (!store) return fail("create", store.status().message(), kExitUsage);
+  auto snapshot = find_snapshot(*store, *snapshot_name);
+  if (!snapshot) return fail("create", "--from-snapshot: " + snapshot.status().message(), kExitUsage);
+  std::vector<std::string> full = snapshot_create_args(*snapshot);
+  full.insert(full.end(), args.begin(), args.end());
+  return create_sandbox(full, global, &*snapshot);
 }
 
 }  // namespace gpubox::host::cli

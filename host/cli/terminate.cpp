@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "host/cli/cli.h"
+#include "host/container_backend.h"
 #include "host/local_backend.h"
 
 namespace gpubox::host::cli {
@@ -40,7 +41,8 @@ int run_terminate(const std::vector<std::string>& raw, const Global& global) {
     std::string was = record.state();
     auto grace = std::chrono::milliseconds(static_cast<long long>(record.spec.value("grace_s", 10.0) * 1000));
     bool killed = false;
-    Status stopped = terminate_local_sandbox(*store, record, grace, &killed);
+    Status stopped = record.backend == "local" ? terminate_local_sandbox(*store, record, grace, &killed)
+                                               : terminate_container_sandbox(*store, record, grace, &killed);
     if (!stopped) {
       code = std::max(code, fail("terminate", record.id + ": " + stopped.message(), kExitFailed));
       continue;
