@@ -123,10 +123,12 @@ Result<RelayStarted> start_port_relay(pid_t container_pid, const std::string& ho
     char status = ::setns(netns.get(), CLONE_NEWNET) == 0 ? 'k' : 'e';
     (void)!::write(ready_write.get(), &status, 1);
     if (status != 'k') ::_exit(1);
-    netns.reset();
-    ready_write.reset();
-    ready_read.reset();
-    relay_main(listener.get(), pidfd.get(), target_port);
+    // Only the listener and the pidfd stay open (as 3 and 4): nothing the CLI
+    // held (its output pipes, say) is kept open for the relay's lifetime.
+    int listening = ::fcntl(listener.get(), F_DUPFD, 10), exited = ::fcntl(pidfd.get(), F_DUPFD, 10);
+    if (listening < 0 || exited < 0 || ::dup2(listening, 3) != 3 || ::dup2(exited, 4) != 4) ::_exit(1);
+    ::syscall(SYS_close_range, 5, ~0U, 0);
+    relay_main(3, 4, target_port);
   }
   ready_write.reset();
   char status = 0;

@@ -38,7 +38,9 @@ default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=4096:4096\"]
 [engine]
 cgroup_manager = \"cgroupfs\"
 runtime = \"runc\"
-events_logger = \"file\""
+events_logger = \"file\"
+[network]
+network_backend = \"netavark\""
 if [ "$(cat "$conf" 2>/dev/null)" != "$conf_text" ]; then
   mkdir -p "$(dirname "$conf")"
   printf '%s\n' "$conf_text" > "$conf"
@@ -50,7 +52,7 @@ trap 'rm -rf "$work"' EXIT
 
 minbase=localhost/gpubox-base-minbase:bookworm-1
 if ! have "$minbase"; then
-  echo "setup_images: debootstrap --variant=minbase bookworm (once; about a minute)"
+  echo "setup_images: debootstrap --variant=minbase bookworm (once; a few minutes)"
   debootstrap --variant=minbase bookworm "$work/minbase" "$mirror" >/dev/null
   rm -rf "$work/minbase/var/cache/apt/archives/"*.deb "$work/minbase/var/lib/apt/lists/"*
   tar -C "$work/minbase" -c . | podman import --change 'CMD ["/bin/bash"]' - "$minbase" >/dev/null 2>&1

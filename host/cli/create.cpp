@@ -31,18 +31,6 @@ constexpr char kUsage[] =
     "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n"
     "  --gpu       all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n";
 
-// --publish IP[:PORT]: an IPv4 address and a port (0 or none: any free one).
-bool parse_publish(const std::string& text, std::string* ip, std::uint16_t* port) {
-  static const std::regex kPublish("((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3})(:([0-9]{1,5}))?");
-  std::smatch match;
-  if (!std::regex_match(text, match, kPublish)) return false;
-  long value = match[6].matched ? std::stol(match[6].str()) : 0;
-  if (value > 65535) return false;
-  *ip = match[1].str();
-  *port = static_cast<std::uint16_t>(value);
-  return true;
-}
-
 bool valid_env_name(const std::string& name) {
   static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
   return std::regex_match(name, kName);
@@ -50,9 +38,6 @@ bool valid_env_name(const std::string& name) {
 
 }  // namespace
 
-namespace {
-
-// Creates from the parsed flags; with `from`, puts the snapshot's files into the new sandbox.
 int create_sandbox(const std::vector<std::string>& raw, const Global& global, const Snapshot* from) {
   auto usage = [](const std::string& message) { return fail("create", message, kExitUsage, kUsage); };
   auto parsed = parse_args(raw,
@@ -76,31 +61,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   }
   ContainerSandboxSpec box;
   box.engine = backend;
-  for (const char* flag : {"--image", "--publish", "--gpu", "--ready-timeout"}) {
-    if (!container && args.last(flag)) return usage(std::string(flag) + ": only with --backend podman or docker");
-  }
-  if (auto image = args.last("--image")) {
-    static const std::regex kImage("[A-Za-z0-9][A-Za-z0-9._/:@-]*");
-    if (image->size() > 255 || !std::regex_match(*image, kImage)) {
-      return usage("--image: '" + *image + "' is not an image reference (NAME[:TAG] or NAME@sha256:DIGEST)");
-    }
-    box.image = *image;
-  }
-  if (auto publish = args.last("--publish"); publish && !parse_publish(*publish, &box.publish_ip, &box.publish_port)) {
-    return usage("--publish: expected IPv4[:PORT] (PORT 0-65535; 0 or none: any free port), got '" + *publish + "'");
-  }
-  if (auto gpu = args.last("--gpu")) {
-    auto count = parse_number(*gpu, 1, 64);
-    if (*gpu != "all" && (!count || *count != static_cast<int>(*count) || gpu->find_first_not_of("0123456789") != std::string::npos)) {
-      return usage("--gpu: expected all or a number of GPUs from 1 to 64, got '" + *gpu + "'");
-    }
-    box.gpus = *gpu;
-  }
-  if (auto text = args.last("--ready-timeout")) {
-    auto value = parse_number(*text, 0.1, 3600);
-    if (!value) return usage("--ready-timeout: expected seconds from 0.1 to 3600, got '" + *text + "'");
-    box.ready_timeout = std::chrono::milliseconds(static_cast<long long>(*value * 1000));
-  }
+  if (Status flags = parse_container_flags(args, container, &box); !flags) return usage(flags.message());
 
   LocalSandboxSpec spec;
   spec.agent_path = default_agent_path();
@@ -234,9 +195,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   if (!created) return fail("create", created.status().message(), exit_code_for(created.status()));
   if (from) {
     if (Status restored = restore_snapshot_files(*from, *created); !restored) {
-      Status removed = created->backend == "local" ? terminate_local_sandbox(*store, *created, std::chrono::seconds(1))
-                                                   : terminate_container_sandbox(*store, *created, std::chrono::seconds(1));
-      (void)removed;
+      (void)terminate_sandbox(*store, *created, std::chrono::seconds(1));
       return fail("create", "--from-snapshot " + from->name + ": " + restored.message(), kExitFailed);
     }
     std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
@@ -253,35 +212,12 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   return kExitOk;
 }
 
-}  // namespace
-
 int run_create(const std::vector<std::string>& raw, const Global& global) {
-  // --from-snapshot N: the snapshot's own create flags first, the user's after (they win).
-  std::vector<std::string> args;
-  std::optional<std::string> snapshot_name;
-  for (size_t i = 0; i < raw.size(); ++i) {
-    if (raw[i] == "--") {
-      args.insert(args.end(), raw.begin() + static_cast<long>(i), raw.end());
-      break;
-    }
-    if (raw[i] == "--from-snapshot" && i + 1 < raw.size()) {
-      snapshot_name = raw[++i];
-    } else if (raw[i].rfind("--from-snapshot=", 0) == 0) {
-      snapshot_name = raw[i].substr(16);
-    } else if (raw[i] == "--from-snapshot") {
-      return fail("create", "--from-snapshot: expected a value", kExitUsage, kUsage);
-    } else {
-      args.push_back(raw[i]);
-    }
+  for (const auto& arg : raw) {
+    if (arg == "--") break;
+    if (arg == "--from-snapshot" || arg.rfind("--from-snapshot=", 0) == 0) return run_create_from_snapshot(raw, global);
   }
-  if (!snapshot_name) return create_sandbox(raw, global, nullptr);
-  auto store = SandboxStore::open_default();
-  if (!store) return fail("create", store.status().message(), kExitUsage);
-  auto snapshot = find_snapshot(*store, *snapshot_name);
-  if (!snapshot) return fail("create", "--from-snapshot: " + snapshot.status().message(), kExitUsage);
-  std::vector<std::string> full = snapshot_create_args(*snapshot);
-  full.insert(full.end(), args.begin(), args.end());
-  return create_sandbox(full, global, &*snapshot);
+  return create_sandbox(raw, global, nullptr);
 }
 
 }  // namespace gpubox::host::cli

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <optional>
 
 #include "host/cli/cli.h"
 #include "host/snapshot.h"
@@ -36,6 +37,32 @@ int run_snapshot(const std::vector<std::string>& raw, const Global& global) {
                  static_cast<double>(snapshot->size_bytes) / 1048576.0);
   }
   return kExitOk;
+}
+
+int run_create_from_snapshot(const std::vector<std::string>& raw, const Global& global) {
+  std::vector<std::string> args;
+  std::optional<std::string> name;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == "--") {
+      args.insert(args.end(), raw.begin() + static_cast<long>(i), raw.end());
+      break;
+    }
+    if (raw[i] == "--from-snapshot") {
+      if (i + 1 >= raw.size()) return fail("create", "--from-snapshot: expected a value", kExitUsage);
+      name = raw[++i];
+    } else if (raw[i].rfind("--from-snapshot=", 0) == 0) {
+      name = raw[i].substr(16);
+    } else {
+      args.push_back(raw[i]);
+    }
+  }
+  auto store = SandboxStore::open_default();
+  if (!store) return fail("create", store.status().message(), kExitUsage);
+  auto snapshot = find_snapshot(*store, name.value_or(""));
+  if (!snapshot) return fail("create", "--from-snapshot: " + snapshot.status().message(), kExitUsage);
+  std::vector<std::string> full = snapshot_create_args(*snapshot);
+  full.insert(full.end(), args.begin(), args.end());
+  return create_sandbox(full, global, &*snapshot);
 }
 
 int run_snapshots(const std::vector<std::string>& raw, const Global& global) {

@@ -204,7 +204,7 @@ TEST_P(BackendCliTest, PidsLimitStopsAForkBomb) {
 }
 
 TEST_F(CliTest, HelpForEveryCommand) {
-  for (const char* command : {"create", "ls", "info", "exec", "put", "get", "rpc", "logs", "terminate"}) {
+  for (const char* command : {"create", "ls", "info", "exec", "put", "get", "rpc", "logs", "terminate", "snapshot", "snapshots"}) {
     CliRun help = run({command, "--help"});
     EXPECT_EQ(help.status, 0) << command;
     EXPECT_THAT(help.out, HasSubstr(std::string("usage: gpubox ") + command)) << command;
