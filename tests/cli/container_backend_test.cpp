@@ -190,7 +190,7 @@ std::string build_broken_image(const std::string& scratch, const std::string& ta
   write_text(scratch + "/broken/Containerfile", std::string("FROM ") + kTestImageBusybox.base +
                                                     "\nCOPY gpubox-agent /usr/local/bin/gpubox-agent\n"
                                                     "ENTRYPOINT [\"/usr/local/bin/gpubox-agent\"]\n");
-  auto built = host::run_engine("podman", {"build", "--isolation", "chroot", "-q", "-t", tag, scratch + "/broken"});
+  auto built = host::run_engine("podman", {"build", "--isolation", "chroot", "-q", "--layers=false", "-t", tag, scratch + "/broken"});
   return built && built->status == 0 ? "" : (built ? built->err : built.status().message());
 }
 
@@ -213,6 +213,7 @@ TEST_F(PodmanCliTest, ImagesWithoutAWorkingAgentFailCreateClearlyWithinTheTimeou
   refused({"--image", "localhost/gpubox-test-broken:exits"}, 2, "agent broke");
   ASSERT_EQ(build_broken_image(scratch(), "localhost/gpubox-test-broken:hangs", "#!/bin/sh\nexec sleep 600\n"), "");
   refused({"--image", "localhost/gpubox-test-broken:hangs", "--ready-timeout", "2"}, 3, "did not answer");
+  podman({"rmi", "localhost/gpubox-test-broken:exits", "localhost/gpubox-test-broken:hangs"});
 }
 
 TEST_F(PodmanCliTest, BadContainerFlagsExitTwoAndStartNothing) {

@@ -76,9 +76,11 @@ std::string build_test_image(const TestImage& image) {
   auto build = run_engine("podman",
                           {"build", "--isolation", "chroot", "-q", "-f", std::string(GPUBOX_SOURCE_DIR) + "/image/Dockerfile",
                            "--build-arg", "AGENT_FROM=context", "--build-arg", std::string("BASE=") + image.base,
-                           "--build-arg", "PYTHON_SETUP=none", "--label", "gpubox.test.recipe=" + key, "-t",
-                           test_image_tag(image), context},
+                           "--build-arg", "PYTHON_SETUP=none", "--label", "gpubox.test.recipe=" + key, "--layers=false",
+                           "-t", test_image_tag(image), context},
                           std::chrono::seconds(300));
+  // The image this one replaced (a machine's podman storage outlives its CI runs).
+  (void)run_engine("podman", {"image", "prune", "--force", "--filter", "label=gpubox.test.recipe"});
   std::error_code ignored;
   fs::remove_all(context, ignored);
   if (!build) return outcome = build.status().message();
