@@ -14,7 +14,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: gpubox [--json] COMMAND ...\n"
     "commands:\n"
-    "  create [options]                   create a sandbox and print its id (gpubox create --help)\n"
+    "  create [options]                   create a sandbox and print its id (gpubox create --help);\n"
+    "                                     --backend local|podman|docker, --from-snapshot NAME\n"
     "  ls                                 list sandboxes and their state\n"
     "  info ID                            a sandbox's limits, state and agent\n"
     "  exec ID [options] -- CMD ARGS...   run a command; its output streams here, its exit code is ours\n"
@@ -30,6 +31,8 @@ constexpr char kUsage[] =
     "  cancel ID JOB                      stop a job (its outputs are still staged)\n"
     "  run-code ID [CODE | -] [options]   run Python in the sandbox's kernel; images saved to files (gpubox run-code --help)\n"
     "  terminate ID... | --all            stop sandboxes and remove their state\n"
+    "  snapshot ID [--name NAME]          a snapshot of a sandbox's files and settings (not its processes)\n"
+    "  snapshots [rm NAME...]             list (or remove) snapshots\n"
     "  attach ID [--connection-file F]    serve the sandbox's Jupyter kernel to local frontends\n"
     "  kernelspec install [options]       install a Jupyter kernelspec (gpubox kernelspec --help)\n"
     "ID is a sandbox's id, a unique prefix of it, or its name.\n"
@@ -71,6 +74,8 @@ int main(int argc, char** argv) {
     if (command == "attach") return run_attach(args, global);
     if (command == "kernelspec") return run_kernelspec(args, global);
     if (command == "run-code") return run_run_code(args, global);
+    if (command == "snapshot") return run_snapshot(args, global);
+    if (command == "snapshots") return run_snapshots(args, global);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpubox %s: internal error: %s\n", command.c_str(), e.what());
     return kExitFailed;

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "host/sandbox_keys.h"
 #include "host/sandbox_store.h"
 #include "rpc/base64.h"
 #include "rpc/client.h"
@@ -110,7 +111,15 @@ int run_rpc_command(const std::vector<std::string>& args) {
       std::fprintf(stderr, "gpubox rpc: sandbox %s is %s\n", record->id.c_str(), record->state().c_str());
       return 3;
     }
-    client.endpoint = record->endpoint;
+    auto options = client_options_for(*record);
+    if (!options) {
+      std::fprintf(stderr, "gpubox rpc: %s\n", options.status().message().c_str());
+      return 3;
+    }
+    // Keys given on the command line still win.
+    if (client.server_public_key.empty()) client.server_public_key = options->server_public_key;
+    if (client.client_keys.public_key.empty()) client.client_keys = options->client_keys;
+    client.endpoint = options->endpoint;
   }
   auto connected = rpc::Client::connect(client);
   if (!connected) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "host/local_backend.h"
+#include "host/sandbox_keys.h"
 
 namespace gpubox::host::cli {
 
@@ -100,10 +101,10 @@ Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record
                                                                      "` removes it"
                                                                : ""));
   }
-  rpc::ClientOptions options;
-  options.endpoint = record.endpoint;
-  options.connect_timeout = std::chrono::milliseconds(5'000);
-  auto client = rpc::Client::connect(options);
+  auto options = client_options_for(record);
+  if (!options) return options.status();
+  options->connect_timeout = std::chrono::milliseconds(5'000);
+  auto client = rpc::Client::connect(*options);
   if (!client) {
     return Status(ErrorCode::unavailable, "sandbox " + record.id + " does not answer: " + client.status().message());
   }

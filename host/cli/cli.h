@@ -2,6 +2,7 @@
 // a sandbox by id or name and connecting to it. One thread.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -9,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "host/container_backend.h"
 #include "host/sandbox_store.h"
+#include "host/snapshot.h"
 #include "rpc/client.h"
 #include "rpc/status.h"
 
@@ -83,6 +86,18 @@ int run_result(const std::vector<std::string>& args, const Global& global);
 int run_run_code(const std::vector<std::string>& args, const Global& global);
 int run_attach(const std::vector<std::string>& args, const Global& global);
 int run_kernelspec(const std::vector<std::string>& args, const Global& global);
+int run_snapshot(const std::vector<std::string>& args, const Global& global);
+int run_snapshots(const std::vector<std::string>& args, const Global& global);
+// `gpubox create` from its arguments; with `from`, the new sandbox gets the snapshot's files.
+int create_sandbox(const std::vector<std::string>& args, const Global& global, const Snapshot* from);
+// `gpubox create --from-snapshot N …`: the snapshot's own create flags, then the given ones (they win).
+int run_create_from_snapshot(const std::vector<std::string>& args, const Global& global);
+// The podman|docker flags of `gpubox create` (--image, --publish, --gpu, --ready-timeout) into *spec;
+// invalid_request naming the flag, also for one given without a container backend.
+Status parse_container_flags(const Args& args, bool container, ContainerSandboxSpec* spec);
+// Stops and removes a sandbox of any backend (local_backend.h, container_backend.h).
+Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
+                         bool* killed = nullptr);
 // `gpubox logs ID JOB`: args already parsed by run_logs, with two positionals.
 int run_job_logs(const Args& args, const Global& global);
 

@@ -11,15 +11,25 @@
 #include <sstream>
 
 #include "host/cli/cli.h"
+#include "host/container_backend.h"
 #include "host/local_backend.h"
+#include "host/snapshot.h"
 
 namespace gpubox::host::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gpubox create [--backend local] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
-    "                     [--timeout S] [--idle-timeout S] [--network none|host] [--env K=V]... [--secret NAME]...\n"
-    "                     [--mount LOCAL:SANDBOX[:ro]]... [--json]\n";
+    "usage: gpubox create [--backend local|podman|docker] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
+    "                     [--timeout S] [--idle-timeout S] [--network none|host|bridge] [--env K=V]... [--secret NAME]...\n"
+    "                     [--mount LOCAL:SANDBOX[:ro]]... [--json]\n"
+    "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--gpu all|N] [--ready-timeout S]\n"
+    "       gpubox create --from-snapshot NAME [options]   a new sandbox from a snapshot (gpubox snapshots);\n"
+    "                     its settings first, the options given override them\n"
+    "  --network   local: none (loopback only, default) or host; podman|docker: none (loopback only, default;\n"
+    "              the agent's port is relayed) or bridge (the engine's network, outbound allowed)\n"
+    "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"
+    "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n"
+    "  --gpu       all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n";
 
 bool valid_env_name(const std::string& name) {
   static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
@@ -28,11 +38,12 @@ bool valid_env_name(const std::string& name) {
 
 }  // namespace
 
-int run_create(const std::vector<std::string>& raw, const Global& global) {
+int create_sandbox(const std::vector<std::string>& raw, const Global& global, const Snapshot* from) {
   auto usage = [](const std::string& message) { return fail("create", message, kExitUsage, kUsage); };
   auto parsed = parse_args(raw,
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
-                            "--idle-timeout", "--network", "--env", "--secret", "--mount"},
+                            "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",
+                            "--ready-timeout"},
                            {});
   if (!parsed) return usage(parsed.status().message());
   if (parsed->flag("--help")) return show_usage(kUsage);
@@ -41,7 +52,16 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
   if (!args.positional.empty() || args.has_double_dash) return usage("unexpected argument '" + (args.positional.empty() ? "--" : args.positional[0]) + "'");
 
   std::string backend = args.last("--backend").value_or("local");
-  if (backend != "local") return usage("--backend: '" + backend + "' is not available; this build has 'local'");
+  if (backend != "local" && backend != "podman" && backend != "docker") {
+    return usage("--backend: '" + backend + "' is not available; this build has local, podman and docker");
+  }
+  bool container = backend != "local";
+  if (from && backend != from->backend) {
+    return usage("--from-snapshot " + from->name + ": a " + from->backend + " snapshot makes a " + from->backend + " sandbox");
+  }
+  ContainerSandboxSpec box;
+  box.engine = backend;
+  if (Status flags = parse_container_flags(args, container, &box); !flags) return usage(flags.message());
 
   LocalSandboxSpec spec;
   spec.agent_path = default_agent_path();
@@ -92,7 +112,9 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
     }
   }
   std::string network = args.last("--network").value_or("none");
-  if (network != "none" && network != "host") return usage("--network: expected none or host, got '" + network + "'");
+  if (network != "none" && network != (container ? "bridge" : "host")) {
+    return usage("--network: expected none or " + std::string(container ? "bridge" : "host") + ", got '" + network + "'");
+  }
   spec.network_none = network == "none";
 
   std::vector<std::string> env_names;
@@ -129,7 +151,7 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
       return usage("--mount: cannot use '" + parts[0] + "': " + std::strerror(errno));
     }
     auto under = [&](const std::string& dir) { return parts[1] == dir || parts[1].rfind(dir + "/", 0) == 0; };
-    if (parts[1] == "/" || under("/proc") || under(kSandboxStateDir)) {
+    if (parts[1] == "/" || under("/proc") || under(kSandboxStateDir) || (container && under("/run/gpubox-config"))) {
       return usage("--mount: the sandbox path '" + parts[1] + "' is reserved");
     }
     spec.mounts.push_back({resolved, parts[1], ro});
@@ -152,10 +174,33 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
   pub["secrets"] = secret_names;
   pub["mounts"] = mounts;
 
+  // What a snapshot needs to recreate the sandbox: its config, less the secrets.
+  pub["agent_config"] = config;
+  pub["agent_config"].erase("secrets");
+  if (pub["agent_config"].contains("rpc")) pub["agent_config"]["rpc"].erase("secret_key");
+
   auto store = SandboxStore::open_default();
   if (!store) return usage(store.status().message());
-  auto created = create_local_sandbox(*store, spec);
+  if (container) {
+    pub["gpu"] = box.gpus;
+    pub["publish"] = box.publish_ip + ":" + std::to_string(box.publish_port);
+    box.name = spec.name;
+    box.agent_config = std::move(spec.agent_config);
+    box.limits = spec.limits;
+    box.network = network;
+    box.mounts = spec.mounts;
+    box.public_spec = pub;
+  }
+  auto created = container ? create_container_sandbox(*store, box) : create_local_sandbox(*store, spec);
   if (!created) return fail("create", created.status().message(), exit_code_for(created.status()));
+  if (from) {
+    if (Status restored = restore_snapshot_files(*from, *created); !restored) {
+      (void)terminate_sandbox(*store, *created, std::chrono::seconds(1));
+      return fail("create", "--from-snapshot " + from->name + ": " + restored.message(), kExitFailed);
+    }
+    std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
+                 from->name.c_str(), from->source_id.c_str(), from->kind == "image" ? ", installed packages" : "");
+  }
   if (json) {
     std::cout << nlohmann::json{{"id", created->id}, {"name", created->name}, {"backend", created->backend},
                                 {"endpoint", created->endpoint}, {"state", created->state()}}
@@ -165,6 +210,14 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
     std::cout << created->id << "\n";
   }
   return kExitOk;
+}
+
+int run_create(const std::vector<std::string>& raw, const Global& global) {
+  for (const auto& arg : raw) {
+    if (arg == "--") break;
+    if (arg == "--from-snapshot" || arg.rfind("--from-snapshot=", 0) == 0) return run_create_from_snapshot(raw, global);
+  }
+  return create_sandbox(raw, global, nullptr);
 }
 
 }  // namespace gpubox::host::cli

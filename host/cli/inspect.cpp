@@ -97,6 +97,10 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   std::printf("endpoint:    %s\n", record->endpoint.c_str());
   std::printf("agent pid:   %d (host)\n", record->agent.pid);
   std::printf("network:     %s\n", spec.value("network", "none").c_str());
+  if (spec.contains("image")) {
+    std::printf("image:       %s (%s container %s)\n", text(spec["image"]).c_str(), record->backend.c_str(),
+                text(spec.value("container", nlohmann::json(""))).c_str());
+  }
   auto enforced = spec.value("limits_enforced_by", nlohmann::json::object());
   auto limit_line = [&](const char* label, const char* key, const std::string& value) {
     std::printf("%-12s %s  (%s)\n", label, value.c_str(), text(enforced.value(key, nlohmann::json("?"))).c_str());

@@ -4,9 +4,16 @@
 #include <iostream>
 
 #include "host/cli/cli.h"
+#include "host/container_backend.h"
 #include "host/local_backend.h"
 
 namespace gpubox::host::cli {
+
+Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
+                         bool* killed) {
+  if (record.backend == "local") return terminate_local_sandbox(store, record, grace, killed);
+  return terminate_container_sandbox(store, record, grace, killed);
+}
 
 int run_terminate(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox terminate ID|NAME... | --all [--json]\n";
@@ -40,7 +47,7 @@ int run_terminate(const std::vector<std::string>& raw, const Global& global) {
     std::string was = record.state();
     auto grace = std::chrono::milliseconds(static_cast<long long>(record.spec.value("grace_s", 10.0) * 1000));
     bool killed = false;
-    Status stopped = terminate_local_sandbox(*store, record, grace, &killed);
+    Status stopped = terminate_sandbox(*store, record, grace, &killed);
     if (!stopped) {
       code = std::max(code, fail("terminate", record.id + ": " + stopped.message(), kExitFailed));
       continue;

@@ -1,5 +1,8 @@
 #include "tests/cli/cli_fixture.h"
 
+#include "host/container_engine.h"
+#include "tests/image/test_image.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -7,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -107,6 +111,16 @@ CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::st
   std::vector<std::string> env_strings, argv_strings = {cli_path()};
   for (const auto& [name, value] : merged) env_strings.push_back(name + "=" + value);
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  // `gpubox [--json] create …`: the test's backend comes first (a snapshot brings its own).
+  bool from_snapshot = std::find(args.begin(), args.end(), "--from-snapshot") != args.end();
+  for (size_t at = 1; !from_snapshot && at < argv_strings.size() && at <= 2; ++at) {
+    if (argv_strings[at] == "create") {
+      std::vector<std::string> backend = backend_args();
+      argv_strings.insert(argv_strings.begin() + static_cast<long>(at) + 1, backend.begin(), backend.end());
+      break;
+    }
+    if (argv_strings[at] != "--json") break;
+  }
   std::vector<char*> argv, envp;
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -171,6 +185,41 @@ std::string CliTest::create(const std::vector<std::string>& args) {
   while (!id.empty() && id.back() == '\n') id.pop_back();
   EXPECT_EQ(id.size(), 12u) << "create printed '" << created.out << "'";
   return id;
+}
+
+void BackendCliTest::SetUp() {
+  CliTest::SetUp();
+  if (!container()) return;
+  std::string problem = podman_problem();
+  if (!problem.empty()) GTEST_SKIP() << problem;
+  std::string built = build_test_image(kTestImagePython);
+  ASSERT_EQ(built, "") << "building the sandbox image for the podman backend";
+}
+
+void BackendCliTest::TearDown() {
+  CliTest::TearDown();
+  if (!container() || !podman_problem().empty()) return;
+  // Snapshot images a failed test left (committed images keep the container's labels).
+  std::string label = "label=gpubox.store=" + state_home() + "/gpubox";
+  std::string images = host::run_engine("podman", {"images", "--quiet", "--filter", label})->out;
+  for (size_t at = 0, end; at < images.size(); at = end + 1) {
+    end = images.find('\n', at);
+    if (end == std::string::npos) end = images.size();
+    if (end > at) (void)host::run_engine("podman", {"rmi", "--force", images.substr(at, end - at)});
+  }
+  EXPECT_EQ(host::run_engine("podman", {"ps", "--all", "--quiet", "--filter", "label=gpubox.store=" + state_home() + "/gpubox"})->out, "")
+      << "containers of this test left after terminate --all";
+}
+
+std::string PodmanCliTest::podman(const std::vector<std::string>& args) const {
+  auto ran = host::run_engine("podman", args);
+  EXPECT_TRUE(ran) << ran.status().to_string();
+  return ran ? ran->out : "";
+}
+
+std::vector<std::string> BackendCliTest::backend_args() const {
+  if (!container()) return {};
+  return {"--backend", backend(), "--image", test_image_tag(kTestImagePython)};
 }
 
 nlohmann::json CliTest::record(const std::string& id) const {

@@ -36,6 +36,8 @@ class CliTest : public ::testing::Test {
   // `during`, when given, runs on another thread with the CLI's pid while it runs.
   CliRun run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
              const std::function<void(pid_t)>& during = nullptr) const;
+  // What `gpubox create` gets first in this test: {} (the local backend) here.
+  virtual std::vector<std::string> backend_args() const { return {}; }
   // `gpubox create ARGS...`; fails the test unless it printed an id.
   std::string create(const std::vector<std::string>& args = {});
   // The store's record of a sandbox (sandbox.json).
@@ -50,6 +52,28 @@ class CliTest : public ::testing::Test {
  private:
   std::string state_home_;
   std::string scratch_;
+};
+
+// A CliTest run once per backend: "local", and "podman" with the image that
+// image/Dockerfile builds on the Python stand-in base (tests/image/test_image.h).
+// Every `gpubox create` of the test gets --backend (and --image); TearDown
+// also checks that no container of the test's store is left. Skips, saying
+// why, where podman cannot run.
+class BackendCliTest : public CliTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  std::vector<std::string> backend_args() const override;
+  virtual std::string backend() const { return GetParam(); }
+  bool container() const { return backend() != "local"; }
+};
+
+// Tests of the podman backend alone (what local sandboxes do not have).
+class PodmanCliTest : public BackendCliTest {
+ protected:
+  std::string backend() const override { return "podman"; }
+  // Runs `podman ARGS...`; its stdout (the test fails when it cannot run).
+  std::string podman(const std::vector<std::string>& args) const;
 };
 
 std::string cli_path();

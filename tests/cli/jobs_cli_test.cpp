@@ -23,7 +23,7 @@ nlohmann::json job_list(const CliRun& listed) {
   return nlohmann::json::parse(listed.out, nullptr, false);
 }
 
-TEST_F(CliTest, SubmitWithAnInputWaitLogsAndResultExtractsTheOutputs) {
+TEST_P(BackendCliTest, SubmitWithAnInputWaitLogsAndResultExtractsTheOutputs) {
   std::string id = create();
   std::string data = random_bytes(3 << 20, 7);  // above one 1 MiB chunk: streamed in several
   write_text(scratch() + "/data.bin", data);
@@ -161,7 +161,7 @@ TEST_F(CliTest, ResultWithAckExtractsThenTheSandboxDeletesItsCopy) {
   EXPECT_FALSE(fs::exists(scratch() + "/third"));
 }
 
-TEST_F(CliTest, CancelStopsARunningJobAndItsOutputsAreStillStaged) {
+TEST_P(BackendCliTest, CancelStopsARunningJobAndItsOutputsAreStillStaged) {
   std::string id = create();
   CliRun submitted = run({"submit", id, "--", "echo started > out/progress.txt; echo up; exec sleep 300"});
   ASSERT_EQ(submitted.status, 0) << submitted.err;

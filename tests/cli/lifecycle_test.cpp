@@ -81,7 +81,7 @@ TEST_F(CliTest, CreateExecPutGetTerminate) {
   EXPECT_EQ(run({"ls"}).out.find(id), std::string::npos);
 }
 
-TEST_F(CliTest, ExitCodesAndStreamSeparation) {
+TEST_P(BackendCliTest, ExitCodesAndStreamSeparation) {
   std::string id = create();
   CliRun mixed = run({"exec", id, "--", "sh", "-c", "echo out; echo err >&2; echo out2; exit 7"});
   EXPECT_EQ(mixed.status, 7);
@@ -196,7 +196,7 @@ TEST_F(CliTest, NamesJsonInfoAndRpc) {
   EXPECT_THAT(bad_call.err, HasSubstr("unknown_method"));
 }
 
-TEST_F(CliTest, PidsLimitStopsAForkBomb) {
+TEST_P(BackendCliTest, PidsLimitStopsAForkBomb) {
   std::string id = create({"--pids", "16"});
   CliRun forks = run({"exec", id, "--", "sh", "-c", "for i in $(seq 40); do sleep 2 >/dev/null 2>&1 & done; echo started"});
   EXPECT_THAT(forks.err + forks.out, HasSubstr("fork")) << "40 processes started under a limit of 16";
@@ -204,7 +204,7 @@ TEST_F(CliTest, PidsLimitStopsAForkBomb) {
 }
 
 TEST_F(CliTest, HelpForEveryCommand) {
-  for (const char* command : {"create", "ls", "info", "exec", "put", "get", "rpc", "logs", "terminate"}) {
+  for (const char* command : {"create", "ls", "info", "exec", "put", "get", "rpc", "logs", "terminate", "snapshot", "snapshots"}) {
     CliRun help = run({command, "--help"});
     EXPECT_EQ(help.status, 0) << command;
     EXPECT_THAT(help.out, HasSubstr(std::string("usage: gpubox ") + command)) << command;
@@ -233,7 +233,7 @@ TEST_F(CliTest, PrivateTmpWorkDirAndMounts) {
   EXPECT_LE(std::stoi(ps.out), 4) << ps.out;
 }
 
-TEST_F(CliTest, LogsFollowEndsWhenTheSandboxEnds) {
+TEST_P(BackendCliTest, LogsFollowEndsWhenTheSandboxEnds) {
   std::string id = create();
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));

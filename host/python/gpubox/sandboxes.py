@@ -76,4 +76,11 @@ def connect(id_or_name: str, connect_timeout: Optional[float] = 10.0) -> Client:
     if record["state"] != "running":
         raise RpcError("unavailable", "sandbox %s is %s; `gpubox terminate %s` removes it"
                        % (record["id"], record["state"], record["id"]))
-    return Client(record["endpoint"], connect_timeout=connect_timeout)
+    if not record["endpoint"].startswith("tcp://"):
+        return Client(record["endpoint"], connect_timeout=connect_timeout)
+    # A container sandbox: CURVE with the keys the CLI keeps beside the record (host/sandbox_keys.h).
+    with open(os.path.join(record["dir"], "client_keys.json")) as f:
+        keys = json.load(f)
+    return Client(record["endpoint"], server_public_key=record["spec"]["server_key"],
+                  client_secret_key=keys["secret_key"], client_public_key=keys["public_key"],
+                  connect_timeout=connect_timeout)

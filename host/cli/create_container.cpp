@@ -1,0 +1,55 @@
+// The flags `gpubox create` has only for the podman and docker backends.
+#include <regex>
+
+#include "host/cli/cli.h"
+
+namespace gpubox::host::cli {
+namespace {
+
+// --publish IP[:PORT]: an IPv4 address and a port (0 or none: any free one).
+bool parse_publish(const std::string& text, std::string* ip, std::uint16_t* port) {
+  static const std::regex kPublish(
+      "((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3})(:([0-9]{1,5}))?");
+  std::smatch match;
+  if (!std::regex_match(text, match, kPublish)) return false;
+  long value = match[6].matched ? std::stol(match[6].str()) : 0;
+  if (value > 65535) return false;
+  *ip = match[1].str();
+  *port = static_cast<std::uint16_t>(value);
+  return true;
+}
+
+Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
+
+}  // namespace
+
+Status parse_container_flags(const Args& args, bool container, ContainerSandboxSpec* spec) {
+  for (const char* flag : {"--image", "--publish", "--gpu", "--ready-timeout"}) {
+    if (!container && args.last(flag)) return bad(std::string(flag) + ": only with --backend podman or docker");
+  }
+  if (auto image = args.last("--image")) {
+    static const std::regex kImage("[A-Za-z0-9][A-Za-z0-9._/:@-]*");
+    if (image->size() > 255 || !std::regex_match(*image, kImage)) {
+      return bad("--image: '" + *image + "' is not an image reference (NAME[:TAG] or NAME@sha256:DIGEST)");
+    }
+    spec->image = *image;
+  }
+  if (auto publish = args.last("--publish"); publish && !parse_publish(*publish, &spec->publish_ip, &spec->publish_port)) {
+    return bad("--publish: expected IPv4[:PORT] (PORT 0-65535; 0 or none: any free port), got '" + *publish + "'");
+  }
+  if (auto gpu = args.last("--gpu")) {
+    auto count = parse_number(*gpu, 1, 64);
+    if (*gpu != "all" && (!count || gpu->find_first_not_of("0123456789") != std::string::npos)) {
+      return bad("--gpu: expected all or a number of GPUs from 1 to 64, got '" + *gpu + "'");
+    }
+    spec->gpus = *gpu;
+  }
+  if (auto text = args.last("--ready-timeout")) {
+    auto value = parse_number(*text, 0.1, 3600);
+    if (!value) return bad("--ready-timeout: expected seconds from 0.1 to 3600, got '" + *text + "'");
+    spec->ready_timeout = std::chrono::milliseconds(static_cast<long long>(*value * 1000));
+  }
+  return Status::ok();
+}
+
+}  // namespace gpubox::host::cli

@@ -1,0 +1,63 @@
+// The podman and docker backends: a sandbox is a container of an image built
+// from image/Dockerfile, whose ENTRYPOINT (gpubox-agent) is its PID 1. The host
+// reaches the agent on one TCP port, published on the host (127.0.0.1 by
+// default), with CURVE and a fresh key pair per sandbox. The agent's config
+// (its keys and the secrets included) is a file on a host tmpfs, bind-mounted
+// read-only and deleted once the agent has read it, so no secret value is in
+// the container's argv, environment, `inspect` or logs. The agent's state dir
+// is the store's agent/ dir, bind-mounted, as on local sandboxes.
+// --network none: the container gets only loopback and a port relay
+// (port_relay.h) publishes the agent's port; --network bridge: the engine's
+// default network (outbound allowed) and the engine publishes the port.
+// One thread; forks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "host/local_backend.h"
+#include "host/resource_limits.h"
+#include "host/sandbox_store.h"
+#include "rpc/status.h"
+
+namespace gpubox::host {
+
+// The agent's port inside every container (image/Dockerfile EXPOSEs it).
+inline constexpr std::uint16_t kContainerAgentPort = 7000;
+// The image `gpubox create --backend podman|docker` runs without --image.
+inline constexpr char kDefaultImage[] = "gpubox:latest";
+
+struct ContainerSandboxSpec {
+  std::string engine = "podman";  // "podman" or "docker": the CLI on PATH
+  std::string image = kDefaultImage;
+  std::string name;
+  nlohmann::json agent_config = nlohmann::json::object();  // secrets included; never in argv
+  ResourceLimits limits;           // engine limits: --cpus, --memory (no swap), --pids-limit
+  std::string network = "none";    // "none" or "bridge"
+  std::string publish_ip = "127.0.0.1";
+  std::uint16_t publish_port = 0;  // 0: any free port
+  std::string gpus;                // "", "all" or a count "N"
+  std::vector<BindMount> mounts;
+  std::chrono::milliseconds ready_timeout{30'000};
+  nlohmann::json public_spec = nlohmann::json::object();
+};
+
+// Runs the container and waits until its agent answers over CURVE. On any
+// failure the container, its relay and its state are removed, and the error
+// says what the engine or the agent said (an image without the agent as its
+// ENTRYPOINT, an agent that exits or never listens).
+Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const ContainerSandboxSpec& spec);
+
+// Stops the container (TERM, then KILL after grace plus a second: the
+// engine's stop), removes it and the sandbox's state. *killed tells whether
+// KILL was needed. A container already gone is only cleaned up.
+Status terminate_container_sandbox(const SandboxStore& store, const SandboxRecord& record,
+                                   std::chrono::milliseconds grace, bool* killed = nullptr);
+
+// The container's name for a sandbox id.
+std::string container_name(const std::string& id);
+
+}  // namespace gpubox::host

@@ -1,0 +1,123 @@
+#include "host/container_engine.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+#include "rpc/fd.h"
+
+extern char** environ;
+
+namespace gpubox::host {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string find_on_path(const std::string& program) {
+  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0 ? program : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string EngineRun::error_line() const {
+  std::string text = err;
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  auto newline = text.rfind('\n');
+  std::string line = newline == std::string::npos ? text : text.substr(newline + 1);
+  if (line.rfind("Error: ", 0) == 0) line = line.substr(7);
+  if (line.rfind("Error response from daemon: ", 0) == 0) line = line.substr(28);
+  return line.empty() ? "exit status " + std::to_string(status) : line;
+}
+
+bool engine_on_path(const std::string& engine) { return !find_on_path(engine).empty(); }
+
+Result<EngineRun> run_engine(const std::string& engine, const std::vector<std::string>& args,
+                             std::chrono::milliseconds timeout) {
+  std::string program = find_on_path(engine);
+  if (program.empty()) return Status(ErrorCode::invalid_request, "'" + engine + "' was not found on PATH");
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe2");
+  Fd out_read(out_pipe[0]), out_write(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe2");
+  Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
+  // The child starts with the default signal mask and dispositions, whatever the CLI blocked.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<std::string> argv_strings = {program};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : argv_strings) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int spawned = ::posix_spawn(&pid, program.c_str(), &actions, &attributes, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (spawned != 0) return Status::from_errno(spawned, "cannot run " + program);
+  out_write.reset();
+  err_write.reset();
+
+  EngineRun run;
+  auto deadline = Clock::now() + timeout;
+  pollfd fds[2] = {{out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}};
+  int open = 2;
+  bool timed_out = false;
+  while (open > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    int n = ::poll(fds, 2, static_cast<int>(left));
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2 && n > 0; ++i) {
+      if (fds[i].fd < 0 || !fds[i].revents) continue;
+      char buffer[16384];
+      ssize_t got = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (got > 0) {
+        (i == 0 ? run.out : run.err).append(buffer, static_cast<size_t>(got));
+      } else if (got == 0 || errno != EINTR) {
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return Status(ErrorCode::deadline_exceeded,
+                  engine + " " + (args.empty() ? "" : args[0]) + " did not finish within " +
+                      std::to_string(timeout.count()) + " ms");
+  }
+  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+}  // namespace gpubox::host

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Installs what the container tests need (Debian's podman with runc, netavark
+# and iptables; debootstrap; busybox-static), configures podman for this kind
+# of host, and builds the local base images the image tests put under
+# image/Dockerfile (there is no registry: every FROM is a local image).
+# Idempotent: a base that exists already is kept (podman's storage survives
+# between runs on one machine), so a warm run takes about a second.
+#
+# Bases (bump the tag when a recipe changes):
+#   localhost/gpubox-base-minbase:bookworm-1  debootstrap --variant=minbase bookworm, no Python
+#   localhost/gpubox-base-python:bookworm-2   minbase + python3, IPython and comm: the stand-in
+#                                             for the CUDA + PyTorch base (no torch, no matplotlib:
+#                                             Debian's matplotlib drags in a compiler, boost and
+#                                             scipy, 1.4 GB; image/README.md)
+#   localhost/gpubox-base-busybox:1           a root with busybox-static only
+set -euo pipefail
+mirror=${GPUBOX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+packages=(podman runc netavark iptables debootstrap busybox-static)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup_images: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# This host: cgroup v1 (hybrid) without systemd, where crun refuses to run and
+# podman's default rlimits (nofile 1048576) exceed the hard limit.
+nofile=$(ulimit -Hn)
+[ "$nofile" = unlimited ] || [ "$nofile" -gt 1048576 ] && nofile=1048576
+conf=/etc/containers/containers.conf.d/50-gpubox.conf
+conf_text="# Written by gpubox's scripts/setup_images.sh for this host.
+[containers]
+default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=4096:4096\"]
+[engine]
+cgroup_manager = \"cgroupfs\"
+runtime = \"runc\"
+events_logger = \"file\"
+[network]
+network_backend = \"netavark\""
+if [ "$(cat "$conf" 2>/dev/null)" != "$conf_text" ]; then
+  mkdir -p "$(dirname "$conf")"
+  printf '%s\n' "$conf_text" > "$conf"
+fi
+
+have() { podman image exists "$1"; }
+work=$(mktemp -d /tmp/gpubox-bases-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+minbase=localhost/gpubox-base-minbase:bookworm-1
+if ! have "$minbase"; then
+  echo "setup_images: debootstrap --variant=minbase bookworm (once; a few minutes)"
+  debootstrap --variant=minbase bookworm "$work/minbase" "$mirror" >/dev/null
+  rm -rf "$work/minbase/var/cache/apt/archives/"*.deb "$work/minbase/var/lib/apt/lists/"*
+  tar -C "$work/minbase" -c . | podman import --change 'CMD ["/bin/bash"]' - "$minbase" >/dev/null 2>&1
+fi
+
+python=localhost/gpubox-base-python:bookworm-2
+if ! have "$python"; then
+  echo "setup_images: building $python (once)"
+  printf '%s\n' "FROM $minbase" \
+    "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \\" \
+    "    python3 python3-ipython python3-comm >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*" \
+    > "$work/Containerfile.python"
+  podman build --isolation chroot -q -t "$python" -f "$work/Containerfile.python" "$work" >/dev/null
+fi
+
+busybox=localhost/gpubox-base-busybox:1
+if ! have "$busybox"; then
+  echo "setup_images: building $busybox (once)"
+  mkdir -p "$work/busybox/bin" "$work/busybox/tmp" "$work/busybox/etc"
+  chmod 1777 "$work/busybox/tmp"
+  cp /bin/busybox "$work/busybox/bin/busybox"
+  for applet in $("$work/busybox/bin/busybox" --list); do
+    [ -e "$work/busybox/bin/$applet" ] || ln -s busybox "$work/busybox/bin/$applet"
+  done
+  echo 'root:x:0:0:root:/root:/bin/sh' > "$work/busybox/etc/passwd"
+  echo 'root:x:0:' > "$work/busybox/etc/group"
+  tar -C "$work/busybox" -c . | podman import --change 'CMD ["/bin/sh"]' - "$busybox" >/dev/null 2>&1
+fi
+echo "setup_images: ok ($minbase $python $busybox)"
