@@ -155,7 +155,7 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
   auto store = SandboxStore::open_default();
   if (!store) return usage(store.status().message());
   auto created = create_local_sandbox(*store, spec);
-  if (!created) return fail("create", created.status().message(), exit_code_for(created.status()));
+  if (!created) return fail("create", created.status(), exit_code_for(created.status()));
   if (json) {
     std::cout << nlohmann::json{{"id", created->id}, {"name", created->name}, {"backend", created->backend},
                                 {"endpoint", created->endpoint}, {"state", created->state()}}
