@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -164,9 +165,12 @@ int run_exec(const std::vector<std::string>& raw, const Global&) {
     if (eq == std::string::npos || eq == 0) return fail("exec", "--env: expected NAME=VALUE, got '" + pair + "'", kExitUsage, kUsage);
     params["env"][pair.substr(0, eq)] = pair.substr(eq + 1);
   }
+  auto given = [&](std::initializer_list<const char*> names) {
+    return std::any_of(names.begin(), names.end(), [&](const char* name) { return args->flag(name); });
+  };
   ExecInput input;
-  input.forward_stdin = args->flag("-i") || args->flag("--interactive") || args->flag("-it") || args->flag("-ti");
-  input.tty = args->flag("-t") || args->flag("--tty") || args->flag("-it") || args->flag("-ti");
+  input.forward_stdin = given({"-i", "--interactive", "-it", "-ti"});
+  input.tty = given({"-t", "--tty", "-it", "-ti"});
   if (input.tty) {
     WindowSize size = local_window_size().value_or(WindowSize{});
     params["tty"] = true;

@@ -284,20 +284,22 @@ class Client:
     # -- requests ----------------------------------------------------------
 
     def call(self, method: str, /, timeout: Optional[float] = None, *, params: Optional[dict] = None,
-             **kwargs: Any) -> dict:
+             attachments: Iterable[bytes] = (), **kwargs: Any) -> dict:
         """Calls `method` and returns its RESULT body; raises RpcError.
 
         Keyword arguments are the params (bytes go as msgpack bin); `params`
-        holds any whose names clash with `timeout` or `params`. `timeout`
+        holds any whose names clash with `timeout`, `params` or `attachments`
+        (raw frames sent after the CALL's body: fs.write's content, a large
+        kernel.execute cell). `timeout`
         (seconds) is the request's deadline at the agent: past it the request
         fails with `deadline_exceeded`. DATA a method streams is dropped: use
         stream() for those.
         """
-        with self.stream(method, timeout=timeout, params=params, **kwargs) as stream:
+        with self.stream(method, timeout=timeout, params=params, attachments=attachments, **kwargs) as stream:
             return stream.result
 
     def stream(self, method: str, /, timeout: Optional[float] = None, window: int = DEFAULT_WINDOW, *,
-               params: Optional[dict] = None, **kwargs: Any) -> Stream:
+               params: Optional[dict] = None, attachments: Iterable[bytes] = (), **kwargs: Any) -> Stream:
         """Starts `method` and returns its Stream; params as for call().
         `window` is how many DATA messages the agent may send ahead of the
         reader."""
@@ -311,7 +313,7 @@ class Client:
         body = dict(params or {})
         body.update(kwargs)
         request_id = next(self._ids)
-        self._send(Header(request_id, Kind.CALL, method, timeout_ms, window), body)
+        self._send(Header(request_id, Kind.CALL, method, timeout_ms, window), body, attachments)
         self._queues[request_id] = collections.deque()
         return Stream(self, request_id, window, None if timeout is None else timeout + _GRACE_S)
 
