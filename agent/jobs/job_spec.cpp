@@ -120,7 +120,8 @@ JobSpec job_spec_from_json(const json& value) {
   if (value.contains("env") && value["env"].is_object()) spec.env = value["env"].get<std::map<std::string, std::string>>();
   if (value.contains("inputs") && value["inputs"].is_array()) {
     for (const auto& input : value["inputs"]) {
-      spec.inputs.push_back({input.value("name", ""), input.value("sha256", ""), input.value("size", std::uint64_t{0})});
+      spec.inputs.push_back({input.value("name", ""), input.value("sha256", ""), input.value("size", std::uint64_t{0}),
+                             input.value("kind", "file") == "dir"});
     }
   }
   if (value.contains("outputs") && value["outputs"].is_array()) {

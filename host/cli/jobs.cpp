@@ -214,8 +214,9 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
   if (!inputs.empty()) {
     params["inputs"] = nlohmann::json::array();
     for (const auto& input : inputs) {
-      params["inputs"].push_back({{"name", input.name}, {"sha256", input.sha256}, {"size", input.size},
-                                  {"kind", input.archive ? "dir" : "file"}});
+      nlohmann::json declared = {{"name", input.name}, {"sha256", input.sha256}, {"size", input.size}};
+      if (input.archive) declared["kind"] = "dir";  // only then: an older agent still takes plain files
+      params["inputs"].push_back(std::move(declared));
     }
   }
 
