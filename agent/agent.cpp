@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -129,7 +130,7 @@ Status Agent::start_rpc() {
   const RpcConfig& rpc = options_.config.rpc;
   if (rpc.endpoints.empty()) return Status::ok();
   AgentHooks hooks;
-  hooks.request_shutdown = [this] { loop_->post([this] { begin_shutdown("sys.shutdown"); }); };
+  hooks.request_shutdown = [this] { loop_->post([this] { begin_shutdown("shutdown", "sys.shutdown"); }); };
   hooks.components = [this] { return components(); };
   hooks.accepting_work = [this] { return accepting_work_.load(); };
   hooks.child_env = child_env();
@@ -217,7 +218,10 @@ void Agent::on_watchdog(WatchdogShutdown reason) {
   jobs::StopReason job_reason = reason == WatchdogShutdown::idle    ? jobs::StopReason::idle
                                 : reason == WatchdogShutdown::lease ? jobs::StopReason::lease
                                                                     : jobs::StopReason::container_deadline;
-  begin_shutdown("watchdog: " + watchdog_shutdown_name(reason), job_reason, true);
+  const char* end = reason == WatchdogShutdown::idle    ? "idle_timeout"
+                    : reason == WatchdogShutdown::lease ? "lease_expired"
+                                                        : "deadline";
+  begin_shutdown(end, "watchdog: " + watchdog_shutdown_name(reason), job_reason, true);
 }
 
 Status Agent::open_state_dir() {
@@ -321,7 +325,21 @@ int Agent::run() {
 
   log::info("agent exiting", {{"exit_code", exit_code_}, {"killed_after_grace", killed_}});
   log::flush();
+  write_exit_record();
   return exit_code_;
+}
+
+void Agent::write_exit_record() const {
+  nlohmann::json record = {{"reason", end_reason_}, {"detail", end_detail_}, {"exit_code", exit_code_},
+                           {"ended_at", static_cast<double>(::time(nullptr))}};
+  std::string path = options_.config.state_dir + "/exit.json";
+  std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << record.dump() << "\n";
+    if (!out.flush()) return;
+  }
+  ::rename(temp.c_str(), path.c_str());
 }
 
 Status Agent::start_main_command() {
@@ -333,7 +351,7 @@ Status Agent::start_main_command() {
     main_pid_ = 0;
     exit_code_ = status.shell_code();
     log::info("main command ended", {{"status", status.describe()}});
-    begin_shutdown("main command ended");
+    begin_shutdown("main_command_ended", "main command ended: " + status.describe());
   });
   if (!pid) return pid.status();
   main_pid_ = *pid;
@@ -363,7 +381,7 @@ void Agent::handle_signals() {
           log::warn("second shutdown signal: skipping the rest of the grace", {{"signal", signal_name(sig)}});
           kill_everything();
         } else {
-          begin_shutdown("signal " + signal_name(sig));
+          begin_shutdown("terminated", "signal " + signal_name(sig));
         }
         break;
       case SignalAction::forward:
@@ -391,9 +409,11 @@ void Agent::reap() {
   finish_if_done();
 }
 
-void Agent::begin_shutdown(std::string_view reason, jobs::StopReason job_reason, bool persist) {
+void Agent::begin_shutdown(std::string_view end, std::string_view reason, jobs::StopReason job_reason, bool persist) {
   if (stopping_) return;
   stopping_ = true;
+  end_reason_ = end;
+  end_detail_ = reason;
   accepting_work_ = false;
   log::info("shutting down", {{"reason", reason}, {"grace_ms", static_cast<long long>(options_.config.shutdown_grace.count())}});
   // Jobs first, so their results name why they were stopped; staging holds

@@ -60,10 +60,16 @@ class Agent {
   void handle_signals();
   void forward(int sig);
   void reap();
-  // job_reason: what the jobs' results will say stopped them; persist: copy
-  // unacknowledged archives to lifecycle.persistent_dir (when set) before exiting.
-  void begin_shutdown(std::string_view reason, jobs::StopReason job_reason = jobs::StopReason::agent_shutdown,
-                      bool persist = true);
+  // end: why the sandbox ends, one word for STATE_DIR/exit.json (terminated,
+  // shutdown, idle_timeout, lease_expired, deadline, main_command_ended);
+  // reason: the log's words. job_reason: what the jobs' results will say
+  // stopped them; persist: copy unacknowledged archives to
+  // lifecycle.persistent_dir (when set) before exiting.
+  void begin_shutdown(std::string_view end, std::string_view reason,
+                      jobs::StopReason job_reason = jobs::StopReason::agent_shutdown, bool persist = true);
+  // Leaves STATE_DIR/exit.json {"reason", "detail", "exit_code", "ended_at"}
+  // for the host, which cannot wait for a detached agent's status.
+  void write_exit_record() const;
   Status start_jobs();
   void on_watchdog(WatchdogShutdown reason);
   void kill_everything();
@@ -87,6 +93,7 @@ class Agent {
   pid_t main_pid_ = 0;
   std::optional<ExitStatus> main_exit_;
   bool stopping_ = false;
+  std::string end_reason_ = "agent_exited", end_detail_;
   bool killed_ = false;
   Timers::TimerId grace_timer_ = 0;
   int exit_code_ = kExitClean;

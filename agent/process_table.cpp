@@ -78,6 +78,14 @@ Result<pid_t> ProcessTable::spawn(const SpawnOptions& options, ExitCallback on_e
   sigfillset(&all);
   posix_spawnattr_setsigmask(setup.attr(), &empty);
   posix_spawnattr_setsigdefault(setup.attr(), &all);
+  if (!options.controlling_tty.empty()) {
+    if (!options.new_session) return Status(ErrorCode::invalid_request, "spawn: a controlling terminal needs a new session");
+    // posix_spawn calls setsid() before the file actions: a session leader
+    // opening a terminal without O_NOCTTY makes it its controlling terminal.
+    posix_spawn_file_actions_addopen(setup.actions(), 0, options.controlling_tty.c_str(), O_RDWR, 0);
+    posix_spawn_file_actions_adddup2(setup.actions(), 0, 1);
+    posix_spawn_file_actions_adddup2(setup.actions(), 0, 2);
+  }
   if (options.stdin_fd >= 0) posix_spawn_file_actions_adddup2(setup.actions(), options.stdin_fd, 0);
   if (options.stdout_fd >= 0) posix_spawn_file_actions_adddup2(setup.actions(), options.stdout_fd, 1);
   if (options.stderr_fd >= 0) posix_spawn_file_actions_adddup2(setup.actions(), options.stderr_fd, 2);

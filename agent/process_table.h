@@ -40,6 +40,9 @@ struct SpawnOptions {
   int stdin_fd = -1;              // -1: inherit the agent's
   int stdout_fd = -1;
   int stderr_fd = -1;
+  // A terminal (a pty's slave path) the child opens as its fds 0, 1 and 2 and
+  // its controlling terminal; requires new_session; the *_fd fields are then unused.
+  std::string controlling_tty;
   std::vector<std::pair<int, int>> extra_fds;  // {from, to}: dup2'ed into the child (the kernel's channel)
 };
 

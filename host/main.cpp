@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "host/cli/cli.h"
-#include "host/rpc_command.h"
 
 namespace {
 
@@ -16,28 +15,31 @@ constexpr char kUsage[] =
     "commands:\n"
     "  create [options]                   create a sandbox and print its id (gpubox create --help);\n"
     "                                     --backend local|podman|docker, --from-snapshot NAME\n"
-    "  ls                                 list sandboxes and their state\n"
+    "  ls                                 list sandboxes and their state (a dead one: how it ended)\n"
     "  info ID                            a sandbox's limits, state and agent\n"
-    "  exec ID [options] -- CMD ARGS...   run a command; its output streams here, its exit code is ours\n"
-    "  put ID LOCAL REMOTE                copy a file or directory into the sandbox\n"
+    "  exec ID [-i] [-t] [options] -- CMD ARGS...\n"
+    "                                     run a command; its output streams here, its exit code is ours\n"
+    "                                     (-i: forward stdin; -t: on a terminal; -it ID bash: a shell)\n"
+    "  put ID LOCAL REMOTE [--parents]    copy a file or directory into the sandbox\n"
     "  get ID REMOTE LOCAL                copy a file or directory out of the sandbox\n"
-    "  rpc ID|ENDPOINT METHOD [JSON]      call one RPC method of an agent and print the result\n"
+    "  rpc ID|ENDPOINT METHOD [JSON|-]    call one RPC method of an agent and print the result (- : JSON from stdin)\n"
     "  logs ID [-f]                       print (and follow) the agent's log\n"
-    "  submit ID [options] -- COMMAND     start a batch job; prints its id (gpubox submit --help)\n"
+    "  submit ID [options] -- COMMAND     start a batch job (--input FILE|DIR); prints its id (gpubox submit --help)\n"
     "  jobs ID                            the sandbox's jobs and their state\n"
-    "  wait ID JOB                        wait for a job; exit 0 if it succeeded, 1 otherwise\n"
+    "  wait ID JOB [--timeout S]          wait for a job; exit 0 if it succeeded, 1 if not, 124 if --timeout ran out\n"
     "  logs ID JOB [--stderr] [-f]        a job's stdout (or stderr), followed with -f\n"
     "  result ID JOB [--out DIR]          download and extract a finished job's outputs and logs\n"
     "  cancel ID JOB                      stop a job (its outputs are still staged)\n"
     "  run-code ID [CODE | -] [options]   run Python in the sandbox's kernel; images saved to files (gpubox run-code --help)\n"
-    "  terminate ID... | --all            stop sandboxes and remove their state\n"
+    "  terminate ID... | --all            stop sandboxes and remove their state and their kernelspecs\n"
     "  snapshot ID [--name NAME]          a snapshot of a sandbox's files and settings (not its processes)\n"
     "  snapshots [rm NAME...]             list (or remove) snapshots\n"
     "  attach ID [--connection-file F]    serve the sandbox's Jupyter kernel to local frontends\n"
-    "  kernelspec install [options]       install a Jupyter kernelspec (gpubox kernelspec --help)\n"
+    "  kernelspec install|list|remove     Jupyter kernelspecs for the gpubox kernel (gpubox kernelspec --help)\n"
     "ID is a sandbox's id, a unique prefix of it, or its name.\n"
+    "--json: output for programs; errors too, as {\"error\": {\"code\", \"message\", ...}} on stdout.\n"
     "exit codes: 0 ok, 1 the remote command or call failed, 2 usage or config error (or unknown sandbox),\n"
-    "            3 sandbox not reachable; exec exits with the command's own code.\n";
+    "            3 sandbox not reachable, 124 wait --timeout ran out; exec exits with the command's own code.\n";
 
 }  // namespace
 
@@ -55,9 +57,15 @@ int main(int argc, char** argv) {
   }
   std::string command = args[0];
   args.erase(args.begin());
+  // --json after the command (before its --) also makes errors JSON.
+  for (const auto& arg : args) {
+    if (arg == "--") break;
+    if (arg == "--json") global.json = true;
+  }
+  set_json_errors(global.json);
   // Exceptions stop here: a bug must still end with a message and an exit code.
   try {
-    if (command == "rpc") return gpubox::host::run_rpc_command(args);
+    if (command == "rpc") return run_rpc(args, global);
     if (command == "create") return run_create(args, global);
     if (command == "ls" || command == "list") return run_ls(args, global);
     if (command == "info") return run_info(args, global);
@@ -77,9 +85,9 @@ int main(int argc, char** argv) {
     if (command == "snapshot") return run_snapshot(args, global);
     if (command == "snapshots") return run_snapshots(args, global);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpubox %s: internal error: %s\n", command.c_str(), e.what());
-    return kExitFailed;
+    return fail(command, std::string("internal error: ") + e.what(), kExitFailed);
   }
+  if (global.json) return fail(command, "unknown command '" + command + "' (gpubox --help lists them)", kExitUsage);
   std::fprintf(stderr, "gpubox: unknown command '%s'\n%s", command.c_str(), kUsage);
   return kExitUsage;
 }

@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh default >/dev/null
+scripts/install.sh    # gpubox on PATH (/usr/local/bin symlinks)
 exec scripts/demo_sandbox.sh build/bin/gpubox

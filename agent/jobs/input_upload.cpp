@@ -8,6 +8,7 @@
 #include "rpc/fd.h"
 #include "agent/methods/upload_stream.h"
 #include "rpc/params.h"
+#include "rpc/safe_extractor.h"
 #include "rpc/sha256.h"
 
 namespace gpubox::jobs {
@@ -18,10 +19,12 @@ using nlohmann::json;
 constexpr std::uint64_t kUploadWindow = 8;
 constexpr auto kUploadIdleLimit = std::chrono::seconds(300);
 
-// One input being written: its file, running hash and byte count.
+// One input being written: its file (a directory's archive: a hidden file
+// beside where it unpacks), running hash and byte count.
 class InputFileWriter {
  public:
-  InputFileWriter(const InputFile& input, const std::string& dir) : input_(input), path_(dir + "/" + input.name) {}
+  InputFileWriter(const InputFile& input, const std::string& dir)
+      : input_(input), path_(dir + "/" + (input.directory ? "." + input.name + ".tar" : input.name)), dir_(dir) {}
 
   Status open() {
     fd_.reset(::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
@@ -59,12 +62,29 @@ class InputFileWriter {
                                                   ", not the declared " + input_.sha256 + "; nothing was started");
     }
     if (::fsync(fd_.get()) != 0) return Status::from_errno(errno, "cannot fsync the input " + input_.name);
-    return Status::ok();
+    return input_.directory ? unpack() : Status::ok();
   }
 
  private:
+  // A directory's archive, checked: unpacked by the safe extractor (which
+  // trusts no path in it), then removed. A plain tar holds no more file bytes
+  // than its own size, which caps what it may write.
+  Status unpack() {
+    fd_.reset();
+    harvest::ExtractLimits limits;
+    limits.max_total_bytes = input_.size;
+    auto extracted = harvest::extract_archive(path_, dir_ + "/" + input_.name, limits);
+    ::unlink(path_.c_str());
+    if (!extracted) {
+      return Status(extracted.status().code() == ErrorCode::resource_exhausted ? ErrorCode::invalid_request : extracted.status().code(),
+                    "input " + input_.name + " (a directory): " + extracted.status().message() + "; nothing was started");
+    }
+    return Status::ok();
+  }
+
   const InputFile& input_;
   std::string path_;
+  std::string dir_;
   Fd fd_;
   Sha256 hash_;
   std::uint64_t received_ = 0;

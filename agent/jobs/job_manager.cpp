@@ -448,8 +448,10 @@ void JobManager::stage(const std::string& id) {
   result.job_wall_s = wall;
   result.stdout_tail = read_tail(request.stdout_log, kLogTailBytes);
   result.stderr_tail = read_tail(request.stderr_log, kLogTailBytes);
+  // Without output rules every file is featured, the first kDefaultFeaturedFiles of them.
+  const bool feature_all = spec.outputs.empty();
   for (const auto& path : outcome.summary.output_files) {
-    bool hidden = false, featured = false;
+    bool hidden = false, featured = feature_all && result.featured_files.size() < kDefaultFeaturedFiles;
     for (const auto& rule : spec.outputs) {
       if (!glob_matches(rule.glob, path)) continue;
       (rule.featured ? featured : hidden) = true;

@@ -71,5 +71,7 @@ JobResult classify(const Ending& ending, const StagingSummary& staging);
 // The last max_bytes of a file ("" when unreadable), cut at a UTF-8 character start.
 std::string read_tail(const std::string& path, std::size_t max_bytes);
 constexpr std::size_t kLogTailBytes = 64 * 1024;
+// A job without output rules features its first this many files (all are still archived and listed).
+constexpr std::size_t kDefaultFeaturedFiles = 20;
 
 }  // namespace gpubox::jobs

@@ -41,6 +41,7 @@ Result<std::vector<InputFile>> parse_inputs(const json& list) {
     auto name = reader.string("name", true);
     auto sha256 = reader.string("sha256", true);
     auto size = reader.integer("size", 0, std::numeric_limits<std::int64_t>::max(), true);
+    auto kind = reader.string("kind");
     if (Status status = reader.finish(); !status) {
       return Status(status.code(), "params." + at + "." + status.message().substr(status.message().find('.') + 1));
     }
@@ -51,7 +52,8 @@ Result<std::vector<InputFile>> parse_inputs(const json& list) {
     for (const auto& earlier : inputs) {
       if (earlier.name == *name) return invalid(at + ".name", "a name no other input has", *name);
     }
-    inputs.push_back({*name, *sha256, static_cast<std::uint64_t>(*size)});
+    if (kind && *kind != "file" && *kind != "dir") return invalid(at + ".kind", "\"file\" or \"dir\"", *kind);
+    inputs.push_back({*name, *sha256, static_cast<std::uint64_t>(*size), kind.value_or("file") == "dir"});
   }
   return inputs;
 }
@@ -100,7 +102,10 @@ bool glob_matches(const std::string& glob, const std::string& relative_path) {
 json JobSpec::to_json() const {
   json value = {{"command", command}, {"env", env}, {"intent", intent}};
   value["inputs"] = json::array();
-  for (const auto& input : inputs) value["inputs"].push_back({{"name", input.name}, {"sha256", input.sha256}, {"size", input.size}});
+  for (const auto& input : inputs) {
+    value["inputs"].push_back({{"name", input.name}, {"sha256", input.sha256}, {"size", input.size},
+                               {"kind", input.directory ? "dir" : "file"}});
+  }
   value["outputs"] = json::array();
   for (const auto& rule : outputs) value["outputs"].push_back({{"glob", rule.glob}, {"kind", rule.featured ? "featured" : "hidden"}});
   value["timeout_s"] = timeout_s ? json(*timeout_s) : json();
@@ -115,7 +120,8 @@ JobSpec job_spec_from_json(const json& value) {
   if (value.contains("env") && value["env"].is_object()) spec.env = value["env"].get<std::map<std::string, std::string>>();
   if (value.contains("inputs") && value["inputs"].is_array()) {
     for (const auto& input : value["inputs"]) {
-      spec.inputs.push_back({input.value("name", ""), input.value("sha256", ""), input.value("size", std::uint64_t{0})});
+      spec.inputs.push_back({input.value("name", ""), input.value("sha256", ""), input.value("size", std::uint64_t{0}),
+                             input.value("kind", "file") == "dir"});
     }
   }
   if (value.contains("outputs") && value["outputs"].is_array()) {

@@ -18,6 +18,9 @@ struct InputFile {
   std::string name;    // a bare file name: no '/', not "." or ".."
   std::string sha256;  // lower-case hex
   std::uint64_t size = 0;
+  // kind "dir": the bytes are a plain tar archive, unpacked by the safe
+  // extractor into the work dir's NAME/ (its files together no larger than size).
+  bool directory = false;
 };
 
 // A glob over paths relative to out/ (fnmatch, '*' does not cross '/').

@@ -72,11 +72,24 @@ void add_kernel_methods(rpc::MethodRegistry& methods, std::function<kernel::Agen
                         std::chrono::milliseconds default_timeout) {
   methods.add("kernel.execute", [get_kernel, default_timeout](rpc::CallContext& call) -> Result<json> {
     rpc::ParamReader params(call.params());
-    auto code = params.string("code", true);
+    auto code = params.string("code");
     auto hidden = params.boolean("hidden");
     auto setup = params.boolean("setup");
     auto timeout = params.number("timeout_s", 0, 30 * 86400);
     if (Status status = params.finish(); !status) return status;
+    // A cell beyond the body limit comes as the CALL's attachments instead.
+    if (code.has_value() == !call.attachments().empty()) {
+      return Status(ErrorCode::invalid_request, "params.code: give the code either as code or as the CALL's attachments (one of them)");
+    }
+    if (!code) {
+      code.emplace();
+      for (const auto& part : call.attachments()) code->append(static_cast<const char*>(part.data()), part.size());
+      try {
+        (void)json(*code).dump();  // throws on bytes that are not UTF-8
+      } catch (const json::exception&) {
+        return Status(ErrorCode::invalid_request, "params.code: the code in the attachments is not UTF-8 text");
+      }
+    }
     auto kernel = kernel_or_error(get_kernel);
     if (!kernel) return kernel.status();
     bool is_hidden = hidden.value_or(false);

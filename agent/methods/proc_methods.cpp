@@ -22,8 +22,18 @@ struct CommandParams {
   std::optional<std::chrono::steady_clock::time_point> deadline;
   std::string stdin_bytes;
   std::size_t max_output = kDefaultMaxOutput;
+  std::optional<ProcessRunner::TerminalSize> tty;  // proc.spawn's tty: a pty of this size
 };
 
+// A window size from the fields rows and cols (both or neither); nullopt when absent or bad.
+std::optional<ProcessRunner::TerminalSize> read_size(rpc::ParamReader& fields) {
+  auto rows = fields.integer("rows", 1, 65535);
+  auto cols = fields.integer("cols", 1, 65535);
+  if (!rows && !cols) return std::nullopt;
+  return ProcessRunner::TerminalSize{static_cast<unsigned short>(rows.value_or(24)), static_cast<unsigned short>(cols.value_or(80))};
+}
+
+// with_stdin: proc.exec's stdin bytes; otherwise proc.spawn's tty, rows and cols.
 Result<CommandParams> read_command(rpc::CallContext& call, const AgentHooks& hooks, bool with_stdin) {
   rpc::ParamReader params(call.params());
   auto argv = params.string_list("argv");
@@ -33,8 +43,16 @@ Result<CommandParams> read_command(rpc::CallContext& call, const AgentHooks& hoo
   auto timeout = params.number("timeout_s", 0, 30 * 24 * 3600);
   auto max_output = params.integer("max_output_bytes", 0, std::int64_t{1} << 32);
   std::optional<std::string> stdin_bytes;
-  if (with_stdin) stdin_bytes = params.bytes("stdin");
+  std::optional<bool> tty;
+  std::optional<ProcessRunner::TerminalSize> size;
+  if (with_stdin) {
+    stdin_bytes = params.bytes("stdin");
+  } else {
+    tty = params.boolean("tty");
+    size = read_size(params);
+  }
   if (Status status = params.finish(); !status) return status;
+  if (size && !tty.value_or(false)) return Status(ErrorCode::invalid_request, "params.rows, params.cols: only with tty: true");
   if (argv.has_value() == shell.has_value()) {
     return Status(ErrorCode::invalid_request, "params: give exactly one of argv (an array) and shell (a string)");
   }
@@ -62,6 +80,7 @@ Result<CommandParams> read_command(rpc::CallContext& call, const AgentHooks& hoo
   if (timeout) command.deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*timeout));
   if (stdin_bytes) command.stdin_bytes = std::move(*stdin_bytes);
   if (max_output) command.max_output = static_cast<std::size_t>(*max_output);
+  if (tty.value_or(false)) command.tty = size.value_or(ProcessRunner::TerminalSize{});
   return command;
 }
 
@@ -115,13 +134,17 @@ Result<json> proc_exec(rpc::CallContext& call, ProcessLauncher& launcher, const 
   return result;
 }
 
-// Applies one DATA message of proc.spawn: stdin bytes, EOF or a signal.
+// Applies one DATA message of proc.spawn: stdin bytes, EOF, a signal or a window size.
 Status apply_spawn_input(ProcessRunner& runner, rpc::Incoming& input) {
   rpc::ParamReader fields(input.body);
   auto stdin_bytes = fields.bytes("stdin");
   auto eof = fields.boolean("eof");
   auto sig = fields.integer("signal", 1, 64);
+  auto size = read_size(fields);
   if (Status status = fields.finish(); !status) return status;
+  if (size) {
+    if (Status resized = runner.resize(*size); !resized) return resized;
+  }
   if (stdin_bytes) runner.write_stdin(std::move(*stdin_bytes));
   for (auto& attachment : input.attachments) runner.write_stdin(attachment.to_string());
   if (eof.value_or(false)) runner.close_stdin();
@@ -133,7 +156,7 @@ Result<json> proc_spawn(rpc::CallContext& call, ProcessLauncher& launcher, const
   auto command = read_command(call, hooks, false);
   if (!command) return command.status();
   if (Status status = refuse_if_stopping(hooks); !status) return status;
-  auto started = ProcessRunner::start(launcher, command->spawn);
+  auto started = ProcessRunner::start(launcher, command->spawn, command->tty);
   if (!started) return started.status();
   ProcessRunner& runner = **started;
   if (Status sent = call.send_data(json{{"pid", runner.pid()}}); !sent) return sent;

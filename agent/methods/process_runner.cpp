@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,7 +33,22 @@ void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NON
 
 }  // namespace
 
-Result<std::unique_ptr<ProcessRunner>> ProcessRunner::start(ProcessLauncher& launcher, SpawnOptions options) {
+ProcessLauncher::ExitCallback ProcessRunner::exit_into(std::shared_ptr<ExitBox> box) {
+  return [box](pid_t, ExitStatus status) {
+    {
+      std::lock_guard lock(box->mutex);
+      box->status = status;
+    }
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(box->fd.get(), &one, sizeof one);
+  };
+}
+
+Result<std::unique_ptr<ProcessRunner>> ProcessRunner::start(ProcessLauncher& launcher, SpawnOptions options,
+                                                            std::optional<TerminalSize> tty) {
+  auto box = std::make_shared<ExitBox>();
+  if (!box->fd.valid()) return Status::from_errno(errno, "eventfd");
+  if (tty) return start_on_pty(launcher, std::move(options), *tty, std::move(box));
   auto in = make_pipe();
   auto out = make_pipe();
   auto err = make_pipe();
@@ -41,34 +58,54 @@ Result<std::unique_ptr<ProcessRunner>> ProcessRunner::start(ProcessLauncher& lau
   options.stdin_fd = in->first.get();
   options.stdout_fd = out->second.get();
   options.stderr_fd = err->second.get();
-  auto box = std::make_shared<ExitBox>();
-  if (!box->fd.valid()) return Status::from_errno(errno, "eventfd");
   auto started = std::chrono::steady_clock::now();
-  auto pid = launcher.spawn(options, [box](pid_t, ExitStatus status) {
-    {
-      std::lock_guard lock(box->mutex);
-      box->status = status;
-    }
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(box->fd.get(), &one, sizeof one);
-  });
+  auto pid = launcher.spawn(options, exit_into(box));
   if (!pid) return pid.status();
   set_nonblocking(in->second.get());
   set_nonblocking(out->first.get());
   set_nonblocking(err->first.get());
   return std::unique_ptr<ProcessRunner>(new ProcessRunner(launcher, *pid, std::move(in->second), std::move(out->first),
-                                                          std::move(err->first), std::move(box), started));
+                                                          std::move(err->first), std::move(box), started, false));
+}
+
+Result<std::unique_ptr<ProcessRunner>> ProcessRunner::start_on_pty(ProcessLauncher& launcher, SpawnOptions options,
+                                                                   TerminalSize size, std::shared_ptr<ExitBox> box) {
+  Fd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master.valid()) return Status::from_errno(errno, "cannot allocate a pseudo-terminal (posix_openpt)");
+  char name[128];
+  if (::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0 || ::ptsname_r(master.get(), name, sizeof name) != 0) {
+    return Status::from_errno(errno, "cannot set up the pseudo-terminal");
+  }
+  winsize window{size.rows, size.cols, 0, 0};
+  ::ioctl(master.get(), TIOCSWINSZ, &window);
+  // Held open until the child has its own: a master whose slave was never
+  // opened, or closed by everyone, reads as end of file.
+  Fd slave(::ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!slave.valid()) return Status::from_errno(errno, "cannot open the pseudo-terminal " + std::string(name));
+  Fd writer(::fcntl(master.get(), F_DUPFD_CLOEXEC, 0));
+  if (!writer.valid()) return Status::from_errno(errno, "dup");
+  options.new_session = true;
+  options.controlling_tty = name;
+  options.stdin_fd = options.stdout_fd = options.stderr_fd = -1;
+  auto started = std::chrono::steady_clock::now();
+  auto pid = launcher.spawn(options, exit_into(box));  // returns once the child has exec'ed
+  if (!pid) return pid.status();
+  slave.reset();
+  set_nonblocking(master.get());
+  return std::unique_ptr<ProcessRunner>(
+      new ProcessRunner(launcher, *pid, std::move(writer), std::move(master), Fd(), std::move(box), started, true));
 }
 
 ProcessRunner::ProcessRunner(ProcessLauncher& launcher, pid_t pid, Fd stdin_w, Fd stdout_r, Fd stderr_r,
-                             std::shared_ptr<ExitBox> box, std::chrono::steady_clock::time_point started)
+                             std::shared_ptr<ExitBox> box, std::chrono::steady_clock::time_point started, bool tty)
     : launcher_(launcher),
       pid_(pid),
       stdin_(std::move(stdin_w)),
       stdout_(std::move(stdout_r)),
       stderr_(std::move(stderr_r)),
       exit_(std::move(box)),
-      started_(started) {}
+      started_(started),
+      tty_(tty) {}
 
 ProcessRunner::~ProcessRunner() {
   // A runner abandoned mid-run must not leave its process behind.
@@ -83,6 +120,15 @@ bool ProcessRunner::signal(int sig) {
   std::lock_guard lock(exit_->mutex);
   if (exit_->status) return false;  // reaped: the pid may belong to someone else now
   return launcher_.signal_group(pid_, sig) || ::kill(pid_, sig) == 0;
+}
+
+Status ProcessRunner::resize(TerminalSize size) {
+  if (!tty_) return Status(ErrorCode::invalid_request, "the process has no terminal to resize (start it with tty)");
+  winsize window{size.rows, size.cols, 0, 0};
+  if (::ioctl(stdout_.valid() ? stdout_.get() : stdin_.get(), TIOCSWINSZ, &window) != 0) {
+    return Status::from_errno(errno, "cannot resize the terminal");
+  }
+  return Status::ok();
 }
 
 void ProcessRunner::pump_stdin() {

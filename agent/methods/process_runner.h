@@ -1,5 +1,6 @@
 // ProcessRunner: one process started for an RPC caller, with pipes on its
-// stdin, stdout and stderr, pumped on the calling thread (a worker). Its exit
+// stdin, stdout and stderr (or one pseudo-terminal for all three), pumped on
+// the calling thread (a worker). Its exit
 // status arrives from the agent's reaper through an eventfd. Not thread-safe:
 // one worker drives one runner.
 #pragma once
@@ -27,8 +28,17 @@ class ProcessRunner {
     double wall_s = 0;
   };
 
-  // Spawns the process (in its own process group) with fresh pipes.
-  static Result<std::unique_ptr<ProcessRunner>> start(ProcessLauncher& launcher, SpawnOptions options);
+  // A pseudo-terminal's window size, in characters.
+  struct TerminalSize {
+    unsigned short rows = 24;
+    unsigned short cols = 80;
+  };
+
+  // Spawns the process (in its own process group) with fresh pipes; with a
+  // terminal size, in its own session on a fresh pty instead (its output then
+  // all comes as stdout, as a terminal merges it).
+  static Result<std::unique_ptr<ProcessRunner>> start(ProcessLauncher& launcher, SpawnOptions options,
+                                                      std::optional<TerminalSize> tty = std::nullopt);
   ~ProcessRunner();
   ProcessRunner(const ProcessRunner&) = delete;
   ProcessRunner& operator=(const ProcessRunner&) = delete;
@@ -39,6 +49,9 @@ class ProcessRunner {
   void close_stdin();
   // Signals the process group while the process has not been reaped.
   bool signal(int sig);
+  // Sets the pty's window size (the kernel sends SIGWINCH to its foreground
+  // group); invalid_request without a pty.
+  Status resize(TerminalSize size);
 
   // Pumps output to on_output until the process has ended and its output is
   // drained. stop_fd readable → KILL the group, then finish. extra_fd
@@ -50,7 +63,11 @@ class ProcessRunner {
  private:
   struct ExitBox;
   ProcessRunner(ProcessLauncher& launcher, pid_t pid, Fd stdin_w, Fd stdout_r, Fd stderr_r, std::shared_ptr<ExitBox> box,
-                std::chrono::steady_clock::time_point started);
+                std::chrono::steady_clock::time_point started, bool tty);
+  // The reaper's callback: leaves the status in box and raises its eventfd.
+  static ProcessLauncher::ExitCallback exit_into(std::shared_ptr<ExitBox> box);
+  static Result<std::unique_ptr<ProcessRunner>> start_on_pty(ProcessLauncher& launcher, SpawnOptions options,
+                                                             TerminalSize size, std::shared_ptr<ExitBox> box);
   void pump_stdin();
 
   ProcessLauncher& launcher_;
@@ -62,6 +79,7 @@ class ProcessRunner {
   std::string stdin_pending_;
   bool stdin_closing_ = false;
   std::chrono::steady_clock::time_point started_;
+  bool tty_ = false;  // stdout_ is the pty's master, stdin_ a duplicate of it
 };
 
 }  // namespace gpubox

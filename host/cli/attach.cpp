@@ -57,7 +57,7 @@ struct OwnedFile {
 
 int run_attach(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--connection-file"}, {});
-  if (!args) return fail("attach", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("attach", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1 || args->has_double_dash) {
     return fail("attach", "expected one sandbox id or name", kExitUsage, kUsage);
@@ -73,7 +73,7 @@ int run_attach(const std::vector<std::string>& raw, const Global& global) {
   if (signal_fd < 0) return fail("attach", "signalfd failed", kExitFailed);
 
   auto record = find_sandbox(args->positional[0]);
-  if (!record) return fail("attach", record.status().message(), exit_code_for(record.status()));
+  if (!record) return fail("attach", record.status(), exit_code_for(record.status()));
 
   // The local side: the frontend's connection file, or a fresh one.
   std::optional<std::string> given = args->last("--connection-file");
@@ -85,7 +85,7 @@ int run_attach(const std::vector<std::string>& raw, const Global& global) {
     path = *given;
     if (::access(path.c_str(), F_OK) == 0) {
       auto read = read_connection_file(path);
-      if (!read) return fail("attach", read.status().message(), kExitUsage);
+      if (!read) return fail("attach", read.status(), kExitUsage);
       local = std::move(*read);
       write_file = false;
     }
@@ -96,15 +96,15 @@ int run_attach(const std::vector<std::string>& raw, const Global& global) {
   }
   if (write_file) {
     auto key = random_hex_key();
-    if (!key) return fail("attach", key.status().message(), kExitFailed);
+    if (!key) return fail("attach", key.status(), kExitFailed);
     local.key = *key;
     local.kernel_name = "gpubox";
   }
 
   auto client = connect_sandbox(*record);
-  if (!client) return fail("attach", client.status().message(), kExitUnreachable);
+  if (!client) return fail("attach", client.status(), kExitUnreachable);
   auto relay = AttachRelay::bind(local);
-  if (!relay) return fail("attach", relay.status().message(), kExitFailed);
+  if (!relay) return fail("attach", relay.status(), kExitFailed);
   // The file is written (and the hint printed) once the agent has opened the
   // relay, so a sandbox without a kernel leaves nothing behind.
   OwnedFile owned;

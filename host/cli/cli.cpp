@@ -5,6 +5,7 @@
 
 #include "host/local_backend.h"
 #include "host/sandbox_keys.h"
+#include "host/sandbox_end.h"
 
 namespace gpubox::host::cli {
 
@@ -63,10 +64,73 @@ Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std
   return parsed;
 }
 
-int fail(const std::string& command, const std::string& message, int code, const char* usage) {
-  std::fprintf(stderr, "gpubox %s: %s\n", command.c_str(), message.c_str());
+namespace {
+
+bool g_json_errors = false;
+// The sandbox the command is about, as the user named it (for messages).
+std::string g_sandbox_label = "ID";
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
+
+}  // namespace
+
+void set_json_errors(bool on) { g_json_errors = on; }
+
+std::string in_cli_words(const std::string& message) {
+  std::string text = message;
+  const std::string& id = g_sandbox_label;
+  const std::pair<std::string, std::string> words[] = {
+      {"params.job_id: ", ""},
+      {"job.list", "`gpubox jobs " + id + "`"},
+      {"job.wait", "`gpubox wait " + id + " JOB`"},
+      {"job.ack", "`gpubox result --ack`"},
+      {"job.cancel", "`gpubox cancel`"},
+      {"sys.info", "`gpubox info " + id + "`"},
+      {"sys.shutdown", "`gpubox terminate " + id + "`"},
+      {"sys.heartbeat", "heartbeats"},
+      {"fs.list lists it", "`gpubox get` copies a directory"},
+  };
+  for (const auto& [from, to] : words) replace_all(text, from, to);
+  return text;
+}
+
+namespace {
+
+// Prints one error: JSON with error_code on stdout, or the text on stderr.
+int report_error(const std::string& command, std::string error_code, const std::string& message, int code,
+                 const char* usage) {
+  std::string text = in_cli_words(message);
+  if (g_json_errors) {
+    nlohmann::json error = {{"error", {{"code", error_code}, {"message", text}, {"command", command}, {"exit_code", code}}}};
+    std::printf("%s\n", error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::fflush(stdout);
+    return code;
+  }
+  std::fprintf(stderr, "gpubox %s: %s\n", command.c_str(), text.c_str());
   if (usage && code == kExitUsage) std::fputs(usage, stderr);
   return code;
+}
+
+}  // namespace
+
+int fail(const std::string& command, const std::string& message, int code, const char* usage) {
+  // "not_found: ..." (a Status's to_string) carries its code.
+  if (auto colon = message.find(": "); colon != std::string::npos && error_code_from_name(message.substr(0, colon))) {
+    return report_error(command, message.substr(0, colon), g_json_errors ? message.substr(colon + 2) : message, code, usage);
+  }
+  std::string error_code = code == kExitUsage ? "usage" : code == kExitUnreachable ? "unreachable" : "failed";
+  return report_error(command, error_code, message, code, usage);
+}
+
+int fail(const std::string& command, const Status& status, int code, const char* usage) {
+  // A refused flag or value is a usage error; a sandbox or name not found keeps its own code.
+  bool usage_error = code == kExitUsage && status.code() == ErrorCode::invalid_request;
+  return report_error(command, usage_error ? "usage" : std::string(error_code_name(status.code())), status.message(), code,
+                      usage);
 }
 
 int show_usage(const char* usage) {
@@ -90,17 +154,18 @@ int exit_code_for(const Status& status) {
 Result<SandboxRecord> find_sandbox(const std::string& id_or_name) {
   auto store = SandboxStore::open_default();
   if (!store) return store.status();
-  return store->resolve(id_or_name);
+  auto record = store->resolve(id_or_name);
+  if (record) g_sandbox_label = id_or_name;
+  return record;
 }
 
 Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record) {
   std::string state = record.state();
-  if (state != "running") {
-    return Status(ErrorCode::unavailable, "sandbox " + record.id + " is " + state +
-                                              (state == "dead" ? " (its agent exited); `gpubox terminate " + record.id +
-                                                                     "` removes it"
-                                                               : ""));
+  if (state == "dead") {
+    return Status(ErrorCode::unavailable, "sandbox " + record.id + " is dead: " + sandbox_end(record).message +
+                                              "; `gpubox terminate " + record.id + "` removes it");
   }
+  if (state != "running") return Status(ErrorCode::unavailable, "sandbox " + record.id + " is " + state);
   auto options = client_options_for(record);
   if (!options) return options.status();
   options->connect_timeout = std::chrono::milliseconds(5'000);

@@ -24,6 +24,7 @@ enum ExitCode : int {
   kExitFailed = 1,       // the remote command or call failed
   kExitUsage = 2,        // usage or config error, unknown sandbox
   kExitUnreachable = 3,  // the sandbox exists but its agent is dead or does not answer
+  kExitWaitTimedOut = 124,  // `wait --timeout` ran out before the job finished
 };
 
 // Options every command accepts.
@@ -52,8 +53,20 @@ struct Args {
 Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
                         const std::set<std::string>& flag_names, size_t stop_after = 0);
 
-// Prints "gpubox COMMAND: MESSAGE" (and a usage line for kExitUsage) to stderr; returns code.
+// Prints "gpubox COMMAND: MESSAGE" (and a usage line for kExitUsage) to
+// stderr, or with --json {"error": {"code", "message", "exit_code"}} to
+// stdout; returns code. The message is put in the CLI's words first
+// (in_cli_words). `code` in the JSON is the agent's error code when MESSAGE
+// starts with one ("not_found: ..."), else usage / failed / unreachable.
 int fail(const std::string& command, const std::string& message, int code, const char* usage = nullptr);
+// The same for a Status: its message for people, its code in the JSON.
+int fail(const std::string& command, const Status& status, int code, const char* usage = nullptr);
+// Errors as JSON on stdout from now on (main sets it when --json is given).
+void set_json_errors(bool on);
+// An agent's message in the CLI's words: RPC methods it names become the
+// gpubox commands that do the same (job.list -> `gpubox jobs ID`, sys.info ->
+// `gpubox info ID`, ...), params.job_id becomes JOB.
+std::string in_cli_words(const std::string& message);
 // Prints a command's usage to stdout (for --help); returns kExitOk.
 int show_usage(const char* usage);
 // The exit code for a Status from finding or reaching a sandbox.
@@ -98,6 +111,10 @@ Status parse_container_flags(const Args& args, bool container, ContainerSandboxS
 // Stops and removes a sandbox of any backend (local_backend.h, container_backend.h).
 Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
                          bool* killed = nullptr);
+int run_rpc(const std::vector<std::string>& args, const Global& global);
+// Removes the kernelspecs (in the folders `kernelspec list` searches) that
+// attach to this sandbox; the folders removed.
+std::vector<std::string> remove_sandbox_kernelspecs(const std::string& sandbox_id);
 // `gpubox logs ID JOB`: args already parsed by run_logs, with two positionals.
 int run_job_logs(const Args& args, const Global& global);
 

@@ -192,7 +192,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
     box.public_spec = pub;
   }
   auto created = container ? create_container_sandbox(*store, box) : create_local_sandbox(*store, spec);
-  if (!created) return fail("create", created.status().message(), exit_code_for(created.status()));
+  if (!created) return fail("create", created.status(), exit_code_for(created.status()));
   if (from) {
     if (Status restored = restore_snapshot_files(*from, *created); !restored) {
       (void)terminate_sandbox(*store, *created, std::chrono::seconds(1));

@@ -1,14 +1,19 @@
-// `gpubox exec ID -- CMD ARGS...`: runs a command in the sandbox, streaming its
-// stdout and stderr live to ours, and exits with its exit code.
+// `gpubox exec ID [-i] [-t] -- CMD ARGS...`: runs a command in the sandbox,
+// streaming its stdout and stderr live to ours (and, with -i, our stdin to it;
+// with -t, on a pseudo-terminal), and exits with its exit code.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "host/cli/cli.h"
+#include "host/cli/terminal.h"
 #include "host/process_identity.h"
 #include "host/resource_limits.h"
 #include "rpc/fd.h"
@@ -18,25 +23,38 @@ namespace gpubox::host::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gpubox exec ID|NAME [--timeout S] [--cwd DIR] [--env K=V]... -- CMD ARGS...\n";
+    "usage: gpubox exec ID|NAME [-i] [-t] [--timeout S] [--cwd DIR] [--env K=V]... -- CMD ARGS...\n"
+    "  -i, --interactive  forward this terminal's (or pipe's) stdin to the command; without it the command reads end of file\n"
+    "  -t, --tty          run the command on a pseudo-terminal (window size passed on); with -i, as `docker exec -it`:\n"
+    "                     this terminal is in raw mode until the command ends, Ctrl-C and Ctrl-D go to the command\n";
 
 volatile std::sig_atomic_t g_pending_signal = 0;
+volatile std::sig_atomic_t g_window_changed = 0;
 
 // Sends one message of request id.
-Status send(rpc::Client& client, std::uint64_t id, rpc::Kind kind, const nlohmann::json& body, std::uint64_t credit = 0) {
+Status send(rpc::Client& client, std::uint64_t id, rpc::Kind kind, const nlohmann::json& body, std::uint64_t credit = 0,
+            std::vector<zmq::message_t> attachments = {}) {
   rpc::Header header;
   header.id = id;
   header.kind = kind;
   header.credit = credit;
-  return client.send_message(header, body);
+  return client.send_message(header, body, std::move(attachments));
 }
 
+// What goes to the command besides its params: local stdin (-i) and the window size (-t).
+struct ExecInput {
+  bool forward_stdin = false;
+  bool tty = false;
+};
+
 // Runs proc.spawn to its end, writing the command's output to ours as it
-// comes. Waits in slices, so that an agent that dies meanwhile is noticed
-// (a ZeroMQ peer that vanishes sends nothing) and a forwarded signal is sent
+// comes and, with -i, our stdin to it as the agent grants credit. Polls in
+// slices, so that an agent that dies meanwhile is noticed (a ZeroMQ peer that
+// vanishes sends nothing) and a forwarded signal or window size is sent
 // promptly. The outer Result fails when the agent could not be followed; the
 // inner one is the request's RESULT or ERROR.
-Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIdentity& agent, const nlohmann::json& params) {
+Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIdentity& agent, const nlohmann::json& params,
+                                          ExecInput input) {
   constexpr std::uint64_t kWindow = rpc::kDefaultWindow;
   const std::uint64_t id = client.next_id();
   rpc::Header call;
@@ -47,38 +65,68 @@ Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIden
   if (Status sent = client.send_message(call, params); !sent) return sent;
   std::uint64_t send_credit = 0, consumed = 0;
   bool eof_sent = false;
+  std::vector<char> buffer(64 * 1024);
+  // Sends one DATA to the command when credit allows; false when it must wait.
+  auto send_data = [&](const nlohmann::json& body, std::vector<zmq::message_t> attachments = {}) {
+    if (send_credit == 0) return false;
+    --send_credit;
+    (void)send(client, id, rpc::Kind::data, body, 0, std::move(attachments));
+    return true;
+  };
   while (true) {
-    if (int sig = g_pending_signal; sig != 0 && send_credit > 0) {
-      g_pending_signal = 0;
-      --send_credit;
-      (void)send(client, id, rpc::Kind::data, {{"signal", sig}});
+    if (int sig = g_pending_signal; sig != 0 && send_data({{"signal", sig}})) g_pending_signal = 0;
+    if (input.tty && g_window_changed && send_credit > 0) {
+      g_window_changed = 0;
+      if (auto size = local_window_size()) send_data({{"rows", size->rows}, {"cols", size->cols}});
     }
-    Result<rpc::Received> got = Status(ErrorCode::unavailable, "");
+    if (!eof_sent && !input.forward_stdin && send_data({{"eof", true}})) eof_sent = true;
+
+    Result<std::optional<rpc::Received>> got = std::optional<rpc::Received>();
     try {
-      got = client.receive(id, std::chrono::milliseconds(100));
+      got = client.try_receive(id);
+      if (got && !got->has_value()) {
+        std::vector<zmq::pollitem_t> items = {client.poll_item()};
+        bool watch_stdin = input.forward_stdin && !eof_sent && send_credit > 0;
+        if (watch_stdin) items.push_back({nullptr, STDIN_FILENO, ZMQ_POLLIN, 0});
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+        if (watch_stdin && (items[1].revents & (ZMQ_POLLIN | ZMQ_POLLERR))) {
+          ssize_t n = ::read(STDIN_FILENO, buffer.data(), buffer.size());
+          if (n > 0) {
+            std::vector<zmq::message_t> bytes;
+            bytes.emplace_back(buffer.data(), static_cast<std::size_t>(n));
+            send_data(nlohmann::json::object(), std::move(bytes));
+          } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+            // End of our input: on a terminal the command sees its end-of-file key (Ctrl-D).
+            if (input.tty) {
+              std::vector<zmq::message_t> eot;
+              eot.emplace_back("\x04", 1);
+              send_data(nlohmann::json::object(), std::move(eot));
+            }
+            eof_sent = send_data({{"eof", true}});
+            if (!eof_sent) input.forward_stdin = false;  // sent at the next credit
+          }
+        }
+        if (!(items[0].revents & ZMQ_POLLIN)) {
+          if (!process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the command ran");
+          continue;
+        }
+        got = client.try_receive(id);
+      }
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;  // a signal to forward
       return Status(ErrorCode::unavailable, std::string("receiving: ") + e.what());
     }
-    if (!got) {
-      if (got.status().code() != ErrorCode::unavailable) return got.status();
-      if (!process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the command ran");
-      continue;
-    }
-    switch (got->kind) {
+    if (!got) return got.status();
+    if (!got->has_value()) continue;
+    rpc::Received& message = **got;
+    switch (message.kind) {
       case rpc::Kind::credit:
-        send_credit += got->credit;
-        if (!eof_sent && send_credit > 0) {
-          // Local stdin is not forwarded: the command sees end of file at once.
-          eof_sent = true;
-          --send_credit;
-          (void)send(client, id, rpc::Kind::data, {{"eof", true}});
-        }
+        send_credit += message.credit;
         break;
       case rpc::Kind::data: {
-        auto stream = got->body.find("stream");
-        if (stream != got->body.end() && !got->attachments.empty()) {
-          const auto& bytes = got->attachments[0];
+        auto stream = message.body.find("stream");
+        if (stream != message.body.end() && !message.attachments.empty()) {
+          const auto& bytes = message.attachments[0];
           (void)write_fully(*stream == "stderr" ? STDERR_FILENO : STDOUT_FILENO, bytes.data(), bytes.size());
         }
         if (++consumed >= kWindow / 2) {
@@ -88,9 +136,9 @@ Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIden
         break;
       }
       case rpc::Kind::result:
-        return Result<nlohmann::json>(std::move(got->body));
+        return Result<nlohmann::json>(std::move(message.body));
       case rpc::Kind::error:
-        return Result<nlohmann::json>(rpc::status_from_error_body(got->body));
+        return Result<nlohmann::json>(rpc::status_from_error_body(message.body));
       default:
         return Status(ErrorCode::internal, "the agent sent an unexpected message kind");
     }
@@ -100,8 +148,8 @@ Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIden
 }  // namespace
 
 int run_exec(const std::vector<std::string>& raw, const Global&) {
-  auto args = parse_args(raw, {"--timeout", "--cwd", "--env"}, {}, 1);
-  if (!args) return fail("exec", args.status().message(), kExitUsage, kUsage);
+  auto args = parse_args(raw, {"--timeout", "--cwd", "--env"}, {"-i", "--interactive", "-t", "--tty", "-it", "-ti"}, 1);
+  if (!args) return fail("exec", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1) return fail("exec", "expected one sandbox id or name", kExitUsage, kUsage);
   if (args->command.empty()) return fail("exec", "expected a command after the sandbox (-- CMD ARGS...)", kExitUsage, kUsage);
@@ -117,10 +165,26 @@ int run_exec(const std::vector<std::string>& raw, const Global&) {
     if (eq == std::string::npos || eq == 0) return fail("exec", "--env: expected NAME=VALUE, got '" + pair + "'", kExitUsage, kUsage);
     params["env"][pair.substr(0, eq)] = pair.substr(eq + 1);
   }
+  auto given = [&](std::initializer_list<const char*> names) {
+    return std::any_of(names.begin(), names.end(), [&](const char* name) { return args->flag(name); });
+  };
+  ExecInput input;
+  input.forward_stdin = given({"-i", "--interactive", "-it", "-ti"});
+  input.tty = given({"-t", "--tty", "-it", "-ti"});
+  if (input.tty) {
+    WindowSize size = local_window_size().value_or(WindowSize{});
+    params["tty"] = true;
+    params["rows"] = size.rows;
+    params["cols"] = size.cols;
+    if (!params.contains("env") || !params["env"].contains("TERM")) {
+      const char* term = std::getenv("TERM");
+      params["env"]["TERM"] = term && *term ? term : "xterm";
+    }
+  }
   auto record = find_sandbox(args->positional[0]);
-  if (!record) return fail("exec", record.status().message(), exit_code_for(record.status()));
+  if (!record) return fail("exec", record.status(), exit_code_for(record.status()));
   auto client = connect_sandbox(*record);
-  if (!client) return fail("exec", client.status().message(), kExitUnreachable);
+  if (!client) return fail("exec", client.status(), kExitUnreachable);
 
   // A closed local stdout (| head) must not kill us before we report.
   ::signal(SIGPIPE, SIG_IGN);
@@ -129,20 +193,24 @@ int run_exec(const std::vector<std::string>& raw, const Global&) {
   struct sigaction forward {};
   forward.sa_handler = [](int sig) { g_pending_signal = sig; };
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &forward, nullptr);
+  struct sigaction resized {};
+  resized.sa_handler = [](int) { g_window_changed = 1; };
+  if (input.tty) ::sigaction(SIGWINCH, &resized, nullptr);
 
-  auto ran = run_remote(**client, record->agent, params);
+  std::optional<RawTerminal> raw_terminal;  // restored on every return below
+  if (input.tty && input.forward_stdin) raw_terminal.emplace(STDIN_FILENO);
+  auto ran = run_remote(**client, record->agent, params, input);
+  raw_terminal.reset();
   if (!ran) {
     int code = ran.status().code() == ErrorCode::unavailable ? kExitUnreachable : kExitFailed;
-    return fail("exec", ran.status().message(), code);
+    return fail("exec", ran.status(), code);
   }
   const Result<nlohmann::json>& result = *ran;
   if (!result) {
     // The command could not start (not found, not executable): as a shell would say it.
     const Status& status = result.status();
-    std::fprintf(stderr, "gpubox exec: %s\n", status.to_string().c_str());
-    if (status.code() == ErrorCode::not_found) return 127;
-    if (status.code() == ErrorCode::permission_denied) return 126;
-    return kExitFailed;
+    int code = status.code() == ErrorCode::not_found ? 127 : status.code() == ErrorCode::permission_denied ? 126 : kExitFailed;
+    return fail("exec", status.to_string(), code);
   }
   const nlohmann::json& outcome = result.value();
   if (outcome.value("timed_out", false)) {

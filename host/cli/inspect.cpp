@@ -10,6 +10,7 @@
 
 #include "host/cli/cli.h"
 #include "host/resource_limits.h"
+#include "host/sandbox_end.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -24,21 +25,37 @@ std::string age(double created_at) {
 }
 
 nlohmann::json summary(const SandboxRecord& record) {
-  return {{"id", record.id},           {"name", record.name},   {"backend", record.backend},
-          {"state", record.state()},   {"endpoint", record.endpoint}, {"agent_pid", record.agent.pid},
-          {"created_at", record.created_at}};
+  nlohmann::json json = {{"id", record.id},         {"name", record.name},         {"backend", record.backend},
+                         {"state", record.state()}, {"endpoint", record.endpoint}, {"agent_pid", record.agent.pid},
+                         {"created_at", record.created_at}};
+  if (json["state"] == "dead") {
+    SandboxEnd end = sandbox_end(record);
+    json["ended"] = {{"reason", end.reason}, {"message", end.message}};
+    if (end.exit_code) json["ended"]["agent_exit_code"] = *end.exit_code;
+  }
+  return json;
+}
+
+// "running", or "dead (idle timeout)": the state as ls and info print it.
+std::string state_text(const nlohmann::json& summary) {
+  std::string state = summary.value("state", "");
+  if (summary.contains("ended")) state += " (" + sandbox_end_label(summary["ended"].value("reason", "")) + ")";
+  return state;
 }
 
 }  // namespace
 
 int run_ls(const std::vector<std::string>& raw, const Global& global) {
-  constexpr char kUsage[] = "usage: gpubox ls [--json]\n";
+  constexpr char kUsage[] =
+      "usage: gpubox ls [--json]\n"
+      "  STATE is creating, running, or dead with how it ended (terminated, shut down, idle timeout,\n"
+      "  lease expired, deadline, command ended, out of memory, agent crashed).\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("ls", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("ls", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (!args->positional.empty()) return fail("ls", "unexpected argument '" + args->positional[0] + "'", kExitUsage, kUsage);
   auto store = SandboxStore::open_default();
-  if (!store) return fail("ls", store.status().message(), kExitUsage);
+  if (!store) return fail("ls", store.status(), kExitUsage);
   auto records = store->list();
   if (global.json || args->flag("--json")) {
     nlohmann::json list = nlohmann::json::array();
@@ -46,10 +63,10 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
     std::cout << list.dump() << "\n";
     return kExitOk;
   }
-  std::printf("%-12s  %-20s  %-8s  %-7s  %s\n", "ID", "NAME", "STATE", "BACKEND", "CREATED");
+  std::printf("%-12s  %-20s  %-22s  %-7s  %s\n", "ID", "NAME", "STATE", "BACKEND", "CREATED");
   for (const auto& record : records) {
-    std::printf("%-12s  %-20s  %-8s  %-7s  %s\n", record.id.c_str(), record.name.empty() ? "-" : record.name.c_str(),
-                record.state().c_str(), record.backend.c_str(), age(record.created_at).c_str());
+    std::printf("%-12s  %-20s  %-22s  %-7s  %s\n", record.id.c_str(), record.name.empty() ? "-" : record.name.c_str(),
+                state_text(summary(record)).c_str(), record.backend.c_str(), age(record.created_at).c_str());
   }
   return kExitOk;
 }
@@ -57,11 +74,11 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
 int run_info(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox info ID|NAME [--json]\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("info", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("info", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1) return fail("info", "expected one sandbox id or name", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
-  if (!record) return fail("info", record.status().message(), exit_code_for(record.status()));
+  if (!record) return fail("info", record.status(), exit_code_for(record.status()));
 
   nlohmann::json info = summary(*record);
   info["spec"] = record->spec;
@@ -92,7 +109,8 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   std::printf("id:          %s\n", record->id.c_str());
   std::printf("name:        %s\n", record->name.empty() ? "-" : record->name.c_str());
   std::printf("backend:     %s\n", record->backend.c_str());
-  std::printf("state:       %s\n", record->state().c_str());
+  std::printf("state:       %s\n", state_text(info).c_str());
+  if (info.contains("ended")) std::printf("ended:       %s\n", info["ended"].value("message", "").c_str());
   std::printf("created:     %s\n", age(record->created_at).c_str());
   std::printf("endpoint:    %s\n", record->endpoint.c_str());
   std::printf("agent pid:   %d (host)\n", record->agent.pid);
@@ -138,13 +156,13 @@ int run_logs(const std::vector<std::string>& raw, const Global& global) {
       "usage: gpubox logs ID|NAME [-f|--follow]              the agent's log\n"
       "       gpubox logs ID|NAME JOB [--stderr] [-f|--follow]  a job's stdout (or stderr)\n";
   auto args = parse_args(raw, {}, {"-f", "--follow", "--stderr"});
-  if (!args) return fail("logs", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("logs", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() == 2) return run_job_logs(*args, global);
   if (args->flag("--stderr")) return fail("logs", "--stderr needs a JOB", kExitUsage, kUsage);
   if (args->positional.size() != 1) return fail("logs", "expected a sandbox id or name, and optionally a JOB", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
-  if (!record) return fail("logs", record.status().message(), exit_code_for(record.status()));
+  if (!record) return fail("logs", record.status(), exit_code_for(record.status()));
   bool follow = args->flag("-f") || args->flag("--follow");
   std::string path = record->agent_dir() + "/agent.log";
   std::ifstream in(path, std::ios::binary);

@@ -10,10 +10,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <set>
 
 #include "host/cli/cli.h"
+#include "host/cli/input_archive.h"
 #include "rpc/sha256.h"
 
 namespace gpubox::host::cli {
@@ -23,12 +25,14 @@ constexpr std::size_t kChunk = 1 << 20;
 
 bool json_output(const Global& global, const Args& args) { return global.json || args.flag("--json"); }
 
-// One --input: the local file, and the bare name it gets in the job's work dir.
+// One --input: the local file (for a directory, its packed archive), and the
+// bare name it gets in the job's work dir.
 struct LocalInput {
   std::string path;
   std::string name;
   std::uint64_t size = 0;
   std::string sha256;
+  std::unique_ptr<InputArchive> archive;  // a directory's, removed with the input
 };
 
 std::string base_name(std::string path) {
@@ -110,9 +114,9 @@ struct Connected {
 
 Connected connect(const std::string& command, const std::string& id_or_name) {
   auto record = find_sandbox(id_or_name);
-  if (!record) return {nullptr, fail(command, record.status().message(), exit_code_for(record.status()))};
+  if (!record) return {nullptr, fail(command, record.status(), exit_code_for(record.status()))};
   auto client = connect_sandbox(*record);
-  if (!client) return {nullptr, fail(command, client.status().message(), kExitUnreachable)};
+  if (!client) return {nullptr, fail(command, client.status(), kExitUnreachable)};
   return {std::move(*client), kExitOk};
 }
 
@@ -148,13 +152,15 @@ std::string result_line(const nlohmann::json& result) {
 
 int run_submit(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] =
-      "usage: gpubox submit ID|NAME [--input FILE]... [--timeout S] [--output GLOB[:featured|hidden]]...\n"
+      "usage: gpubox submit ID|NAME [--input FILE|DIR]... [--timeout S] [--output GLOB[:featured|hidden]]...\n"
       "                     [--intent TEXT] [--env K=V]... [--json] -- COMMAND...\n"
       "  runs COMMAND with /bin/sh -c in the job's own work dir (inputs beside it, results go to out/)\n"
       "  and prints the job id (--json: the job's record). One COMMAND word is shell text as it is;\n"
-      "  several are quoted one by one. --output globs are relative to out/ (featured by default).\n";
+      "  several are quoted one by one. A DIR input arrives as a directory of that name (sent as a tar,\n"
+      "  sha256-checked, unpacked safely). --output globs are relative to out/ (featured by default); without\n"
+      "  --output the first 20 files of out/ are featured.\n";
   auto args = parse_args(raw, {"--input", "--timeout", "--output", "--intent", "--env"}, {});
-  if (!args) return fail("submit", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("submit", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (!args->has_double_dash || args->command.empty()) return fail("submit", "expected -- COMMAND", kExitUsage, kUsage);
   if (args->positional.size() != 1) return fail("submit", "expected one sandbox id or name before --", kExitUsage, kUsage);
@@ -192,7 +198,13 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
   std::vector<LocalInput> inputs;
   std::set<std::string> names;
   for (const auto& path : args->all("--input")) {
-    LocalInput input{path, base_name(path), 0, ""};
+    LocalInput input{path, base_name(path), 0, "", nullptr};
+    if (std::error_code error; std::filesystem::is_directory(path, error)) {
+      auto packed = InputArchive::pack(path);
+      if (!packed) return fail("submit", packed.status(), kExitUsage);
+      input.archive = std::move(*packed);
+      input.path = input.archive->path();
+    }
     if (Status hashed = hash_file(input); !hashed) return fail("submit", hashed.message(), kExitUsage);
     if (!names.insert(input.name).second) {
       return fail("submit", "--input '" + path + "': another input is also named '" + input.name + "'", kExitUsage);
@@ -201,7 +213,11 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
   }
   if (!inputs.empty()) {
     params["inputs"] = nlohmann::json::array();
-    for (const auto& input : inputs) params["inputs"].push_back({{"name", input.name}, {"sha256", input.sha256}, {"size", input.size}});
+    for (const auto& input : inputs) {
+      nlohmann::json declared = {{"name", input.name}, {"sha256", input.sha256}, {"size", input.size}};
+      if (input.archive) declared["kind"] = "dir";  // only then: an older agent still takes plain files
+      params["inputs"].push_back(std::move(declared));
+    }
   }
 
   Connected sandbox = connect("submit", args->positional[0]);
@@ -232,7 +248,7 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
 int run_jobs(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox jobs ID|NAME [--json]   (every job of the sandbox, in submission order)\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("jobs", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("jobs", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1) return fail("jobs", "expected one sandbox id or name", kExitUsage, kUsage);
   Connected sandbox = connect("jobs", args->positional[0]);
@@ -261,10 +277,10 @@ int run_jobs(const std::vector<std::string>& raw, const Global& global) {
 int run_wait(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] =
       "usage: gpubox wait ID|NAME JOB [--timeout S] [--json]\n"
-      "  waits for JOB to finish and prints its result; exit 0 if it succeeded, 1 otherwise\n"
-      "  (also when --timeout passes first).\n";
+      "  waits for JOB to finish and prints its result; exit 0 if it succeeded, 1 if it did not,\n"
+      "  124 if --timeout passed first (the job keeps running).\n";
   auto args = parse_args(raw, {"--timeout"}, {});
-  if (!args) return fail("wait", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("wait", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 2) return fail("wait", "expected ID JOB", kExitUsage, kUsage);
   std::optional<double> limit;
@@ -293,7 +309,8 @@ int run_wait(const std::vector<std::string>& raw, const Global& global) {
   if (json_output(global, *args)) {
     std::cout << info.dump() << "\n";
   } else if (!finished) {
-    std::printf("%s: still %s\n", job.c_str(), info.value("state", "?").c_str());
+    std::printf("%s: still %s after --timeout %s s\n", job.c_str(), info.value("state", "?").c_str(),
+                args->last("--timeout").value_or("").c_str());
   } else {
     std::printf("%s: %s\n", job.c_str(), result_line(result).c_str());
     if (result.contains("system_hint") && result["system_hint"].is_string() && !result["system_hint"].get<std::string>().empty()) {
@@ -312,7 +329,7 @@ int run_wait(const std::vector<std::string>& raw, const Global& global) {
       std::printf("stderr (end):\n%s%s", stderr_tail.c_str(), stderr_tail.back() == '\n' ? "" : "\n");
     }
   }
-  if (!finished) return kExitFailed;
+  if (!finished) return kExitWaitTimedOut;
   return result.value("status", "") == "succeeded" ? kExitOk : kExitFailed;
 }
 
@@ -352,7 +369,7 @@ int run_cancel(const std::vector<std::string>& raw, const Global& global) {
       "usage: gpubox cancel ID|NAME JOB [--json]\n"
       "  a queued job ends at once; a running one gets TERM, then KILL after the grace. Its outputs are still staged.\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("cancel", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("cancel", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 2) return fail("cancel", "expected ID JOB", kExitUsage, kUsage);
   Connected sandbox = connect("cancel", args->positional[0]);

@@ -1,14 +1,18 @@
 // `gpubox kernelspec install [--user] [--prefix DIR] [--sandbox ID] [--name N]`:
 // writes a Jupyter kernelspec so that any frontend can start the gpubox
 // kernel by name: the standalone kernel (gpubox-agent kernel), or, with
-// --sandbox, a sandbox's kernel through `gpubox attach`.
+// --sandbox, a sandbox's kernel through `gpubox attach`. `kernelspec list`
+// and `kernelspec remove NAME` show and remove gpubox's kernelspecs (never
+// another kernel's); `terminate` removes those of the sandboxes it ends.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "host/cli/cli.h"
 #include "host/local_backend.h"
@@ -18,6 +22,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: gpubox kernelspec install [--user | --prefix DIR] [--sandbox ID] [--name NAME] [--python PATH]\n"
+    "       gpubox kernelspec list [--prefix DIR] [--json]\n"
+    "       gpubox kernelspec remove NAME [--prefix DIR]\n"
     "Installs a Jupyter kernelspec into KERNELS/NAME/kernel.json, where KERNELS is\n"
     "  /usr/local/share/jupyter/kernels           (default)\n"
     "  $JUPYTER_DATA_DIR/kernels, else ~/.local/share/jupyter/kernels   (--user)\n"
@@ -25,7 +31,9 @@ constexpr char kUsage[] =
     "Without --sandbox: the standalone kernel, `gpubox-agent kernel -f {connection_file}` (NAME gpubox;\n"
     "--python names the executor's python3). With --sandbox ID: that sandbox's kernel through\n"
     "`gpubox attach ID --connection-file {connection_file}` (NAME gpubox-SANDBOXNAME, or gpubox-ID\n"
-    "for a sandbox without a name).\n";
+    "for a sandbox without a name).\n"
+    "list shows gpubox's kernelspecs in those folders (and $JUPYTER_PATH's, /usr/share/jupyter/kernels) with\n"
+    "the sandbox each one attaches to and its state; remove deletes one of them (only a gpubox kernelspec).\n";
 
 bool valid_name(const std::string& name) {
   if (name.empty() || name.size() > 128) return false;
@@ -55,6 +63,100 @@ std::string self_path() {
   return self;
 }
 
+// Where kernelspecs may live, most specific first (as Jupyter searches them).
+std::vector<std::string> kernel_dirs(const Args& args) {
+  std::vector<std::string> dirs;
+  if (auto prefix = args.last("--prefix")) dirs.push_back(*prefix + "/share/jupyter/kernels");
+  if (const char* data = std::getenv("JUPYTER_DATA_DIR"); data && *data) {
+    dirs.push_back(std::string(data) + "/kernels");
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    dirs.push_back(std::string(home) + "/.local/share/jupyter/kernels");
+  }
+  if (const char* path = std::getenv("JUPYTER_PATH"); path && *path) {
+    std::string list = path;
+    for (std::size_t at = 0; at <= list.size();) {
+      std::size_t colon = std::min(list.find(':', at), list.size());
+      if (colon > at) dirs.push_back(list.substr(at, colon - at) + "/kernels");
+      at = colon + 1;
+    }
+  }
+  dirs.push_back("/usr/local/share/jupyter/kernels");
+  dirs.push_back("/usr/share/jupyter/kernels");
+  return dirs;
+}
+
+// One of gpubox's kernelspecs found on disk.
+struct FoundSpec {
+  std::string name;
+  std::string dir;
+  std::string sandbox;  // the id it attaches to; empty for the standalone kernel
+};
+
+// gpubox's kernelspecs (argv: `gpubox attach ID ...` or `gpubox-agent kernel ...`) in dirs, by folder.
+std::vector<FoundSpec> find_specs(const std::vector<std::string>& dirs) {
+  std::vector<FoundSpec> found;
+  std::error_code error;
+  for (const auto& kernels : dirs) {
+    for (const auto& entry : std::filesystem::directory_iterator(kernels, error)) {
+      std::ifstream in(entry.path() / "kernel.json");
+      nlohmann::json spec = nlohmann::json::parse(in, nullptr, false);
+      if (!spec.is_object() || !spec.value("argv", nlohmann::json()).is_array() || spec["argv"].size() < 2) continue;
+      const auto& argv = spec["argv"];
+      if (!argv[0].is_string() || !argv[1].is_string()) continue;
+      std::string program = std::filesystem::path(argv[0].get<std::string>()).filename();
+      if (program == "gpubox" && argv[1] == "attach" && argv.size() > 2 && argv[2].is_string()) {
+        found.push_back({entry.path().filename(), entry.path(), argv[2].get<std::string>()});
+      } else if (program == "gpubox-agent" && argv[1] == "kernel") {
+        found.push_back({entry.path().filename(), entry.path(), ""});
+      }
+    }
+  }
+  return found;
+}
+
+int list_specs(const Args& args, const Global& global) {
+  auto store = SandboxStore::open_default();
+  nlohmann::json specs = nlohmann::json::array();
+  for (const auto& spec : find_specs(kernel_dirs(args))) {
+    std::string state = "-";
+    if (!spec.sandbox.empty()) {
+      auto record = store ? store->resolve(spec.sandbox) : Result<SandboxRecord>(store.status());
+      state = record ? record->state() : "gone";
+    }
+    specs.push_back({{"name", spec.name}, {"dir", spec.dir}, {"sandbox", spec.sandbox.empty() ? nlohmann::json() : nlohmann::json(spec.sandbox)},
+                     {"sandbox_state", state}});
+  }
+  if (global.json || args.flag("--json")) {
+    std::cout << specs.dump() << "\n";
+    return kExitOk;
+  }
+  std::printf("%-24s  %-12s  %-8s  %s\n", "NAME", "SANDBOX", "STATE", "DIR");
+  for (const auto& spec : specs) {
+    std::printf("%-24s  %-12s  %-8s  %s\n", spec["name"].get<std::string>().c_str(),
+                spec["sandbox"].is_null() ? "(standalone)" : spec["sandbox"].get<std::string>().c_str(),
+                spec["sandbox_state"].get<std::string>().c_str(), spec["dir"].get<std::string>().c_str());
+  }
+  return kExitOk;
+}
+
+int remove_spec(const Args& args, const Global& global) {
+  if (args.positional.size() != 2) return fail("kernelspec", "remove: expected one kernelspec NAME", kExitUsage, kUsage);
+  const std::string& name = args.positional[1];
+  for (const auto& spec : find_specs(kernel_dirs(args))) {
+    if (spec.name != name) continue;
+    std::error_code error;
+    std::filesystem::remove_all(spec.dir, error);
+    if (error) return fail("kernelspec", "cannot remove '" + spec.dir + "': " + error.message(), kExitFailed);
+    if (global.json || args.flag("--json")) {
+      std::cout << nlohmann::json{{"removed", name}, {"dir", spec.dir}}.dump() << "\n";
+    } else {
+      std::printf("removed kernelspec %s from %s\n", name.c_str(), spec.dir.c_str());
+    }
+    return kExitOk;
+  }
+  return fail("kernelspec", "no gpubox kernelspec named '" + name + "' (`gpubox kernelspec list` shows them)", kExitUsage);
+}
+
 int install(const Args& args, const Global& global) {
   if (args.flag("--user") && args.last("--prefix")) {
     return fail("kernelspec", "--user and --prefix: give one or neither", kExitUsage, kUsage);
@@ -82,7 +184,7 @@ int install(const Args& args, const Global& global) {
   if (auto sandbox = args.last("--sandbox")) {
     if (args.last("--python")) return fail("kernelspec", "--python: the sandbox's config names its python", kExitUsage, kUsage);
     auto record = find_sandbox(*sandbox);
-    if (!record) return fail("kernelspec", record.status().message(), exit_code_for(record.status()));
+    if (!record) return fail("kernelspec", record.status(), exit_code_for(record.status()));
     name = "gpubox-" + (record->name.empty() ? record->id : record->name);
     spec["argv"] = {self_path(), "attach", record->id, "--connection-file", "{connection_file}"};
     spec["display_name"] = "Python 3 (gpubox sandbox " + (record->name.empty() ? record->id : record->name) + ")";
@@ -126,12 +228,22 @@ int install(const Args& args, const Global& global) {
 
 int run_kernelspec(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--prefix", "--sandbox", "--name", "--python"}, {"--user"});
-  if (!args) return fail("kernelspec", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("kernelspec", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 1 || args->positional[0] != "install") {
-    return fail("kernelspec", "expected the subcommand install", kExitUsage, kUsage);
+  std::string sub = args->positional.empty() ? "" : args->positional[0];
+  if (sub == "list" && args->positional.size() == 1) return list_specs(*args, global);
+  if (sub == "remove") return remove_spec(*args, global);
+  if (sub == "install" && args->positional.size() == 1) return install(*args, global);
+  return fail("kernelspec", "expected the subcommand install, list or remove NAME", kExitUsage, kUsage);
+}
+
+std::vector<std::string> remove_sandbox_kernelspecs(const std::string& sandbox_id) {
+  std::vector<std::string> removed;
+  for (const auto& spec : find_specs(kernel_dirs(Args{}))) {
+    std::error_code error;
+    if (spec.sandbox == sandbox_id && std::filesystem::remove_all(spec.dir, error) > 0 && !error) removed.push_back(spec.dir);
   }
-  return install(*args, global);
+  return removed;
 }
 
 }  // namespace gpubox::host::cli

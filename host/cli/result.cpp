@@ -28,11 +28,12 @@ int run_result(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] =
       "usage: gpubox result ID|NAME JOB [--out DIR] [--max-size BYTES] [--ack] [--json]\n"
       "  downloads a finished job's outputs (out/) and its stdout.log/stderr.log into DIR, which must not\n"
-      "  exist yet (default: ./SANDBOX-JOB). --max-size refuses an archive above BYTES; the sandbox keeps it,\n"
-      "  so a later run with a larger --max-size gets it without re-running the job. --ack lets the sandbox\n"
+      "  exist yet (default: ./NAME-JOB, or ./ID-JOB for a sandbox without a name). --max-size refuses an\n"
+      "  archive above BYTES; the sandbox keeps it, so a later run with a larger --max-size gets it without\n"
+      "  re-running the job. --ack lets the sandbox\n"
       "  delete its staged copy once everything is extracted (without it the copy stays for another download).\n";
   auto args = parse_args(raw, {"--out", "--max-size"}, {"--ack"});
-  if (!args) return fail("result", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("result", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 2) return fail("result", "expected ID JOB", kExitUsage, kUsage);
   const std::string& job = args->positional[1];
@@ -47,14 +48,14 @@ int run_result(const std::vector<std::string>& raw, const Global& global) {
     options.max_bytes = static_cast<std::uint64_t>(*bytes);
   }
   auto record = find_sandbox(args->positional[0]);
-  if (!record) return fail("result", record.status().message(), exit_code_for(record.status()));
-  options.out_dir = args->last("--out").value_or(record->id + "-" + job);
+  if (!record) return fail("result", record.status(), exit_code_for(record.status()));
+  options.out_dir = args->last("--out").value_or((record->name.empty() ? record->id : record->name) + "-" + job);
   std::error_code error;
   if (std::filesystem::exists(options.out_dir, error)) {
     return fail("result", "'" + options.out_dir + "' exists: give a new directory with --out", kExitUsage);
   }
   auto client = connect_sandbox(*record);
-  if (!client) return fail("result", client.status().message(), kExitUnreachable);
+  if (!client) return fail("result", client.status(), kExitUnreachable);
 
   auto info = (*client)->call("job.wait", {{"job_id", job}, {"timeout_s", 0}});
   if (!info) {

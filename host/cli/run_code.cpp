@@ -33,6 +33,9 @@ constexpr char kUsage[] =
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
+constexpr std::size_t kInlineCodeMax = 256 << 10;  // larger cells travel as the CALL's attachment
+constexpr std::size_t kMaxCode = 32 << 20;         // well below the agent's 64 MiB frame limit
+
 bool write_all(int fd, const std::string& text) { return write_fully(fd, text.data(), text.size()) == 0; }
 
 // Tracebacks from IPython carry ANSI colours; a file or a pipe gets them without.
@@ -193,7 +196,15 @@ Result<Result<json>> run_cell(rpc::Client& client, const ProcessIdentity& agent,
   call.kind = rpc::Kind::call;
   call.method = "kernel.execute";
   call.credit = kWindow;
-  if (Status sent = client.send_message(call, params); !sent) return sent;
+  // A cell too large for the body (the agent's limit is 1 MiB) goes as an attachment.
+  json body = params;
+  std::vector<zmq::message_t> attachments;
+  const std::string& code = params["code"].get_ref<const std::string&>();
+  if (code.size() > kInlineCodeMax) {
+    attachments.emplace_back(code.data(), code.size());
+    body.erase("code");
+  }
+  if (Status sent = client.send_message(call, body, std::move(attachments)); !sent) return sent;
   std::uint64_t consumed = 0;
   while (true) {
     if (g_interrupted) {
@@ -236,7 +247,7 @@ Result<Result<json>> run_cell(rpc::Client& client, const ProcessIdentity& agent,
 
 int run_run_code(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--out-dir", "--timeout"}, {});
-  if (!args) return fail("run-code", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("run-code", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.empty() || args->positional.size() > 2 || !args->command.empty()) {
     return fail("run-code", "expected a sandbox id or name and, optionally, CODE or -", kExitUsage, kUsage);
@@ -256,6 +267,12 @@ int run_run_code(const std::vector<std::string>& raw, const Global& global) {
   } else {
     code = args->positional[1];
   }
+  if (code.size() > kMaxCode) {
+    return fail("run-code", "the code is " + std::to_string(code.size() >> 20) +
+                                " MiB, more than a cell can carry (32 MiB): put the data in a file (`gpubox put`) and read it "
+                                "from the cell",
+                kExitUsage);
+  }
   json params = {{"code", code}};
   if (auto timeout = args->last("--timeout")) {
     auto seconds = parse_number(*timeout, 0.001, 30 * 86400);
@@ -270,9 +287,9 @@ int run_run_code(const std::vector<std::string>& raw, const Global& global) {
   }
 
   auto record = find_sandbox(args->positional[0]);
-  if (!record) return fail("run-code", record.status().message(), exit_code_for(record.status()));
+  if (!record) return fail("run-code", record.status(), exit_code_for(record.status()));
   auto client = connect_sandbox(*record);
-  if (!client) return fail("run-code", client.status().message(), kExitUnreachable);
+  if (!client) return fail("run-code", client.status(), kExitUnreachable);
 
   ::signal(SIGPIPE, SIG_IGN);
   struct sigaction interrupt {};
@@ -283,7 +300,7 @@ int run_run_code(const std::vector<std::string>& raw, const Global& global) {
   auto ran = run_cell(**client, record->agent, params, printer);
   if (!ran) {
     int exit_code = ran.status().code() == ErrorCode::unavailable ? kExitUnreachable : kExitFailed;
-    return fail("run-code", ran.status().message(), exit_code);
+    return fail("run-code", ran.status(), exit_code);
   }
   if (!ran->is_ok()) return fail("run-code", ran->status().message(), kExitFailed);
   return printer.finish(ran->value());

@@ -1,4 +1,5 @@
-// `gpubox terminate ID... | --all`: stops sandboxes and removes their state.
+// `gpubox terminate ID... | --all`: stops sandboxes and removes their state
+// and the kernelspecs that attach to them.
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -18,12 +19,12 @@ Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record,
 int run_terminate(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox terminate ID|NAME... | --all [--json]\n";
   auto args = parse_args(raw, {}, {"--all"});
-  if (!args) return fail("terminate", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("terminate", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   bool all = args->flag("--all");
   if (all == !args->positional.empty()) return fail("terminate", "expected sandbox ids or names, or --all", kExitUsage, kUsage);
   auto store = SandboxStore::open_default();
-  if (!store) return fail("terminate", store.status().message(), kExitUsage);
+  if (!store) return fail("terminate", store.status(), kExitUsage);
   std::vector<SandboxRecord> targets;
   int code = kExitOk;
   if (all) {
@@ -36,7 +37,7 @@ int run_terminate(const std::vector<std::string>& raw, const Global& global) {
     for (const auto& name : args->positional) {
       auto record = store->resolve(name);
       if (!record) {
-        code = std::max(code, fail("terminate", record.status().message(), exit_code_for(record.status())));
+        code = std::max(code, fail("terminate", record.status(), exit_code_for(record.status())));
         continue;
       }
       targets.push_back(std::move(*record));
@@ -52,9 +53,11 @@ int run_terminate(const std::vector<std::string>& raw, const Global& global) {
       code = std::max(code, fail("terminate", record.id + ": " + stopped.message(), kExitFailed));
       continue;
     }
-    done.push_back({{"id", record.id}, {"name", record.name}, {"was", was}, {"killed", killed}});
+    std::vector<std::string> specs = remove_sandbox_kernelspecs(record.id);
+    done.push_back({{"id", record.id}, {"name", record.name}, {"was", was}, {"killed", killed}, {"kernelspecs_removed", specs}});
     if (!(global.json || args->flag("--json"))) {
       std::printf("%s%s\n", record.id.c_str(), was == "dead" ? " (was dead; cleaned up)" : killed ? " (killed after the grace)" : "");
+      for (const auto& spec : specs) std::printf("  removed its kernelspec %s\n", spec.c_str());
     }
   }
   if (global.json || args->flag("--json")) std::cout << done.dump() << "\n";

@@ -57,7 +57,7 @@ Result<Chunk> read_chunk(int fd, std::size_t max) {
   return chunk;
 }
 
-Status put_file(rpc::Client& client, const std::string& local, const std::string& remote, Progress& progress) {
+Status put_file(rpc::Client& client, const std::string& local, const std::string& remote, bool parents, Progress& progress) {
   int fd = ::open(local.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::from_errno(errno, "cannot read '" + local + "'");
   struct Closer {
@@ -67,7 +67,7 @@ Status put_file(rpc::Client& client, const std::string& local, const std::string
   struct stat st {};
   ::fstat(fd, &st);
   auto size = static_cast<std::uint64_t>(st.st_size);
-  nlohmann::json params = {{"path", remote}, {"mode", st.st_mode & 07777}, {"size", size}};
+  nlohmann::json params = {{"path", remote}, {"mode", st.st_mode & 07777}, {"size", size}, {"parents", parents}};
   BackgroundSha256 sha(4);  // hashes each chunk while the next is read and sent
   Result<nlohmann::json> result = nlohmann::json();
   if (size <= kInlineMax) {
@@ -206,9 +206,11 @@ void report(const Global& global, const Args& args, const std::string& target, c
 }  // namespace
 
 int run_put(const std::vector<std::string>& raw, const Global& global) {
-  constexpr char kUsage[] = "usage: gpubox put ID|NAME LOCAL REMOTE [--json]   (a relative REMOTE is under /workspace)\n";
-  auto args = parse_args(raw, {}, {});
-  if (!args) return fail("put", args.status().message(), kExitUsage, kUsage);
+  constexpr char kUsage[] =
+      "usage: gpubox put ID|NAME LOCAL REMOTE [-p|--parents] [--json]   (a relative REMOTE is under /workspace)\n"
+      "  --parents  create REMOTE's missing parent directories\n";
+  auto args = parse_args(raw, {}, {"-p", "--parents"});
+  if (!args) return fail("put", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 3) return fail("put", "expected ID LOCAL REMOTE", kExitUsage, kUsage);
   const std::string& local = args->positional[1];
@@ -228,23 +230,33 @@ int run_put(const std::vector<std::string>& raw, const Global& global) {
     return fail("put", "'" + local + "' is neither a file nor a directory", kExitUsage);
   }
   auto record = find_sandbox(args->positional[0]);
-  if (!record) return fail("put", record.status().message(), exit_code_for(record.status()));
+  if (!record) return fail("put", record.status(), exit_code_for(record.status()));
   auto client = connect_sandbox(*record);
-  if (!client) return fail("put", client.status().message(), kExitUnreachable);
+  if (!client) return fail("put", client.status(), kExitUnreachable);
   rpc::Client& c = **client;
 
   std::string target = remote_path(args->positional[2]);
   auto remote_stat = c.call("fs.stat", {{"path", target}});
   if (remote_stat && remote_stat->value("type", "") == "dir") target = join(target, base_name(local));
+  bool parents = args->flag("-p") || args->flag("--parents");
   Progress progress(totals.bytes, base_name(local));
-  auto failed = [&](const Status& why) { return fail("put", why.to_string(), kExitFailed); };
+  auto failed = [&](const Status& why) {
+    std::string parent = fs::path(target).parent_path().string();
+    if (why.code() == ErrorCode::not_found && !parents) {
+      auto parent_stat = c.call("fs.stat", {{"path", parent}});
+      if (!parent_stat && parent_stat.status().code() == ErrorCode::not_found) {
+        return fail("put", "the sandbox has no directory '" + parent + "': give --parents to create it", kExitFailed);
+      }
+    }
+    return fail("put", why.to_string(), kExitFailed);
+  };
   if (!fs::is_directory(status)) {
-    if (Status put = put_file(c, local, target, progress); !put) return failed(put);
+    if (Status put = put_file(c, local, target, parents, progress); !put) return failed(put);
     totals.files = 1;
     report(global, *args, target, totals);
     return kExitOk;
   }
-  if (Status made = remote_mkdir(c, target, false); !made) return failed(made);
+  if (Status made = remote_mkdir(c, target, parents); !made) return failed(made);
   fs::path root(local);
   for (auto it = fs::recursive_directory_iterator(root, error); !error && it != fs::end(it); it.increment(error)) {
     std::string relative = fs::relative(it->path(), root).string();
@@ -254,7 +266,7 @@ int run_put(const std::vector<std::string>& raw, const Global& global) {
     } else if (it->is_directory(error)) {
       if (Status made = remote_mkdir(c, remote, true); !made) return failed(made);
     } else if (it->is_regular_file(error)) {
-      if (Status put = put_file(c, it->path().string(), remote, progress); !put) return failed(put);
+      if (Status put = put_file(c, it->path().string(), remote, false, progress); !put) return failed(put);
       ++totals.files;
     } else {
       std::fprintf(stderr, "gpubox put: skipped '%s': not a regular file\n", it->path().c_str());
@@ -268,13 +280,13 @@ int run_put(const std::vector<std::string>& raw, const Global& global) {
 int run_get(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox get ID|NAME REMOTE LOCAL [--json]   (a relative REMOTE is under /workspace)\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("get", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail("get", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 3) return fail("get", "expected ID REMOTE LOCAL", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
-  if (!record) return fail("get", record.status().message(), exit_code_for(record.status()));
+  if (!record) return fail("get", record.status(), exit_code_for(record.status()));
   auto client = connect_sandbox(*record);
-  if (!client) return fail("get", client.status().message(), kExitUnreachable);
+  if (!client) return fail("get", client.status(), kExitUnreachable);
   rpc::Client& c = **client;
   auto failed = [&](const Status& why) { return fail("get", why.to_string(), kExitFailed); };
 

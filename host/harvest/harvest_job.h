@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "host/harvest/safe_extractor.h"
+#include "rpc/safe_extractor.h"
 #include "rpc/client.h"
 #include "rpc/status.h"
 

@@ -78,7 +78,7 @@ TEST_F(CliTest, PutToAPathThatCannotBeWritten) {
   EXPECT_THAT(to_proc.err, HasSubstr("gpubox put: "));
   CliRun no_parent = run({"put", id, scratch() + "/file.txt", "/workspace/no/such/dir/file.txt"});
   EXPECT_EQ(no_parent.status, 1);
-  EXPECT_THAT(no_parent.err, HasSubstr("not_found"));
+  EXPECT_THAT(no_parent.err, HasSubstr("give --parents to create it"));
   CliRun missing_local = run({"put", id, scratch() + "/absent.txt", "/workspace/x"});
   EXPECT_EQ(missing_local.status, 2);
   EXPECT_THAT(missing_local.err, HasSubstr("cannot read '" + scratch() + "/absent.txt'"));

@@ -97,8 +97,7 @@ void CliTest::TearDown() {
   fs::remove_all(scratch_, ignored);
 }
 
-CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-                    const std::function<void(pid_t)>& during) const {
+std::vector<std::string> CliTest::cli_environment(const std::map<std::string, std::string>& env) const {
   std::map<std::string, std::string> merged;
   for (char** var = environ; *var; ++var) {
     std::string text = *var;
@@ -108,8 +107,19 @@ CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::st
   merged["XDG_STATE_HOME"] = state_home_;
   merged["GPUBOX_AGENT"] = GPUBOX_AGENT_PATH;
   for (const auto& [name, value] : env) merged[name] = value;
-  std::vector<std::string> env_strings, argv_strings = {cli_path()};
-  for (const auto& [name, value] : merged) env_strings.push_back(name + "=" + value);
+  std::vector<std::string> strings;
+  for (const auto& [name, value] : merged) strings.push_back(name + "=" + value);
+  return strings;
+}
+
+CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                    const std::function<void(pid_t)>& during, const std::string* input) const {
+  std::vector<std::string> env_strings = cli_environment(env), argv_strings = {cli_path()};
+  std::string stdin_path = "/dev/null";
+  if (input) {
+    stdin_path = scratch_ + "/.stdin";
+    write_text(stdin_path, *input);
+  }
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   // `gpubox [--json] create …`: the test's backend comes first (a snapshot brings its own).
   bool from_snapshot = std::find(args.begin(), args.end(), "--from-snapshot") != args.end();
@@ -131,7 +141,7 @@ CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::st
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
   pid_t pid = ::fork();
   if (pid == 0) {
-    int null_fd = ::open("/dev/null", O_RDONLY);
+    int null_fd = ::open(stdin_path.c_str(), O_RDONLY);
     ::dup2(null_fd, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);

@@ -34,10 +34,13 @@ class CliTest : public ::testing::Test {
   // Runs `gpubox ARGS...` with this test's XDG_STATE_HOME (and extra
   // environment), waits for it (bounded) and returns what it printed.
   // `during`, when given, runs on another thread with the CLI's pid while it runs.
+  // `input`, when given, is the CLI's stdin (else /dev/null).
   CliRun run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-             const std::function<void(pid_t)>& during = nullptr) const;
+             const std::function<void(pid_t)>& during = nullptr, const std::string* input = nullptr) const;
   // What `gpubox create` gets first in this test: {} (the local backend) here.
   virtual std::vector<std::string> backend_args() const { return {}; }
+  // The environment run() gives the CLI: ours, this test's XDG_STATE_HOME and GPUBOX_AGENT, then env.
+  std::vector<std::string> cli_environment(const std::map<std::string, std::string>& env = {}) const;
   // `gpubox create ARGS...`; fails the test unless it printed an id.
   std::string create(const std::vector<std::string>& args = {});
   // The store's record of a sandbox (sandbox.json).

@@ -173,7 +173,7 @@ TEST_P(BackendCliTest, CancelStopsARunningJobAndItsOutputsAreStillStaged) {
   EXPECT_THAT(early.err, HasSubstr("gpubox wait"));
   EXPECT_FALSE(fs::exists(scratch() + "/early"));
   CliRun waited_out = run({"wait", id, job, "--timeout", "0.2"});
-  EXPECT_EQ(waited_out.status, 1);
+  EXPECT_EQ(waited_out.status, 124) << "wait --timeout ran out: its own code";
   EXPECT_THAT(waited_out.out, HasSubstr("still running"));
   CliRun cancelled = run({"cancel", id, job});
   EXPECT_EQ(cancelled.status, 0) << cancelled.err;
@@ -199,7 +199,7 @@ TEST_F(CliTest, BadJobInputIsRefusedWithTheDocumentedExitCodeAndNothingIsSubmitt
   };
   std::vector<Case> cases = {
       {{"submit", id, "--input", scratch() + "/missing.bin", "--", "true"}, "missing.bin"},
-      {{"submit", id, "--input", scratch(), "--", "true"}, "not a regular file"},
+      {{"submit", id, "--input", "/dev/null", "--", "true"}, "not a regular file"},
       {{"submit", id, "--input", scratch() + "/a.txt", "--input", scratch() + "/./a.txt", "--", "true"}, "also named"},
       {{"submit", id, "--output", "*.txt:shiny", "--", "true"}, "featured or hidden"},
       {{"submit", id, "--output", "/etc/*", "--", "true"}, "relative to out/"},
@@ -225,6 +225,65 @@ TEST_F(CliTest, BadJobInputIsRefusedWithTheDocumentedExitCodeAndNothingIsSubmitt
     EXPECT_EQ(help.status, 0);
     EXPECT_THAT(help.out, HasSubstr(std::string("usage: gpubox ") + command));
   }
+}
+
+TEST_F(CliTest, ADirectoryInputArrivesAsADirectoryUnderItsBaseName) {
+  std::string id = create();
+  std::string big = random_bytes(3 << 20, 9);
+  fs::create_directories(scratch() + "/dataset/sub/deeper");
+  write_text(scratch() + "/dataset/a.txt", "a\n");
+  write_text(scratch() + "/dataset/sub/deeper/big.bin", big, 0600);
+  fs::create_symlink("sub/deeper/big.bin", scratch() + "/dataset/link");
+  CliRun submitted = run({"submit", id, "--input", scratch() + "/dataset/", "--", "find dataset | sort; cat dataset/a.txt;"
+                          " sha256sum < dataset/link | cut -c1-64; stat -c %a dataset/sub/deeper/big.bin; ls -A"});
+  ASSERT_EQ(submitted.status, 0) << submitted.err;
+  std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+  ASSERT_EQ(run({"wait", id, job}).status, 0);
+  CliRun logs = run({"logs", id, job});
+  EXPECT_THAT(logs.out, HasSubstr("dataset\ndataset/a.txt\ndataset/link\ndataset/sub\ndataset/sub/deeper\n"
+                                  "dataset/sub/deeper/big.bin\na\n"));
+  // The same bytes, hashed in the sandbox after a plain `put`.
+  ASSERT_EQ(run({"put", id, scratch() + "/dataset/sub/deeper/big.bin", "/tmp/big.bin"}).status, 0);
+  std::string expected = run({"exec", id, "--", "sh", "-c", "sha256sum < /tmp/big.bin | cut -c1-64"}).out;
+  EXPECT_EQ(expected.size(), 65u);
+  EXPECT_THAT(logs.out, HasSubstr("a\n" + expected + "600\n")) << "content through the symlink and modes kept";
+  EXPECT_THAT(logs.out, HasSubstr("600\ndataset\nout\n")) << "no archive left beside it: " << logs.out;
+
+  // A symlink that points outside is refused by the agent's extractor: nothing starts.
+  fs::create_directories(scratch() + "/hostile");
+  fs::create_symlink("/etc/passwd", scratch() + "/hostile/evil");
+  CliRun refused = run({"submit", id, "--input", scratch() + "/hostile", "--", "cat hostile/evil > out/stolen"});
+  EXPECT_EQ(refused.status, 2) << refused.out << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("symlink pointing outside"));
+  EXPECT_EQ(job_list(run({"jobs", id, "--json"})).size(), 1u) << "the refused job was never submitted";
+}
+
+TEST_F(CliTest, WithoutOutputRulesEveryFileIsFeaturedUpToTwentyAndResultUsesTheSandboxName) {
+  std::string id = create({"--name", "harvester"});
+  CliRun submitted = run({"submit", id, "--", "for i in $(seq -w 1 25); do echo $i > out/f$i.txt; done; mkdir out/sub; echo s > out/sub/s.txt"});
+  ASSERT_EQ(submitted.status, 0) << submitted.err;
+  std::string job = submitted.out.substr(0, submitted.out.find('\n'));
+  CliRun waited = run({"--json", "wait", "harvester", job});
+  ASSERT_EQ(waited.status, 0) << waited.out << waited.err;
+  nlohmann::json result = nlohmann::json::parse(waited.out)["result"];
+  EXPECT_EQ(result["output_files"].size(), 26u);
+  ASSERT_EQ(result["featured_files"].size(), 20u) << "featured by default, the first 20";
+  EXPECT_EQ(result["featured_files"][0], "f01.txt");
+
+  CliRun only_one = run({"submit", id, "--output", "f01.txt", "--", "echo 1 > out/f01.txt; echo 2 > out/f02.txt"});
+  std::string second = only_one.out.substr(0, only_one.out.find('\n'));
+  CliRun second_wait = run({"--json", "wait", id, second});
+  EXPECT_EQ(nlohmann::json::parse(second_wait.out)["result"]["featured_files"], nlohmann::json::array({"f01.txt"}))
+      << "with --output, only what it names";
+
+  // result's default folder: ./NAME-JOB for a named sandbox.
+  fs::path previous = fs::current_path();
+  fs::current_path(scratch());
+  CliRun harvested = run({"result", id, job});
+  fs::current_path(previous);
+  ASSERT_EQ(harvested.status, 0) << harvested.err;
+  EXPECT_EQ(read_text(scratch() + "/harvester-" + job + "/out/f25.txt"), "25\n");
+  EXPECT_THAT(harvested.out, HasSubstr("harvester-" + job + "/out/f01.txt"));
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The hardened extractor: real archives round-trip and verify against a
 // manifest; hostile ones are refused with an error naming the entry and rule,
 // nothing is written outside the destination, and the destination is removed.
-#include "host/harvest/safe_extractor.h"
+#include "rpc/safe_extractor.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -60,6 +60,21 @@ TEST(JobSpec, RefusalsNameTheField) {
   EXPECT_NE(error_of({{"command", "x"}, {"colour", "red"}}).find("params.colour: unknown"), std::string::npos);
 }
 
+TEST(JobSpec, AnInputIsAFileOrADirectorysArchive) {
+  auto spec = parse_job_spec({{"command", "ls data"},
+                              {"inputs", {{{"name", "data"}, {"sha256", kSha}, {"size", 10240}, {"kind", "dir"}},
+                                          {{"name", "x.bin"}, {"sha256", kSha}, {"size", 1}, {"kind", "file"}},
+                                          {{"name", "y.bin"}, {"sha256", kSha}, {"size", 1}}}}});
+  ASSERT_TRUE(spec) << spec.status().message();
+  EXPECT_TRUE(spec->inputs[0].directory);
+  EXPECT_FALSE(spec->inputs[1].directory);
+  EXPECT_FALSE(spec->inputs[2].directory) << "a file by default";
+  EXPECT_TRUE(job_spec_from_json(spec->to_json()).inputs[0].directory) << "kept through the journal";
+  EXPECT_NE(error_of({{"command", "x"}, {"inputs", {{{"name", "a"}, {"sha256", kSha}, {"size", 1}, {"kind", "tar"}}}}})
+                .find("params.inputs[0].kind"),
+            std::string::npos);
+}
+
 TEST(GlobMatches, StarStaysWithinOneDirectory) {
   EXPECT_TRUE(glob_matches("*.png", "plot.png"));
   EXPECT_FALSE(glob_matches("*.png", "figs/plot.png"));

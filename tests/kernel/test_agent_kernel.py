@@ -170,6 +170,20 @@ class AgentKernelTest(AgentKernelCase):
                 self.client.call("kernel.execute", params=params)
             self.assertEqual(caught.exception.code, "invalid_request", params)
 
+    def test_code_as_attachments_runs_a_cell_beyond_the_body_limit(self):
+        code = "big = '" + "y" * (2 << 20) + "'\nprint(len(big))\n"
+        with self.client.stream("kernel.execute", attachments=[code[:1000].encode(), code[1000:].encode()]) as stream:
+            texts = [chunk.body.get("text", "") for chunk in stream]
+            self.assertEqual(stream.result["status"], "ok")
+        self.assertEqual("".join(texts), "%d\n" % (2 << 20))
+        for params, attachments, words in (({"code": "1"}, [b"2"], "one of them"),
+                                           ({}, [b"\xff\xfe"], "not UTF-8")):
+            with self.assertRaises(gpubox.RpcError) as caught:
+                self.client.call("kernel.execute", params=params, attachments=attachments)
+            self.assertEqual(caught.exception.code, "invalid_request")
+            self.assertIn(words, caught.exception.message)
+        self.assertEqual(self.execute("print(preset)")[0]["status"], "ok", "the kernel is unharmed")
+
     def test_jupyter_client_on_the_agents_kernel(self):
         path = os.path.join(self.dir, "kernel.json")
         self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)

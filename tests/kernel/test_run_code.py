@@ -136,6 +136,14 @@ class RunCodeTest(unittest.TestCase):
             done = self.run_code(*args, stdin="x = 20\nprint(x + 1)\n")
             self.assertEqual((done.returncode, done.stdout), (0, "21\n"), (args, done.stderr))
 
+    def test_a_cell_beyond_the_body_limit_runs(self):
+        # 3 MB of code: more than the agent's 1 MiB body limit, so it travels as an attachment.
+        code = "data = '" + "x" * (3 << 20) + "'\nprint(len(data))\n"
+        ran = self.run_code("-", stdin=code)
+        self.assertEqual(ran.returncode, 0, ran.stderr)
+        self.assertEqual(ran.stdout, "%d\n" % (3 << 20))
+        self.assertNotIn("bytes", ran.stderr)
+
     def test_json_output(self):
         out = self.out_dir()
         done = self.run_code("import sys, matplotlib.pyplot as plt\nprint('a')\nprint('b', file=sys.stderr)\n"

@@ -209,6 +209,37 @@ class SpawnTest(AgentTestCase):
         self.assertEqual(stream.result["exit_code"], 0)
         self.assertRaisesRpc("invalid_request", stream.send, {"eof": True})
 
+    def test_tty_runs_on_a_pty_of_the_given_size_and_resizes(self):
+        client = self.connect()
+        stream = client.stream("proc.spawn", argv=["sh", "-c", "tty; stty size; read line; stty size; echo got $line"],
+                               tty=True, rows=33, cols=99, timeout=30)
+        next(stream)
+        output = b""
+        resized = False
+        for body, attachments in stream:
+            self.assertEqual(body["stream"], "stdout", "a terminal merges stdout and stderr")
+            output += attachments[0]
+            if b"33 99" in output and not resized:
+                stream.send({"rows": 44, "cols": 111})
+                stream.send({"stdin": b"hello\r"})  # typed: the terminal turns \r into \n
+                resized = True
+        self.assertEqual(stream.result["exit_code"], 0)
+        self.assertIn(b"/dev/pts/", output)
+        self.assertIn(b"44 111\r\n", output)
+        self.assertIn(b"got hello\r\n", output)
+
+    def test_tty_params_and_resizes_are_checked(self):
+        client = self.connect()
+        self.assertRaisesRpc("invalid_request", client.call, "proc.spawn", argv=["true"], rows=10)
+        self.assertRaisesRpc("invalid_request", client.call, "proc.spawn", argv=["true"], tty=True, cols=0)
+        self.assertRaisesRpc("invalid_request", client.call, "proc.exec", argv=["true"], tty=True)
+        stream = client.stream("proc.spawn", argv=["sleep", "30"])
+        next(stream)
+        stream.send({"rows": 10, "cols": 10})
+        error = self.assertRaisesRpc("invalid_request", lambda: stream.result)
+        self.assertIn("no terminal", error.message)
+        self.assertEqual(client.call("proc.exec", argv=["true"])["exit_code"], 0, "the agent is unharmed")
+
     def test_bad_stream_input_fails_the_request(self):
         client = self.connect()
         stream = client.stream("proc.spawn", argv=["sleep", "30"])

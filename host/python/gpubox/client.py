@@ -290,11 +290,13 @@ class Client:
     # -- requests ----------------------------------------------------------
 
     def call(self, method: str, /, timeout: Optional[float] = None, *, params: Optional[dict] = None,
-             **kwargs: Any) -> dict:
+             attachments: Iterable[bytes] = (), **kwargs: Any) -> dict:
         """Calls `method` and returns its RESULT body; raises RpcError.
 
         Keyword arguments are the params (bytes go as msgpack bin); `params`
-        holds any whose names clash with `timeout` or `params`. `timeout`
+        holds any whose names clash with `timeout`, `params` or `attachments`
+        (raw frames sent after the CALL's body: fs.write's content, a large
+        kernel.execute cell). `timeout`
         (seconds) is the request's deadline at the agent: past it the request
         fails with `deadline_exceeded`. What a method streams before its
         RESULT (kernel.execute's output, say) comes back in order as the
@@ -306,11 +308,11 @@ class Client:
             raise ValueError("%s streams its output and takes input as it runs: use client.stream(%r, ...)%s"
                              % (method, method, STREAM_ONLY_METHODS[method]))
         outputs = []
-        with self.stream(method, timeout=timeout, params=params, **kwargs) as stream:
-            for body, attachments in stream:
+        with self.stream(method, timeout=timeout, params=params, attachments=attachments, **kwargs) as stream:
+            for body, frames in stream:
                 item = dict(body) if isinstance(body, dict) else {"body": body}
-                if attachments:
-                    item["attachments"] = [bytes(a) for a in attachments]
+                if frames:
+                    item["attachments"] = [bytes(f) for f in frames]
                 outputs.append(item)
             result = stream.result
         if outputs and isinstance(result, dict) and "outputs" not in result:
@@ -318,7 +320,7 @@ class Client:
         return result
 
     def stream(self, method: str, /, timeout: Optional[float] = None, window: int = DEFAULT_WINDOW, *,
-               params: Optional[dict] = None, **kwargs: Any) -> Stream:
+               params: Optional[dict] = None, attachments: Iterable[bytes] = (), **kwargs: Any) -> Stream:
         """Starts `method` and returns its Stream; params as for call().
         `window` is how many DATA messages the agent may send ahead of the
         reader."""
@@ -332,7 +334,7 @@ class Client:
         body = dict(params or {})
         body.update(kwargs)
         request_id = next(self._ids)
-        self._send(Header(request_id, Kind.CALL, method, timeout_ms, window), body)
+        self._send(Header(request_id, Kind.CALL, method, timeout_ms, window), body, attachments)
         self._queues[request_id] = collections.deque()
         return Stream(self, request_id, window, None if timeout is None else timeout + _GRACE_S)
 

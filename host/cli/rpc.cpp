@@ -1,29 +1,27 @@
-#include "host/rpc_command.h"
+// `gpubox rpc ID|ENDPOINT METHOD [JSON | -]`: one RPC call, its result printed as JSON.
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 
-#include "host/sandbox_keys.h"
-#include "host/sandbox_store.h"
+#include "host/cli/cli.h"
 #include "rpc/base64.h"
 #include "rpc/client.h"
 
-namespace gpubox::host {
+namespace gpubox::host::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gpubox rpc ID|NAME|ENDPOINT METHOD [JSON] [--server-key Z85] [--client-keys FILE] [--timeout S]\n"
+    "usage: gpubox rpc ID|NAME|ENDPOINT METHOD [JSON | -] [--server-key Z85] [--client-keys FILE] [--timeout S]\n"
     "  ID|NAME       a sandbox that `gpubox create` made\n"
     "  ENDPOINT      ipc:///PATH or tcp://HOST:PORT (tcp needs --server-key and --client-keys)\n"
-    "  JSON          the params, a JSON object (default {})\n"
+    "  JSON          the params, a JSON object (default {}); - reads it from stdin\n"
     "  --client-keys a JSON file {\"public_key\": Z85, \"secret_key\": Z85} (gpubox-agent keygen writes one)\n"
     "  --timeout S   the request's deadline (default: none; unreachable agents are detected after 10 s)\n";
 
-int usage_error(const std::string& message) {
-  std::fprintf(stderr, "gpubox rpc: %s\n%s", message.c_str(), kUsage);
-  return 2;
-}
+int usage_error(const std::string& message) { return fail("rpc", message, kExitUsage, kUsage); }
 
 // Bytes become text when they are UTF-8, else {"base64": …}: JSON has no bytes.
 nlohmann::json printable(const nlohmann::json& value) {
@@ -51,7 +49,7 @@ nlohmann::json printable(const nlohmann::json& value) {
 
 }  // namespace
 
-int run_rpc_command(const std::vector<std::string>& args) {
+int run_rpc(const std::vector<std::string>& args, const Global&) {
   std::vector<std::string> positional;
   rpc::ClientOptions client;
   double timeout_s = 0;
@@ -95,47 +93,43 @@ int run_rpc_command(const std::vector<std::string>& args) {
   if (positional.size() < 2 || positional.size() > 3) return usage_error("expected ID|NAME|ENDPOINT METHOD [JSON]");
   nlohmann::json params = nlohmann::json::object();
   if (positional.size() == 3) {
-    params = nlohmann::json::parse(positional[2], nullptr, false);
-    if (!params.is_object()) return usage_error("JSON: expected a JSON object, got '" + positional[2] + "'");
+    std::string text = positional[2];
+    if (text == "-") {
+      if (::isatty(STDIN_FILENO)) return usage_error("JSON: - reads the params from stdin, which is a terminal");
+      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    }
+    params = nlohmann::json::parse(text, nullptr, false);
+    if (!params.is_object()) {
+      return usage_error("JSON: expected a JSON object, got '" + (text.size() > 200 ? text.substr(0, 200) + "..." : text) + "'");
+    }
   }
   client.endpoint = positional[0];
+  if (client.endpoint.rfind("tcp://", 0) == 0 && client.server_public_key.empty()) {
+    return usage_error("a tcp:// endpoint needs --server-key Z85 (the agent's public key, from `gpubox-agent keygen`) and "
+                       "--client-keys FILE (a key pair the agent's rpc.authorized_keys lists)");
+  }
+  std::unique_ptr<rpc::Client> connected;
   if (client.endpoint.find("://") == std::string::npos) {
     // A sandbox of the store, by id or name.
-    auto store = SandboxStore::open_default();
-    auto record = store ? store->resolve(client.endpoint) : Result<SandboxRecord>(store.status());
-    if (!record) {
-      std::fprintf(stderr, "gpubox rpc: %s\n", record.status().message().c_str());
-      return 2;
+    auto record = find_sandbox(client.endpoint);
+    if (!record) return fail("rpc", record.status(), kExitUsage);
+    auto reachable = connect_sandbox(*record);  // says how a dead sandbox ended
+    if (!reachable) return fail("rpc", reachable.status(), kExitUnreachable);
+    connected = std::move(*reachable);
+  } else {
+    auto reached = rpc::Client::connect(client);
+    if (!reached) {
+      return fail("rpc", reached.status(), reached.status().code() == ErrorCode::invalid_request ? kExitUsage : kExitUnreachable);
     }
-    if (record->state() != "running") {
-      std::fprintf(stderr, "gpubox rpc: sandbox %s is %s\n", record->id.c_str(), record->state().c_str());
-      return 3;
-    }
-    auto options = client_options_for(*record);
-    if (!options) {
-      std::fprintf(stderr, "gpubox rpc: %s\n", options.status().message().c_str());
-      return 3;
-    }
-    // Keys given on the command line still win.
-    if (client.server_public_key.empty()) client.server_public_key = options->server_public_key;
-    if (client.client_keys.public_key.empty()) client.client_keys = options->client_keys;
-    client.endpoint = options->endpoint;
-  }
-  auto connected = rpc::Client::connect(client);
-  if (!connected) {
-    std::fprintf(stderr, "gpubox rpc: %s\n", connected.status().to_string().c_str());
-    return connected.status().code() == ErrorCode::invalid_request ? 2 : 3;
+    connected = std::move(*reached);
   }
   rpc::CallOptions options;
   options.timeout_ms = static_cast<std::uint64_t>(timeout_s * 1000);
   // A method that streams (proc.spawn, kernel.execute, fs.read of a large file…):
   // each DATA item is printed as one JSON line as it arrives, its attachments as
   // "attachments" (text, or {"base64": …}), then the RESULT.
-  auto stream = (*connected)->stream(positional[1], params, options);
-  if (!stream) {
-    std::fprintf(stderr, "gpubox rpc: %s\n", stream.status().to_string().c_str());
-    return 1;
-  }
+  auto stream = connected->stream(positional[1], params, options);
+  if (!stream) return fail("rpc", stream.status().to_string(), kExitFailed);
   while (true) {
     auto item = (*stream)->next();
     if (!item || !*item) break;
@@ -151,12 +145,9 @@ int run_rpc_command(const std::vector<std::string>& args) {
     std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   }
   const auto& result = (*stream)->result();
-  if (!result) {
-    std::fprintf(stderr, "gpubox rpc: %s\n", result.status().to_string().c_str());
-    return 1;
-  }
+  if (!result) return fail("rpc", result.status().to_string(), kExitFailed);
   std::cout << printable(result.value()).dump(2) << "\n";
-  return 0;
+  return kExitOk;
 }
 
-}  // namespace gpubox::host
+}  // namespace gpubox::host::cli

@@ -1,10 +1,11 @@
-// SafeExtractor: unpacks a job archive (tar, optionally zstd/gzip/xz
+// SafeExtractor (namespace harvest, where it began): unpacks a job archive (tar, optionally zstd/gzip/xz
 // compressed) into a fresh destination directory, refusing anything that
 // could write outside it or harm the host: absolute paths, "..", paths
 // through a symlink, links pointing outside, device files, FIFOs and sockets,
 // setuid/setgid bits, duplicate entries, and decompression bombs (a cap on
 // the total bytes written and on the number of entries). Every refusal names
-// the entry and the rule. Reentrant; any thread.
+// the entry and the rule. Used by the host for job results and by the agent
+// for a directory sent as a job input. Reentrant; any thread.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "host/harvest/safe_extractor.h"
+#include "rpc/safe_extractor.h"
 
 #include <archive.h>
 #include <archive_entry.h>

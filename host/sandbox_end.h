@@ -1,0 +1,28 @@
+// How a sandbox whose agent is gone ended. The agent leaves its own record,
+// STATE_DIR/exit.json (the host's STORE/sandboxes/ID/agent/exit.json), as it
+// exits; without one the agent did not exit by itself in order, and the host
+// tells what it can: an OOM kill its memory cgroup counted, else a crash or a
+// kill from outside. Reads files only; any thread.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "host/sandbox_store.h"
+
+namespace gpubox::host {
+
+struct SandboxEnd {
+  // terminated, shutdown, idle_timeout, lease_expired, deadline,
+  // main_command_ended (from the agent); out_of_memory, agent_crashed (inferred).
+  std::string reason;
+  std::string message;  // one sentence for `info` and errors
+  std::optional<int> exit_code;  // the agent's, when it wrote its record
+};
+
+// REQUIRES: record.state() == "dead".
+SandboxEnd sandbox_end(const SandboxRecord& record);
+// The label of a reason ("idle_timeout" -> "idle timeout").
+std::string sandbox_end_label(const std::string& reason);
+
+}  // namespace gpubox::host
