@@ -223,15 +223,14 @@ void KernelServer::serve_shell(zmq::multipart_t& wire, bool abort) {
       return;
     }
     if (shell_hook_ && shell_hook_(message)) return;
-    if (counter_ && msg_type == "execute_request") {
-      // Counted as xeus counts: visible and stored in history.
-      const nl::json& content = message.content();
-      bool silent = content.value("silent", false);
-      if (!silent && content.value("store_history", true)) counter_->assign(message.header().value("msg_id", ""));
-    }
     if (msg_type != "execute_request") {
       notify_shell_listener(std::move(message));
       return;
+    }
+    // Counted as xeus counts: visible and stored in history.
+    const nl::json& content = message.content();
+    if (counter_ && !content.value("silent", false) && content.value("store_history", true)) {
+      counter_->assign(message.header().value("msg_id", ""));
     }
     if (signal_fd_ >= 0) handle_signals(true);
     set_running_cell(message.header());
