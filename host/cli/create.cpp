@@ -19,7 +19,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: gpubox create [--backend local] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
     "                     [--timeout S] [--idle-timeout S] [--network none|host] [--env K=V]... [--secret NAME]...\n"
-    "                     [--mount LOCAL:SANDBOX[:ro]]... [--json]\n";
+    "                     [--mount LOCAL:SANDBOX[:ro]]... [--gpu all|N[,N...]] [--userns] [--json]\n";
 
 bool valid_env_name(const std::string& name) {
   static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
@@ -32,8 +32,8 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
   auto usage = [](const std::string& message) { return fail("create", message, kExitUsage, kUsage); };
   auto parsed = parse_args(raw,
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
-                            "--idle-timeout", "--network", "--env", "--secret", "--mount"},
-                           {});
+                            "--idle-timeout", "--network", "--env", "--secret", "--mount", "--gpu"},
+                           {"--userns"});
   if (!parsed) return usage(parsed.status().message());
   if (parsed->flag("--help")) return show_usage(kUsage);
   const Args& args = *parsed;
@@ -94,6 +94,12 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
   std::string network = args.last("--network").value_or("none");
   if (network != "none" && network != "host") return usage("--network: expected none or host, got '" + network + "'");
   spec.network_none = network == "none";
+  spec.user_namespace = args.flag("--userns");
+  if (auto gpu = args.last("--gpu")) {
+    auto gpus = plan_gpus(*gpu);
+    if (!gpus) return usage(gpus.status().message());
+    spec.gpus = std::move(*gpus);
+  }
 
   std::vector<std::string> env_names;
   for (const auto& pair : args.all("--env")) {
@@ -103,6 +109,9 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
       return usage("--env: expected NAME=VALUE with NAME of [A-Za-z_][A-Za-z0-9_]*, got '" + pair + "'");
     }
     config["env"][name] = pair.substr(eq + 1);
+  }
+  for (const auto& [name, value] : spec.gpus.env) {
+    if (!config["env"].contains(name)) config["env"][name] = value;
   }
   for (const auto& [name, value] : config["env"].items()) env_names.push_back(name);
   std::vector<std::string> secret_names;
@@ -137,6 +146,8 @@ int run_create(const std::vector<std::string>& raw, const Global& global) {
   }
 
   pub["network"] = network;
+  pub["userns"] = spec.user_namespace;
+  pub["gpus"] = spec.gpus.indices;
   pub["cpu"] = spec.limits.cpus;
   pub["memory_mib"] = spec.limits.memory_mib;
   pub["pids"] = spec.limits.pids;
