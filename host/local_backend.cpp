@@ -129,7 +129,9 @@ bool bring_up_loopback() {
   // Descriptors: move every one we keep above the fixed numbers, then into place.
   int config = ::fcntl(plan.config_fd, F_DUPFD_CLOEXEC, 10);
   int ready = ::fcntl(plan.ready_fd, F_DUPFD_CLOEXEC, 10);
-  if (config < 0 || ready < 0 || ::dup2(plan.null_fd, 0) != 0 || ::dup2(plan.log_fd, 1) != 1 ||
+  int agent = ::fcntl(plan.agent_fd, F_DUPFD_CLOEXEC, 10);
+  int userns = plan.userns_fd >= 0 ? ::fcntl(plan.userns_fd, F_DUPFD_CLOEXEC, 10) : -1;
+  if (config < 0 || ready < 0 || agent < 0 || (plan.userns_fd >= 0 && userns < 0) || ::dup2(plan.null_fd, 0) != 0 || ::dup2(plan.log_fd, 1) != 1 ||
       ::dup2(plan.log_fd, 2) != 2 || ::dup2(config, kConfigFd) != kConfigFd || ::dup2(ready, kReadyFd) != kReadyFd) {
     child_fail(plan, stage_descriptors);
   }
@@ -152,12 +154,12 @@ bool bring_up_loopback() {
     got = ::read(plan.go_fd, &go, 1);
   } while (got < 0 && errno == EINTR);
   if (got != 1) child_fail(plan, stage_cgroup);
-  if (plan.userns_fd >= 0 && !enter_user_namespace(plan.userns_fd)) child_fail(plan, stage_user_namespace);
+  if (userns >= 0 && !enter_user_namespace(userns)) child_fail(plan, stage_user_namespace);
   if (!confine_capabilities()) child_fail(plan, stage_capabilities);
   sigset_t empty;
   sigemptyset(&empty);
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-  ::execveat(plan.agent_fd, "", argv.data(), envp.data(), AT_EMPTY_PATH);
+  ::execveat(agent, "", argv.data(), envp.data(), AT_EMPTY_PATH);
   child_fail(plan, stage_exec, plan.argv[0]);
 }
 

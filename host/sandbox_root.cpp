@@ -43,17 +43,16 @@ bool make_dirs(const std::string& path) {
 // file's tree, with its missing parents.
 bool make_mount_point(const std::string& path, bool directory) {
   if (directory) return make_dirs(path);
+  // An existing file is used as it is: opening a lower file for writing
+  // would copy it up (a driver library: megabytes per sandbox).
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) return !S_ISDIR(st.st_mode);
   auto slash = path.rfind('/');
   if (slash > 0 && !make_dirs(path.substr(0, slash))) return false;
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd >= 0) {
-    ::close(fd);
-    return true;
-  }
-  // An existing file that cannot be opened for writing (a read-only lower
-  // file) is a mount point all the same.
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
 }
 
 bool exists(const std::string& path) {

@@ -104,7 +104,11 @@ Result<Fd> make_user_namespace(const IdRange& range) {
 
 bool enter_user_namespace(int userns_fd) {
   if (::setns(userns_fd, CLONE_NEWUSER) != 0) return false;
-  return ::setgroups(0, nullptr) == 0 && ::setresgid(0, 0, 0) == 0 && ::setresuid(0, 0, 0) == 0;
+  if (::setgroups(0, nullptr) != 0 || ::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0) return false;
+  // A mount namespace the new root owns, so that the agent may still bind
+  // what it places itself (hidden models); the mounts built before stay
+  // locked as they are (read-only /sys stays read-only).
+  return ::unshare(CLONE_NEWNS) == 0;
 }
 
 bool hand_over(const std::string& path, const IdRange& range) {

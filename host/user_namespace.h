@@ -33,8 +33,9 @@ IdRange subordinate_range(const std::string& subuid = "/etc/subuid", const std::
 // helper process that made it is gone).
 Result<Fd> make_user_namespace(const IdRange& range);
 
-// setns into the namespace and become its root (uid, gid 0; no groups).
-// False with errno.
+// setns into the namespace, become its root (uid, gid 0; no groups) and
+// move into a mount namespace of its own (a copy of the sandbox's). False
+// with errno.
 bool enter_user_namespace(int userns_fd);
 
 // Gives the sandbox's root the ownership of path (a delegated cgroup
