@@ -154,6 +154,25 @@ TEST_F(CliTest, NeitherTheStoreNorAnotherSandboxIsReachable) {
   EXPECT_EQ(run({"exec", mounted, "--", "cat", "/root/project/notes.txt"}).out, "notes\n");
 }
 
+// The fixture's store lies under /tmp, which every sandbox has of its own;
+// a store elsewhere on the host's root file system is hidden all the same.
+TEST_F(CliTest, TheStoreIsHiddenWhereverItLies) {
+  char pattern[] = "/gpubox-cli-store-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  std::string home = pattern;
+  std::map<std::string, std::string> env = {{"XDG_STATE_HOME", home}};
+  CliRun created = run({"create"}, env);
+  ASSERT_EQ(created.status, 0) << created.err;
+  std::string id = created.out.substr(0, 12);
+  std::string record = home + "/gpubox/sandboxes/" + id + "/sandbox.json";
+  EXPECT_TRUE(fs::exists(record));
+  CliRun looked = run({"exec", id, "--", "sh", "-c", "ls -A " + home + "/gpubox; cat " + record + " || echo hidden"}, env);
+  EXPECT_EQ(looked.out, "hidden\n") << looked.err;
+  EXPECT_EQ(run({"terminate", "--all"}, env).status, 0);
+  std::error_code ignored;
+  fs::remove_all(home, ignored);
+}
+
 TEST_F(CliTest, PrivilegedOperationsFailInside) {
   std::string id = create();
   // Each line: what was tried, and whether the kernel let it happen.
