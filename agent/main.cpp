@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "agent/agent.h"
+#include "agent/privileges.h"
 #include "agent/signals.h"
 #include "agent/version.h"
 #include "kernel/standalone_kernel.h"
@@ -13,6 +14,8 @@
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask.
   gpubox::block_signals();
+  // Before any thread exists too: what PID 1 was handed for itself is not its children's.
+  gpubox::withhold_capabilities_from_children();
   // Bulk transfers allocate 1 MiB message buffers at a high rate: keep them in
   // the heap (a fixed mmap threshold; glibc's adaptive one flips back and forth)
   // and keep up to 16 MiB free there rather than faulting it in again; at most

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,6 +28,22 @@ Result<std::string> random_name() {
   return name;
 }
 
+// The flags that remount a bind read-only and keep what it had: in a user
+// namespace, the nosuid/nodev/noexec/atime flags of a mount inherited from
+// the host are locked, and a remount that drops them is refused.
+unsigned long read_only_remount_flags(const std::string& target) {
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
+  struct statvfs fs {};
+  if (::statvfs(target.c_str(), &fs) != 0) return flags;
+  const std::pair<unsigned long, unsigned long> kept[] = {{ST_NOSUID, MS_NOSUID},     {ST_NODEV, MS_NODEV},
+                                                          {ST_NOEXEC, MS_NOEXEC},     {ST_NOATIME, MS_NOATIME},
+                                                          {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
+  for (const auto& [st, ms] : kept) {
+    if (fs.f_flag & st) flags |= ms;
+  }
+  return flags;
+}
+
 // Bind-mounts source (a file or a directory) read-only at dir/RANDOM. Error
 // messages name neither the source nor the target.
 Result<std::string> place_hidden(const std::string& source, const std::string& dir) {
@@ -47,7 +64,7 @@ Result<std::string> place_hidden(const std::string& source, const std::string& d
     return Status::from_errno(err, "cannot bind-mount its files at a hidden path");
   }
   // Read-only: user code cannot change the model's files through this path.
-  if (::mount(nullptr, target.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+  if (::mount(nullptr, target.c_str(), nullptr, read_only_remount_flags(target), nullptr) != 0) {
     int err = errno;
     ::umount2(target.c_str(), MNT_DETACH);
     S_ISDIR(st.st_mode) ? ::rmdir(target.c_str()) : ::unlink(target.c_str());

@@ -15,9 +15,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
+#include "host/capabilities.h"
+#include "host/sandbox_root.h"
+#include "host/user_namespace.h"
 #include "rpc/fd.h"
 
 namespace gpubox::host {
@@ -35,15 +40,12 @@ enum Stage : int {
   stage_cgroup,
   stage_rlimit,
   stage_hostname,
-  stage_private_mounts,
-  stage_open_tree,
-  stage_tmpfs,
-  stage_place_mount,
-  stage_read_only,
-  stage_proc,
+  stage_root,
   stage_loopback,
   stage_descriptors,
   stage_chdir,
+  stage_user_namespace,
+  stage_capabilities,
   stage_exec,
 };
 
@@ -53,15 +55,12 @@ const char* stage_name(int stage) {
     case stage_cgroup: return "waiting to be moved into the cgroups";
     case stage_rlimit: return "setting the rlimits";
     case stage_hostname: return "setting the hostname";
-    case stage_private_mounts: return "making the mounts private";
-    case stage_open_tree: return "opening a bind mount source";
-    case stage_tmpfs: return "mounting the private /tmp and /dev/shm";
-    case stage_place_mount: return "placing a bind mount";
-    case stage_read_only: return "making a mount read-only";
-    case stage_proc: return "mounting /proc";
+    case stage_root: return "building the root:";
     case stage_loopback: return "bringing up loopback";
     case stage_descriptors: return "setting up descriptors";
     case stage_chdir: return "entering the work dir";
+    case stage_user_namespace: return "entering the user namespace";
+    case stage_capabilities: return "dropping capabilities";
     case stage_exec: return "executing the agent";
     default: return "setting up";
   }
@@ -77,9 +76,9 @@ struct SetupFailure {
 struct ChildPlan {
   const LocalSandboxSpec* spec = nullptr;
   const LimitPlan* limits = nullptr;
-  std::string agent_dir;
-  std::string work_dir;
+  RootPlan root;
   std::string hostname;
+  int userns_fd = -1;  // --userns: the namespace to enter before the exec
   int config_fd = -1;
   int ready_fd = -1;
   int log_fd = -1;
@@ -100,15 +99,6 @@ struct ChildPlan {
   ::_exit(127);
 }
 
-// mkdir -p: creates path and its missing ancestors (mode 0755).
-bool make_parents(const std::string& path) {
-  for (size_t at = path.find('/', 1);; at = path.find('/', at + 1)) {
-    std::string prefix = path.substr(0, at);
-    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
-    if (at == std::string::npos) return true;
-  }
-}
-
 bool bring_up_loopback() {
   int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (sock < 0) return false;
@@ -124,55 +114,24 @@ bool bring_up_loopback() {
 // Runs in the cloned child (a copy of the CLI, single-threaded): sets up the
 // sandbox from inside its new namespaces, then becomes the agent.
 [[noreturn]] void child_main(const ChildPlan& plan) {
-  const LocalSandboxSpec& spec = *plan.spec;
   if (::setsid() < 0) child_fail(plan, stage_session);
   for (const auto& [resource, value] : plan.limits->rlimits) {
     rlimit limit{value, value};
     if (::setrlimit(resource, &limit) != 0) child_fail(plan, stage_rlimit);
   }
   if (::sethostname(plan.hostname.data(), plan.hostname.size()) != 0) child_fail(plan, stage_hostname);
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) child_fail(plan, stage_private_mounts);
-
-  // Detached copies of the host directories first: a private /tmp would hide
-  // any of them that live below /tmp.
-  struct Placement {
-    int tree;
-    std::string target;
-    bool read_only;
-  };
-  std::vector<Placement> placements;
-  auto detach = [&](const std::string& source, const std::string& target, bool read_only) {
-    int tree = ::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-    if (tree < 0) child_fail(plan, stage_open_tree, source);
-    placements.push_back({tree, target, read_only});
-  };
-  detach(plan.agent_dir, kSandboxStateDir, false);
-  detach(plan.work_dir, kSandboxWorkDir, false);
-  for (const auto& mount : spec.mounts) detach(mount.source, mount.target, mount.read_only);
-
-  if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) child_fail(plan, stage_tmpfs, "/tmp");
-  if (::access("/dev/shm", F_OK) == 0 &&
-      ::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) {
-    child_fail(plan, stage_tmpfs, "/dev/shm");
+  RootError root_error;
+  if (!build_sandbox_root(plan.root, &root_error)) {
+    child_fail(plan, stage_root, root_error.step + " '" + root_error.path + "'");
   }
-  for (const auto& placement : placements) {
-    if (!make_parents(placement.target)) child_fail(plan, stage_place_mount, placement.target);
-    if (::move_mount(placement.tree, "", AT_FDCWD, placement.target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
-      child_fail(plan, stage_place_mount, placement.target);
-    }
-    ::close(placement.tree);
-    if (placement.read_only &&
-        ::mount(nullptr, placement.target.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
-      child_fail(plan, stage_read_only, placement.target);
-    }
-  }
-  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) child_fail(plan, stage_proc);
-  if (spec.network_none && !bring_up_loopback()) child_fail(plan, stage_loopback);
+  if (plan.spec->network_none && !bring_up_loopback()) child_fail(plan, stage_loopback);
 
   // Descriptors: move every one we keep above the fixed numbers, then into place.
   int config = ::fcntl(plan.config_fd, F_DUPFD_CLOEXEC, 10);
   int ready = ::fcntl(plan.ready_fd, F_DUPFD_CLOEXEC, 10);
-  if (config < 0 || ready < 0 || ::dup2(plan.null_fd, 0) != 0 || ::dup2(plan.log_fd, 1) != 1 ||
+  int agent = ::fcntl(plan.agent_fd, F_DUPFD_CLOEXEC, 10);
+  int userns = plan.userns_fd >= 0 ? ::fcntl(plan.userns_fd, F_DUPFD_CLOEXEC, 10) : -1;
+  if (config < 0 || ready < 0 || agent < 0 || (plan.userns_fd >= 0 && userns < 0) || ::dup2(plan.null_fd, 0) != 0 || ::dup2(plan.log_fd, 1) != 1 ||
       ::dup2(plan.log_fd, 2) != 2 || ::dup2(config, kConfigFd) != kConfigFd || ::dup2(ready, kReadyFd) != kReadyFd) {
     child_fail(plan, stage_descriptors);
   }
@@ -195,11 +154,55 @@ bool bring_up_loopback() {
     got = ::read(plan.go_fd, &go, 1);
   } while (got < 0 && errno == EINTR);
   if (got != 1) child_fail(plan, stage_cgroup);
+  if (userns >= 0 && !enter_user_namespace(userns)) child_fail(plan, stage_user_namespace);
+  if (!confine_capabilities()) child_fail(plan, stage_capabilities);
   sigset_t empty;
   sigemptyset(&empty);
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-  ::execveat(plan.agent_fd, "", argv.data(), envp.data(), AT_EMPTY_PATH);
+  ::execveat(agent, "", argv.data(), envp.data(), AT_EMPTY_PATH);
   child_fail(plan, stage_exec, plan.argv[0]);
+}
+
+// What the sandbox's root holds: its state and work dirs, the --mount binds,
+// the GPUs, its own cgroups writable; the store, /root and /home hidden.
+RootPlan root_plan(const SandboxStore& store, const SandboxRecord& record, const LocalSandboxSpec& spec,
+                   const std::string& layer_dir, const LimitPlan& limits) {
+  RootPlan root;
+  root.layer_dir = layer_dir;
+  root.hidden = {"/root", "/home", store.root()};
+  root.binds.push_back({record.agent_dir(), kSandboxStateDir, false});
+  root.binds.push_back({record.work_dir(), kSandboxWorkDir, false});
+  for (const auto& mount : spec.mounts) root.binds.push_back({mount.source, mount.target, mount.read_only});
+  for (const auto& node : spec.gpus.device_nodes) root.binds.push_back({node, node, false, false});
+  for (const auto& file : spec.gpus.driver_files) root.binds.push_back({file, file, true, false});
+  if (!spec.network_none) {
+    // A resolver file kept under the host's /run (systemd-resolved) would be
+    // hidden by the sandbox's own /run: its directory comes along read-only.
+    char resolved[PATH_MAX];
+    if (::realpath("/etc/resolv.conf", resolved) && std::string(resolved).rfind("/run/", 0) == 0) {
+      std::string dir(resolved);
+      dir = dir.substr(0, dir.rfind('/'));
+      root.binds.push_back({dir, dir, true, false});
+    }
+  }
+  for (const auto& procs : limits.procs_files) root.cgroup_dirs.push_back(procs.substr(0, procs.rfind('/')));
+  return root;
+}
+
+// The protections of a sandbox, as `info` shows them.
+nlohmann::json isolation_summary(const LocalSandboxSpec& spec, const IdRange& ids) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (int gpu : spec.gpus.indices) gpus.push_back(gpu);
+  return {{"root", "overlay"},
+          {"hidden", {"/root", "/home", "the gpubox store"}},
+          {"capabilities", capability_names(sandbox_capabilities())},
+          {"agent_capabilities", capability_names(agent_only_capabilities())},
+          {"no_new_privs", true},
+          {"user_namespace", spec.user_namespace ? nlohmann::json{{"uid_map", ids.uid_map().substr(0, ids.uid_map().size() - 1)},
+                                                                  {"gid_map", ids.gid_map().substr(0, ids.gid_map().size() - 1)}}
+                                                 : nlohmann::json(nullptr)},
+          {"network", spec.network_none ? "none" : "host"},
+          {"gpus", gpus}};
 }
 
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
@@ -281,10 +284,6 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   if (::access(spec.agent_path.c_str(), X_OK) != 0) {
     return Status(ErrorCode::invalid_request, "the agent binary '" + spec.agent_path + "' is not executable (set GPUBOX_AGENT)");
   }
-  for (const char* point : {kSandboxStateDir, kSandboxWorkDir}) {
-    // Empty mount points on the host; the sandbox's own content is mounted over them.
-    if (!make_parents(point)) return Status::from_errno(errno, std::string("cannot create the mount point ") + point);
-  }
   auto reserved = store.reserve(spec.name, spec.public_spec);
   if (!reserved) return reserved.status();
   SandboxRecord record = std::move(*reserved);
@@ -303,6 +302,29 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   if (!limits) return fail(limits.status(), nullptr);
   record.spec["limits_enforced_by"] = limits->enforced_by;
   record.spec["limit_plan"] = limits->to_json();
+
+  std::string layer_dir = record.dir + "/root";
+  if (!make_layer_dirs(layer_dir)) return fail(Status::from_errno(errno, "cannot create '" + layer_dir + "'"), &*limits);
+  Fd userns;
+  IdRange ids;
+  if (spec.user_namespace) {
+    ids = subordinate_range();
+    auto made = make_user_namespace(ids);
+    if (!made) return fail(made.status(), &*limits);
+    userns = std::move(*made);
+    // The sandbox's root owns its root directory and its own cgroups (delegated, not their limits).
+    std::vector<std::string> owned = {upper_dir(layer_dir)};
+    for (const auto& procs : limits->procs_files) {
+      std::string dir = procs.substr(0, procs.rfind('/'));
+      for (const char* file : {"", "/cgroup.procs", "/tasks", "/cgroup.threads", "/cgroup.subtree_control"}) {
+        if (::access((dir + file).c_str(), F_OK) == 0) owned.push_back(dir + file);
+      }
+    }
+    for (const auto& path : owned) {
+      if (!hand_over(path, ids)) return fail(Status::from_errno(errno, "cannot hand '" + path + "' to the sandbox's root"), &*limits);
+    }
+  }
+  record.spec["isolation"] = isolation_summary(spec, ids);
 
   nlohmann::json config = spec.agent_config;
   config["state_dir"] = kSandboxStateDir;
@@ -332,8 +354,13 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   ChildPlan plan;
   plan.spec = &spec;
   plan.limits = &*limits;
-  plan.agent_dir = record.agent_dir();
-  plan.work_dir = record.work_dir();
+  plan.root = root_plan(store, record, spec, layer_dir, *limits);
+  plan.root.idmap_userns_fd = userns.get();
+  if (userns.valid()) {
+    plan.root.tmpfs_uid = ids.host_uid;
+    plan.root.tmpfs_gid = ids.host_gid;
+  }
+  plan.userns_fd = userns.get();
   plan.hostname = record.name.empty() ? record.id : record.name;
   plan.config_fd = config_fd->get();
   plan.ready_fd = ready_write.get();

@@ -1,9 +1,12 @@
 // The local backend: a sandbox is gpubox-agent running as PID 1 of new PID,
 // mount, UTS and IPC namespaces (and a network namespace with only loopback
-// unless the network is "host"), with a private /proc, /tmp, /dev/shm and work
-// dir (/workspace), resource limits from resource_limits.h, and its RPC socket
-// in the sandbox's store directory. The agent is detached from the CLI: it
-// outlives the process that created it. One thread; forks.
+// unless the network is "host"), in a copy-on-write root of its own
+// (sandbox_root.h) with its work dir (/workspace), without the capabilities
+// of host root (capabilities.h), optionally as an unprivileged range of the
+// host's ids (user_namespace.h) and with local GPUs (gpu_devices.h), under
+// the resource limits of resource_limits.h, its RPC socket in the sandbox's
+// store directory. The agent is detached from the CLI: it outlives the
+// process that created it. One thread; forks.
 #pragma once
 
 #include <chrono>
@@ -11,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "host/gpu_devices.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_store.h"
 #include "rpc/status.h"
@@ -35,7 +39,9 @@ struct LocalSandboxSpec {
   nlohmann::json agent_config = nlohmann::json::object();
   ResourceLimits limits;
   bool network_none = true;
+  bool user_namespace = false;  // --userns: root inside is an unprivileged range outside
   std::vector<BindMount> mounts;
+  GpuPlan gpus;  // no indices: no GPU
   std::chrono::milliseconds ready_timeout{10'000};
   // What the record keeps of the request (no secret values).
   nlohmann::json public_spec = nlohmann::json::object();
@@ -47,7 +53,7 @@ struct LocalSandboxSpec {
 Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandboxSpec& spec);
 
 // SIGTERM to the agent, up to grace (plus a second) for it to exit, SIGKILL,
-// then its cgroups and state removed. A dead agent is only cleaned up.
+// then its cgroups and state (the root's upper layer with it) removed. A dead agent is only cleaned up.
 // *killed tells whether SIGKILL was needed.
 Status terminate_local_sandbox(const SandboxStore& store, const SandboxRecord& record,
                                std::chrono::milliseconds grace, bool* killed = nullptr);

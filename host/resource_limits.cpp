@@ -16,6 +16,9 @@
 namespace gpubox::host {
 namespace {
 
+// The cgroup below gpubox-ID that holds the sandbox's processes.
+constexpr char kSandboxCgroup[] = "sandbox";
+
 // The address space gpubox-agent itself reserves (thread stacks, ZeroMQ), with headroom.
 constexpr std::uint64_t kMinAddressSpaceMib = 256;
 
@@ -189,14 +192,19 @@ Result<LimitPlan> prepare_limits(const std::string& id, const ResourceLimits& li
     } else if (try_v1(found, id, controller, limits, plan, dir)) {
       how = "cgroup v1";
     }
+    // The sandbox's processes live one level below the limits: the sandbox
+    // may write its own cgroup (the agent makes job cgroups there) but not
+    // the limits above it.
+    std::string leaf = dir + "/" + kSandboxCgroup;
+    if (!how.empty() && !make_cgroup(leaf, plan)) how.clear();
     if (!how.empty()) {
       plan.enforced_by[controller] = how;
-      std::string procs = dir + "/cgroup.procs";
+      std::string procs = leaf + "/cgroup.procs";
       if (std::find(plan.procs_files.begin(), plan.procs_files.end(), procs) == plan.procs_files.end()) {
         plan.procs_files.push_back(procs);
       }
       if (controller == "memory") {
-        plan.memory_cgroup = dir;
+        plan.memory_cgroup = leaf;  // v1 counts an OOM kill in the victim's cgroup, not the limit's
         plan.memory_version = how == "cgroup v2" ? "v2" : "v1";
       }
       continue;

@@ -27,11 +27,13 @@ struct ResourceLimits {
 // What prepare_limits made, and how each limit is enforced.
 struct LimitPlan {
   std::vector<std::string> cgroup_dirs;   // created, to be removed at terminate (deepest last)
-  std::vector<std::string> procs_files;   // the agent writes "0" to each to join
+  // The agent joins each (written by the CLI). Each sits in the sandbox's own
+  // cgroup, a child "sandbox" of the gpubox-ID cgroup that holds the limits.
+  std::vector<std::string> procs_files;
   std::vector<std::pair<int, rlim_t>> rlimits;  // applied in the agent before exec
   // "cpu" / "memory" / "pids" → "cgroup v2", "cgroup v1", "rlimit (RLIMIT_AS)" or "not enforced".
   std::map<std::string, std::string> enforced_by;
-  std::string memory_cgroup;  // the cgroup holding the memory limit, for OOM counts; may be empty
+  std::string memory_cgroup;  // the sandbox's own memory cgroup (below the limit), for OOM counts and usage; may be empty
   std::string memory_version; // "v1", "v2" or ""
 
   nlohmann::json to_json() const;

@@ -21,15 +21,18 @@ namespace {
 constexpr char kUsage[] =
     "usage: gpubox create [--backend local|podman|docker] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
     "                     [--timeout S] [--idle-timeout S] [--network none|host|bridge] [--env K=V]... [--secret NAME]...\n"
-    "                     [--mount LOCAL:SANDBOX[:ro]]... [--json]\n"
-    "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--gpu all|N] [--ready-timeout S]\n"
+    "                     [--mount LOCAL:SANDBOX[:ro]]... [--gpu GPUS] [--json]\n"
+    "       local:         [--userns]\n"
+    "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--ready-timeout S]\n"
     "       gpubox create --from-snapshot NAME [options]   a new sandbox from a snapshot (gpubox snapshots);\n"
     "                     its settings first, the options given override them\n"
     "  --network   local: none (loopback only, default) or host; podman|docker: none (loopback only, default;\n"
     "              the agent's port is relayed) or bridge (the engine's network, outbound allowed)\n"
+    "  --gpu       local: all or GPU numbers N[,N...] (the host's /dev/nvidia* and driver files bound in);\n"
+    "              podman|docker: all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n"
+    "  --userns    root inside maps to an unprivileged uid range of the host (idmapped mounts)\n"
     "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"
-    "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n"
-    "  --gpu       all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n";
+    "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n";
 
 bool valid_env_name(const std::string& name) {
   static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
@@ -44,7 +47,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
                             "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",
                             "--ready-timeout"},
-                           {});
+                           {"--userns"});
   if (!parsed) return usage(parsed.status().message());
   if (parsed->flag("--help")) return show_usage(kUsage);
   const Args& args = *parsed;
@@ -116,6 +119,13 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
     return usage("--network: expected none or " + std::string(container ? "bridge" : "host") + ", got '" + network + "'");
   }
   spec.network_none = network == "none";
+  spec.user_namespace = args.flag("--userns");
+  if (container && spec.user_namespace) return usage("--userns: only with the local backend (an engine maps users itself)");
+  if (auto gpu = args.last("--gpu"); gpu && !container) {  // a container's --gpu goes to the engine (parse_container_flags)
+    auto gpus = plan_gpus(*gpu);
+    if (!gpus) return usage(gpus.status().message());
+    spec.gpus = std::move(*gpus);
+  }
 
   std::vector<std::string> env_names;
   for (const auto& pair : args.all("--env")) {
@@ -125,6 +135,9 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
       return usage("--env: expected NAME=VALUE with NAME of [A-Za-z_][A-Za-z0-9_]*, got '" + pair + "'");
     }
     config["env"][name] = pair.substr(eq + 1);
+  }
+  for (const auto& [name, value] : spec.gpus.env) {
+    if (!config["env"].contains(name)) config["env"][name] = value;
   }
   for (const auto& [name, value] : config["env"].items()) env_names.push_back(name);
   std::vector<std::string> secret_names;
@@ -159,6 +172,8 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   }
 
   pub["network"] = network;
+  pub["userns"] = spec.user_namespace;
+  pub["gpus"] = spec.gpus.indices;
   pub["cpu"] = spec.limits.cpus;
   pub["memory_mib"] = spec.limits.memory_mib;
   pub["pids"] = spec.limits.pids;

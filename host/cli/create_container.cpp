@@ -24,7 +24,7 @@ Status bad(const std::string& message) { return Status(ErrorCode::invalid_reques
 }  // namespace
 
 Status parse_container_flags(const Args& args, bool container, ContainerSandboxSpec* spec) {
-  for (const char* flag : {"--image", "--publish", "--gpu", "--ready-timeout"}) {
+  for (const char* flag : {"--image", "--publish", "--ready-timeout"}) {
     if (!container && args.last(flag)) return bad(std::string(flag) + ": only with --backend podman or docker");
   }
   if (auto image = args.last("--image")) {
@@ -37,7 +37,7 @@ Status parse_container_flags(const Args& args, bool container, ContainerSandboxS
   if (auto publish = args.last("--publish"); publish && !parse_publish(*publish, &spec->publish_ip, &spec->publish_port)) {
     return bad("--publish: expected IPv4[:PORT] (PORT 0-65535; 0 or none: any free port), got '" + *publish + "'");
   }
-  if (auto gpu = args.last("--gpu")) {
+  if (auto gpu = args.last("--gpu"); gpu && container) {
     auto count = parse_number(*gpu, 1, 64);
     if (*gpu != "all" && (!count || gpu->find_first_not_of("0123456789") != std::string::npos)) {
       return bad("--gpu: expected all or a number of GPUs from 1 to 64, got '" + *gpu + "'");

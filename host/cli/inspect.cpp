@@ -43,6 +43,31 @@ std::string state_text(const nlohmann::json& summary) {
   return state;
 }
 
+// Which protections the sandbox has (see host/local_backend.h).
+void print_isolation(const nlohmann::json& isolation) {
+  if (!isolation.is_object()) {
+    std::printf("isolation:   unknown (created by an older gpubox)\n");
+    return;
+  }
+  auto join = [](const nlohmann::json& list) {
+    std::string text;
+    for (const auto& item : list) text += (text.empty() ? "" : ", ") + (item.is_string() ? item.get<std::string>() : item.dump());
+    return text;
+  };
+  std::printf("root:        %s (copy-on-write of the host's /; hidden: %s)\n",
+              isolation.value("root", "host").c_str(), join(isolation.value("hidden", nlohmann::json::array())).c_str());
+  std::printf("caps:        %s%s\n", join(isolation.value("capabilities", nlohmann::json::array())).c_str(),
+              isolation.value("no_new_privs", false) ? "; no_new_privs" : "");
+  const auto& userns = isolation.value("user_namespace", nlohmann::json(nullptr));
+  if (userns.is_object()) {
+    std::printf("userns:      uid map %s, gid map %s\n", userns.value("uid_map", "?").c_str(), userns.value("gid_map", "?").c_str());
+  } else {
+    std::printf("userns:      none (root inside is the host's uid 0, without its capabilities)\n");
+  }
+  auto gpus = isolation.value("gpus", nlohmann::json::array());
+  std::printf("gpus:        %s\n", gpus.empty() ? "none" : join(gpus).c_str());
+}
+
 }  // namespace
 
 int run_ls(const std::vector<std::string>& raw, const Global& global) {
@@ -83,6 +108,8 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   nlohmann::json info = summary(*record);
   info["spec"] = record->spec;
   info["spec"].erase("limit_plan");
+  info["isolation"] = record->spec.value("isolation", nlohmann::json(nullptr));
+  info["spec"].erase("isolation");
   LimitPlan plan = LimitPlan::from_json(record->spec.value("limit_plan", nlohmann::json::object()));
   if (long long used = memory_usage_bytes(plan); used >= 0) info["memory_used_bytes"] = used;
   if (long long kills = oom_kill_count(plan); kills >= 0) info["oom_kills"] = kills;
@@ -119,6 +146,7 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
     std::printf("image:       %s (%s container %s)\n", text(spec["image"]).c_str(), record->backend.c_str(),
                 text(spec.value("container", nlohmann::json(""))).c_str());
   }
+  print_isolation(info["isolation"]);
   auto enforced = spec.value("limits_enforced_by", nlohmann::json::object());
   auto limit_line = [&](const char* label, const char* key, const std::string& value) {
     std::printf("%-12s %s  (%s)\n", label, value.c_str(), text(enforced.value(key, nlohmann::json("?"))).c_str());

@@ -1,0 +1,20 @@
+#include "agent/privileges.h"
+
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace gpubox {
+
+void withhold_capabilities_from_children() {
+  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return;
+  if (data[0].inheritable == 0 && data[1].inheritable == 0) return;
+  data[0].inheritable = data[1].inheritable = 0;
+  ::syscall(SYS_capset, &header, data);
+}
+
+}  // namespace gpubox

@@ -1,0 +1,66 @@
+// The mount plan of a local sandbox's root: a copy-on-write overlay of the
+// host's `/` (read-only lower layer; upper and work dirs in the sandbox's store
+// directory), into which the sandbox pivots. Inside: a fresh /proc (its
+// kernel knobs read-only, its leaky files masked), tmpfs on /tmp, /run and
+// /dev/shm, a minimal /dev (null, zero, full, random, urandom, tty, a private
+// devpts), /sys read-only except the sandbox's own cgroups, and the store,
+// /root and /home hidden behind empty tmpfs unless a bind mount puts something
+// there. build_sandbox_root() runs in the cloned child, inside its new mount
+// namespace, while it still holds the host's capabilities; the plan is made
+// before the clone. One thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gpubox::host {
+
+// A host path placed at a sandbox path.
+struct RootBind {
+  std::string source;  // host path (absolute)
+  std::string target;  // sandbox path (absolute)
+  bool read_only = false;
+  // Seen through the sandbox's uid mapping when it has one (false: device
+  // nodes and driver files, which keep the host's owners).
+  bool idmapped = true;
+};
+
+struct RootPlan {
+  std::string layer_dir;  // STORE/sandboxes/ID/root: holds upper/, work/ and the mount point merged/
+  // Hidden behind empty tmpfs (the whole store of every sandbox, /root, /home).
+  std::vector<std::string> hidden;
+  // Placed after the hiding, in order: the state dir, the work dir, --mount
+  // binds, GPU device nodes and driver files.
+  std::vector<RootBind> binds;
+  // The sandbox's own cgroup directories, writable inside a read-only /sys
+  // (the agent makes its job cgroups there; the limits sit one level up).
+  std::vector<std::string> cgroup_dirs;
+  // A userns fd whose mapping the lower layer and the binds are idmapped
+  // through (-1: none).
+  int idmap_userns_fd = -1;
+  // Host ids that own the fresh tmpfs roots (/tmp, /run, /dev, the hidden
+  // directories): the sandbox's root under --userns.
+  unsigned tmpfs_uid = 0;
+  unsigned tmpfs_gid = 0;
+};
+
+// The directories of a sandbox's layers, below layer_dir.
+std::string upper_dir(const std::string& layer_dir);
+std::string work_dir_of_layers(const std::string& layer_dir);
+std::string merged_dir(const std::string& layer_dir);
+
+// Creates layer_dir with its upper/, work/ and merged/ (mode 0755).
+bool make_layer_dirs(const std::string& layer_dir);
+
+// What failed in build_sandbox_root: the step and the path (errno is left set).
+struct RootError {
+  std::string step;
+  std::string path;
+};
+
+// Builds the root and pivots into it; the cwd is then "/". False with *error
+// (and errno) on the first failure. REQUIRES: a private mount namespace and
+// CAP_SYS_ADMIN over it; the caller's own `/` is the host's.
+bool build_sandbox_root(const RootPlan& plan, RootError* error);
+
+}  // namespace gpubox::host

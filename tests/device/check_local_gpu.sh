@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Checks `gpubox create --gpu` on a GPU machine, where CI cannot: a local
+# sandbox given the host's GPUs runs nvidia-smi and a torch CUDA matmul
+# inside its own root, sees only the GPUs it was given, and finds the
+# driver's files read-only.
+#
+#   tests/device/check_local_gpu.sh
+#   GPUBOX=build/bin/gpubox GPUBOX_AGENT=build/bin/gpubox-agent PYTHON=python3 tests/device/check_local_gpu.sh
+#
+# Needs root, the NVIDIA driver (/dev/nvidiactl, nvidia-smi) and a python3
+# with CUDA torch on the host's root file system (the sandbox's lower layer).
+# Exit 0: every check passed; 1: a check failed; 77: skipped (no GPU).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+GPUBOX="${GPUBOX:-$ROOT/build/bin/gpubox}"
+export GPUBOX_AGENT="${GPUBOX_AGENT:-$ROOT/build/bin/gpubox-agent}"
+PYTHON="${PYTHON:-python3}"
+STATE="$(mktemp -d /tmp/gpubox-gpu-check-XXXXXX)"
+export XDG_STATE_HOME="$STATE"
+cleanup() {
+  "$GPUBOX" terminate --all >/dev/null 2>&1 || true
+  rm -rf "$STATE"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+if [[ ! -e /dev/nvidiactl ]] || ! command -v nvidia-smi >/dev/null; then
+  echo "SKIP: no NVIDIA driver here (/dev/nvidiactl, nvidia-smi)"; exit 77
+fi
+[[ -x "$GPUBOX" && -x "$GPUBOX_AGENT" ]] || fail "build gpubox and gpubox-agent first (scripts/build.sh)"
+host_count=$(nvidia-smi -L | grep -c '^GPU ')
+echo "== host: $host_count GPU(s)"
+
+echo "== create --gpu all"
+id=$("$GPUBOX" create --gpu all --memory 65536) || fail "create --gpu all"
+"$GPUBOX" info "$id" | grep -E '^(root|caps|gpus):'
+inside=$("$GPUBOX" exec "$id" -- nvidia-smi -L) || fail "nvidia-smi inside: $inside"
+echo "$inside"
+[[ $(grep -c '^GPU ' <<<"$inside") == "$host_count" ]] || fail "nvidia-smi inside sees a different number of GPUs"
+"$GPUBOX" exec "$id" -- sh -c 'echo x > "$(readlink -f "$(command -v nvidia-smi)")"' 2>/dev/null &&
+  fail "the driver's nvidia-smi is writable inside"
+echo "== torch CUDA matmul inside"
+"$GPUBOX" exec "$id" -- "$PYTHON" -c '
+import torch
+assert torch.cuda.is_available(), "torch.cuda.is_available() is False inside"
+a = torch.randn(1024, 1024, device="cuda")
+b = torch.randn(1024, 1024, device="cuda")
+c = (a @ b).cpu()
+ref = a.cpu().double() @ b.cpu().double()
+err = (c.double() - ref).abs().max().item()
+print("devices", torch.cuda.device_count(), torch.cuda.get_device_name(0), "max error", err)
+assert err < 1.0, err
+' || fail "torch matmul inside"
+"$GPUBOX" terminate "$id" >/dev/null
+
+echo "== create --gpu 0: one GPU, numbered 0 inside"
+id=$("$GPUBOX" create --gpu 0 --memory 65536) || fail "create --gpu 0"
+env_line=$("$GPUBOX" exec "$id" -- sh -c 'echo $NVIDIA_VISIBLE_DEVICES/$CUDA_VISIBLE_DEVICES')
+[[ "$env_line" == "0/0" ]] || fail "NVIDIA_VISIBLE_DEVICES/CUDA_VISIBLE_DEVICES inside: $env_line"
+one=$("$GPUBOX" exec "$id" -- nvidia-smi -L | grep -c '^GPU ')
+[[ "$one" == 1 ]] || fail "nvidia-smi inside --gpu 0 sees $one GPUs"
+count=$("$GPUBOX" exec "$id" -- "$PYTHON" -c 'import torch; print(torch.cuda.device_count())')
+[[ "$count" == 1 ]] || fail "torch inside --gpu 0 sees $count GPUs"
+"$GPUBOX" terminate "$id" >/dev/null
+
+echo "== --gpu $host_count (not on this host) is refused with exit 2"
+set +e
+"$GPUBOX" create --gpu "$host_count" >/dev/null 2>"$STATE/err"; code=$?
+set -e
+[[ $code == 2 ]] && grep -q 'is not on this host' "$STATE/err" || fail "--gpu $host_count: exit $code, $(cat "$STATE/err")"
+echo "PASS"
