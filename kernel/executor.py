@@ -296,17 +296,16 @@ def without_executor_frames(tb):
     return frames[0] if frames else None
 
 
-def strip_executor_frames(error):
+def strip_executor_frames(error, seen=None):
     """Removes the executor's frames from error's traceback and from those of the
     exceptions it chains (__cause__, __context__)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        error.__traceback__ = without_executor_frames(error.__traceback__)
-        for chained in (error.__cause__, error.__context__):
-            if chained is not None and id(chained) not in seen:
-                strip_executor_frames(chained)
-        error = None
+    seen = set() if seen is None else seen
+    if error is None or id(error) in seen:
+        return
+    seen.add(id(error))
+    error.__traceback__ = without_executor_frames(error.__traceback__)
+    strip_executor_frames(error.__cause__, seen)
+    strip_executor_frames(error.__context__, seen)
 
 
 def clean_traceback(etype, evalue, tb):

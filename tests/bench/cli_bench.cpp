@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/bench/percentile.h"
+#include "tests/bench/run_program.h"
 
 #ifndef GPUBOX_CLI_PATH
 #error "GPUBOX_CLI_PATH must name the gpubox binary"
@@ -34,35 +35,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using gpubox::bench::percentile;
+using gpubox::bench::run_program;
 constexpr int kWarmup = 3;
 
-// Runs argv, capturing stdout; returns the exit status (-1 when it did not exit).
-int run(const std::vector<std::string>& args, std::string* out = nullptr, double* ms = nullptr) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) std::exit(1);
-  std::vector<char*> argv;
-  for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  auto begin = Clock::now();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) {
-    if (out) out->append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
-  if (ms) *ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 void check(bool ok, const char* what) {
   if (!ok) {
@@ -86,24 +61,24 @@ int main(int argc, char** argv) {
   const std::string unshare = "/usr/bin/unshare";
 
   std::string id;
-  check(run({cli, "create", "--name", "bench-exec"}, &id) == 0, "create");
+  check(run_program({cli, "create", "--name", "bench-exec"}, &id) == 0, "create");
   id = id.substr(0, 12);
 
   std::vector<double> create_ms, exec_ms, unshare_ms;
   for (int i = -kWarmup; i < runs; ++i) {
     double ms = 0;
     std::string created;
-    check(run({cli, "create"}, &created, &ms) == 0, "gpubox create");
+    check(run_program({cli, "create"}, &created, &ms) == 0, "gpubox create");
     if (i >= 0) create_ms.push_back(ms);
-    check(run({cli, "terminate", created.substr(0, 12)}) == 0, "gpubox terminate");
-    check(run({cli, "exec", id, "--", "true"}, nullptr, &ms) == 0, "gpubox exec -- true");
+    check(run_program({cli, "terminate", created.substr(0, 12)}) == 0, "gpubox terminate");
+    check(run_program({cli, "exec", id, "--", "true"}, nullptr, &ms) == 0, "gpubox exec -- true");
     if (i >= 0) exec_ms.push_back(ms);
-    check(run({unshare, "--fork", "--pid", "true"}, nullptr, &ms) == 0, "unshare --fork --pid true");
+    check(run_program({unshare, "--fork", "--pid", "true"}, nullptr, &ms) == 0, "unshare --fork --pid true");
     if (i >= 0) unshare_ms.push_back(ms);
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }
   }
-  check(run({cli, "terminate", "--all"}) == 0, "terminate --all");
+  check(run_program({cli, "terminate", "--all"}) == 0, "terminate --all");
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
   std::filesystem::remove_all(state);

@@ -27,6 +27,7 @@
 #include "host/sandbox_store.h"
 #include "rpc/client.h"
 #include "tests/bench/percentile.h"
+#include "tests/bench/run_program.h"
 #include "tests/image/test_image.h"
 
 #ifndef GPUBOX_CLI_PATH
@@ -40,35 +41,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using gpubox::bench::percentile;
+using gpubox::bench::run_program;
 constexpr int kWarmup = 2;
 
-// Runs argv (found on PATH), capturing stdout; returns the exit status.
-int run(const std::vector<std::string>& args, std::string* out = nullptr, double* ms = nullptr) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) std::exit(1);
-  std::vector<char*> argv;
-  for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  auto begin = Clock::now();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) {
-    if (out) out->append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-  }
-  if (ms) *ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 void check(bool ok, const std::string& what) {
   if (!ok) {
@@ -124,17 +99,17 @@ int main(int argc, char** argv) {
   for (int i = -kWarmup; i < runs; ++i) {
     double ms = 0;
     std::string created;
-    check(run({cli, "create", "--backend", "podman", "--image", image}, &created, &ms) == 0, "gpubox create --backend podman");
+    check(run_program({cli, "create", "--backend", "podman", "--image", image}, &created, &ms) == 0, "gpubox create --backend podman");
     if (i >= 0) create_ms.push_back(ms);
-    check(run({cli, "terminate", created.substr(0, 12)}) == 0, "gpubox terminate");
-    check(run({"podman", "run", "--rm", "--entrypoint", "true", image}, nullptr, &ms) == 0, "podman run --rm IMAGE true");
+    check(run_program({cli, "terminate", created.substr(0, 12)}) == 0, "gpubox terminate");
+    check(run_program({"podman", "run", "--rm", "--entrypoint", "true", image}, nullptr, &ms) == 0, "podman run --rm IMAGE true");
     if (i >= 0) floor_ms.push_back(ms);
     reap();
   }
 
   std::string container_id, local_id;
-  check(run({cli, "create", "--backend", "podman", "--image", image}, &container_id) == 0, "create (podman)");
-  check(run({cli, "create"}, &local_id) == 0, "create (local)");
+  check(run_program({cli, "create", "--backend", "podman", "--image", image}, &container_id) == 0, "create (podman)");
+  check(run_program({cli, "create"}, &local_id) == 0, "create (local)");
   container_id = container_id.substr(0, 12);
   local_id = local_id.substr(0, 12);
   gpubox::host::SandboxStore store(std::string(state) + "/gpubox");
@@ -149,14 +124,14 @@ int main(int argc, char** argv) {
   std::vector<double> cli_tcp, cli_ipc;
   for (int i = -kWarmup; i < runs; ++i) {
     double ms = 0;
-    check(run({cli, "exec", container_id, "--", "true"}, nullptr, &ms) == 0, "gpubox exec (podman)");
+    check(run_program({cli, "exec", container_id, "--", "true"}, nullptr, &ms) == 0, "gpubox exec (podman)");
     if (i >= 0) cli_tcp.push_back(ms);
-    check(run({cli, "exec", local_id, "--", "true"}, nullptr, &ms) == 0, "gpubox exec (local)");
+    check(run_program({cli, "exec", local_id, "--", "true"}, nullptr, &ms) == 0, "gpubox exec (local)");
     if (i >= 0) cli_ipc.push_back(ms);
   }
   tcp.reset();
   ipc.reset();
-  check(run({cli, "terminate", "--all"}) == 0, "terminate --all");
+  check(run_program({cli, "terminate", "--all"}) == 0, "terminate --all");
   reap();
   std::filesystem::remove_all(state);
 
