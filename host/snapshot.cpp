@@ -13,7 +13,7 @@
 #include "agent/jobs/stager.h"
 #include "host/container_backend.h"
 #include "host/container_engine.h"
-#include "host/harvest/safe_extractor.h"
+#include "rpc/safe_extractor.h"
 #include "rpc/fd.h"
 
 namespace gpubox::host {
