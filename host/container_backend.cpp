@@ -144,8 +144,19 @@ Result<std::string> published_address(const ContainerSandboxSpec& spec, const st
 // What the engine still says about a container that stopped: its exit code and log tail.
 std::string why_it_ended(const std::string& engine, const std::string& name) {
   std::string why;
-  auto code = run_engine(engine, {"inspect", "--format", "{{.State.ExitCode}}", name}, std::chrono::seconds(10));
-  if (code && code->status == 0) why = "exited with status " + trimmed(code->out);
+  // The engine records the exit code a moment after the process ends (conmon's
+  // exit file): until the state says exited, the code it shows is still 0.
+  for (int attempt = 0; attempt < 30; ++attempt) {
+    auto state = run_engine(engine, {"inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name},
+                            std::chrono::seconds(10));
+    if (!state || state->status != 0) break;
+    std::string text = trimmed(state->out);
+    if (text.rfind("exited ", 0) == 0 || text.rfind("stopped ", 0) == 0 || attempt == 29) {
+      why = "exited with status " + text.substr(text.find(' ') + 1);
+      break;
+    }
+    ::usleep(100'000);
+  }
   auto logs = run_engine(engine, {"logs", "--tail", "5", name}, std::chrono::seconds(10));
   if (logs && logs->status == 0) {
     std::string text = trimmed(logs->out + logs->err);
