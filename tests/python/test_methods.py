@@ -230,8 +230,11 @@ class SpawnTest(AgentTestCase):
 
     def test_tty_params_and_resizes_are_checked(self):
         client = self.connect()
-        self.assertRaisesRpc("invalid_request", client.call, "proc.spawn", argv=["true"], rows=10)
-        self.assertRaisesRpc("invalid_request", client.call, "proc.spawn", argv=["true"], tty=True, cols=0)
+        def spawn(**params):  # proc.spawn is a stream: call() refuses it
+            with client.stream("proc.spawn", **params) as stream:
+                return stream.result
+        self.assertRaisesRpc("invalid_request", spawn, argv=["true"], rows=10)
+        self.assertRaisesRpc("invalid_request", spawn, argv=["true"], tty=True, cols=0)
         self.assertRaisesRpc("invalid_request", client.call, "proc.exec", argv=["true"], tty=True)
         stream = client.stream("proc.spawn", argv=["sleep", "30"])
         next(stream)
