@@ -236,6 +236,15 @@ nlohmann::json CliTest::record(const std::string& id) const {
   return nlohmann::json::parse(read_text(store_dir() + "/" + id + "/sandbox.json"), nullptr, false);
 }
 
+void CliTest::expect_dead_sandbox_cleaned_up(const std::string& id) {
+  CliRun exec = run({"exec", id, "--", "true"});
+  EXPECT_EQ(exec.status, 3);
+  EXPECT_NE(exec.err.find("dead"), std::string::npos) << exec.err;
+  CliRun terminated = run({"terminate", id});
+  EXPECT_EQ(terminated.status, 0) << terminated.err;
+  EXPECT_NE(terminated.out.find("was dead"), std::string::npos) << terminated.out;
+}
+
 std::vector<std::string> CliTest::store_entries() const {
   std::vector<std::string> entries;
   std::error_code error;

@@ -49,6 +49,8 @@ class CliTest : public ::testing::Test {
   std::string store_dir() const { return state_home_ + "/gpubox/sandboxes"; }
   // Entries of the store's sandboxes directory.
   std::vector<std::string> store_entries() const;
+  // For a sandbox whose agent died: exec says it is dead (exit 3), and terminate cleans it up.
+  void expect_dead_sandbox_cleaned_up(const std::string& id);
   // A scratch directory on the host for the test's own files.
   std::string scratch() const { return scratch_; }
 

@@ -186,12 +186,7 @@ TEST_P(BackendCliTest, ADeadAgentIsShownAndCleanedUp) {
   }());
   CliRun ls = run({"ls", "--json"});
   EXPECT_EQ(nlohmann::json::parse(ls.out)[0]["state"], "dead");
-  CliRun exec = run({"exec", id, "--", "true"});
-  EXPECT_EQ(exec.status, 3);
-  EXPECT_THAT(exec.err, HasSubstr("dead"));
-  CliRun terminated = run({"terminate", id});
-  EXPECT_EQ(terminated.status, 0) << terminated.err;
-  EXPECT_THAT(terminated.out, HasSubstr("was dead"));
+  expect_dead_sandbox_cleaned_up(id);
   EXPECT_TRUE(store_entries().empty());
   EXPECT_TRUE(cgroups_of(id).empty());
 }
