@@ -1,0 +1,3 @@
+#include "model/tokenizer/tokenizer.h"
+#include <gtest/gtest.h>
+TEST(Tokenizer, Placeholder) {}
