@@ -1,0 +1,491 @@
+#include "model/modeld/decoder.h"
+
+#include <ATen/ATen.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/InferenceMode.h>
+#include <cmath>
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <mutex>
+#include <numbers>
+#include <set>
+
+namespace gpubox::modeld {
+namespace {
+
+using at::Tensor;
+
+struct LayerWeights {
+  Tensor ln1_w, ln1_b, ln2_w, ln2_b;         // before attention / before the MLP
+  Tensor post_attn_w, post_mlp_w;            // Gemma 2's sandwich norms
+  Tensor qkv_w, qkv_b;                       // GPT-2: fused, [hidden, 3 hidden] (Conv1D layout)
+  Tensor q_w, q_b, k_w, k_b, v_w, v_b;       // Linear layout [out, in]
+  Tensor o_w, o_b;
+  Tensor gate_w, gate_b, up_w, up_b, down_w, down_b;  // gated MLP
+  Tensor fc_w, fc_b, proj_w, proj_b;         // GPT-2 MLP (Conv1D layout)
+};
+
+c10::ScalarType file_scalar_type(weights::DType dtype, bool& ok) {
+  ok = true;
+  switch (dtype) {
+    case weights::DType::F32: return at::kFloat;
+    case weights::DType::F16: return at::kHalf;
+    case weights::DType::BF16: return at::kBFloat16;
+    default: ok = false; return at::kFloat;
+  }
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+// Binds checkpoint tensors by name, checking shapes; remembers what it used.
+class WeightBinder {
+ public:
+  WeightBinder(const weights::Checkpoint& checkpoint, c10::ScalarType dtype, c10::Device device, LoadProgress& progress)
+      : checkpoint_(checkpoint), dtype_(dtype), device_(device), progress_(progress) {}
+
+  // The tensor named name with exactly shape, as dtype on device.
+  Result<Tensor> take(const std::string& name, std::vector<std::int64_t> shape, bool as_float32 = false) {
+    auto found = checkpoint_.find(name);
+    if (!found) return Status(ErrorCode::invalid_request, fmt::format("tensor {} is missing from the checkpoint", name));
+    const weights::TensorEntry& entry = *found->entry;
+    if (entry.shape != shape) {
+      return Status(ErrorCode::invalid_request, fmt::format("{}: tensor {} has shape {}, the architecture expects {}",
+                                                            found->file->path(), name, shape_text(entry.shape),
+                                                            shape_text(shape)));
+    }
+    bool known = false;
+    c10::ScalarType stored = file_scalar_type(entry.dtype, known);
+    if (!known) {
+      return Status(ErrorCode::invalid_request, fmt::format("{}: tensor {} has dtype {}; weights must be F32, F16 or BF16",
+                                                            found->file->path(), name, weights::dtype_name(entry.dtype)));
+    }
+    auto bytes = found->file->bytes(entry);
+    // The mapping is read-only: the decoder never writes a weight in place.
+    Tensor mapped = at::from_blob(const_cast<std::byte*>(bytes.data()), shape, at::TensorOptions().dtype(stored));
+    c10::ScalarType wanted = as_float32 ? at::kFloat : dtype_;
+    Tensor bound = mapped;
+    if (stored != wanted || !device_.is_cpu()) bound = mapped.to(device_, wanted);
+    used_.insert(name);
+    held_bytes_ += static_cast<std::uint64_t>(bound.nbytes());
+    progress_.bytes_loaded += entry.size;
+    progress_.tensors_loaded += 1;
+    return bound;
+  }
+  // A tensor that only some checkpoints have (lm_head when embeddings are tied).
+  bool has(const std::string& name) const { return checkpoint_.find(name).has_value(); }
+
+  std::vector<std::string> unused() const {
+    std::vector<std::string> out;
+    for (const auto& name : checkpoint_.names()) {
+      if (!used_.count(name)) out.push_back(name);
+    }
+    return out;
+  }
+  std::uint64_t held_bytes() const { return held_bytes_; }
+
+ private:
+  const weights::Checkpoint& checkpoint_;
+  c10::ScalarType dtype_;
+  c10::Device device_;
+  LoadProgress& progress_;
+  std::set<std::string> used_;
+  std::uint64_t held_bytes_ = 0;
+};
+
+// Binds a Result<Tensor> to a field or returns its error from the enclosing function.
+#define GPUBOX_BIND(field, expr)            \
+  do {                                      \
+    auto bound_ = (expr);                   \
+    if (!bound_) return bound_.status();    \
+    field = std::move(bound_.value());      \
+  } while (0)
+
+Tensor rotate_half(const Tensor& x) {
+  auto halves = x.chunk(2, -1);
+  return at::cat({-halves[1], halves[0]}, -1);
+}
+
+// RoPE inverse frequencies in fp32, with Llama 3's or linear scaling applied as transformers does.
+Tensor inverse_frequencies(const RopeConfig& rope, std::int64_t dim) {
+  Tensor exponents = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
+  Tensor inv = 1.0 / at::pow(rope.theta, exponents);
+  if (rope.kind == RopeKind::linear) return inv / rope.factor;
+  if (rope.kind != RopeKind::llama3) return inv;
+  double original = static_cast<double>(rope.original_max_positions);
+  double low_wavelen = original / rope.low_freq_factor;
+  double high_wavelen = original / rope.high_freq_factor;
+  Tensor wavelen = 2 * std::numbers::pi / inv;
+  Tensor scaled = at::where(wavelen > low_wavelen, inv / rope.factor, inv);
+  Tensor smooth = (original / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor);
+  Tensor smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled;
+  Tensor medium = at::logical_not(wavelen < high_wavelen).logical_and(at::logical_not(wavelen > low_wavelen));
+  return at::where(medium, smoothed, scaled);
+}
+
+}  // namespace
+
+struct Decoder::Weights {
+  Architecture arch;
+  c10::ScalarType dtype = at::kFloat;
+  c10::Device device = c10::Device(c10::kCPU);
+  Tensor embed, pos_embed, final_w, final_b, lm_head;
+  Tensor inv_freq;  // fp32 on device
+  Tensor embed_scale;
+  std::vector<LayerWeights> layers;
+  std::uint64_t held_bytes = 0;
+  std::vector<std::string> unexpected;
+
+  void hook(Hooks* hooks, HookPoint point, int layer, Tensor& value) const {
+    if (hooks && hooks->wants(point, layer)) hooks->apply(point, layer, value);
+  }
+
+  Tensor norm(const Tensor& x, const Tensor& w, const Tensor& b) const {
+    switch (arch.norm) {
+      case NormKind::layer_norm:
+        return at::layer_norm(x, {arch.hidden_size}, w, b, arch.norm_eps);
+      case NormKind::rms_norm: {
+        Tensor xf = x.to(at::kFloat);
+        xf = xf * at::rsqrt(xf.pow(2).mean(-1, true) + arch.norm_eps);
+        return w * xf.to(x.scalar_type());
+      }
+      case NormKind::rms_norm_one_plus: {  // w holds 1 + weight in fp32 (bound that way)
+        Tensor xf = x.to(at::kFloat);
+        xf = xf * at::rsqrt(xf.pow(2).mean(-1, true) + arch.norm_eps);
+        return (xf * w).to(x.scalar_type());
+      }
+    }
+    return x;
+  }
+
+  Tensor activate(const Tensor& x) const {
+    switch (arch.activation) {
+      case Activation::gelu_tanh: return at::gelu(x, "tanh");
+      case Activation::gelu: return at::gelu(x);
+      case Activation::silu: return at::silu(x);
+    }
+    return x;
+  }
+
+  // x [.., in] times a Linear weight [out, in] (or a Conv1D weight [in, out]) plus bias.
+  Tensor project(const Tensor& x, const Tensor& w, const Tensor& b) const {
+    if (arch.fused_conv1d) {
+      auto shape = x.sizes().vec();
+      shape.back() = w.size(1);
+      Tensor flat = x.reshape({-1, x.size(-1)});
+      return (b.defined() ? at::addmm(b, flat, w) : at::mm(flat, w)).view(shape);
+    }
+    return at::linear(x, w, b.defined() ? std::optional<Tensor>(b) : std::nullopt);
+  }
+
+  // allowed[b, 1, i, s]: query i (at slot start + i) may see key slot s.
+  Tensor attention_mask(const Tensor& key_mask, std::int64_t start, std::int64_t tokens,
+                        std::optional<std::int64_t> window) const {
+    std::int64_t slots = key_mask.size(1);
+    Tensor query_slot = at::arange(start, start + tokens, at::TensorOptions().dtype(at::kLong).device(device)).view({-1, 1});
+    Tensor key_slot = at::arange(0, slots, at::TensorOptions().dtype(at::kLong).device(device)).view({1, -1});
+    Tensor allowed = key_slot <= query_slot;
+    if (window) allowed = allowed.logical_and(query_slot - key_slot < *window);
+    allowed = allowed.unsqueeze(0).logical_and(key_mask.unsqueeze(1));
+    // A padding query sees at least itself, so no row is all masked (its output is never used).
+    allowed = allowed.logical_or((key_slot == query_slot).unsqueeze(0));
+    return allowed.unsqueeze(1);
+  }
+
+  Tensor attention(int layer, const LayerWeights& w, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                   const Tensor& mask, KvCache* cache, Hooks* hooks) const {
+    std::int64_t batch = x.size(0), tokens = x.size(1);
+    std::int64_t heads = arch.num_heads, kv_heads = arch.num_kv_heads, d = arch.head_dim;
+    Tensor q, k, v;
+    if (arch.fused_conv1d) {
+      auto parts = project(x, w.qkv_w, w.qkv_b).split(heads * d, -1);
+      q = parts[0], k = parts[1], v = parts[2];
+    } else {
+      q = project(x, w.q_w, w.q_b), k = project(x, w.k_w, w.k_b), v = project(x, w.v_w, w.v_b);
+    }
+    q = q.view({batch, tokens, heads, d});
+    k = k.view({batch, tokens, kv_heads, d});
+    v = v.view({batch, tokens, kv_heads, d});
+    hook(hooks, HookPoint::q, layer, q);
+    hook(hooks, HookPoint::k, layer, k);
+    hook(hooks, HookPoint::v, layer, v);
+    q = q.transpose(1, 2);
+    k = k.transpose(1, 2);
+    v = v.transpose(1, 2);
+    if (arch.rope.kind != RopeKind::none) {
+      q = q * cos + rotate_half(q) * sin;
+      k = k * cos + rotate_half(k) * sin;
+      if (hooks) {
+        Tensor rq = q.transpose(1, 2), rk = k.transpose(1, 2);
+        hook(hooks, HookPoint::rot_q, layer, rq);
+        hook(hooks, HookPoint::rot_k, layer, rk);
+        q = rq.transpose(1, 2), k = rk.transpose(1, 2);
+      }
+    }
+    if (cache) {
+      auto slot = static_cast<std::size_t>(layer);
+      cache->keys[slot].narrow(2, cache->length, tokens).copy_(k);
+      cache->values[slot].narrow(2, cache->length, tokens).copy_(v);
+      k = cache->keys[slot].narrow(2, 0, cache->length + tokens);
+      v = cache->values[slot].narrow(2, 0, cache->length + tokens);
+    }
+    bool explicit_scores = arch.attn_softcap.has_value() ||
+                           (hooks && (hooks->wants(HookPoint::attn_scores, layer) || hooks->wants(HookPoint::pattern, layer)));
+    Tensor z;
+    if (!explicit_scores) {
+      z = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, arch.attn_scale, kv_heads != heads);
+    } else {
+      if (kv_heads != heads) {
+        k = k.repeat_interleave(heads / kv_heads, 1);
+        v = v.repeat_interleave(heads / kv_heads, 1);
+      }
+      Tensor scores = at::matmul(q, k.transpose(2, 3)) * arch.attn_scale;
+      if (arch.attn_softcap) scores = at::tanh(scores / *arch.attn_softcap) * *arch.attn_softcap;
+      scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
+      hook(hooks, HookPoint::attn_scores, layer, scores);
+      Tensor pattern = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+      hook(hooks, HookPoint::pattern, layer, pattern);
+      z = at::matmul(pattern, v);
+    }
+    z = z.transpose(1, 2);  // [batch, tokens, heads, d]
+    hook(hooks, HookPoint::z, layer, z);
+    return project(z.reshape({batch, tokens, heads * d}), w.o_w, w.o_b);
+  }
+
+  Tensor mlp(int layer, const LayerWeights& w, const Tensor& x, Hooks* hooks) const {
+    if (!arch.gated_mlp) {
+      Tensor pre = project(x, w.fc_w, w.fc_b);
+      hook(hooks, HookPoint::mlp_pre, layer, pre);
+      Tensor post = activate(pre);
+      hook(hooks, HookPoint::mlp_post, layer, post);
+      return project(post, w.proj_w, w.proj_b);
+    }
+    Tensor pre = project(x, w.gate_w, w.gate_b);
+    hook(hooks, HookPoint::mlp_pre, layer, pre);
+    Tensor linear = project(x, w.up_w, w.up_b);
+    hook(hooks, HookPoint::mlp_pre_linear, layer, linear);
+    Tensor post = activate(pre) * linear;
+    hook(hooks, HookPoint::mlp_post, layer, post);
+    return project(post, w.down_w, w.down_b);
+  }
+};
+
+Decoder::Decoder(std::unique_ptr<Weights> weights) : weights_(std::move(weights)) {}
+Decoder::~Decoder() = default;
+
+Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const weights::Checkpoint& checkpoint,
+                                               c10::ScalarType dtype, c10::Device device, LoadProgress& progress) {
+  try {
+    c10::InferenceMode inference;
+    auto w = std::make_unique<Weights>();
+    w->arch = arch;
+    w->dtype = dtype;
+    w->device = device;
+    progress.bytes_total = checkpoint.total_bytes();
+    progress.tensors_total = checkpoint.names().size();
+    WeightBinder bind(checkpoint, dtype, device, progress);
+    const std::int64_t h = arch.hidden_size, q_out = arch.num_heads * arch.head_dim, kv_out = arch.num_kv_heads * arch.head_dim;
+    const std::int64_t inner = arch.intermediate_size;
+    bool one_plus = arch.norm == NormKind::rms_norm_one_plus;
+    auto norm_weight = [&](const std::string& name, Tensor& into) -> Status {
+      GPUBOX_BIND(into, bind.take(name, {h}, one_plus));
+      if (one_plus) into = into + 1.0;  // Gemma's (1 + w), in fp32 as transformers computes it
+      return Status::ok();
+    };
+    if (arch.name == "gpt2") {
+      std::string p = bind.has("transformer.wte.weight") ? "transformer." : "";
+      GPUBOX_BIND(w->embed, bind.take(p + "wte.weight", {arch.vocab_size, h}));
+      GPUBOX_BIND(w->pos_embed, bind.take(p + "wpe.weight", {arch.max_positions, h}));
+      GPUBOX_BIND(w->final_w, bind.take(p + "ln_f.weight", {h}));
+      GPUBOX_BIND(w->final_b, bind.take(p + "ln_f.bias", {h}));
+      for (std::int64_t i = 0; i < arch.num_layers; ++i) {
+        LayerWeights l;
+        std::string b = fmt::format("{}h.{}.", p, i);
+        GPUBOX_BIND(l.ln1_w, bind.take(b + "ln_1.weight", {h}));
+        GPUBOX_BIND(l.ln1_b, bind.take(b + "ln_1.bias", {h}));
+        GPUBOX_BIND(l.ln2_w, bind.take(b + "ln_2.weight", {h}));
+        GPUBOX_BIND(l.ln2_b, bind.take(b + "ln_2.bias", {h}));
+        GPUBOX_BIND(l.qkv_w, bind.take(b + "attn.c_attn.weight", {h, 3 * h}));
+        GPUBOX_BIND(l.qkv_b, bind.take(b + "attn.c_attn.bias", {3 * h}));
+        GPUBOX_BIND(l.o_w, bind.take(b + "attn.c_proj.weight", {h, h}));
+        GPUBOX_BIND(l.o_b, bind.take(b + "attn.c_proj.bias", {h}));
+        GPUBOX_BIND(l.fc_w, bind.take(b + "mlp.c_fc.weight", {h, inner}));
+        GPUBOX_BIND(l.fc_b, bind.take(b + "mlp.c_fc.bias", {inner}));
+        GPUBOX_BIND(l.proj_w, bind.take(b + "mlp.c_proj.weight", {inner, h}));
+        GPUBOX_BIND(l.proj_b, bind.take(b + "mlp.c_proj.bias", {h}));
+        w->layers.push_back(std::move(l));
+      }
+    } else {
+      GPUBOX_BIND(w->embed, bind.take("model.embed_tokens.weight", {arch.vocab_size, h}));
+      if (Status s = norm_weight("model.norm.weight", w->final_w); !s) return s;
+      for (std::int64_t i = 0; i < arch.num_layers; ++i) {
+        LayerWeights l;
+        std::string b = fmt::format("model.layers.{}.", i);
+        if (Status s = norm_weight(b + "input_layernorm.weight", l.ln1_w); !s) return s;
+        if (arch.sandwich_norms) {
+          if (Status s = norm_weight(b + "post_attention_layernorm.weight", l.post_attn_w); !s) return s;
+          if (Status s = norm_weight(b + "pre_feedforward_layernorm.weight", l.ln2_w); !s) return s;
+          if (Status s = norm_weight(b + "post_feedforward_layernorm.weight", l.post_mlp_w); !s) return s;
+        } else if (Status s = norm_weight(b + "post_attention_layernorm.weight", l.ln2_w); !s) {
+          return s;
+        }
+        std::string a = b + "self_attn.";
+        GPUBOX_BIND(l.q_w, bind.take(a + "q_proj.weight", {q_out, h}));
+        GPUBOX_BIND(l.k_w, bind.take(a + "k_proj.weight", {kv_out, h}));
+        GPUBOX_BIND(l.v_w, bind.take(a + "v_proj.weight", {kv_out, h}));
+        GPUBOX_BIND(l.o_w, bind.take(a + "o_proj.weight", {h, q_out}));
+        if (arch.qkv_bias) {
+          GPUBOX_BIND(l.q_b, bind.take(a + "q_proj.bias", {q_out}));
+          GPUBOX_BIND(l.k_b, bind.take(a + "k_proj.bias", {kv_out}));
+          GPUBOX_BIND(l.v_b, bind.take(a + "v_proj.bias", {kv_out}));
+        }
+        if (arch.o_bias) GPUBOX_BIND(l.o_b, bind.take(a + "o_proj.bias", {h}));
+        std::string m = b + "mlp.";
+        GPUBOX_BIND(l.gate_w, bind.take(m + "gate_proj.weight", {inner, h}));
+        GPUBOX_BIND(l.up_w, bind.take(m + "up_proj.weight", {inner, h}));
+        GPUBOX_BIND(l.down_w, bind.take(m + "down_proj.weight", {h, inner}));
+        if (arch.mlp_bias) {
+          GPUBOX_BIND(l.gate_b, bind.take(m + "gate_proj.bias", {inner}));
+          GPUBOX_BIND(l.up_b, bind.take(m + "up_proj.bias", {inner}));
+          GPUBOX_BIND(l.down_b, bind.take(m + "down_proj.bias", {h}));
+        }
+        w->layers.push_back(std::move(l));
+      }
+    }
+    if (!arch.tie_embeddings || bind.has("lm_head.weight")) {
+      if (arch.tie_embeddings) {
+        // A tied copy some files carry: checked, and the embedding is used.
+        if (auto tied = bind.take("lm_head.weight", {arch.vocab_size, h}); !tied) return tied.status();
+      } else {
+        GPUBOX_BIND(w->lm_head, bind.take("lm_head.weight", {arch.vocab_size, h}));
+      }
+    }
+    if (!w->lm_head.defined()) w->lm_head = w->embed;
+    auto options = at::TensorOptions().device(device);
+    if (arch.rope.kind != RopeKind::none) w->inv_freq = inverse_frequencies(arch.rope, arch.head_dim).to(device);
+    if (arch.scale_embeddings) {
+      w->embed_scale = at::scalar_tensor(std::sqrt(static_cast<double>(h)), options.dtype(dtype));
+    }
+    w->held_bytes = bind.held_bytes();
+    w->unexpected = bind.unused();
+    return std::unique_ptr<Decoder>(new Decoder(std::move(w)));
+  } catch (const c10::OutOfMemoryError& e) {
+    return Status(ErrorCode::resource_exhausted, fmt::format("out of memory on {} while loading: {}", device.str(),
+                                                             e.what_without_backtrace()));
+  } catch (const c10::Error& e) {
+    return Status(ErrorCode::internal, fmt::format("loading failed: {}", e.what_without_backtrace()));
+  }
+}
+
+at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks) const {
+  c10::InferenceMode inference;
+  const Weights& w = *weights_;
+  const Architecture& arch = w.arch;
+  std::int64_t tokens = input.ids.size(1);
+  std::int64_t start = cache ? cache->length : 0;
+  Tensor h = at::embedding(w.embed, input.ids);
+  w.hook(hooks, HookPoint::embed, -1, h);
+  if (arch.learned_positions) {
+    Tensor pos = at::embedding(w.pos_embed, input.positions);
+    w.hook(hooks, HookPoint::pos_embed, -1, pos);
+    h = h + pos;
+  }
+  if (arch.scale_embeddings) h = h * w.embed_scale;
+  Tensor cos, sin;
+  if (arch.rope.kind != RopeKind::none) {
+    Tensor freqs = input.positions.to(at::kFloat).unsqueeze(-1) * w.inv_freq;
+    Tensor angles = at::cat({freqs, freqs}, -1);
+    cos = angles.cos().to(w.dtype).unsqueeze(1);
+    sin = angles.sin().to(w.dtype).unsqueeze(1);
+  }
+  Tensor full_mask, window_mask;
+  std::optional<std::int64_t> mask_window;
+  for (int layer = 0; layer < static_cast<int>(w.layers.size()); ++layer) {
+    const LayerWeights& lw = w.layers[static_cast<std::size_t>(layer)];
+    auto window = arch.layer_window[static_cast<std::size_t>(layer)];
+    Tensor* mask = &full_mask;
+    if (window) {
+      if (!window_mask.defined() || mask_window != window) {
+        window_mask = w.attention_mask(input.key_mask, start, tokens, window);
+        mask_window = window;
+      }
+      mask = &window_mask;
+    } else if (!full_mask.defined()) {
+      full_mask = w.attention_mask(input.key_mask, start, tokens, std::nullopt);
+    }
+    w.hook(hooks, HookPoint::resid_pre, layer, h);
+    Tensor normed = w.norm(h, lw.ln1_w, lw.ln1_b);
+    w.hook(hooks, HookPoint::ln1_normalized, layer, normed);
+    Tensor attn = w.attention(layer, lw, normed, cos, sin, *mask, cache, hooks);
+    if (arch.sandwich_norms) attn = w.norm(attn, lw.post_attn_w, Tensor());
+    w.hook(hooks, HookPoint::attn_out, layer, attn);
+    h = h + attn;
+    w.hook(hooks, HookPoint::resid_mid, layer, h);
+    normed = w.norm(h, lw.ln2_w, lw.ln2_b);
+    w.hook(hooks, HookPoint::ln2_normalized, layer, normed);
+    Tensor out = w.mlp(layer, lw, normed, hooks);
+    if (arch.sandwich_norms) out = w.norm(out, lw.post_mlp_w, Tensor());
+    w.hook(hooks, HookPoint::mlp_out, layer, out);
+    h = h + out;
+    w.hook(hooks, HookPoint::resid_post, layer, h);
+  }
+  if (cache) cache->length += tokens;
+  if (last_only) h = h.narrow(1, tokens - 1, 1);
+  h = w.norm(h, w.final_w, w.final_b);
+  w.hook(hooks, HookPoint::ln_final_normalized, -1, h);
+  Tensor logits = at::linear(h, w.lm_head);
+  if (arch.final_softcap) logits = at::tanh(logits / *arch.final_softcap) * *arch.final_softcap;
+  w.hook(hooks, HookPoint::logits, -1, logits);
+  return logits;
+}
+
+KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity) const {
+  const Weights& w = *weights_;
+  KvCache cache;
+  cache.capacity = capacity;
+  auto options = at::TensorOptions().dtype(w.dtype).device(w.device);
+  for (std::size_t i = 0; i < w.layers.size(); ++i) {
+    cache.keys.push_back(at::empty({batch, w.arch.num_kv_heads, capacity, w.arch.head_dim}, options));
+    cache.values.push_back(at::empty({batch, w.arch.num_kv_heads, capacity, w.arch.head_dim}, options));
+  }
+  return cache;
+}
+
+const Architecture& Decoder::architecture() const { return weights_->arch; }
+c10::ScalarType Decoder::dtype() const { return weights_->dtype; }
+c10::Device Decoder::device() const { return weights_->device; }
+std::uint64_t Decoder::weight_bytes() const { return weights_->held_bytes; }
+const std::vector<std::string>& Decoder::unexpected_tensors() const { return weights_->unexpected; }
+
+std::string hook_point_name(HookPoint point, int layer) {
+  static const char* names[] = {
+      "hook_embed", "hook_pos_embed", "hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k",
+      "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k", "attn.hook_attn_scores", "attn.hook_pattern",
+      "attn.hook_z", "hook_attn_out", "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_pre_linear",
+      "mlp.hook_post", "hook_mlp_out", "hook_resid_post", "ln_final.hook_normalized", "logits"};
+  std::string name = names[static_cast<int>(point)];
+  return layer < 0 ? name : fmt::format("blocks.{}.{}", layer, name);
+}
+
+Status enable_cuda() {
+  static std::once_flag once;
+  static std::string error;
+  std::call_once(once, [] {
+    std::string path = std::string(GPUBOX_TORCH_LIB_DIR) + "/libtorch_cuda.so";
+    if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+      const char* why = dlerror();
+      error = fmt::format("CUDA is unavailable: cannot load {}: {}", path, why ? why : "unknown error");
+      return;
+    }
+    if (!at::detail::getCUDAHooks().hasCUDA()) error = "CUDA is unavailable: no NVIDIA GPU or driver on this machine";
+  });
+  if (!error.empty()) return {ErrorCode::unavailable, error};
+  return Status::ok();
+}
+
+int cuda_device_count() {
+  if (!enable_cuda()) return 0;
+  return static_cast<int>(at::detail::getCUDAHooks().deviceCount());
+}
+
+}  // namespace gpubox::modeld

@@ -1,0 +1,97 @@
+// Decoder: one loaded model (its weights bound to tensors) and its forward
+// pass — the one decoder every architecture is, its choices read from the
+// Architecture. Named hook points sit on the forward path; with no Hooks the
+// path checks one null pointer per point and nothing else. Immutable after
+// load: forward() may run on several threads at once (each with its own
+// KvCache).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <atomic>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/modeld/architecture.h"
+#include "model/weights/checkpoint.h"
+#include "rpc/status.h"
+
+namespace gpubox::modeld {
+
+// The activations hook points expose, in forward order (TransformerLens' names in hook_point_name()).
+enum class HookPoint {
+  embed, pos_embed, resid_pre, ln1_normalized, q, k, v, rot_q, rot_k, attn_scores, pattern, z, attn_out,
+  resid_mid, ln2_normalized, mlp_pre, mlp_pre_linear, mlp_post, mlp_out, resid_post, ln_final_normalized, logits,
+};
+
+// Interventions at hook points (the interventions issue builds them); layer is -1 outside blocks.
+class Hooks {
+ public:
+  virtual ~Hooks() = default;
+  virtual bool wants(HookPoint point, int layer) const = 0;
+  // May read value (capture) or replace it (steer, ablate, patch).
+  virtual void apply(HookPoint point, int layer, at::Tensor& value) = 0;
+};
+
+// Keys and values of earlier positions, one pair per layer: [batch, kv_heads, capacity, head_dim].
+struct KvCache {
+  std::vector<at::Tensor> keys;
+  std::vector<at::Tensor> values;
+  std::int64_t length = 0;    // slots filled
+  std::int64_t capacity = 0;
+};
+
+struct ForwardInput {
+  at::Tensor ids;        // [batch, tokens] int64
+  at::Tensor positions;  // [batch, tokens] int64 (left padding: a row's first real token is 0)
+  at::Tensor key_mask;   // [batch, cache length + tokens] bool: false where a slot is padding
+};
+
+// Loading progress, read by modeld.status while another thread loads.
+struct LoadProgress {
+  std::atomic<std::uint64_t> bytes_loaded{0};
+  std::atomic<std::uint64_t> bytes_total{0};
+  std::atomic<std::uint64_t> tensors_loaded{0};
+  std::atomic<std::uint64_t> tensors_total{0};
+};
+
+class Decoder {
+ public:
+  // Binds every tensor the architecture expects, checking names and shapes
+  // (an error names the tensor and its file); tensors of the file's dtype on
+  // the CPU are used in place (views of the mapped file), others are cast or
+  // copied. The checkpoint must outlive the decoder.
+  static Result<std::unique_ptr<Decoder>> load(const Architecture& architecture, const weights::Checkpoint& checkpoint,
+                                               c10::ScalarType dtype, c10::Device device, LoadProgress& progress);
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  // Logits [batch, tokens (1 when last_only), vocab] in the model dtype. With a
+  // cache, keys and values of these tokens are appended to it.
+  at::Tensor forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks = nullptr) const;
+  KvCache new_cache(std::int64_t batch, std::int64_t capacity) const;
+
+  const Architecture& architecture() const;
+  c10::ScalarType dtype() const;
+  c10::Device device() const;
+  std::uint64_t weight_bytes() const;             // as held (after casts)
+  const std::vector<std::string>& unexpected_tensors() const;  // in the files, unused
+
+ private:
+  struct Weights;
+  explicit Decoder(std::unique_ptr<Weights> weights);
+  std::unique_ptr<Weights> weights_;
+};
+
+// TransformerLens' name of a hook point ("blocks.3.attn.hook_q", "hook_embed").
+std::string hook_point_name(HookPoint point, int layer);
+
+// Loads libtorch_cuda.so (once) so that cuda devices exist; an error says why not.
+Status enable_cuda();
+int cuda_device_count();
+
+}  // namespace gpubox::modeld

@@ -1,0 +1,78 @@
+#include "model/modeld/gpu_probe.h"
+
+#include <ATen/ATen.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/InferenceMode.h>
+#include <chrono>
+#include <fmt/format.h>
+
+#include "model/modeld/decoder.h"
+#include "model/modeld/gpu_info.h"
+
+namespace gpubox::modeld {
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+
+// Dense (no sparsity) peak figures from NVIDIA's data sheets: {bf16, fp32} TFLOP/s.
+nlohmann::json nominal(const std::string& name) {
+  struct Figures { const char* part; double bf16, fp32; };
+  static const Figures known[] = {{"H200", 989, 67}, {"H100 SXM", 989, 67}, {"H100 PCIe", 756, 51}, {"H100", 989, 67},
+                                  {"A100", 312, 19.5}, {"L40S", 362, 91.6}, {"A10G", 70, 31.2}, {"L4", 121, 30.3}};
+  for (const auto& f : known) {
+    if (name.find(f.part) != std::string::npos) return {{"bf16_tflops", f.bf16}, {"fp32_tflops", f.fp32}};
+  }
+  return nullptr;
+}
+
+// Waits for the device by reading one value back.
+void sync(const at::Tensor& t) { (void)t.sum().item<float>(); }
+
+double gemm_tflops(c10::Device device, c10::ScalarType dtype, std::int64_t n, int repeats) {
+  auto options = at::TensorOptions().device(device).dtype(dtype);
+  at::Tensor a = at::randn({n, n}, options), b = at::randn({n, n}, options);
+  at::Tensor c = at::mm(a, b);
+  sync(c);
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeats; ++i) c = at::mm(a, b);
+  sync(c);
+  double seconds = Seconds(std::chrono::steady_clock::now() - start).count();
+  return 2.0 * static_cast<double>(n * n * n) * repeats / seconds / 1e12;
+}
+
+double copy_gbps(c10::Device from_device, c10::Device to_device, std::int64_t bytes, int repeats) {
+  at::Tensor source = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(from_device).pinned_memory(from_device.is_cpu()));
+  at::Tensor moved = source.to(to_device);
+  sync(moved.to(at::kFloat).narrow(0, 0, 1));
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeats; ++i) moved = source.to(to_device);
+  sync(moved.narrow(0, 0, 1).to(at::kFloat));
+  double seconds = Seconds(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(bytes) * repeats / seconds / 1e9;
+}
+
+}  // namespace
+
+Result<nlohmann::json> gpu_probe() {
+  if (Status s = enable_cuda(); !s) return s;
+  c10::InferenceMode inference;
+  nlohmann::json devices = nlohmann::json::array();
+  nlohmann::json gpus = gpu_info()["gpus"];
+  for (int i = 0; i < cuda_device_count(); ++i) {
+    c10::Device device(c10::kCUDA, static_cast<c10::DeviceIndex>(i));
+    nlohmann::json entry = {{"index", i},
+                            {"bf16_tflops", gemm_tflops(device, at::kBFloat16, 8192, 20)},
+                            {"fp32_tflops", gemm_tflops(device, at::kFloat, 8192, 5)},
+                            {"host_to_device_gbps", copy_gbps(c10::Device(c10::kCPU), device, 1 << 30, 5)},
+                            {"device_to_host_gbps", copy_gbps(device, c10::Device(c10::kCPU), 1 << 30, 5)}};
+    if (static_cast<std::size_t>(i) < gpus.size() && gpus[static_cast<std::size_t>(i)].contains("name")) {
+      std::string name = gpus[static_cast<std::size_t>(i)]["name"];
+      entry["name"] = name;
+      entry["nominal"] = nominal(name);
+    }
+    devices.push_back(entry);
+  }
+  return nlohmann::json{{"devices", devices}};
+}
+
+}  // namespace gpubox::modeld

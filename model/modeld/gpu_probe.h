@@ -1,0 +1,14 @@
+// gpu_probe: measured cuBLAS GEMM TFLOP/s (bf16, fp32) and host↔device copy
+// GB/s of each CUDA device, next to its nominal figures where known;
+// unavailable (with the reason) on a machine without CUDA.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "rpc/status.h"
+
+namespace gpubox::modeld {
+
+Result<nlohmann::json> gpu_probe();
+
+}  // namespace gpubox::modeld

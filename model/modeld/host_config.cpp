@@ -1,0 +1,69 @@
+#include "model/modeld/host_config.h"
+
+#include <fmt/format.h>
+#include <fstream>
+#include <set>
+
+namespace gpubox::modeld {
+
+Result<ModelSpec> parse_model_spec(const nlohmann::json& entry, const std::string& where) {
+  auto bad = [&](const std::string& what) { return Status(ErrorCode::invalid_request, fmt::format("{}: {}", where, what)); };
+  if (!entry.is_object()) return bad("must be an object");
+  static const std::set<std::string> known = {"name", "path", "dtype", "device", "hidden"};
+  for (const auto& [key, value] : entry.items()) {
+    if (!known.count(key)) return bad(fmt::format("unknown key \"{}\" (known: name, path, dtype, device, hidden)", key));
+  }
+  ModelSpec spec;
+  if (!entry.contains("name") || !entry["name"].is_string() || entry["name"].get<std::string>().empty()) {
+    return bad("\"name\" must be a non-empty string");
+  }
+  spec.name = entry["name"];
+  if (!entry.contains("path") || !entry["path"].is_string() || entry["path"].get<std::string>().rfind('/', 0) != 0) {
+    return bad("\"path\" must be an absolute path");
+  }
+  spec.path = entry["path"];
+  if (entry.contains("dtype")) {
+    if (!entry["dtype"].is_string()) return bad("\"dtype\" must be float32, bfloat16 or float16");
+    spec.dtype = entry["dtype"];
+    if (spec.dtype != "float32" && spec.dtype != "bfloat16" && spec.dtype != "float16") {
+      return bad(fmt::format("\"dtype\" \"{}\" is not one of float32, bfloat16, float16", spec.dtype));
+    }
+  }
+  if (entry.contains("device")) {
+    if (!entry["device"].is_string()) return bad("\"device\" must be cpu, cuda or cuda:N");
+    spec.device = entry["device"];
+    bool cuda_n = spec.device.rfind("cuda:", 0) == 0 && spec.device.size() > 5 &&
+                  spec.device.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (spec.device != "cpu" && spec.device != "cuda" && !cuda_n) {
+      return bad(fmt::format("\"device\" \"{}\" is not cpu, cuda or cuda:N", spec.device));
+    }
+  }
+  if (entry.contains("hidden")) {
+    if (!entry["hidden"].is_boolean()) return bad("\"hidden\" must be true or false");
+    spec.hidden = entry["hidden"];
+  }
+  if (spec.dtype.empty()) spec.dtype = spec.device == "cpu" ? "float32" : "bfloat16";
+  return spec;
+}
+
+Result<std::vector<ModelSpec>> read_host_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status(ErrorCode::not_found, path + ": cannot be read");
+  nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  if (config.is_discarded() || !config.is_object()) return Status(ErrorCode::invalid_request, path + ": not a JSON object");
+  std::vector<ModelSpec> specs;
+  std::set<std::string> names;
+  const nlohmann::json models = config.value("models", nlohmann::json::array());
+  if (!models.is_array()) return Status(ErrorCode::invalid_request, path + ": \"models\" must be an array");
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    auto spec = parse_model_spec(models[i], fmt::format("{}: models[{}]", path, i));
+    if (!spec) return spec.status();
+    if (!names.insert(spec->name).second) {
+      return Status(ErrorCode::invalid_request, fmt::format("{}: models[{}]: name \"{}\" is used twice", path, i, spec->name));
+    }
+    specs.push_back(std::move(*spec));
+  }
+  return specs;
+}
+
+}  // namespace gpubox::modeld

@@ -1,0 +1,26 @@
+// HostConfig: modeld.json, the models the agent asks modeld to load at start
+// ({"models": [{name, path, dtype, device, hidden}]}); the same entry shape is
+// model.load's params.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "rpc/status.h"
+
+namespace gpubox::modeld {
+
+struct ModelSpec {
+  std::string name;
+  std::string path;           // a Hugging Face model directory
+  std::string dtype;          // "float32", "bfloat16", "float16"; "" = float32 on cpu, bfloat16 on cuda
+  std::string device = "cpu"; // "cpu", "cuda", "cuda:N"
+  bool hidden = false;        // the path appears in no reply, log or error
+};
+
+// One entry; where names the entry in errors ("models[2]").
+Result<ModelSpec> parse_model_spec(const nlohmann::json& entry, const std::string& where);
+Result<std::vector<ModelSpec>> read_host_config(const std::string& path);
+
+}  // namespace gpubox::modeld

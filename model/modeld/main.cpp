@@ -1,0 +1,65 @@
+// gpubox-modeld --endpoint ipc://PATH --config FILE: loads the models FILE
+// names and serves model.*, gpu.* and modeld.status on the endpoint until
+// SIGTERM or SIGINT. Started and supervised by gpubox-agent.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "model/modeld/host_config.h"
+#include "model/modeld/methods.h"
+#include "model/modeld/model_host.h"
+#include "rpc/server.h"
+
+namespace {
+
+int usage(const char* why) {
+  std::fprintf(stderr, "gpubox-modeld: %s\nusage: gpubox-modeld --endpoint ipc://PATH --config FILE\n", why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string endpoint, config;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if ((arg == "--endpoint" || arg == "--config") && i + 1 < argc) {
+      (arg == "--endpoint" ? endpoint : config) = argv[++i];
+    } else {
+      return usage(("unknown argument " + arg).c_str());
+    }
+  }
+  if (endpoint.empty()) return usage("--endpoint is required");
+  std::vector<gpubox::modeld::ModelSpec> specs;
+  if (!config.empty()) {
+    auto read = gpubox::modeld::read_host_config(config);
+    if (!read) return usage(read.status().message().c_str());
+    specs = std::move(*read);
+  }
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // every thread started below inherits the mask
+
+  gpubox::modeld::ModelHost host;
+  gpubox::rpc::MethodRegistry methods;
+  gpubox::modeld::add_model_methods(methods, host);
+  gpubox::rpc::ServerOptions options;
+  options.endpoints = {endpoint};
+  auto server = gpubox::rpc::Server::start(options, methods);
+  if (!server) {
+    std::fprintf(stderr, "gpubox-modeld: %s\n", server.status().to_string().c_str());
+    return 1;
+  }
+  for (const auto& spec : specs) {
+    if (auto added = host.add(spec); !added) std::fprintf(stderr, "gpubox-modeld: %s\n", added.to_string().c_str());
+  }
+  std::fprintf(stderr, "gpubox-modeld: serving %s (%zu models loading)\n", endpoint.c_str(), specs.size());
+  int signal = 0;
+  sigwait(&stop, &signal);
+  std::fprintf(stderr, "gpubox-modeld: %s, stopping\n", strsignal(signal));
+  server.value().reset();
+  std::_Exit(0);  // loads still running are abandoned: nothing of theirs needs saving
+}

@@ -1,0 +1,316 @@
+#include "model/modeld/methods.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include "model/modeld/generation.h"
+#include "model/modeld/gpu_info.h"
+#include "model/modeld/gpu_probe.h"
+#include "model/modeld/tensor_wire.h"
+#include "rpc/params.h"
+
+namespace gpubox::modeld {
+namespace {
+
+using nlohmann::json;
+using Model = std::shared_ptr<const LoadedModel>;
+
+Result<Model> find_model(ModelHost& host, rpc::ParamReader& params) {
+  auto name = params.string("model", true);
+  if (!params.ok()) return params.status();
+  return host.ready(*name);
+}
+
+Status need_tokenizer(const LoadedModel& model) {
+  if (model.tokenizer) return Status::ok();
+  return {ErrorCode::invalid_request,
+          fmt::format("model \"{}\" has no tokenizer.json: send token ids instead of text", model.spec.name)};
+}
+
+std::vector<std::int64_t> encode(const LoadedModel& model, const std::string& text, bool special) {
+  auto encoding = model.tokenizer->encode(text, special);
+  return {encoding.ids.begin(), encoding.ids.end()};
+}
+
+std::string decode(const LoadedModel& model, const std::vector<std::int64_t>& ids, bool skip_special) {
+  std::vector<std::int32_t> narrow(ids.begin(), ids.end());
+  return model.tokenizer->decode(narrow, skip_special);
+}
+
+// Prompts from "ids" (a list, or a list of lists) or "text" (a string or a list of strings).
+Result<std::vector<std::vector<std::int64_t>>> read_prompts(const LoadedModel& model, rpc::ParamReader& params,
+                                                            bool& batched) {
+  const json* ids = params.raw("ids");
+  const json* text = params.raw("text");
+  auto special = params.boolean("add_special_tokens");
+  if (!params.ok()) return params.status();
+  if ((ids == nullptr) == (text == nullptr)) return Status(ErrorCode::invalid_request, "params: give exactly one of ids or text");
+  std::vector<std::vector<std::int64_t>> prompts;
+  if (ids) {
+    batched = ids->is_array() && !ids->empty() && ids->front().is_array();
+    json rows = batched ? *ids : json::array({*ids});
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      if (!rows[r].is_array()) return Status(ErrorCode::invalid_request, fmt::format("params.ids[{}]: expected a list of token ids", r));
+      std::vector<std::int64_t> row;
+      for (const auto& id : rows[r]) {
+        if (!id.is_number_integer()) return Status(ErrorCode::invalid_request, "params.ids: token ids must be integers");
+        row.push_back(id.get<std::int64_t>());
+      }
+      prompts.push_back(std::move(row));
+    }
+    return prompts;
+  }
+  if (Status s = need_tokenizer(model); !s) return s;
+  batched = text->is_array();
+  json rows = batched ? *text : json::array({*text});
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (!rows[r].is_string()) return Status(ErrorCode::invalid_request, fmt::format("params.text[{}]: expected a string", r));
+    prompts.push_back(encode(model, rows[r].get<std::string>(), special.value_or(true)));
+  }
+  return prompts;
+}
+
+// Runs a handler body, turning LibTorch's exceptions into errors.
+template <typename Body>
+Result<json> guarded(const char* method, Body&& body) {
+  try {
+    return body();
+  } catch (const c10::OutOfMemoryError& e) {
+    return Status(ErrorCode::resource_exhausted, fmt::format("{}: out of memory on the device: {}", method, e.what_without_backtrace()));
+  } catch (const c10::Error& e) {
+    return Status(ErrorCode::internal, fmt::format("{}: {}", method, e.what_without_backtrace()));
+  } catch (const std::bad_alloc&) {
+    return Status(ErrorCode::resource_exhausted, fmt::format("{}: out of host memory", method));
+  }
+}
+
+json model_info(const LoadedModel& model) {
+  const Architecture& a = model.architecture;
+  json info = {{"name", model.spec.name},
+               {"architecture", a.name},
+               {"parameters", a.parameter_count()},
+               {"dtype", dtype_wire_name(model.decoder->dtype())},
+               {"device", model.decoder->device().str()},
+               {"memory_bytes", model.decoder->weight_bytes()},
+               {"layers", a.num_layers},
+               {"hidden_size", a.hidden_size},
+               {"heads", a.num_heads},
+               {"kv_heads", a.num_kv_heads},
+               {"head_dim", a.head_dim},
+               {"vocab_size", a.vocab_size},
+               {"context_length", a.max_positions},
+               {"eos_token_ids", a.eos_ids},
+               {"tokenizer", model.tokenizer != nullptr},
+               {"load_seconds", model.load_seconds},
+               {"unexpected_tensors", model.decoder->unexpected_tensors()}};
+  if (!model.spec.hidden) info["path"] = model.spec.path;
+  return info;
+}
+
+// The text a row adds at this step, holding back an incomplete UTF-8 character.
+class TextStreamer {
+ public:
+  explicit TextStreamer(const LoadedModel& model) : model_(model) {}
+  std::string delta(const std::vector<std::int64_t>& tokens) {
+    std::string text = decode(model_, tokens, true);
+    if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return "";
+    if (text.size() < emitted_) return "";
+    std::string out = text.substr(emitted_);
+    emitted_ = text.size();
+    return out;
+  }
+
+ private:
+  const LoadedModel& model_;
+  std::size_t emitted_ = 0;
+};
+
+Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
+  rpc::ParamReader params(ctx.params());
+  auto model = find_model(host, params);
+  if (!model) return model.status();
+  const LoadedModel& m = **model;
+  bool batched = false;
+  auto prompts = read_prompts(m, params, batched);
+  if (!prompts) return prompts.status();
+  SamplingOptions options;
+  options.max_new_tokens = params.integer("max_new_tokens", 0, 1 << 20).value_or(32);
+  options.temperature = params.number("temperature", 0, 100).value_or(0);
+  options.top_k = params.integer("top_k", 0, 1 << 30).value_or(0);
+  options.top_p = params.number("top_p", 0, 1).value_or(1.0);
+  if (auto seed = params.integer("seed", 0, INT64_MAX)) options.seed = static_cast<std::uint64_t>(*seed);
+  options.stop_at_eos = !params.boolean("ignore_eos").value_or(false);
+  bool stream = params.boolean("stream").value_or(false);
+  auto stop_strings = params.string_list("stop").value_or(std::vector<std::string>{});
+  if (const json* stop_ids = params.raw("stop_ids")) {
+    if (!stop_ids->is_array()) return Status(ErrorCode::invalid_request, "params.stop_ids: expected a list of token ids");
+    for (const auto& id : *stop_ids) {
+      if (!id.is_number_integer()) return Status(ErrorCode::invalid_request, "params.stop_ids: token ids must be integers");
+      options.stop_ids.push_back(id.get<std::int64_t>());
+    }
+  }
+  if (Status s = params.finish(); !s) return s;
+  if ((stream || !stop_strings.empty()) && !m.tokenizer && !stop_strings.empty()) {
+    if (Status s = need_tokenizer(m); !s) return s;
+  }
+  std::size_t rows = prompts->size();
+  std::vector<std::vector<std::int64_t>> so_far(rows);
+  std::vector<TextStreamer> streamers(rows, TextStreamer(m));
+  std::vector<std::size_t> stop_cut(rows, std::string::npos);
+  std::int64_t step = 0;
+  Status stream_error;
+  auto on_step = [&](const std::vector<std::int64_t>& tokens, std::vector<bool>& finished) {
+    if (ctx.stopped()) return false;
+    json texts = json::array();
+    for (std::size_t r = 0; r < rows; ++r) {
+      if (tokens[r] >= 0) so_far[r].push_back(tokens[r]);
+      if (!m.tokenizer) continue;
+      if (!stop_strings.empty() && tokens[r] >= 0 && stop_cut[r] == std::string::npos) {
+        std::string text = decode(m, so_far[r], true);
+        for (const auto& stop : stop_strings) {
+          if (std::size_t at = text.find(stop); at != std::string::npos) {
+            stop_cut[r] = std::min(stop_cut[r], at);
+            finished[r] = true;
+          }
+        }
+      }
+      texts.push_back(stream && tokens[r] >= 0 ? streamers[r].delta(so_far[r]) : "");
+    }
+    if (stream) {
+      json item = {{"step", step}, {"tokens", tokens}};
+      if (m.tokenizer) item["text"] = texts;
+      stream_error = ctx.send_data(item);
+      if (!stream_error) return false;
+    }
+    ++step;
+    return !ctx.stopped();
+  };
+  auto generated = generate(*m.decoder, *prompts, options, on_step);
+  if (!generated) return generated.status();
+  if (Status stopped = ctx.stop_reason(); !stopped) return stopped;
+  if (!stream_error) return stream_error;
+  json tokens = json::array(), texts = json::array();
+  for (std::size_t r = 0; r < rows; ++r) {
+    tokens.push_back(generated->tokens[r]);
+    if (m.tokenizer) {
+      std::string text = decode(m, generated->tokens[r], true);
+      if (stop_cut[r] != std::string::npos) text.resize(stop_cut[r]);
+      texts.push_back(text);
+    }
+  }
+  json result = {{"tokens", batched ? tokens : tokens[0]}, {"finish_reason", batched ? json(generated->finish_reasons) : json(generated->finish_reasons[0])},
+                 {"prompt_tokens", json::array()}};
+  for (const auto& p : *prompts) result["prompt_tokens"].push_back(p.size());
+  if (!batched) result["prompt_tokens"] = result["prompt_tokens"][0];
+  if (m.tokenizer) result["text"] = batched ? texts : texts[0];
+  return result;
+}
+
+Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx) {
+  rpc::ParamReader params(ctx.params());
+  auto model = find_model(host, params);
+  if (!model) return model.status();
+  const LoadedModel& m = **model;
+  bool batched = false;
+  auto prompts = read_prompts(m, params, batched);
+  if (!prompts) return prompts.status();
+  bool last_only = params.boolean("last_only").value_or(false);
+  std::string logits_dtype = params.string("logits_dtype").value_or("float32");
+  if (Status s = params.finish(); !s) return s;
+  if (logits_dtype != "float32" && logits_dtype != "model") {
+    return Status(ErrorCode::invalid_request, "params.logits_dtype: expected \"float32\" or \"model\"");
+  }
+  if (Status s = check_prompts(m.architecture, *prompts); !s) return s;
+  ForwardInput input = left_padded_batch(*prompts, m.decoder->device());
+  at::Tensor logits = m.decoder->forward(input, nullptr, last_only);
+  if (logits_dtype == "float32") logits = logits.to(at::kFloat);
+  // Tensors travel as DATA attachments (a RESULT carries none): one DATA per tensor.
+  std::vector<zmq::message_t> attachments;
+  json item = tensor_to_wire(logits, attachments);
+  item["name"] = "logits";
+  if (Status sent = ctx.send_data(item, std::move(attachments)); !sent) return sent;
+  json lengths = json::array();
+  for (const auto& p : *prompts) lengths.push_back(p.size());
+  return json{{"tensors", {"logits"}}, {"lengths", lengths}, {"padding", "left"}};
+}
+
+}  // namespace
+
+void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host) {
+  methods.add("modeld.status", [&host](rpc::CallContext&) -> Result<json> {
+    json status = host.status();
+    status["pid"] = ::getpid();
+    return status;
+  });
+  methods.add("model.list", [&host](rpc::CallContext&) -> Result<json> {
+    json models = host.status()["models"];
+    for (auto& entry : models) {
+      if (auto ready = host.ready(entry["name"]); ready) {
+        entry["architecture"] = (*ready)->architecture.name;
+        entry["device"] = (*ready)->decoder->device().str();
+        entry["dtype"] = dtype_wire_name((*ready)->decoder->dtype());
+      }
+    }
+    return json{{"models", models}};
+  });
+  methods.add("model.info", [&host](rpc::CallContext& ctx) -> Result<json> {
+    rpc::ParamReader params(ctx.params());
+    auto model = find_model(host, params);
+    if (Status s = params.finish(); !s) return s;
+    if (!model) return model.status();
+    return model_info(**model);
+  });
+  methods.add("model.tokenize", [&host](rpc::CallContext& ctx) -> Result<json> {
+    rpc::ParamReader params(ctx.params());
+    auto model = find_model(host, params);
+    auto text = params.string("text", true);
+    auto special = params.boolean("add_special_tokens");
+    if (Status s = params.finish(); !s) return s;
+    if (!model) return model.status();
+    if (Status s = need_tokenizer(**model); !s) return s;
+    auto encoding = (*model)->tokenizer->encode(*text, special.value_or(true));
+    json offsets = json::array();
+    for (auto [begin, end] : encoding.offsets) offsets.push_back({begin, end});
+    return json{{"ids", encoding.ids}, {"offsets", offsets}};
+  });
+  methods.add("model.detokenize", [&host](rpc::CallContext& ctx) -> Result<json> {
+    rpc::ParamReader params(ctx.params());
+    auto model = find_model(host, params);
+    const json* ids = params.raw("ids");
+    auto skip = params.boolean("skip_special_tokens");
+    if (Status s = params.finish(); !s) return s;
+    if (!model) return model.status();
+    if (Status s = need_tokenizer(**model); !s) return s;
+    if (!ids || !ids->is_array()) return Status(ErrorCode::invalid_request, "params.ids: expected a list of token ids");
+    std::vector<std::int64_t> list;
+    for (const auto& id : *ids) {
+      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= (*model)->architecture.vocab_size) {
+        return Status(ErrorCode::invalid_request, fmt::format("params.ids: {} is not a token id of this model", id.dump()));
+      }
+      list.push_back(id.get<std::int64_t>());
+    }
+    return json{{"text", decode(**model, list, skip.value_or(false))}};
+  });
+  methods.add("model.forward", [&host](rpc::CallContext& ctx) { return guarded("model.forward", [&] { return forward_method(host, ctx); }); });
+  methods.add("model.generate", [&host](rpc::CallContext& ctx) { return guarded("model.generate", [&] { return generate_method(host, ctx); }); });
+  methods.add("model.load", [&host](rpc::CallContext& ctx) -> Result<json> {
+    auto spec = parse_model_spec(ctx.params(), "params");
+    if (!spec) return spec.status();
+    if (Status s = host.add(*spec); !s) return s;
+    return json{{"name", spec->name}, {"state", "loading"}};
+  });
+  methods.add("model.unload", [&host](rpc::CallContext& ctx) -> Result<json> {
+    rpc::ParamReader params(ctx.params());
+    auto name = params.string("model", true);
+    if (Status s = params.finish(); !s) return s;
+    if (Status s = host.remove(*name); !s) return s;
+    return json{{"unloaded", *name}};
+  });
+  methods.add("gpu.info", [](rpc::CallContext&) -> Result<json> { return gpu_info(); });
+  methods.add("gpu.probe", [](rpc::CallContext&) { return guarded("gpu.probe", [] { return gpu_probe(); }); });
+}
+
+}  // namespace gpubox::modeld

@@ -1,0 +1,171 @@
+#include "model/modeld/model_host.h"
+
+#include <chrono>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fstream>
+#include <sys/stat.h>
+
+#include "model/modeld/tensor_wire.h"
+
+namespace gpubox::modeld {
+namespace {
+
+// A JSON file of the model directory; a missing optional file is a null value.
+Result<nlohmann::json> read_json(const std::string& path, bool required) {
+  std::ifstream in(path);
+  if (!in) {
+    if (!required) return nlohmann::json();
+    return Status(ErrorCode::not_found, path + ": cannot be read (a Hugging Face model directory has config.json)");
+  }
+  nlohmann::json value = nlohmann::json::parse(in, nullptr, false);
+  if (value.is_discarded()) return Status(ErrorCode::invalid_request, path + ": not valid JSON");
+  return value;
+}
+
+Result<c10::Device> parse_device(const std::string& name) {
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (Status s = enable_cuda(); !s) return s;
+  int index = name == "cuda" ? 0 : std::stoi(name.substr(5));
+  int count = cuda_device_count();
+  if (index >= count) {
+    return Status(ErrorCode::invalid_request, fmt::format("device {}: this machine has {} CUDA device(s)", name, count));
+  }
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+// Replaces a hidden model's directory in a message.
+std::string scrub(const ModelSpec& spec, std::string message) {
+  if (!spec.hidden) return message;
+  for (std::size_t at = message.find(spec.path); at != std::string::npos; at = message.find(spec.path, at)) {
+    message.replace(at, spec.path.size(), "<hidden>");
+  }
+  return message;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgress& progress) {
+  auto started = std::chrono::steady_clock::now();
+  auto model = std::make_unique<LoadedModel>();
+  model->spec = spec;
+  auto config = read_json(spec.path + "/config.json", true);
+  if (!config) return config.status();
+  auto generation = read_json(spec.path + "/generation_config.json", false);
+  if (!generation) return generation.status();
+  auto arch = parse_architecture(*config, generation->is_null() ? nullptr : &*generation, spec.path + "/config.json");
+  if (!arch) return arch.status();
+  model->architecture = std::move(*arch);
+  auto dtype = model_dtype_from_name(spec.dtype);
+  if (!dtype) return dtype.status();
+  auto device = parse_device(spec.device);
+  if (!device) return device.status();
+  auto checkpoint = weights::Checkpoint::open_dir(spec.path);
+  if (!checkpoint) return checkpoint.status();
+  model->checkpoint = std::move(*checkpoint);
+  auto decoder = Decoder::load(model->architecture, *model->checkpoint, *dtype, *device, progress);
+  if (!decoder) return decoder.status();
+  model->decoder = std::move(*decoder);
+  std::string tokenizer_path = spec.path + "/tokenizer.json";
+  struct stat info {};
+  if (::stat(tokenizer_path.c_str(), &info) == 0) {
+    auto tokenizer = tokenizer::Tokenizer::from_file(tokenizer_path);
+    if (!tokenizer) return tokenizer.status();
+    model->tokenizer = std::move(*tokenizer);
+  }
+  model->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return model;
+}
+
+ModelHost::~ModelHost() {
+  std::vector<std::thread> loaders;
+  {
+    std::lock_guard lock(mutex_);
+    loaders.swap(loaders_);
+  }
+  for (auto& loader : loaders) loader.join();
+}
+
+Status ModelHost::add(const ModelSpec& spec) {
+  std::lock_guard lock(mutex_);
+  for (const auto& entry : entries_) {
+    if (entry->spec.name == spec.name) {
+      return {ErrorCode::already_exists, fmt::format("model \"{}\" is already {}; unload it first", spec.name, entry->state)};
+    }
+  }
+  auto entry = std::make_shared<Entry>();
+  entry->spec = spec;
+  entries_.push_back(entry);
+  loaders_.emplace_back([this, entry] { load(entry); });
+  return Status::ok();
+}
+
+void ModelHost::load(std::shared_ptr<Entry> entry) {
+  Result<std::unique_ptr<LoadedModel>> loaded = Status(ErrorCode::internal, "not loaded");
+  try {
+    loaded = load_model(entry->spec, entry->progress);
+  } catch (const std::exception& e) {
+    loaded = Status(ErrorCode::internal, e.what());
+  }
+  std::lock_guard lock(mutex_);
+  if (loaded) {
+    entry->model = std::shared_ptr<const LoadedModel>(std::move(loaded.value()));
+    entry->state = "ready";
+  } else {
+    entry->state = "failed";
+    entry->error = scrub(entry->spec, loaded.status().message());
+  }
+}
+
+Status ModelHost::remove(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if ((*it)->spec.name == name) {
+      entries_.erase(it);
+      return Status::ok();
+    }
+  }
+  return {ErrorCode::not_found, fmt::format("no model \"{}\" (model.list shows the loaded ones)", name)};
+}
+
+Result<std::shared_ptr<const LoadedModel>> ModelHost::ready(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& entry : entries_) {
+    if (entry->spec.name != name) continue;
+    if (entry->state == "ready") return entry->model;
+    if (entry->state == "failed") {
+      return Status(ErrorCode::unavailable, fmt::format("model \"{}\" failed to load: {}", name, entry->error));
+    }
+    return Status(ErrorCode::unavailable, fmt::format("model \"{}\" is loading ({} of {} bytes); try again shortly", name,
+                                                      entry->progress.bytes_loaded.load(), entry->progress.bytes_total.load()));
+  }
+  std::vector<std::string> known;
+  for (const auto& entry : entries_) known.push_back(entry->spec.name);
+  return Status(ErrorCode::not_found, fmt::format("no model \"{}\"; models: {}", name,
+                                                  known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
+}
+
+nlohmann::json ModelHost::status() const {
+  std::lock_guard lock(mutex_);
+  nlohmann::json models = nlohmann::json::array();
+  for (const auto& entry : entries_) {
+    nlohmann::json model = {{"name", entry->spec.name},
+                            {"state", entry->state},
+                            {"bytes_loaded", entry->progress.bytes_loaded.load()},
+                            {"bytes_total", entry->progress.bytes_total.load()},
+                            {"tensors_loaded", entry->progress.tensors_loaded.load()},
+                            {"tensors_total", entry->progress.tensors_total.load()}};
+    if (!entry->error.empty()) model["error"] = entry->error;
+    models.push_back(std::move(model));
+  }
+  return {{"models", models}};
+}
+
+std::vector<std::string> ModelHost::names() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& entry : entries_) out.push_back(entry->spec.name);
+  return out;
+}
+
+}  // namespace gpubox::modeld

@@ -1,0 +1,65 @@
+// ModelHost: the models of one modeld by name. Each loads on its own thread
+// (state loading → ready or failed, progress visible); a call holds a
+// shared_ptr, so unloading never pulls weights from under a running call.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/modeld/decoder.h"
+#include "model/modeld/host_config.h"
+#include "model/tokenizer/tokenizer.h"
+#include "model/weights/checkpoint.h"
+#include "rpc/status.h"
+
+namespace gpubox::modeld {
+
+struct LoadedModel {
+  ModelSpec spec;
+  Architecture architecture;
+  std::unique_ptr<weights::Checkpoint> checkpoint;
+  std::unique_ptr<Decoder> decoder;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the directory has no tokenizer.json
+  double load_seconds = 0;
+};
+
+class ModelHost {
+ public:
+  ModelHost() = default;
+  ~ModelHost();  // waits for loads in progress
+  ModelHost(const ModelHost&) = delete;
+  ModelHost& operator=(const ModelHost&) = delete;
+
+  // Starts loading; already_exists when the name is taken.
+  Status add(const ModelSpec& spec);
+  // Forgets a model (loaded, loading or failed); not_found when there is none.
+  Status remove(const std::string& name);
+  // The ready model: not_found, or unavailable while it loads or after it failed (the message says why).
+  Result<std::shared_ptr<const LoadedModel>> ready(const std::string& name) const;
+  // {"models": [{name, state, bytes_loaded, bytes_total, tensors_loaded, tensors_total, error?}]}
+  nlohmann::json status() const;
+  std::vector<std::string> names() const;
+
+ private:
+  struct Entry {
+    ModelSpec spec;
+    LoadProgress progress;
+    std::string state = "loading";  // loading, ready, failed
+    std::string error;
+    std::shared_ptr<const LoadedModel> model;
+  };
+  void load(std::shared_ptr<Entry> entry);
+
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<Entry>> entries_;  // guarded by mutex_
+  std::vector<std::thread> loaders_;             // guarded by mutex_
+};
+
+// Loads one model directory (config.json, generation_config.json, safetensors, tokenizer.json).
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgress& progress);
+
+}  // namespace gpubox::modeld

@@ -1,0 +1,24 @@
+// Tensors on the wire: a descriptor in the msgpack body ({"dtype", "shape",
+// "attachment": index}) and the raw bytes as one attachment frame that
+// borrows the tensor's memory (no copy for a contiguous CPU tensor).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "rpc/status.h"
+
+namespace gpubox::modeld {
+
+// Appends tensor (moved to the CPU, made contiguous) to attachments; returns its descriptor.
+nlohmann::json tensor_to_wire(const at::Tensor& tensor, std::vector<zmq::message_t>& attachments);
+
+// "float32", "bfloat16", "float16", "int64", "int32", "bool".
+std::string dtype_wire_name(c10::ScalarType type);
+// The model dtypes a request may ask for: float32, bfloat16, float16.
+Result<c10::ScalarType> model_dtype_from_name(const std::string& name);
+
+}  // namespace gpubox::modeld
