@@ -77,8 +77,8 @@ Result<std::map<std::string, std::string>> read_weight_map(const std::string& in
 Status no_weights(const std::string& dir) {
   for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json", "model.bin"}) {
     if (exists(dir + "/" + pickle)) {
-      return Status(ErrorCode::invalid_request,
-                    dir + ": has only " + pickle + " (pickle), which gpubox never loads: it can execute code. "
+      return Status(ErrorCode::not_found,
+                    dir + ": no safetensors weights, only " + pickle + " (pickle), which gpubox never loads: it can execute code. "
                           "Convert it to safetensors (transformers: save_pretrained(dir, safe_serialization=True))");
     }
   }

@@ -70,7 +70,8 @@ std::optional<std::uint64_t> as_unsigned(const json& value) {
 std::string kind_of(const json& value) {
   if (value.is_number_integer() && !value.is_number_unsigned()) return "a negative number";
   if (value.is_number_float()) return "a non-integer number";
-  return std::string("a ") + value.type_name();
+  std::string name = value.type_name();
+  return (name == "array" || name == "object" ? "an " : "a ") + name;
 }
 
 Result<TensorEntry> parse_entry(const std::string& label, const std::string& name, const json& value,
@@ -201,7 +202,6 @@ Result<ParsedFile> parse_safetensors(std::span<const std::byte> whole, const Ope
                              std::to_string(whole.size()) + " bytes): truncated?");
   }
   std::string_view text(reinterpret_cast<const char*>(whole.data() + kLengthBytes), header_bytes);  // NOLINT
-  if (text.empty() || text.front() != '{') return refuse(label, "the header does not start with '{'");
 
   DuplicateKeyCheck duplicates;
   json header;
