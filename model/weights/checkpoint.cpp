@@ -47,9 +47,13 @@ Result<std::map<std::string, std::string>> read_weight_map(const std::string& in
     }
     return true;
   };
+  auto text = reinterpret_cast<const char*>(bytes.data());  // NOLINT: bytes as chars
+  // nlohmann stops at a NUL byte as if the input ended there.
+  if (std::string_view(text, bytes.size()).find('\0') != std::string_view::npos) {
+    return refuse(index_path, "not valid JSON: it holds a NUL byte");
+  }
   json index;
   try {
-    auto text = reinterpret_cast<const char*>(bytes.data());  // NOLINT: bytes as chars
     index = json::parse(text, text + bytes.size(), check);
   } catch (const json::exception& e) {
     return refuse(index_path, std::string("not valid JSON: ") + e.what());

@@ -203,6 +203,11 @@ Result<ParsedFile> parse_safetensors(std::span<const std::byte> whole, const Ope
   }
   std::string_view text(reinterpret_cast<const char*>(whole.data() + kLengthBytes), header_bytes);  // NOLINT
 
+  // nlohmann takes a NUL byte for the end of input and would accept "{}\0junk";
+  // JSON text cannot hold a raw NUL, and the library refuses it.
+  if (auto nul = text.find('\0'); nul != std::string_view::npos) {
+    return refuse(label, "the header is not valid JSON: a NUL byte at offset " + std::to_string(nul));
+  }
   DuplicateKeyCheck duplicates;
   json header;
   try {

@@ -119,7 +119,8 @@ TEST(Checkpoint, RefusesAnIndexThatDisagreesWithItsShards) {
 TEST(Checkpoint, RefusesABadIndex) {
   for (std::string text : {std::string("not json"), std::string("[]"), std::string(R"({"weight_map":[]})"),
                            std::string(R"({"weight_map":{"a":1}})"),
-                           std::string(R"({"weight_map":{"a":"m.safetensors","a":"n.safetensors"}})")}) {
+                           std::string(R"({"weight_map":{"a":"m.safetensors","a":"n.safetensors"}})"),
+                           std::string("{\"weight_map\":{}}\0junk", 22)}) {
     TempDir dir;
     dir.write_text("model.safetensors.index.json", text);
     auto message = open_error(dir);

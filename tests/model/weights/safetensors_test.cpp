@@ -130,7 +130,8 @@ TEST(SafetensorsFile, RefusesAHeaderThatIsNotAJsonObject) {
   EXPECT_EQ(open_error(" \n{}", ""), "");  // the library accepts leading whitespace too
   EXPECT_TRUE(contains(open_error("{\"a\": ", ""), "not valid JSON"));
   EXPECT_TRUE(contains(open_error("{} {}", ""), "not valid JSON"));
-  EXPECT_TRUE(contains(open_error(std::string("{}\0", 3), ""), "not valid JSON"));
+  EXPECT_TRUE(contains(open_error(std::string("{}\0", 3), ""), "a NUL byte at offset 2"));
+  EXPECT_TRUE(contains(open_error(std::string("{}\0junk", 7), ""), "NUL byte"));
   // Invalid UTF-8 inside a name.
   EXPECT_TRUE(contains(open_error("{\"\xff\":{}}", ""), "not valid JSON"));
   EXPECT_TRUE(contains(open_error(R"({"a":[1]})", ""), "tensor 'a': its entry is an array"));

@@ -199,9 +199,12 @@ class WeightsCliTest(unittest.TestCase):
         self.assertEqual([v["value"] for v in shown["values"]], [flat[i].double().item() for i in indices])
 
         # A shard that escapes the directory is refused before anything is opened.
-        index = json.load(open(os.path.join(out, "model.safetensors.index.json")))
+        index_path = os.path.join(out, "model.safetensors.index.json")
+        with open(index_path) as f:
+            index = json.load(f)
         index["weight_map"][name] = "../" + weight_map[name]
-        json.dump(index, open(os.path.join(out, "model.safetensors.index.json"), "w"))
+        with open(index_path, "w") as f:
+            json.dump(index, f)
         code, _, err = run(out)
         self.assertEqual(code, 1, err)
         self.assertIn("not a file inside the model directory", err)
@@ -210,7 +213,8 @@ class WeightsCliTest(unittest.TestCase):
         arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.arange(4, dtype=np.int64)}
         good = self.path("good.safetensors")
         safetensors.numpy.save_file(arrays, good)
-        raw = open(good, "rb").read()
+        with open(good, "rb") as f:
+            raw = f.read()
         (length,) = struct.unpack("<Q", raw[:8])
         header = json.loads(raw[8:8 + length])
         data = raw[8 + length:]
@@ -232,7 +236,8 @@ class WeightsCliTest(unittest.TestCase):
             "not_json": struct.pack("<Q", 5) + b"hello" + data,
             "trailing_bytes": raw + b"\0\0\0\0",
             "size_mismatch": edit(lambda h: h["a"].update(shape=[2, 2])),
-            "overlap": edit(lambda h: h["b"].update(data_offsets=[0, 32])),
+            "overlap": edit(lambda h: h["a"].update(data_offsets=[h["b"]["data_offsets"][0] + 8,
+                                                                  h["b"]["data_offsets"][0] + 32])),
             "unknown_dtype": edit(lambda h: h["a"].update(dtype="F12")),
             "negative_shape": edit(lambda h: h["a"].update(shape=[-2, -3])),
             "metadata_int": edit(lambda h: h.update(__metadata__={"x": 1})),
