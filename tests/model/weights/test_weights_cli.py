@@ -228,22 +228,24 @@ class WeightsCliTest(unittest.TestCase):
             change(h)
             return with_header(h)
 
+        # name -> (content, what our message says)
         variants = {
-            "truncated": raw[:-3],
-            "short": raw[:5],
-            "huge_length": struct.pack("<Q", 2**62) + raw[8:],
-            "length_past_end": struct.pack("<Q", len(raw)) + raw[8:],
-            "not_json": struct.pack("<Q", 5) + b"hello" + data,
-            "trailing_bytes": raw + b"\0\0\0\0",
-            "size_mismatch": edit(lambda h: h["a"].update(shape=[2, 2])),
-            "overlap": edit(lambda h: h["a"].update(data_offsets=[h["b"]["data_offsets"][0] + 8,
-                                                                  h["b"]["data_offsets"][0] + 32])),
-            "unknown_dtype": edit(lambda h: h["a"].update(dtype="F12")),
-            "negative_shape": edit(lambda h: h["a"].update(shape=[-2, -3])),
-            "metadata_int": edit(lambda h: h.update(__metadata__={"x": 1})),
-            "offset_past_end": edit(lambda h: h["b"].update(data_offsets=[24, 4000])),
+            "truncated": (raw[:-3], "run past the data section"),
+            "short": (raw[:5], "too short"),
+            "huge_length": (struct.pack("<Q", 2**62) + raw[8:], "over the cap"),
+            "length_past_end": (struct.pack("<Q", len(raw)) + raw[8:], "runs past the end of the file"),
+            "not_json": (struct.pack("<Q", 5) + b"hello" + data, "not valid JSON"),
+            "nul_after_json": (raw[:8 + length - 1] + b"\0" + data, "NUL byte"),
+            "trailing_bytes": (raw + b"\0\0\0\0", "belong to no tensor"),
+            "size_mismatch": (edit(lambda h: h["a"].update(shape=[2, 2])), "its shape and dtype make"),
+            "overlap": (edit(lambda h: h["a"].update(data_offsets=[h["b"]["data_offsets"][0] + 8,
+                                                                   h["b"]["data_offsets"][0] + 32])), "overlap"),
+            "unknown_dtype": (edit(lambda h: h["a"].update(dtype="F12")), "unknown dtype 'F12'"),
+            "negative_shape": (edit(lambda h: h["a"].update(shape=[-2, -3])), "negative"),
+            "metadata_int": (edit(lambda h: h.update(__metadata__={"x": 1})), "__metadata__ 'x'"),
+            "offset_past_end": (edit(lambda h: h["b"].update(data_offsets=[24, 4000])), "past the data section"),
         }
-        for name, content in variants.items():
+        for name, (content, says) in variants.items():
             path = self.path(name + ".safetensors")
             with open(path, "wb") as f:
                 f.write(content)
@@ -251,6 +253,7 @@ class WeightsCliTest(unittest.TestCase):
             code, out, err = run(path)
             self.assertEqual(code, 1, f"{name}: {out} {err}")
             self.assertIn(path, err, name)
+            self.assertIn(says, err, name)
         # What the library accepts, so do we (leading whitespace before the JSON).
         padded = self.path("padded.safetensors")
         text = b"  " + json.dumps(header).encode()
