@@ -81,6 +81,9 @@ bool is_pickle_name(std::string_view path) {
 }
 
 Result<Opened> open_weights(const std::string& path) {
+  if (ends_with(path, ".json")) {
+    return Status(ErrorCode::not_found, path + ": a JSON file; give the model directory it is in, or a .safetensors file");
+  }
   Opened opened;
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
@@ -281,8 +284,13 @@ int run_weights(const std::vector<std::string>& raw, const Global& global) {
     bool usage = opened.status().code() == ErrorCode::not_found;
     return fail("weights", opened.status(), usage ? kExitUsage : kExitFailed);
   }
-  if (tensor) return show_tensor(*opened, *tensor, index_texts, json);
-  return list(*opened, path, json);
+  int code = tensor ? show_tensor(*opened, *tensor, index_texts, json) : list(*opened, path, json);
+  // A file truncated while we read it could have ended us with SIGBUS; one
+  // that changed otherwise makes what we printed suspect.
+  for (const auto* file : opened->files()) {
+    if (auto status = file->still_intact(); !status) return fail("weights", status, kExitFailed);
+  }
+  return code;
 }
 
 }  // namespace gpubox::host::cli
