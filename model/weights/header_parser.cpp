@@ -177,12 +177,6 @@ Status check_tiling(const std::string& label, const std::vector<TensorEntry>& te
 
 }  // namespace
 
-std::uint64_t TensorEntry::element_count() const {
-  std::uint64_t count = 1;
-  for (auto dim : shape) count *= static_cast<std::uint64_t>(dim);
-  return count;
-}
-
 Result<ParsedFile> parse_safetensors(std::span<const std::byte> whole, const OpenOptions& options,
                                      const std::string& label) {
   if (whole.size() < kLengthBytes) {
