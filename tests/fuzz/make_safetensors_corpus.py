@@ -1,5 +1,5 @@
 """Writes the seed inputs of fuzz_safetensors: small safetensors files, good
-and subtly bad, made by hand (no library needed).
+and subtly bad, and index.json files, made by hand (no library needed).
   python3 tests/fuzz/make_safetensors_corpus.py
 """
 import json
@@ -36,6 +36,10 @@ SEEDS = {
                          b'"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', b"xy"),
     "overflow": file_of({"a": entry("F32", [2**32, 2**32], 0, 0)}),
     "length_past_end": struct.pack("<Q", 100) + b"{}",
+    # The same target feeds its input to the index.json parser.
+    "index": json.dumps({"metadata": {"total_size": 8}, "weight_map": {
+        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}).encode(),
+    "index_escape": json.dumps({"weight_map": {"a": "../x.safetensors"}}).encode(),
 }
 
 os.makedirs(OUT, exist_ok=True)
