@@ -36,6 +36,9 @@ constexpr char kUsage[] =
     "  snapshots [rm NAME...]             list (or remove) snapshots\n"
     "  attach ID [--connection-file F]    serve the sandbox's Jupyter kernel to local frontends\n"
     "  kernelspec install|list|remove     Jupyter kernelspecs for the gpubox kernel (gpubox kernelspec --help)\n"
+    "  weights FILE|DIR [--tensor NAME [--indices I...]]\n"
+    "                                     a safetensors file's (or model directory's) tensors and sha256s, or\n"
+    "                                     values; no sandbox needed, nothing in the file is run\n"
     "ID is a sandbox's id, a unique prefix of it, or its name.\n"
     "--json: output for programs; errors too, as {\"error\": {\"code\", \"message\", ...}} on stdout.\n"
     "exit codes: 0 ok, 1 the remote command or call failed, 2 usage or config error (or unknown sandbox),\n"
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
     if (command == "run-code") return run_run_code(args, global);
     if (command == "snapshot") return run_snapshot(args, global);
     if (command == "snapshots") return run_snapshots(args, global);
+    if (command == "weights") return run_weights(args, global);
   } catch (const std::exception& e) {
     return fail(command, std::string("internal error: ") + e.what(), kExitFailed);
   }

@@ -5,14 +5,11 @@
 #include <cerrno>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
 #include "model/weights/mapped_file.h"
+#include "model/weights/weight_map.h"
 
 namespace gpubox::weights {
 namespace {
-
-using nlohmann::json;
 
 constexpr char kSingleName[] = "model.safetensors";
 constexpr char kIndexName[] = "model.safetensors.index.json";
@@ -26,8 +23,7 @@ Status refuse(const std::string& label, const std::string& what) {
   return Status(ErrorCode::invalid_request, label + ": " + what);
 }
 
-// index.json's weight_map, name → shard file, with duplicate names refused
-// (nlohmann would keep the last one silently).
+// index.json's weight_map, read whole (up to the header cap) and parsed.
 Result<std::map<std::string, std::string>> read_weight_map(const std::string& index_path, const OpenOptions& options) {
   auto mapping = MappedFile::open(index_path);
   if (!mapping) return mapping.status();
@@ -36,49 +32,16 @@ Result<std::map<std::string, std::string>> read_weight_map(const std::string& in
     return refuse(index_path, "the index is " + std::to_string(bytes.size()) + " bytes, over the cap of " +
                                   std::to_string(options.max_header_bytes));
   }
-  std::string duplicate;
-  std::vector<std::set<std::string>> open_objects;
-  auto check = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
-    if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
-    if (event == json::parse_event_t::key && !open_objects.empty() && parsed.is_string() &&
-        !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  json index;
-  try {
-    auto text = reinterpret_cast<const char*>(bytes.data());  // NOLINT: bytes as chars
-    index = json::parse(text, text + bytes.size(), check);
-  } catch (const json::exception& e) {
-    return refuse(index_path, std::string("not valid JSON: ") + e.what());
-  }
-  if (!duplicate.empty()) return refuse(index_path, "key '" + duplicate + "' appears twice");
-  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
-    return refuse(index_path, "no \"weight_map\" object");
-  }
-  std::map<std::string, std::string> weight_map;
-  for (const auto& item : index["weight_map"].items()) {
-    if (!item.value().is_string()) {
-      return refuse(index_path, "weight_map '" + item.key() + "' is not a file name (a string)");
-    }
-    const auto& file = item.value().get_ref<const std::string&>();
-    if (!is_plain_file_name(file)) {
-      return refuse(index_path, "weight_map '" + item.key() + "' names '" + file +
-                                    "', not a file inside the model directory");
-    }
-    weight_map.emplace(item.key(), file);
-  }
-  return weight_map;
+  return parse_weight_map(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),  // NOLINT
+                          index_path);
 }
 
 // The message for a directory without safetensors weights.
 Status no_weights(const std::string& dir) {
   for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json", "model.bin"}) {
     if (exists(dir + "/" + pickle)) {
-      return Status(ErrorCode::invalid_request,
-                    dir + ": has only " + pickle + " (pickle), which gpubox never loads: it can execute code. "
+      return Status(ErrorCode::not_found,
+                    dir + ": no safetensors weights, only " + pickle + " (pickle), which gpubox never loads: it can execute code. "
                           "Convert it to safetensors (transformers: save_pretrained(dir, safe_serialization=True))");
     }
   }
@@ -86,11 +49,6 @@ Status no_weights(const std::string& dir) {
 }
 
 }  // namespace
-
-bool is_plain_file_name(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
-         name.find('\0') == std::string_view::npos;
-}
 
 Result<std::unique_ptr<Checkpoint>> Checkpoint::open_dir(const std::string& dir, OpenOptions options) {
   struct stat info {};

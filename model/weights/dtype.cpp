@@ -13,7 +13,7 @@ struct DTypeInfo {
   bool is_float;
 };
 
-constexpr std::array<DTypeInfo, 15> kDTypes = {{
+constexpr std::array<DTypeInfo, 16> kDTypes = {{
     {DType::F64, "F64", 8, true},
     {DType::F32, "F32", 4, true},
     {DType::F16, "F16", 2, true},
@@ -29,6 +29,7 @@ constexpr std::array<DTypeInfo, 15> kDTypes = {{
     {DType::U16, "U16", 2, false},
     {DType::U32, "U32", 4, false},
     {DType::U64, "U64", 8, false},
+    {DType::F8_E8M0, "F8_E8M0", 1, true},
 }};
 
 const DTypeInfo& info(DType dtype) {

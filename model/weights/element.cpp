@@ -63,6 +63,9 @@ double half_to_double(std::uint16_t bits) { return small_float(bits, 5, 10, true
 double bfloat16_to_double(std::uint16_t bits) { return small_float(bits, 8, 7, true); }
 double float8_e4m3_to_double(std::uint8_t bits) { return small_float(bits, 4, 3, false); }
 double float8_e5m2_to_double(std::uint8_t bits) { return small_float(bits, 5, 2, true); }
+double float8_e8m0_to_double(std::uint8_t bits) {
+  return bits == 0xff ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, static_cast<int>(bits) - 127);
+}
 
 double element_as_double(const TensorEntry& entry, std::span<const std::byte> bytes, std::uint64_t index) {
   if (!in_range(entry, bytes, index)) return std::numeric_limits<double>::quiet_NaN();
@@ -73,6 +76,7 @@ double element_as_double(const TensorEntry& entry, std::span<const std::byte> by
     case DType::BF16: return bfloat16_to_double(load<std::uint16_t>(bytes, index));
     case DType::F8_E4M3: return float8_e4m3_to_double(load<std::uint8_t>(bytes, index));
     case DType::F8_E5M2: return float8_e5m2_to_double(load<std::uint8_t>(bytes, index));
+    case DType::F8_E8M0: return float8_e8m0_to_double(load<std::uint8_t>(bytes, index));
     case DType::I64: return static_cast<double>(load<std::int64_t>(bytes, index));
     case DType::I32: return load<std::int32_t>(bytes, index);
     case DType::I16: return load<std::int16_t>(bytes, index);

@@ -26,5 +26,7 @@ double half_to_double(std::uint16_t bits);
 double bfloat16_to_double(std::uint16_t bits);
 double float8_e4m3_to_double(std::uint8_t bits);
 double float8_e5m2_to_double(std::uint8_t bits);
+// 2^(bits - 127); 0xff is NaN.
+double float8_e8m0_to_double(std::uint8_t bits);
 
 }  // namespace gpubox::weights

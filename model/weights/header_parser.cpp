@@ -70,7 +70,8 @@ std::optional<std::uint64_t> as_unsigned(const json& value) {
 std::string kind_of(const json& value) {
   if (value.is_number_integer() && !value.is_number_unsigned()) return "a negative number";
   if (value.is_number_float()) return "a non-integer number";
-  return std::string("a ") + value.type_name();
+  std::string name = value.type_name();
+  return (name == "array" || name == "object" ? "an " : "a ") + name;
 }
 
 Result<TensorEntry> parse_entry(const std::string& label, const std::string& name, const json& value,
@@ -176,12 +177,6 @@ Status check_tiling(const std::string& label, const std::vector<TensorEntry>& te
 
 }  // namespace
 
-std::uint64_t TensorEntry::element_count() const {
-  std::uint64_t count = 1;
-  for (auto dim : shape) count *= static_cast<std::uint64_t>(dim);
-  return count;
-}
-
 Result<ParsedFile> parse_safetensors(std::span<const std::byte> whole, const OpenOptions& options,
                                      const std::string& label) {
   if (whole.size() < kLengthBytes) {
@@ -201,8 +196,12 @@ Result<ParsedFile> parse_safetensors(std::span<const std::byte> whole, const Ope
                              std::to_string(whole.size()) + " bytes): truncated?");
   }
   std::string_view text(reinterpret_cast<const char*>(whole.data() + kLengthBytes), header_bytes);  // NOLINT
-  if (text.empty() || text.front() != '{') return refuse(label, "the header does not start with '{'");
 
+  // nlohmann takes a NUL byte for the end of input and would accept "{}\0junk";
+  // JSON text cannot hold a raw NUL, and the library refuses it.
+  if (auto nul = text.find('\0'); nul != std::string_view::npos) {
+    return refuse(label, "the header is not valid JSON: a NUL byte at offset " + std::to_string(nul));
+  }
   DuplicateKeyCheck duplicates;
   json header;
   try {
