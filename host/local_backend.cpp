@@ -189,6 +189,17 @@ RootPlan root_plan(const SandboxStore& store, const SandboxRecord& record, const
   return root;
 }
 
+// A snapshot's upper layer in place of the empty one, before the overlay is
+// mounted (overlayfs must not see its upper layer change under it).
+Status seed_upper_layer(const LocalSandboxSpec& spec, const std::string& layer_dir, const IdRange& ids) {
+  if (!spec.seed_upper) return Status::ok();
+  harvest::LayerIds layer_ids;
+  if (spec.user_namespace) layer_ids = {ids.host_uid, ids.host_gid, ids.count};
+  std::string upper = upper_dir(layer_dir);
+  if (::rmdir(upper.c_str()) != 0) return Status::from_errno(errno, "cannot replace '" + upper + "'");
+  return spec.seed_upper(upper, layer_ids);
+}
+
 // The protections of a sandbox, as `info` shows them.
 nlohmann::json isolation_summary(const LocalSandboxSpec& spec, const IdRange& ids) {
   nlohmann::json gpus = nlohmann::json::array();
@@ -305,10 +316,11 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
 
   std::string layer_dir = record.dir + "/root";
   if (!make_layer_dirs(layer_dir)) return fail(Status::from_errno(errno, "cannot create '" + layer_dir + "'"), &*limits);
-  Fd userns;
   IdRange ids;
+  if (spec.user_namespace) ids = subordinate_range();
+  if (Status seeded = seed_upper_layer(spec, layer_dir, ids); !seeded) return fail(seeded, &*limits);
+  Fd userns;
   if (spec.user_namespace) {
-    ids = subordinate_range();
     auto made = make_user_namespace(ids);
     if (!made) return fail(made.status(), &*limits);
     userns = std::move(*made);
@@ -356,6 +368,7 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   plan.limits = &*limits;
   plan.root = root_plan(store, record, spec, layer_dir, *limits);
   plan.root.idmap_userns_fd = userns.get();
+  record.spec["root_mount_points"] = root_mount_points(plan.root);
   if (userns.valid()) {
     plan.root.tmpfs_uid = ids.host_uid;
     plan.root.tmpfs_gid = ids.host_gid;

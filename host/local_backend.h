@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "host/gpu_devices.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_store.h"
+#include "rpc/safe_extractor.h"
 #include "rpc/status.h"
 
 namespace gpubox::host {
@@ -43,6 +45,11 @@ struct LocalSandboxSpec {
   std::vector<BindMount> mounts;
   GpuPlan gpus;  // no indices: no GPU
   std::chrono::milliseconds ready_timeout{10'000};
+  // Fills the sandbox's upper layer (a snapshot's) before anything mounts
+  // it: called with the layer's path, which does not exist yet, and the ids
+  // its files are stored under (the sandbox's range under --userns). Empty:
+  // the layer starts empty. A failure fails the create.
+  std::function<Status(const std::string& upper, const harvest::LayerIds& ids)> seed_upper;
   // What the record keeps of the request (no secret values).
   nlohmann::json public_spec = nlohmann::json::object();
 };

@@ -208,6 +208,13 @@ std::string upper_dir(const std::string& layer_dir) { return layer_dir + "/upper
 std::string work_dir_of_layers(const std::string& layer_dir) { return layer_dir + "/work"; }
 std::string merged_dir(const std::string& layer_dir) { return layer_dir + "/merged"; }
 
+std::vector<std::string> root_mount_points(const RootPlan& plan) {
+  std::vector<std::string> points = {"/dev", "/proc", "/sys", "/tmp", "/run"};
+  points.insert(points.end(), plan.hidden.begin(), plan.hidden.end());
+  for (const auto& bind : plan.binds) points.push_back(bind.target);
+  return points;
+}
+
 bool make_layer_dirs(const std::string& layer_dir) {
   for (const std::string& dir : {layer_dir, upper_dir(layer_dir), work_dir_of_layers(layer_dir), merged_dir(layer_dir)}) {
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;

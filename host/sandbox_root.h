@@ -49,6 +49,12 @@ std::string upper_dir(const std::string& layer_dir);
 std::string work_dir_of_layers(const std::string& layer_dir);
 std::string merged_dir(const std::string& layer_dir);
 
+// Every sandbox path where build_sandbox_root() mounts something over the
+// overlay (the fresh /dev, /proc, /sys, /tmp, /run, the hidden directories,
+// the binds' targets): what the upper layer holds below them, the sandbox
+// never sees.
+std::vector<std::string> root_mount_points(const RootPlan& plan);
+
 // Creates layer_dir with its upper/, work/ and merged/ (mode 0755).
 bool make_layer_dirs(const std::string& layer_dir);
 

@@ -13,6 +13,9 @@
 #include "agent/jobs/stager.h"
 #include "host/container_backend.h"
 #include "host/container_engine.h"
+#include "host/layer_archive.h"
+#include "host/local_backend.h"
+#include "host/sandbox_root.h"
 #include "rpc/safe_extractor.h"
 #include "rpc/fd.h"
 
@@ -46,6 +49,10 @@ Result<Snapshot> from_json(const nlohmann::json& json, const std::string& dir) {
     snapshot.created_at = json.value("created_at", 0.0);
     snapshot.size_bytes = json.value("size_bytes", std::uint64_t{0});
     snapshot.spec = json.value("spec", nlohmann::json::object());
+    if (json.contains("layer")) {
+      snapshot.layer_sha256 = json["layer"].at("sha256");
+      snapshot.layer_size = json["layer"].value("size", std::uint64_t{0});
+    }
     snapshot.dir = dir;
     return snapshot;
   } catch (const nlohmann::json::exception& e) {
@@ -89,12 +96,65 @@ Status archive_work_dir(const SandboxRecord& record, Snapshot& snapshot) {
   return write_private(snapshot.dir + "/manifest.json", outcome.manifest.to_json().dump(2) + "\n");
 }
 
+// The sandbox paths where its root mounts something, as its record says
+// (records from before it did: as a root plan of the time would have them).
+std::vector<std::string> mount_points_of(const SandboxStore& store, const SandboxRecord& record) {
+  if (record.spec.contains("root_mount_points")) return record.spec["root_mount_points"].get<std::vector<std::string>>();
+  RootPlan plan;
+  plan.hidden = {"/root", "/home", store.root()};
+  plan.binds.push_back({record.agent_dir(), kSandboxStateDir});
+  plan.binds.push_back({record.work_dir(), kSandboxWorkDir});
+  for (const auto& mount : record.spec.value("mounts", nlohmann::json::array())) {
+    plan.binds.push_back({mount.value("source", ""), mount.value("target", "")});
+  }
+  return root_mount_points(plan);
+}
+
+// The host's id of the sandbox's 0 and how many it has, from a map like
+// "0 100000 65536" (none: ids are the host's).
+void id_range_of(const nlohmann::json& map, std::uint32_t* base, std::uint64_t* count) {
+  unsigned long inside = 0, outside = 0, length = 0;
+  if (map.is_string() && std::sscanf(map.get<std::string>().c_str(), "%lu %lu %lu", &inside, &outside, &length) == 3 && inside == 0) {
+    *base = static_cast<std::uint32_t>(outside);
+    *count = length;
+  }
+}
+
+// Archives the local sandbox's upper layer (what it installed, changed and deleted outside the work dir).
+Status archive_upper_layer(const SandboxStore& store, const SandboxRecord& record, Snapshot& snapshot) {
+  LayerArchiveRequest request;
+  request.upper = upper_dir(record.dir + "/root");
+  request.archive_path = snapshot.layer_path();
+  request.excluded = mount_points_of(store, record);
+  nlohmann::json userns = record.spec.value("isolation", nlohmann::json::object()).value("user_namespace", nlohmann::json());
+  if (userns.is_object()) {
+    id_range_of(userns.value("uid_map", nlohmann::json()), &request.uid_base, &request.count);
+    id_range_of(userns.value("gid_map", nlohmann::json()), &request.gid_base, &request.count);
+  }
+  auto archived = archive_layer(request);
+  if (!archived) return Status(archived.status().code(), "cannot archive the root's upper layer: " + archived.status().message());
+  snapshot.layer_sha256 = archived->sha256;
+  snapshot.layer_size = archived->size;
+  snapshot.size_bytes += archived->size;
+  return Status::ok();
+}
+
+// A local snapshot: the work dir and, where the sandbox has one, its root's upper layer.
+Status archive_local(const SandboxStore& store, const SandboxRecord& record, Snapshot& snapshot) {
+  Status taken = archive_work_dir(record, snapshot);
+  struct stat st {};
+  if (taken && ::lstat(upper_dir(record.dir + "/root").c_str(), &st) == 0) taken = archive_upper_layer(store, record, snapshot);
+  return taken;
+}
+
 }  // namespace
 
 nlohmann::json Snapshot::to_json() const {
-  return {{"name", name},         {"kind", kind},       {"backend", backend},       {"source_id", source_id},
-          {"source_name", source_name}, {"image", image}, {"created_at", created_at}, {"size_bytes", size_bytes},
-          {"spec", spec}};
+  nlohmann::json json = {{"name", name},         {"kind", kind},       {"backend", backend},       {"source_id", source_id},
+                         {"source_name", source_name}, {"image", image}, {"created_at", created_at}, {"size_bytes", size_bytes},
+                         {"spec", spec}};
+  if (has_layer()) json["layer"] = {{"archive", "upper.tar.zst"}, {"sha256", layer_sha256}, {"size", layer_size}};
+  return json;
 }
 
 Result<Snapshot> take_snapshot(const SandboxStore& store, const SandboxRecord& record, const std::string& given) {
@@ -117,11 +177,11 @@ Result<Snapshot> take_snapshot(const SandboxStore& store, const SandboxRecord& r
   snapshot.source_id = record.id;
   snapshot.source_name = record.name;
   snapshot.spec = record.spec;
-  for (const char* transient : {"relay", "container", "server_key", "limit_plan", "limits_enforced_by"}) {
+  for (const char* transient : {"relay", "container", "server_key", "limit_plan", "limits_enforced_by", "root_mount_points"}) {
     snapshot.spec.erase(transient);
   }
   snapshot.created_at = static_cast<double>(std::time(nullptr));
-  Status taken = snapshot.kind == "image" ? commit_container(record, snapshot) : archive_work_dir(record, snapshot);
+  Status taken = snapshot.kind == "image" ? commit_container(record, snapshot) : archive_local(store, record, snapshot);
   if (taken) taken = write_private(snapshot.config_path(), record.spec.value("agent_config", nlohmann::json::object()).dump(2));
   if (taken) taken = write_private(snapshot.dir + "/snapshot.json", snapshot.to_json().dump(2) + "\n");
   if (!taken) {
@@ -183,6 +243,7 @@ std::vector<std::string> snapshot_create_args(const Snapshot& snapshot) {
   if (spec.value("timeout_s", 0.0) > 0) args.insert(args.end(), {"--timeout", number(spec["timeout_s"])});
   if (spec.value("idle_timeout_s", 0.0) > 0) args.insert(args.end(), {"--idle-timeout", number(spec["idle_timeout_s"])});
   if (!spec.value("gpu", "").empty()) args.insert(args.end(), {"--gpu", spec.value("gpu", "")});
+  if (spec.value("userns", false)) args.push_back("--userns");
   for (const auto& mount : spec.value("mounts", nlohmann::json::array())) {
     args.insert(args.end(), {"--mount", mount.value("source", "") + ":" + mount.value("target", "") +
                                             (mount.value("read_only", false) ? ":ro" : "")});
@@ -210,6 +271,19 @@ Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& rec
   }
   fs::remove_all(staging, error);
   return checked;
+}
+
+Status restore_snapshot_layer(const Snapshot& snapshot, const std::string& upper, const harvest::LayerIds& ids) {
+  std::uint64_t size = 0;
+  auto sha256 = file_sha256(snapshot.layer_path(), &size);
+  if (!sha256) return sha256.status();
+  if (*sha256 != snapshot.layer_sha256) {
+    return Status(ErrorCode::input_changed, "the upper layer's archive " + snapshot.layer_path() + " has sha256 " + *sha256 +
+                                                "; the snapshot says " + snapshot.layer_sha256 + " (damaged or replaced)");
+  }
+  auto extracted = harvest::extract_layer(snapshot.layer_path(), upper, ids);
+  if (!extracted) return Status(extracted.status().code(), "the upper layer: " + extracted.status().message());
+  return Status::ok();
 }
 
 }  // namespace gpubox::host

@@ -3,7 +3,10 @@
 // committed as an image (`ENGINE commit`, tag localhost/gpubox-snapshot:NAME):
 // files and installed packages. A local sandbox's is its work dir staged as
 // one tar + zstd archive with a sha256 manifest (agent/jobs/stager.h, the
-// jobs' own staging) beside the record. Either keeps the sandbox's settings
+// jobs' own staging) beside the record, and its root's upper layer (what it
+// installed, changed and deleted outside the work dir) as a second archive
+// (host/layer_archive.h) whose sha256 the record keeps; snapshots from before
+// the layer was kept hold the work dir alone and restore so. Either keeps the sandbox's settings
 // (limits, network, timeouts, mounts, env, secret *names*, its agent config
 // without secrets); none keeps running processes. One thread.
 #pragma once
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "host/sandbox_store.h"
+#include "rpc/safe_extractor.h"
 #include "rpc/status.h"
 
 namespace gpubox::host {
@@ -26,11 +30,16 @@ struct Snapshot {
   std::string image;       // kind image: the committed image
   std::string dir;         // STORE/snapshots/NAME
   double created_at = 0;
-  std::uint64_t size_bytes = 0;  // the archive's, or the image's as the engine reports it
+  std::uint64_t size_bytes = 0;  // the archives', or the image's as the engine reports it
+  // Kind archive: the upper layer's archive (empty sha256: none, a work-dir-only snapshot).
+  std::string layer_sha256;
+  std::uint64_t layer_size = 0;
   nlohmann::json spec = nlohmann::json::object();  // the source record's spec
 
   std::string archive_path() const { return dir + "/archive.tar.zst"; }
   std::string config_path() const { return dir + "/config.json"; }
+  std::string layer_path() const { return dir + "/upper.tar.zst"; }
+  bool has_layer() const { return !layer_sha256.empty(); }
   nlohmann::json to_json() const;
 };
 
@@ -53,5 +62,11 @@ std::vector<std::string> snapshot_create_args(const Snapshot& snapshot);
 // Puts an archive snapshot's files into a new local sandbox's work dir,
 // checked against the manifest. Image snapshots need nothing: the image holds them.
 Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& record);
+
+// Extracts an archive snapshot's upper layer at upper (which must not exist)
+// with the hardened extractor (extract_layer), once its sha256 matches the
+// record's: for LocalSandboxSpec::seed_upper, before the overlay is mounted.
+// On any failure nothing is left at upper.
+Status restore_snapshot_layer(const Snapshot& snapshot, const std::string& upper, const harvest::LayerIds& ids);
 
 }  // namespace gpubox::host

@@ -4,6 +4,8 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -101,9 +103,10 @@ Result<Dir> open_parent(int root, const std::vector<std::string>& parts, const s
   return current;
 }
 
+// One archive's extraction below root; with layer set, an upper layer's (extract_layer).
 class Extraction {
  public:
-  Extraction(int root, const ExtractLimits& limits) : root_(root), limits_(limits) {}
+  Extraction(int root, const ExtractLimits& limits, const LayerIds* layer) : root_(root), limits_(limits), layer_(layer) {}
 
   Status entry(struct archive* a, archive_entry* entry) {
     const char* raw = archive_entry_pathname(entry);
@@ -119,9 +122,13 @@ class Extraction {
     if (path.empty()) return Status::ok();  // "./" itself
     mode_t type = archive_entry_filetype(entry);
     mode_t mode = archive_entry_perm(entry);
-    if (archive_entry_mode(entry) & (S_ISUID | S_ISGID)) return refuse(name, "setuid or setgid bit");
+    if (!layer_ && (archive_entry_mode(entry) & (S_ISUID | S_ISGID))) return refuse(name, "setuid or setgid bit");
     const char* hardlink = archive_entry_hardlink(entry);
-    if (!hardlink && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
+    bool whiteout = layer_ && !hardlink && type == AE_IFCHR && archive_entry_rdev(entry) == 0;
+    if (layer_ && !hardlink) {
+      if (Status checked = check_layer_entry(entry, name, type); !checked) return checked;
+    }
+    if (!hardlink && !whiteout && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
       return refuse(name, type == AE_IFCHR || type == AE_IFBLK ? "device file" : "FIFO, socket or other special file");
     }
     if (!seen_.insert(path).second && type != AE_IFDIR) return refuse(name, "duplicate entry");
@@ -145,6 +152,13 @@ class Extraction {
       ++report_.hardlinks;
       return Status::ok();
     }
+    if (whiteout) {
+      if (::mknodat(parent->get(), leaf.c_str(), S_IFCHR, makedev(0, 0)) != 0) {
+        return Status::from_errno(errno, "cannot create the whiteout " + name);
+      }
+      ++report_.whiteouts;
+      return keep_metadata(*parent, leaf, entry, path, type, name);
+    }
     switch (type) {
       case AE_IFDIR: {
         if (::mkdirat(parent->get(), leaf.c_str(), (mode & 0777) | 0700) != 0 && errno != EEXIST) {
@@ -155,7 +169,7 @@ class Extraction {
           return refuse(name, "a directory where the archive already put a file or symlink");
         }
         ++report_.dirs;
-        return Status::ok();
+        return layer_ ? keep_metadata(*parent, leaf, entry, path, type, name) : Status::ok();
       }
       case AE_IFLNK: {
         const char* target = archive_entry_symlink(entry);
@@ -167,16 +181,99 @@ class Extraction {
           return Status::from_errno(errno, "cannot create the symlink " + name);
         }
         ++report_.symlinks;
-        return Status::ok();
+        return layer_ ? keep_metadata(*parent, leaf, entry, path, type, name) : Status::ok();
       }
-      default:
-        return write_file(a, entry, *parent, leaf, name, path, mode);
+      default: {
+        Status written = write_file(a, entry, *parent, leaf, name, path, mode);
+        if (!written || !layer_) return written;
+        return keep_metadata(*parent, leaf, entry, path, type, name);
+      }
     }
+  }
+
+  // Sets the directories' mtimes, once nothing is created in them any more (innermost first).
+  Status finish() {
+    for (auto it = dir_times_.rbegin(); it != dir_times_.rend(); ++it) {
+      std::vector<std::string> parts = split(it->first);
+      auto parent = open_parent(root_, parts, it->first);
+      if (!parent) return parent.status();
+      timespec times[2] = {{0, UTIME_OMIT}, it->second};
+      if (::utimensat(parent->get(), parts.back().c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+        return Status::from_errno(errno, "cannot set the time of " + it->first);
+      }
+    }
+    return Status::ok();
   }
 
   const ExtractReport& report() const { return report_; }
 
  private:
+  // What an upper layer's entry may be: ids in range, only allowed xattrs, and those on files and directories only.
+  Status check_layer_entry(archive_entry* entry, const std::string& name, mode_t type) const {
+    if (archive_entry_uid(entry) < 0 || static_cast<std::uint64_t>(archive_entry_uid(entry)) >= layer_->count ||
+        archive_entry_gid(entry) < 0 || static_cast<std::uint64_t>(archive_entry_gid(entry)) >= layer_->count) {
+      return refuse(name, "owner " + std::to_string(archive_entry_uid(entry)) + ":" + std::to_string(archive_entry_gid(entry)) +
+                              " outside the sandbox's " + std::to_string(layer_->count) + " ids");
+    }
+    if (archive_entry_xattr_reset(entry) > 0 && type != AE_IFREG && type != AE_IFDIR) {
+      return refuse(name, "extended attributes on a special file");
+    }
+    const char* xattr_name = nullptr;
+    const void* value = nullptr;
+    std::size_t size = 0;
+    while (archive_entry_xattr_next(entry, &xattr_name, &value, &size) == ARCHIVE_OK) {
+      if (!layer_xattr_kept(xattr_name, value, size)) {
+        return refuse(name, std::string("extended attribute \"") + xattr_name + "\" (a layer keeps only trusted.overlay.opaque=y and user.*)");
+      }
+    }
+    return Status::ok();
+  }
+
+  // The owner, mode (setuid/setgid only on directories), xattrs and mtime of a layer's entry just created.
+  Status keep_metadata(const Dir& parent, const std::string& leaf, archive_entry* entry, const std::string& path, mode_t type,
+                       const std::string& name) {
+    uid_t uid = static_cast<uid_t>(layer_->uid_base + static_cast<std::uint64_t>(archive_entry_uid(entry)));
+    gid_t gid = static_cast<gid_t>(layer_->gid_base + static_cast<std::uint64_t>(archive_entry_gid(entry)));
+    if (::fchownat(parent.get(), leaf.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      return Status::from_errno(errno, "cannot set the owner of " + name);
+    }
+    if (type != AE_IFLNK) {
+      mode_t perm = archive_entry_perm(entry) & 07777;
+      if (type != AE_IFDIR && (perm & (S_ISUID | S_ISGID))) {
+        perm &= static_cast<mode_t>(~(S_ISUID | S_ISGID));
+        ++report_.setid_cleared;
+      }
+      if (::fchmodat(parent.get(), leaf.c_str(), perm, 0) != 0) return Status::from_errno(errno, "cannot set the mode of " + name);
+    }
+    if (Status kept = keep_xattrs(parent, leaf, entry, type, name); !kept) return kept;
+    timespec mtime{archive_entry_mtime(entry), archive_entry_mtime_nsec(entry)};
+    if (type == AE_IFDIR) {
+      dir_times_.emplace_back(path, mtime);
+      return Status::ok();
+    }
+    timespec times[2] = {{0, UTIME_OMIT}, mtime};
+    if (::utimensat(parent.get(), leaf.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+      return Status::from_errno(errno, "cannot set the time of " + name);
+    }
+    return Status::ok();
+  }
+
+  // The entry's (checked) xattrs on the file or directory just created.
+  Status keep_xattrs(const Dir& parent, const std::string& leaf, archive_entry* entry, mode_t type, const std::string& name) {
+    if (archive_entry_xattr_reset(entry) == 0 || (type != AE_IFREG && type != AE_IFDIR)) return Status::ok();
+    Dir target(::openat(parent.get(), leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (type == AE_IFDIR ? O_DIRECTORY : 0)));
+    if (!target.valid()) return Status::from_errno(errno, "cannot open " + name);
+    const char* xattr_name = nullptr;
+    const void* value = nullptr;
+    std::size_t size = 0;
+    while (archive_entry_xattr_next(entry, &xattr_name, &value, &size) == ARCHIVE_OK) {
+      if (::fsetxattr(target.get(), xattr_name, value, size, 0) != 0) {
+        return Status::from_errno(errno, std::string("cannot set the extended attribute ") + xattr_name + " of " + name);
+      }
+    }
+    return Status::ok();
+  }
+
   Status write_file(struct archive* a, archive_entry* entry, const Dir& parent, const std::string& leaf,
                     const std::string& name, const std::string& path, mode_t mode) {
     if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0 &&
@@ -215,20 +312,23 @@ class Extraction {
 
   int root_;
   ExtractLimits limits_;
+  const LayerIds* layer_;  // null: a plain extraction
   ExtractReport report_;
+  std::vector<std::pair<std::string, timespec>> dir_times_;
   std::uint64_t entries_ = 0;
   std::set<std::string> seen_;
   std::set<std::string> files_;
 };
 
-Result<ExtractReport> extract(Reader reader, const std::string& dest, const ExtractLimits& limits) {
+Result<ExtractReport> extract(Reader reader, const std::string& dest, const ExtractLimits& limits,
+                              const LayerIds* layer = nullptr) {
   if (::mkdir(dest.c_str(), 0755) != 0) {
     if (errno == EEXIST) return Status(ErrorCode::already_exists, dest + " exists: extract into a new directory");
     return Status::from_errno(errno, "cannot create " + dest);
   }
   Dir root(::open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   Status status = root.valid() ? Status::ok() : Status::from_errno(errno, "cannot open " + dest);
-  Extraction extraction(root.get(), limits);
+  Extraction extraction(root.get(), limits, layer);
   while (status) {
     archive_entry* entry = nullptr;
     int r = archive_read_next_header(reader.get(), &entry);
@@ -240,6 +340,7 @@ Result<ExtractReport> extract(Reader reader, const std::string& dest, const Extr
     }
     status = extraction.entry(reader.get(), entry);
   }
+  if (status) status = extraction.finish();
   if (!status) {
     std::error_code error;
     std::filesystem::remove_all(dest, error);  // never follows symlinks
@@ -261,6 +362,11 @@ Reader make_reader() {
 
 }  // namespace
 
+bool layer_xattr_kept(const std::string& name, const void* value, std::size_t size) {
+  if (name == "trusted.overlay.opaque") return size == 1 && *static_cast<const char*>(value) == 'y';
+  return name.rfind("user.", 0) == 0;
+}
+
 bool normalize_entry_path(const std::string& path, std::string* normal) {
   std::string out;
   std::vector<std::string> parts = split(path);
@@ -279,13 +385,27 @@ bool normalize_entry_path(const std::string& path, std::string* normal) {
   return true;
 }
 
-Result<ExtractReport> extract_archive(const std::string& archive_path, const std::string& dest, const ExtractLimits& limits) {
+namespace {
+
+Result<ExtractReport> extract_file(const std::string& archive_path, const std::string& dest, const ExtractLimits& limits,
+                                   const LayerIds* layer) {
   Reader reader = make_reader();
   if (!reader) return Status(ErrorCode::resource_exhausted, "out of memory for the archive reader");
   if (archive_read_open_filename(reader.get(), archive_path.c_str(), 1 << 20) != ARCHIVE_OK) {
     return Status(ErrorCode::invalid_request, "cannot open the archive " + archive_path + ": " + archive_error_string(reader.get()));
   }
-  return extract(std::move(reader), dest, limits);
+  return extract(std::move(reader), dest, limits, layer);
+}
+
+}  // namespace
+
+Result<ExtractReport> extract_archive(const std::string& archive_path, const std::string& dest, const ExtractLimits& limits) {
+  return extract_file(archive_path, dest, limits, nullptr);
+}
+
+Result<ExtractReport> extract_layer(const std::string& archive_path, const std::string& dest, const LayerIds& ids,
+                                    const ExtractLimits& limits) {
+  return extract_file(archive_path, dest, limits, &ids);
 }
 
 Result<ExtractReport> extract_archive_memory(const void* data, std::size_t size, const std::string& dest,

@@ -206,6 +206,13 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
     box.mounts = spec.mounts;
     box.public_spec = pub;
   }
+  if (from && from->has_layer()) {
+    // The root's upper layer goes in place before the overlay is mounted; the work dir follows once the sandbox runs.
+    spec.seed_upper = [from](const std::string& upper, const harvest::LayerIds& ids) {
+      Status restored = restore_snapshot_layer(*from, upper, ids);
+      return restored ? restored : Status(restored.code(), "--from-snapshot " + from->name + ": " + restored.message());
+    };
+  }
   auto created = container ? create_container_sandbox(*store, box) : create_local_sandbox(*store, spec);
   if (!created) return fail("create", created.status(), exit_code_for(created.status()));
   if (from) {
@@ -214,7 +221,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
       return fail("create", "--from-snapshot " + from->name + ": " + restored.message(), kExitFailed);
     }
     std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
-                 from->name.c_str(), from->source_id.c_str(), from->kind == "image" ? ", installed packages" : "");
+                 from->name.c_str(), from->source_id.c_str(), from->kind == "image" || from->has_layer() ? ", installed packages" : "");
   }
   if (json) {
     std::cout << nlohmann::json{{"id", created->id}, {"name", created->name}, {"backend", created->backend},
