@@ -272,8 +272,8 @@ Status ModelHost::unavailable(const ModelHostView& view) const {
   if (view.state == "failed") return Status(ErrorCode::unavailable, "the model host failed: " + view.error);
   if (view.state == "stopping") return Status(ErrorCode::unavailable, "the model host is stopping: the agent is shutting down");
   if (view.state == "restarting") {
-    return Status(ErrorCode::unavailable, "the model host is restarting after it " + view.last_exit +
-                                              " (models loading: " + loading + "); try again shortly");
+    return Status(ErrorCode::unavailable, "the model host is restarting (last exit: " + view.last_exit +
+                                              "; models loading: " + loading + "); try again shortly");
   }
   return Status(ErrorCode::unavailable, "the model host is starting (models loading: " + loading + "); try again shortly");
 }
