@@ -70,7 +70,6 @@ class ModelHost {
   // text with every path of a hidden model (as configured and as placed) replaced by <hidden>.
   std::string scrub(std::string text) const;
   nlohmann::json scrub(nlohmann::json value) const;
-  bool hides_paths() const { return !hidden_paths_.empty(); }
 
  private:
   static constexpr const char* kChildName = "gpubox-modeld";

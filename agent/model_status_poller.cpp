@@ -54,20 +54,22 @@ void ModelStatusPoller::run() {
       options.endpoint = endpoint_;
       options.connect_timeout = std::chrono::milliseconds(1000);
       auto connected = rpc::Client::connect(options);
-      if (!connected) continue;  // not bound yet
-      client = std::move(*connected);
+      // Not bound yet (starting), or bound but not answering the handshake (hung).
+      if (connected) client = std::move(*connected);
     }
-    rpc::CallOptions call;
-    call.wait = std::chrono::milliseconds(3000);
-    auto status = client->call("modeld.status", nlohmann::json::object(), std::move(call));
-    if (status) {
-      last_answer = Clock::now();
-      answered = true;
-      callbacks_.on_status(target.generation, *status);
-      continue;
+    if (client) {
+      rpc::CallOptions call;
+      call.wait = std::chrono::milliseconds(3000);
+      auto status = client->call("modeld.status", nlohmann::json::object(), std::move(call));
+      if (status) {
+        last_answer = Clock::now();
+        answered = true;
+        callbacks_.on_status(target.generation, *status);
+        continue;
+      }
+      // A call that timed out leaves its late answer queued on the connection: start afresh.
+      client.reset();
     }
-    // A call that timed out leaves its late answer queued on the connection: start afresh.
-    client.reset();
     if (answered && Clock::now() - last_answer > kUnresponsiveAfter) {
       callbacks_.on_unresponsive(target.generation);
       answered = false;

@@ -244,6 +244,29 @@ TEST_F(ModelHostTest, ModeldCrashingMidCallIsUnavailableAtOnceThenComesBack) {
   EXPECT_TRUE(box_->running());
 }
 
+TEST_F(ModelHostTest, AHungModeldIsKilledAndRestarted) {
+  start_agent(host_config());
+  auto c = client();
+  ASSERT_TRUE(wait_running(*c));
+  int pid = model_host_info(*c).value("pid", 0);
+  rpc::CallOptions patient;
+  patient.wait = milliseconds(60'000);
+  auto sleeping = c->stream("model.sleep", {{"ms", 120'000}}, patient);
+  ASSERT_TRUE(sleeping);
+  auto other = client();
+  // SIGSTOP: alive, but answering nothing, modeld.status included.
+  auto stopped = other->call("proc.exec", {{"argv", {"kill", "-STOP", std::to_string(pid)}}}, waiting());
+  ASSERT_TRUE(stopped) << stopped.status().to_string();
+  ASSERT_EQ(stopped->value("exit_code", -1), 0) << stopped->dump();
+  while (!(*sleeping)->ended()) ASSERT_TRUE((*sleeping)->next());
+  EXPECT_EQ((*sleeping)->result().status().code(), ErrorCode::unavailable);
+  EXPECT_THAT((*sleeping)->result().status().message(), HasSubstr("the model host exited (killed by SIGKILL) during model.sleep"));
+  EXPECT_TRUE(other->call("sys.ping", json::object(), waiting()));
+  ASSERT_TRUE(wait_running(*c, 1)) << model_host_info(*c).dump();
+  EXPECT_TRUE(c->call("model.echo", json::object(), waiting()));
+  EXPECT_FALSE(log_with(*box_, "model host unresponsive: killing it to restart it").empty());
+}
+
 TEST_F(ModelHostTest, WhileStartingCallsAreUnavailableNamingTheLoadingModels) {
   start_agent(host_config(json::array({{{"name", "tiny"}, {"path", "/models/tiny"}},
                                        {{"name", "small"}, {"path", "/models/small"}}}),
@@ -308,6 +331,31 @@ TEST_F(ModelHostTest, AHiddenModelsPathNeverShows) {
   EXPECT_EQ(box_->log_text().find("secret-llama-weights"), std::string::npos);
   box_.reset();
   std::filesystem::remove_all(dir);
+}
+
+TEST_F(ModelHostTest, TheKernelsPythonReachesTheModelHostThroughGPUBOX_ENDPOINT) {
+  json config = host_config();
+  config["kernel"] = {{"python", "/usr/bin/python3"}, {"mode", "plain"}};
+  config["env"] = {{"PYTHONPATH", std::string(GPUBOX_SOURCE_DIR) + "/host/python"}};
+  start_agent(config);
+  auto c = client();
+  ASSERT_TRUE(wait_running(*c));
+  std::string code =
+      "import os, gpubox\n"
+      "reply = gpubox.Client().call('model.echo', x=41)\n"
+      "print('ENDPOINT', os.environ['GPUBOX_ENDPOINT'], 'ECHO', reply['params']['x'] + 1)\n";
+  auto stream = c->stream("kernel.execute", {{"code", code}}, waiting());
+  ASSERT_TRUE(stream);
+  std::string output;
+  while (true) {
+    auto item = (*stream)->next();
+    ASSERT_TRUE(item) << item.status().to_string();
+    if (!*item) break;
+    output += (**item).body.dump();
+  }
+  ASSERT_TRUE((*stream)->result()) << (*stream)->result().status().to_string();
+  EXPECT_EQ((*stream)->result()->value("status", ""), "ok") << (*stream)->result()->dump() << output;
+  EXPECT_THAT(output, HasSubstr("ENDPOINT ipc://" + box_->state_dir() + "/rpc.sock ECHO 42"));
 }
 
 TEST_F(ModelHostTest, ShutdownStopsModeldWithTheRest) {
