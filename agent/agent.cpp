@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@ Agent::Agent(CommandLine options) : options_(std::move(options)), is_pid1_(::get
 
 Agent::~Agent() {
   server_.reset();
+  model_host_.reset();
   kernel_.reset();
   jobs_.reset();
 }
@@ -93,6 +95,28 @@ std::vector<std::pair<std::string, std::string>> Agent::kernel_env() const {
   return env;
 }
 
+std::string Agent::local_endpoint() const {
+  const RpcConfig& rpc = options_.config.rpc;
+  if (rpc.endpoints.empty()) return "";
+  for (const auto& endpoint : rpc.endpoints) {
+    if (endpoint.rfind("ipc://", 0) == 0) return endpoint;
+  }
+  return options_.config.model_host.enabled ? "ipc://" + options_.config.state_dir + "/rpc.sock" : "";
+}
+
+void Agent::start_model_host() {
+  if (!options_.config.model_host.enabled) return;
+  ModelHostOptions options;
+  options.config = options_.config.model_host;
+  options.state_dir = options_.config.state_dir;
+  options.own_mount_namespace = is_pid1_;
+  options.stop_grace = options_.config.shutdown_grace;
+  options.env = child_env();
+  options.remove_env = {"GPUBOX_CONFIG"};
+  model_host_ = std::make_unique<ModelHost>(processes_, *loop_, std::move(options));
+  model_host_->start();
+}
+
 std::string Agent::kernel_connection_file() const {
   const KernelConfig& config = options_.config.kernel;
   return config.connection_file.empty() ? options_.config.state_dir + "/kernel.json" : config.connection_file;
@@ -113,7 +137,10 @@ void Agent::start_kernel() {
     options.on_model_report = log_model_report;
   }
   options.executor.setup_code.insert(options.executor.setup_code.end(), config.setup_code.begin(), config.setup_code.end());
-  options.executor.env = build_environment(kernel_env(), {"GPUBOX_CONFIG"});
+  auto env = kernel_env();
+  // The Python client in a cell connects here (gpubox.Client() with no endpoint) to reach model.* and the rest.
+  if (std::string endpoint = local_endpoint(); !endpoint.empty()) env.emplace_back("GPUBOX_ENDPOINT", endpoint);
+  options.executor.env = build_environment(env, {"GPUBOX_CONFIG"});
   options.connection_file = kernel_connection_file();
   options.preload = config.preload || !models.empty();  // models load with the agent, not at the first cell
   auto started = kernel::AgentKernel::start(std::move(options), make_table_launcher(processes_));
@@ -134,9 +161,14 @@ Status Agent::start_rpc() {
   hooks.components = [this] { return components(); };
   hooks.accepting_work = [this] { return accepting_work_.load(); };
   hooks.child_env = child_env();
+  hooks.model_host = [this] { return model_host_ ? model_host_->info() : nlohmann::json{{"state", "off"}}; };
 
   rpc::ServerOptions server;
   server.endpoints = rpc.endpoints;
+  if (std::string local = local_endpoint();
+      !local.empty() && std::find(server.endpoints.begin(), server.endpoints.end(), local) == server.endpoints.end()) {
+    server.endpoints.push_back(local);
+  }
   auto secret = read_secret_key(rpc);
   if (!secret) return secret.status();
   server.secret_key = *secret;
@@ -153,6 +185,7 @@ Status Agent::start_rpc() {
   add_lifecycle_methods(methods_, *watchdogs_);
   add_kernel_methods(methods_, [this] { return kernel_.get(); }, options_.config.kernel.execute_timeout);
   add_kernel_relay_method(methods_, [this] { return kernel_.get(); }, kernel_connection_file());
+  add_model_methods(methods_, model_host_.get());
   server.on_activity = [this] { watchdogs_->note_activity(); };
   auto started = rpc::Server::start(std::move(server), methods_);
   if (!started) return started.status();
@@ -298,6 +331,7 @@ int Agent::run() {
     return kExitNoStart;
   }
   start_kernel();
+  start_model_host();
   if (Status rpc = start_rpc(); !rpc) {
     std::fprintf(stderr, "gpubox-agent: cannot start RPC: %s\n", rpc.message().c_str());
     log::error("rpc could not start", {{"error", rpc.message()}});
@@ -321,6 +355,7 @@ int Agent::run() {
   signal_ready();
   loop_->run();
   server_.reset();  // answers calls still in flight before the process table goes
+  model_host_.reset();
   jobs_.reset();
 
   log::info("agent exiting", {{"exit_code", exit_code_}, {"killed_after_grace", killed_}});
@@ -427,12 +462,14 @@ void Agent::begin_shutdown(std::string_view end, std::string_view reason, jobs::
     kill_everything();
   });
   supervisor_->stop_all([] {});
+  if (model_host_) model_host_->begin_stop();
   // Before the TERM below reaches the executor, so that it is not restarted.
   if (kernel_) kernel_->begin_stop();
   if (main_pid_ > 0) processes_.signal_group(main_pid_, SIGTERM);
   // Processes started over RPC (proc.exec, proc.spawn) are neither main nor supervised.
   std::set<pid_t> supervised;
   for (const auto& child : supervisor_->list()) supervised.insert(child.pid);
+  if (model_host_) supervised.insert(model_host_->pid());
   for (pid_t pid : processes_.live_pids()) {
     if (pid != main_pid_ && !supervised.count(pid)) processes_.signal_group(pid, SIGTERM);
   }

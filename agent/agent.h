@@ -12,6 +12,7 @@
 #include "agent/event_loop.h"
 #include "agent/jobs/job_manager.h"
 #include "agent/lifecycle/watchdogs.h"
+#include "agent/model_host.h"
 #include "agent/process_table.h"
 #include "agent/supervisor.h"
 #include "kernel/agent_kernel.h"
@@ -53,6 +54,11 @@ class Agent {
   std::string kernel_connection_file() const;
   // child_env() plus a HOME of the kernel's own when HOME is unset or the work dir.
   std::vector<std::pair<std::string, std::string>> kernel_env() const;
+  // Starts gpubox-modeld when the config has a model_host section; a failure shows in sys.info, never fatal.
+  void start_model_host();
+  // The agent's own ipc:// endpoint for code in the sandbox (GPUBOX_ENDPOINT of the kernel);
+  // empty when RPC is off. One is added to rpc.endpoints when a model host needs it and none is configured.
+  std::string local_endpoint() const;
   Status start_rpc();
   nlohmann::json components();
   Status start_main_command();
@@ -85,6 +91,7 @@ class Agent {
   std::unique_ptr<jobs::JobManager> jobs_;  // outlives the server, whose handlers use it
   std::unique_ptr<kernel::AgentKernel> kernel_;  // likewise; set before the server starts, then constant
   std::string kernel_error_;
+  std::unique_ptr<ModelHost> model_host_;  // likewise; null without a model_host section
   rpc::MethodRegistry methods_;
   std::unique_ptr<rpc::Server> server_;  // destroyed before the loop and the process table
   std::atomic<bool> accepting_work_{true};

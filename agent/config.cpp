@@ -392,6 +392,54 @@ void parse_kernel(const json& value, KernelConfig* kernel) {
   reader.finish();
 }
 
+// Same conventions as kernel.models: unknown keys refused, names unique, paths absolute.
+HostedModel parse_hosted_model(const json& value, const std::string& path) {
+  ObjectReader reader(value, path);
+  HostedModel model;
+  if (!reader.find("name")) throw ConfigError{reader.child_path("name") + ": required (the model's name)"};
+  reader.string("name", &model.name);
+  if (model.name.empty() || model.name.size() > 256 || model.name.find('\0') != std::string::npos) {
+    fail(reader.child_path("name"), "1 to 256 characters without NUL", model.name);
+  }
+  if (!reader.find("path")) throw ConfigError{reader.child_path("path") + ": required (an absolute path to the model's directory)"};
+  reader.string("path", &model.path);
+  if (model.path.empty() || model.path[0] != '/' || model.path.find('\0') != std::string::npos) {
+    fail(reader.child_path("path"), "an absolute path", model.path);
+  }
+  static const std::regex kDevice("cpu|cuda(:[0-9]{1,3})?");
+  reader.string("device", &model.device);
+  if (!std::regex_match(model.device, kDevice)) fail(reader.child_path("device"), "\"cpu\", \"cuda\" or \"cuda:N\"", model.device);
+  // Default: bfloat16 on a GPU (half the memory, the usual serving dtype), float32 on the CPU.
+  model.dtype = model.device == "cpu" ? "float32" : "bfloat16";
+  reader.string("dtype", &model.dtype);
+  if (model.dtype != "float32" && model.dtype != "bfloat16" && model.dtype != "float16") {
+    fail(reader.child_path("dtype"), "\"float32\", \"bfloat16\" or \"float16\"", model.dtype);
+  }
+  reader.boolean("hidden", &model.hidden);
+  reader.finish();
+  return model;
+}
+
+void parse_model_host(const json& value, ModelHostConfig* host) {
+  ObjectReader reader(value, "model_host");
+  host->enabled = true;
+  reader.string("binary", &host->binary);
+  if (!host->binary.empty() && (host->binary[0] != '/' || host->binary.find('\0') != std::string::npos)) {
+    fail("model_host.binary", "an absolute path", host->binary);
+  }
+  if (const json* models = reader.find("models")) {
+    if (!models->is_array()) fail("model_host.models", "an array of model objects", *models);
+    std::set<std::string> names;
+    for (size_t i = 0; i < models->size(); ++i) {
+      std::string path = "model_host.models[" + std::to_string(i) + "]";
+      HostedModel model = parse_hosted_model((*models)[i], path);
+      if (!names.insert(model.name).second) fail(path + ".name", "a name no other model has", model.name);
+      host->models.push_back(std::move(model));
+    }
+  }
+  reader.finish();
+}
+
 Config parse_document(const json& document) {
   Config config;
   ObjectReader root(document, "");
@@ -419,6 +467,7 @@ Config parse_document(const json& document) {
   if (const json* lifecycle = root.find("lifecycle")) parse_lifecycle(*lifecycle, &config.lifecycle);
   if (const json* jobs = root.find("jobs")) parse_jobs(*jobs, &config.jobs);
   if (const json* kernel = root.find("kernel")) parse_kernel(*kernel, &config.kernel);
+  if (const json* model_host = root.find("model_host")) parse_model_host(*model_host, &config.model_host);
 
   root.string_map("env", &config.env);
   check_env_names(config.env, "env");
@@ -550,6 +599,15 @@ std::string config_to_json(const Config& config) {
     if (!model.dtype.empty()) m["dtype"] = model.dtype;
     if (model.is_peft) m["is_peft"] = true, m["base_model"] = model.base_model;
     document["kernel"]["models"].push_back(std::move(m));
+  }
+  if (config.model_host.enabled) {
+    json host = {{"models", json::array()}};
+    if (!config.model_host.binary.empty()) host["binary"] = config.model_host.binary;
+    for (const auto& model : config.model_host.models) {
+      host["models"].push_back({{"name", model.name}, {"path", model.path}, {"dtype", model.dtype},
+                                {"device", model.device}, {"hidden", model.hidden}});
+    }
+    document["model_host"] = std::move(host);
   }
   return document.dump(2);
 }

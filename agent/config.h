@@ -83,6 +83,23 @@ struct KernelConfig {
   std::string connection_file;                  // empty: STATE_DIR/kernel.json (mode 0600)
 };
 
+// One model the native model host (gpubox-modeld) loads at each of its starts.
+struct HostedModel {
+  std::string name;              // unique; how model.* calls and sys.info name it
+  std::string path;              // absolute: the Hugging Face directory
+  std::string dtype;             // "float32", "bfloat16" or "float16"; default by device
+  std::string device = "cpu";    // "cpu", "cuda" or "cuda:N"
+  bool hidden = false;           // the path never shows in sys.info, logs or model.* errors
+};
+
+// The native model host (docs/config.md "model_host"): started only when the
+// config has this section.
+struct ModelHostConfig {
+  bool enabled = false;          // the section is present
+  std::string binary;            // absolute; empty: gpubox-modeld beside the agent's executable
+  std::vector<HostedModel> models;
+};
+
 struct Config {
   std::string state_dir = "/run/gpubox";
   log::Level log_level = log::Level::info;
@@ -96,6 +113,7 @@ struct Config {
   LifecycleConfig lifecycle;
   JobsConfig jobs;
   KernelConfig kernel;
+  ModelHostConfig model_host;
 };
 
 // Parses and validates a whole config document. Errors name the key path and

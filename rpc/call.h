@@ -107,12 +107,18 @@ class CallContext {
   Result<std::optional<Incoming>> receive_data(std::chrono::milliseconds timeout);
   int data_fd() const { return state_->data_fd(); }
 
+  // Frames sent after the RESULT's body when the handler succeeds (a
+  // forwarded reply's tensors); moved, never copied.
+  void set_result_attachments(std::vector<zmq::message_t> attachments) { result_attachments_ = std::move(attachments); }
+  std::vector<zmq::message_t> take_result_attachments() { return std::move(result_attachments_); }
+
  private:
   std::shared_ptr<CallState> state_;
   nlohmann::json params_;
   std::vector<zmq::message_t> attachments_;
   std::string peer_;
   Send send_;
+  std::vector<zmq::message_t> result_attachments_;
 };
 
 }  // namespace gpubox::rpc

@@ -18,14 +18,27 @@ void MethodRegistry::add(std::string name, Handler handler, Dispatch dispatch) {
   methods_[std::move(name)] = Method{std::move(handler), dispatch};
 }
 
+void MethodRegistry::add_prefix(std::string prefix, Handler handler) {
+  prefixes_[std::move(prefix)] = Method{std::move(handler), Dispatch::worker};
+}
+
 const MethodRegistry::Method* MethodRegistry::find(const std::string& name) const {
-  auto it = methods_.find(name);
-  return it == methods_.end() ? nullptr : &it->second;
+  if (auto it = methods_.find(name); it != methods_.end()) return &it->second;
+  const Method* best = nullptr;
+  std::size_t best_length = 0;
+  for (const auto& [prefix, method] : prefixes_) {
+    if (prefix.size() >= best_length && name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0) {
+      best = &method;
+      best_length = prefix.size();
+    }
+  }
+  return best;
 }
 
 std::vector<std::string> MethodRegistry::names() const {
   std::vector<std::string> names;
   for (const auto& [name, method] : methods_) names.push_back(name);
+  for (const auto& [prefix, method] : prefixes_) names.push_back(prefix + "*");
   return names;
 }
 
@@ -86,13 +99,14 @@ Result<nlohmann::json> run_handler(const Handler& handler, CallContext& call) {
   }
 }
 
-// The RESULT or ERROR that ends a call.
-Outgoing finish_message(std::uint64_t id, const Result<nlohmann::json>& result) {
+// The RESULT (with the handler's result attachments) or ERROR that ends a call.
+Outgoing finish_message(std::uint64_t id, const Result<nlohmann::json>& result, CallContext& call) {
   if (!result) return error_message(id, result.status());
   Outgoing out;
   out.header.id = id;
   out.header.kind = Kind::result;
   out.body = encode_body(result.value().is_null() ? nlohmann::json::object() : result.value());
+  out.attachments = call.take_result_attachments();
   return out;
 }
 
@@ -391,7 +405,7 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
     // Runs to completion right here: nothing to register, no deadline to watch.
     auto state = std::make_shared<CallState>(header.id, header.method, std::nullopt, kDefaultWindow);
     CallContext call(state, std::move(body), std::move(attachments), peer, [](Outgoing&&) {});
-    Outgoing out = finish_message(header.id, run_handler(method->handler, call));
+    Outgoing out = finish_message(header.id, run_handler(method->handler, call), call);
     send_now(socket, routing_id, out);
     return;
   }
@@ -414,7 +428,7 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
   auto run = [this, socket, routing_id, call_context, state, handler = &method->handler] {
     Result<nlohmann::json> result = run_handler(*handler, *call_context);
     if (!state->finish()) return;  // already answered: cancelled, deadline, shutdown
-    enqueue(Queued{socket, routing_id, finish_message(state->id, result), state, /*final=*/true});
+    enqueue(Queued{socket, routing_id, finish_message(state->id, result, *call_context), state, /*final=*/true});
   };
   pool.submit(std::move(run));
 }

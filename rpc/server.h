@@ -21,7 +21,8 @@ namespace gpubox::rpc {
 
 using Handler = std::function<Result<nlohmann::json>(CallContext&)>;
 
-// Method names → handlers. Filled before the server starts; read-only after.
+// Method names → handlers, plus prefix routes (every method under "model."
+// goes to one forwarder). Filled before the server starts; read-only after.
 class MethodRegistry {
  public:
   // io_thread: for quick methods that never block and never stream (sys.ping).
@@ -31,11 +32,17 @@ class MethodRegistry {
     Dispatch dispatch = Dispatch::worker;
   };
   void add(std::string name, Handler handler, Dispatch dispatch = Dispatch::worker);
+  // Serves every method whose name starts with prefix (e.g. "model.") and
+  // has no handler of its own; the longest matching prefix wins. Worker dispatch.
+  void add_prefix(std::string prefix, Handler handler);
+  // The exact name's handler, else the longest matching prefix's, else null.
   const Method* find(const std::string& name) const;
+  // Exact names, then each prefix as "PREFIX*".
   std::vector<std::string> names() const;
 
  private:
   std::map<std::string, Method, std::less<>> methods_;
+  std::map<std::string, Method, std::less<>> prefixes_;
 };
 
 struct ServerOptions {

@@ -11,6 +11,7 @@
 
 namespace gpubox {
 
+class ModelHost;
 class Watchdogs;
 namespace jobs {
 class JobManager;
@@ -30,6 +31,8 @@ struct AgentHooks {
   std::function<bool()> accepting_work;
   // Environment overrides applied to every process the agent starts (config env and secrets).
   std::vector<std::pair<std::string, std::string>> child_env;
+  // sys.info's model_host: {"state": "off"} without a model_host section.
+  std::function<nlohmann::json()> model_host;
 };
 
 // sys.ping, sys.info, sys.shutdown.
@@ -48,6 +51,9 @@ void add_kernel_methods(rpc::MethodRegistry& methods, std::function<kernel::Agen
 // (gpubox attach); the kernel's HMAC key is read from connection_file.
 void add_kernel_relay_method(rpc::MethodRegistry& methods, std::function<kernel::AgentKernel*()> get_kernel,
                              std::string connection_file);
+// Every model.* and gpu.* method: forwarded to gpubox-modeld (model_forwarder.cpp).
+// host is null when the config has no model_host section; it must outlive the server.
+void add_model_methods(rpc::MethodRegistry& methods, const ModelHost* host);
 // sys.heartbeat (the owner lease).
 void add_lifecycle_methods(rpc::MethodRegistry& methods, Watchdogs& watchdogs);
 

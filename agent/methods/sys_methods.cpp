@@ -34,6 +34,7 @@ void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, cons
           {"max_in_flight", limits.max_in_flight},
           {"max_attachments", limits.max_attachments}}},
         {"components", hooks.components()},
+        {"model_host", hooks.model_host ? hooks.model_host() : nlohmann::json{{"state", "off"}}},
     };
   });
 

@@ -60,6 +60,24 @@ std::vector<Case> cases() {
     all.push_back({"GPUBOX_CONFIG with an unknown key", std::nullopt, {}, {"GPUBOX_CONFIG=" + doc.dump()},
                    {"GPUBOX_CONFIG", "bogus"}});
   }
+  {
+    auto model = [](const std::string& name, const std::string& path) {
+      return nlohmann::json{{"name", name}, {"path", path}};
+    };
+    auto doc = valid;
+    doc["model_host"] = {{"models", {model("m", "/m")}}, {"binray", "/x"}};
+    all.push_back({"model_host: unknown key", doc, {}, {}, {"model_host.binray", "unknown key"}});
+    doc = valid;
+    doc["model_host"] = {{"models", {model("m", "/m")}}};
+    doc["model_host"]["models"][0]["dtype"] = "int8";
+    all.push_back({"model_host: bad dtype", doc, {}, {}, {"model_host.models[0].dtype", "\"int8\""}});
+    doc = valid;
+    doc["model_host"] = {{"models", {model("m", "/a"), model("m", "/b")}}};
+    all.push_back({"model_host: duplicate name", doc, {}, {}, {"model_host.models[1].name", "no other model"}});
+    doc = valid;
+    doc["model_host"] = {{"models", {model("m", "models/m")}}};
+    all.push_back({"model_host: relative path", doc, {}, {}, {"model_host.models[0].path", "absolute"}});
+  }
   all.push_back({"unknown flag", valid, {"--frobnicate"}, {}, {"--frobnicate"}});
   all.push_back({"flag without its value", valid, {"--grace-seconds"}, {}, {"--grace-seconds"}});
   all.push_back({"bad flag value", valid, {"--grace-seconds", "soon"}, {}, {"shutdown.grace_seconds", "soon"}});

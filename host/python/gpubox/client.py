@@ -214,12 +214,20 @@ class Client:
     when nothing answers in time or the handshake fails, `permission_denied`
     when the agent refuses this client's key. Bad arguments raise ValueError.
 
+    Without `endpoint`, the environment's GPUBOX_ENDPOINT is used: the agent
+    sets it in its kernel's executor (the agent's own ipc:// socket), so
+    `gpubox.Client()` in a cell reaches the sandbox's agent and its model host.
+
     Not thread-safe: use a Client (and its Streams) from one thread.
     """
 
-    def __init__(self, endpoint: str, server_public_key: Optional[Key] = None,
+    def __init__(self, endpoint: Optional[str] = None, server_public_key: Optional[Key] = None,
                  client_secret_key: Optional[Key] = None, client_public_key: Optional[Key] = None,
                  connect_timeout: Optional[float] = 10.0):
+        if endpoint is None:
+            endpoint = os.environ.get("GPUBOX_ENDPOINT", "")
+            if not endpoint:
+                raise ValueError("no endpoint given and GPUBOX_ENDPOINT is not set (it is inside a sandbox's kernel)")
         self.endpoint = endpoint
         self.public_key: Optional[str] = None  # this client's CURVE public key (tcp only)
         tcp = endpoint.startswith("tcp://")

@@ -1,0 +1,105 @@
+// model_host (agent/config.h) parsed strictly with kernel.models' conventions,
+// and prefix routes of rpc::MethodRegistry, which the model.* forwarder uses.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agent/config.h"
+#include "rpc/server.h"
+
+namespace gpubox {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(const std::string& model_host) {
+  auto config = parse_config(R"({"model_host": )" + model_host + "}");
+  if (config.is_ok()) {
+    ADD_FAILURE() << "accepted: " << model_host;
+    return {};
+  }
+  EXPECT_EQ(config.status().code(), ErrorCode::invalid_request);
+  return config.status().message();
+}
+
+TEST(ModelHostConfig, AbsentMeansOff) {
+  auto config = parse_config("{}");
+  ASSERT_TRUE(config.is_ok());
+  EXPECT_FALSE(config->model_host.enabled);
+}
+
+TEST(ModelHostConfig, FieldsAndDefaults) {
+  auto config = parse_config(R"({"model_host": {"binary": "/opt/modeld", "models": [
+      {"name": "a", "path": "/models/a"},
+      {"name": "b", "path": "/models/b", "device": "cuda:1"},
+      {"name": "c", "path": "/models/c", "device": "cuda", "dtype": "float16", "hidden": true}]}})");
+  ASSERT_TRUE(config.is_ok()) << config.status().message();
+  const ModelHostConfig& host = config->model_host;
+  EXPECT_TRUE(host.enabled);
+  EXPECT_EQ(host.binary, "/opt/modeld");
+  ASSERT_EQ(host.models.size(), 3u);
+  EXPECT_EQ(host.models[0].device, "cpu");
+  EXPECT_EQ(host.models[0].dtype, "float32");
+  EXPECT_EQ(host.models[1].dtype, "bfloat16");
+  EXPECT_EQ(host.models[2].dtype, "float16");
+  EXPECT_TRUE(host.models[2].hidden);
+  EXPECT_THAT(config_to_json(*config), HasSubstr("\"model_host\""));
+}
+
+TEST(ModelHostConfig, EmptySectionIsAHostWithoutModels) {
+  auto config = parse_config(R"({"model_host": {}})");
+  ASSERT_TRUE(config.is_ok());
+  EXPECT_TRUE(config->model_host.enabled);
+  EXPECT_TRUE(config->model_host.models.empty());
+}
+
+TEST(ModelHostConfig, ErrorsNameTheField) {
+  EXPECT_THAT(error_of(R"({"modles": []})"), HasSubstr("model_host.modles: unknown key"));
+  EXPECT_THAT(error_of(R"([])"), HasSubstr("model_host: expected an object"));
+  EXPECT_THAT(error_of(R"({"binary": "modeld"})"), HasSubstr("model_host.binary: expected an absolute path"));
+  EXPECT_THAT(error_of(R"({"models": {}})"), HasSubstr("model_host.models: expected an array"));
+  EXPECT_THAT(error_of(R"({"models": [{"path": "/m"}]})"), HasSubstr("model_host.models[0].name: required"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m"}]})"), HasSubstr("model_host.models[0].path: required"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "m"}]})"),
+              HasSubstr("model_host.models[0].path: expected an absolute path"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "dtype": "float64"}]})"),
+              HasSubstr("model_host.models[0].dtype: expected \"float32\", \"bfloat16\" or \"float16\""));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "device": "gpu"}]})"),
+              HasSubstr("model_host.models[0].device: expected"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "hidden": 1}]})"),
+              HasSubstr("model_host.models[0].hidden: expected true or false"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "loader": "transformers"}]})"),
+              HasSubstr("model_host.models[0].loader: unknown key"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/a"}, {"name": "m", "path": "/b"}]})"),
+              HasSubstr("model_host.models[1].name: expected a name no other model has"));
+}
+
+rpc::Handler answering(std::string text) {
+  return [text](rpc::CallContext&) -> Result<nlohmann::json> { return nlohmann::json(text); };
+}
+
+TEST(MethodRegistryPrefix, ExactNamesFirstThenTheLongestPrefix) {
+  rpc::MethodRegistry methods;
+  methods.add("model.special", answering("exact"));
+  methods.add_prefix("model.", answering("model"));
+  methods.add_prefix("model.x.", answering("model.x"));
+  methods.add_prefix("gpu.", answering("gpu"));
+  auto run = [&](const std::string& name) -> std::string {
+    const auto* method = methods.find(name);
+    if (!method) return "none";
+    auto state = std::make_shared<rpc::CallState>(1, name, std::nullopt, 16);
+    rpc::CallContext call(state, nlohmann::json::object(), {}, "local", [](rpc::Outgoing&&) {});
+    return method->handler(call)->get<std::string>();
+  };
+  EXPECT_EQ(run("model.special"), "exact");
+  EXPECT_EQ(run("model.generate"), "model");
+  EXPECT_EQ(run("model.x.y"), "model.x");
+  EXPECT_EQ(run("gpu.info"), "gpu");
+  EXPECT_EQ(run("model."), "none");  // a prefix alone is no method
+  EXPECT_EQ(run("models.list"), "none");
+  EXPECT_EQ(run("sys.ping"), "none");
+  auto names = methods.names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "model.*"), names.end());
+}
+
+}  // namespace
+}  // namespace gpubox
