@@ -1,0 +1,62 @@
+"""A gpubox-modeld process for a test: started on a private ipc socket with a
+modeld.json, reached through the Python client, ended by pid."""
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+
+from gpubox.client import Client
+
+MODELD = os.environ.get("GPUBOX_MODELD", "")
+
+
+class Modeld:
+    def __init__(self, models, directory=None):
+        self.dir = directory or tempfile.mkdtemp(prefix="modeld-test-")
+        os.makedirs(self.dir, exist_ok=True)
+        config = os.path.join(self.dir, "modeld.json")
+        with open(config, "w") as f:
+            json.dump({"models": models}, f)
+        self.socket = os.path.join(self.dir, "modeld.sock")
+        self.log = open(os.path.join(self.dir, "modeld.log"), "w+")
+        self.process = subprocess.Popen([MODELD, "--endpoint", "ipc://" + self.socket, "--config", config],
+                                        stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(self.socket):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("modeld did not start: " + self.log_text())
+            time.sleep(0.02)
+        self.client = Client("ipc://" + self.socket)
+
+    def log_text(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def wait_settled(self, timeout=120):
+        """Waits until no model is loading; returns modeld.status."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.client.call("modeld.status")
+            if all(m["state"] != "loading" for m in status["models"]):
+                return status
+            if time.monotonic() > deadline:
+                raise AssertionError("models still loading: %r" % status)
+            time.sleep(0.05)
+
+    def logits(self, model, ids, **params):
+        """model.forward's logits as a float32 numpy array [batch, tokens, vocab]."""
+        result = self.client.call("model.forward", model=model, ids=ids, **params)
+        (item,) = result["outputs"]
+        assert item["name"] == "logits" and item["dtype"] == "float32", item
+        return np.frombuffer(item["attachments"][0], dtype=np.float32).reshape(item["shape"]), result
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+        self.client.close()
+        self.log.close()
