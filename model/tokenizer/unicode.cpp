@@ -50,10 +50,10 @@ std::vector<TaggedCodePoint> nfc_tagged(const std::vector<char32_t>& input) {
     utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(input[i]), buffer, 32,
                                                  UTF8PROC_DECOMPOSE, &boundclass);
     if (n <= 0 || n > 32) {
-      seq.push_back({input[i], i});
+      seq.push_back({input[i], 0});
       continue;
     }
-    for (utf8proc_ssize_t k = 0; k < n; ++k) seq.push_back({static_cast<char32_t>(buffer[k]), i});
+    for (utf8proc_ssize_t k = 0; k < n; ++k) seq.push_back({static_cast<char32_t>(buffer[k]), k == 0 ? 0 : 1});
   }
   // Canonical ordering: a stable sort of each run of non-starters by class.
   for (std::size_t i = 0; i < seq.size();) {
@@ -82,6 +82,7 @@ std::vector<TaggedCodePoint> nfc_tagged(const std::vector<char32_t>& input) {
         char32_t composite = compose_pair(out[static_cast<std::size_t>(starter)].cp, c.cp);
         if (composite != 0) {
           out[static_cast<std::size_t>(starter)].cp = composite;
+          out[static_cast<std::size_t>(starter)].change += c.change - 1;
           continue;
         }
       }

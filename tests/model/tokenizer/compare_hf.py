@@ -74,13 +74,25 @@ def hf_rows(tok, lines):
 
 def char_offsets(line, offsets):
     """Byte offsets into the UTF-8 of `line` as the character offsets Python's tokenizers reports."""
+    # As the Python binding converts: every byte maps to its character's index;
+    # an end past the last byte maps to one after the character before it.
     byte_to_char = {}
     pos = 0
     for i, ch in enumerate(line):
-        byte_to_char[pos] = i
-        pos += len(ch.encode("utf-8"))
-    byte_to_char[pos] = len(line)
-    return [[byte_to_char.get(b, ("mid-char", b)), byte_to_char.get(e, ("mid-char", e))] for b, e in offsets]
+        for _ in range(len(ch.encode("utf-8"))):
+            byte_to_char[pos] = i
+            pos += 1
+    out = []
+    for b, e in offsets:
+        if b in byte_to_char and e in byte_to_char:
+            out.append([byte_to_char[b], byte_to_char[e]])
+        elif b in byte_to_char:
+            out.append([byte_to_char[b], byte_to_char.get(e - 1, byte_to_char[b]) + 1])
+        elif b == pos and e == pos:
+            out.append([len(line), len(line)])
+        else:
+            out.append([b, e])
+    return out
 
 
 def compare(label, path, tok, tool, lines):
