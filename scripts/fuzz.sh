@@ -10,7 +10,7 @@ seconds="${1:-30}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames)
+  targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames fuzz_tokenizer_json)
 fi
 
 cmake --preset fuzz >/dev/null
@@ -28,6 +28,7 @@ for target in "${targets[@]}"; do
     fuzz_dispatch) max_len=16384 ;;
     fuzz_extract) max_len=262144 ;;
     fuzz_executor_frames) max_len=60000 ;;
+    fuzz_tokenizer_json) max_len=16384 ;;
   esac
   echo "== $target: ${seconds}s"
   if ! build/fuzz/bin/"$target" -max_total_time="$seconds" -max_len="$max_len" -timeout=30 -rss_limit_mb=4096 \

@@ -35,7 +35,7 @@ json byte_level_spec() {
       {"model",
        {{"type", "BPE"},
         {"vocab", {{"a", 0}, {"b", 1}, {"c", 2}, {"\xC4\xA0", 3}, {"ab", 4}, {"bc", 5}, {"abc", 6}, {"\xC4\xA0" "a", 7}}},
-        {"merges", json::array({"b c", json::array({"a", "b"}), "ab c", "\xC4\xA0 a"})}}}};
+        {"merges", json::array({"b c", "a b", "ab c", "\xC4\xA0 a"})}}}};
 }
 
 std::unique_ptr<Tokenizer> load(const json& spec) {
@@ -74,6 +74,17 @@ TEST(Bpe, AppliesMergesByRank) {
   EXPECT_EQ(t->encode("abc", false).ids, (std::vector<std::int32_t>{0, 5}));
   EXPECT_EQ(t->encode("ab", false).ids, (std::vector<std::int32_t>{4}));
   EXPECT_EQ(t->encode(" a", false).ids, (std::vector<std::int32_t>{7}));
+}
+
+TEST(Bpe, MergesMayBePairs) {
+  json spec = byte_level_spec();
+  for (auto& m : spec["model"]["merges"]) {
+    std::string s = m.get<std::string>();
+    m = json::array({s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1)});
+  }
+  auto t = load(spec);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->encode("abc", false).ids, (std::vector<std::int32_t>{0, 5}));
 }
 
 TEST(Bpe, IgnoreMergesTakesWholeWordsFromTheVocab) {
@@ -180,6 +191,9 @@ TEST(LoadErrors, NameTheFileAndTheJsonPath) {
   json spec = byte_level_spec();
   spec["model"]["merges"][1] = 5;
   EXPECT_EQ(load_error(spec), "tokenizer.json: model.merges[1]: expected \"a b\" or [\"a\",\"b\"]");
+  spec = byte_level_spec();
+  spec["model"]["merges"][2] = json::array({"ab", "c"});
+  EXPECT_EQ(load_error(spec), "tokenizer.json: model.merges[2]: expected \"a b\" like model.merges[0]");
   spec = byte_level_spec();
   spec["model"]["merges"][0] = "b zz";
   EXPECT_EQ(load_error(spec), "tokenizer.json: model.merges[0]: token \"zz\" is not in the vocab");
