@@ -30,11 +30,17 @@ bool is_unicode_whitespace(char32_t cp) {
   }
 }
 
-bool is_unicode_alphanumeric(char32_t cp) {
+bool is_unicode_word_char(char32_t cp) {
+  if (cp == 0x200C || cp == 0x200D) return true;
+  // Circled and squared letters: symbols with the Alphabetic property.
+  if ((cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) ||
+      (cp >= 0x1F170 && cp <= 0x1F189))
+    return true;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
       return true;
     default:
       return false;
