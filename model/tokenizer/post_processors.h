@@ -24,6 +24,7 @@ struct TokenRecord {
   const std::string& text() const { return token ? *token : own; }
 };
 
+// Adjusts a whole encoding: special tokens around it, offset trimming.
 class PostProcessor {
  public:
   virtual ~PostProcessor() = default;

@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "model/tokenizer/added_vocabulary.h"
 #include "model/tokenizer/byte_level.h"
+#include "model/tokenizer/normalized_text.h"
+#include "model/tokenizer/regex.h"
 #include "model/tokenizer/utf8.h"
 
 namespace gpubox::tokenizer {
@@ -65,6 +68,52 @@ TEST(Utf8, LossyReplacesMaximalSubparts) {
   EXPECT_EQ(utf8_lossy("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");       // overlong: one per byte
   EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), std::string(3 * 3, ' ').replace(0, 9, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"));
   EXPECT_EQ(utf8_lossy("ok\xE2\x82\xAC"), "ok\xE2\x82\xAC");
+}
+
+NormalizedText nfc_of(const std::string& s) {
+  NormalizedText t = NormalizedText::from_original(s, 0, s.size(), nullptr);
+  t.nfc();
+  return t;
+}
+
+TEST(Nfc, AlignsLikeHuggingFace) {
+  NormalizedText t = nfc_of("xe\xCC\x81y");  // e + combining acute
+  EXPECT_EQ(t.text, "x\xC3\xA9y");
+  EXPECT_EQ(t.original_span(1, 3), (Span{1, 2}));  // the composed character aligns with its starter only
+  EXPECT_EQ(t.original_span(3, 4), (Span{4, 5}));
+  t = nfc_of("a\xCC\xA3\xCC\x87");  // a + dot below + dot above
+  EXPECT_EQ(t.text, "\xE1\xBA\xA1\xCC\x87");
+  EXPECT_EQ(t.original_span(3, 5), (Span{3, 5}));  // the dot above keeps its own place
+  t = nfc_of("\xE0\xA5\x98");  // U+0958 decomposes; both parts align with it
+  EXPECT_EQ(t.text, "\xE0\xA4\x95\xE0\xA4\xBC");
+  EXPECT_EQ(t.original_span(3, 6), (Span{0, 3}));
+}
+
+TEST(Regex, WhitespaceIsOnigurumasWhiteSpace) {
+  std::string error;
+  auto re = Regex::compile("\\s+", &error);
+  ASSERT_TRUE(re) << error;
+  auto m = re->find_all("a\xC2\x85" "b");  // U+0085 NEXT LINE
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0], (std::pair<std::size_t, std::size_t>{1, 3}));
+  EXPECT_EQ(translate_oniguruma("[^\\s\\p{L}]"), "[^\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\p{L}]");
+  EXPECT_FALSE(Regex::compile("(", &error));
+  EXPECT_NE(error.find("does not compile"), std::string::npos);
+}
+
+TEST(AddedVocabulary, LeftmostLongestMatch) {
+  std::vector<AddedToken> tokens(2);
+  tokens[0].content = "<a>";
+  tokens[0].id = 1;
+  tokens[1].content = "<a><b>";
+  tokens[1].id = 2;
+  AddedVocabulary added(tokens, {"<a>", "<a><b>"});
+  auto splits = added.split("x<a><b><a>", false);
+  ASSERT_EQ(splits.size(), 3u);
+  EXPECT_FALSE(splits[0].id.has_value());
+  EXPECT_EQ(splits[1].id, 2);
+  EXPECT_EQ(splits[2].id, 1);
+  EXPECT_EQ(splits[2].begin, 7u);
 }
 
 TEST(Bpe, AppliesMergesByRank) {
