@@ -61,6 +61,9 @@ def variants(name, spec):
                                "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000], "tokens": ["<|begin_of_text|>"]}}}
         v["model"]["ignore_merges"] = False
         yield "llama3-string-split-bos-no-ignore-merges", v
+        v = copy.deepcopy(spec)
+        v["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\h+|\\w+|[^\\w\\s]+|\\s+(?!\\S)|\\s+"
+        yield "llama3-oniguruma-escapes", v
     if name == "llama2":
         v = copy.deepcopy(spec)
         v["normalizer"]["normalizers"][1] = {"type": "Replace", "pattern": {"Regex": " +"}, "content": "\u2581"}

@@ -97,6 +97,12 @@ TEST(Regex, WhitespaceIsOnigurumasWhiteSpace) {
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0], (std::pair<std::size_t, std::size_t>{1, 3}));
   EXPECT_EQ(translate_oniguruma("[^\\s\\p{L}]"), "[^\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\p{L}]");
+  auto word = Regex::compile("\\w+", &error);
+  ASSERT_TRUE(word) << error;
+  EXPECT_EQ(word->find_all("e\xCC\x81\xC2\xBD\xE2\x91\xA0").at(0), (std::pair<std::size_t, std::size_t>{0, 5}));  // not the circled 1
+  auto hex = Regex::compile("\\h+", &error);
+  ASSERT_TRUE(hex) << error;
+  EXPECT_EQ(hex->find_all(" 0aF ").at(0), (std::pair<std::size_t, std::size_t>{1, 4}));
   EXPECT_FALSE(Regex::compile("(", &error));
   EXPECT_NE(error.find("does not compile"), std::string::npos);
 }
