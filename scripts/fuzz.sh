@@ -10,7 +10,8 @@ seconds="${1:-30}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames fuzz_safetensors)
+  targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames
+    fuzz_safetensors fuzz_tokenizer_json fuzz_model_config)
 fi
 
 cmake --preset fuzz >/dev/null
@@ -29,6 +30,8 @@ for target in "${targets[@]}"; do
     fuzz_extract) max_len=262144 ;;
     fuzz_executor_frames) max_len=60000 ;;
     fuzz_safetensors) max_len=8192 ;;
+    fuzz_tokenizer_json) max_len=16384 ;;
+    fuzz_model_config) max_len=8192 ;;
   esac
   # A libFuzzer dictionary of the format's keywords, where the target has one.
   dict=()

@@ -14,8 +14,11 @@ packages=(
   libarchive-dev libzstd-dev zstd tar liblz4-dev libacl1-dev libbz2-dev liblzma-dev zlib1g-dev nettle-dev
   python3 python3-zmq python3-msgpack python3-jupyter-client python3-nbclient
   python3-ipykernel python3-jupyter-kernel-test python3-matplotlib jupyter-console python3-comm
-  python3-torch python3-venv libpcre2-dev
+  python3-torch python3-venv libpcre2-dev libutf8proc-dev
 )
+# Node.js and npm for scripts/setup_npm.sh, from Debian only where no npm is
+# installed (NodeSource's nodejs bundles npm and conflicts with Debian's npm).
+if ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

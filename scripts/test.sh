@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/setup_python.sh
+scripts/setup_npm.sh
 scripts/setup_images.sh
 scripts/build.sh default
 ctest --preset default

@@ -15,7 +15,7 @@ char32_t last_char(const std::string& s, std::size_t end) {
   while (b > 0 && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
   return utf8_decode(s, b, end - b);
 }
-bool is_word_char(char32_t c) { return c == '_' || is_unicode_alphanumeric(c); }
+bool is_word_char(char32_t c) { return is_unicode_word_char(c); }
 
 }  // namespace
 

@@ -67,10 +67,17 @@ Bpe::Bpe(const JsonNode& model) {
   merges_.reserve(merges.size());
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
     auto [a, b] = parse_merge(merges[rank]);
+    // Like Hugging Face, one file uses one form throughout.
+    if (merges[rank].is_string() != merges[0].is_string())
+      merges[rank].fail(merges[0].is_string() ? "expected \"a b\" like model.merges[0]" : "expected [\"a\",\"b\"] like model.merges[0]");
     auto ia = vocab_.find(a), ib = vocab_.find(b);
     if (ia == vocab_.end()) merges[rank].fail("token \"" + a + "\" is not in the vocab");
     if (ib == vocab_.end()) merges[rank].fail("token \"" + b + "\" is not in the vocab");
-    std::string joined = a + (has_prefix_ && b.compare(0, prefix_.size(), prefix_) == 0 ? b.substr(prefix_.size()) : b);
+    // Hugging Face cuts the prefix's length off b whether or not b starts with it.
+    if (has_prefix_ && (b.size() < prefix_.size() ||
+                        (b.size() > prefix_.size() && (static_cast<unsigned char>(b[prefix_.size()]) & 0xC0) == 0x80)))
+      merges[rank].fail("token \"" + b + "\" cannot lose the continuing_subword_prefix");
+    std::string joined = a + (has_prefix_ ? b.substr(prefix_.size()) : b);
     auto inew = vocab_.find(joined);
     if (inew == vocab_.end()) merges[rank].fail("merged token \"" + joined + "\" is not in the vocab");
     merges_[pair_key(ia->second, ib->second)] = Merge{static_cast<std::int32_t>(rank), inew->second};

@@ -10,6 +10,7 @@
 
 namespace gpubox::tokenizer {
 
+// One step of turning token strings back into text.
 class Decoder {
  public:
   virtual ~Decoder() = default;

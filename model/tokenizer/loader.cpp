@@ -85,6 +85,7 @@ std::unique_ptr<TokenizerParts> load_parts(std::string_view json_text) {
 }
 
 std::vector<TokenRecord> encode_records(const TokenizerParts& parts, std::string_view input) {
+  std::vector<TokenRecord> records;
   std::vector<Span> origin;
   std::string text;
   const std::vector<Span>* origin_ptr = nullptr;
@@ -94,22 +95,31 @@ std::vector<TokenRecord> encode_records(const TokenizerParts& parts, std::string
     text = utf8_lossy(input, &origin);
     origin_ptr = &origin;
   }
+  // An added token's record carries the text it matched (with what lstrip and rstrip took).
+  auto added_record = [&](std::int32_t id, Span offsets, std::string_view matched) {
+    TokenRecord r{id, offsets, parts.added->id_to_token(id), {}};
+    if (!r.token || *r.token != matched) {
+      r.token = nullptr;
+      r.own.assign(matched);
+    }
+    records.push_back(std::move(r));
+  };
   auto original = [&](std::size_t b, std::size_t e) -> Span {
     if (!origin_ptr) return {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(e)};
     return {origin[b].first, origin[e - 1].second};
   };
-  std::vector<TokenRecord> records;
   std::vector<ModelToken> model_tokens;
   for (const AddedSplit& raw : parts.added->split(text, false)) {
     if (raw.id) {
-      records.push_back({*raw.id, original(raw.begin, raw.end), parts.added->id_to_token(*raw.id)});
+      added_record(*raw.id, original(raw.begin, raw.end), std::string_view(text).substr(raw.begin, raw.end - raw.begin));
       continue;
     }
     NormalizedText normalized = NormalizedText::from_original(text, raw.begin, raw.end, origin_ptr);
     if (parts.normalizer) parts.normalizer->normalize(normalized);
     for (const AddedSplit& split : parts.added->split(normalized.text, true)) {
       if (split.id) {
-        records.push_back({*split.id, normalized.original_span(split.begin, split.end), parts.added->id_to_token(*split.id)});
+        added_record(*split.id, normalized.original_span(split.begin, split.end),
+                     std::string_view(normalized.text).substr(split.begin, split.end - split.begin));
         continue;
       }
       std::vector<NormalizedText> pieces;
@@ -119,7 +129,7 @@ std::vector<TokenRecord> encode_records(const TokenizerParts& parts, std::string
         model_tokens.clear();
         parts.model->tokenize(piece.text, model_tokens);
         for (const ModelToken& m : model_tokens)
-          records.push_back({m.id, piece.original_span(m.begin, m.end), parts.model->id_to_token(m.id)});
+          records.push_back({m.id, piece.original_span(m.begin, m.end), parts.model->id_to_token(m.id), {}});
       }
     }
   }

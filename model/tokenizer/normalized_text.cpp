@@ -87,10 +87,18 @@ void NormalizedText::nfc() {
   std::vector<TaggedCodePoint> composed = nfc_tagged(cps);
   std::string out;
   std::vector<Span> out_align;
+  std::size_t cursor = 0;  // the next input character
   for (const TaggedCodePoint& c : composed) {
+    Span s{0, 0};
+    if (c.change > 0) {
+      if (cursor > 0) s = align[starts[cursor - 1]];
+    } else {
+      if (cursor < starts.size()) s = align[starts[cursor]];
+      cursor += 1 + static_cast<std::size_t>(-c.change);
+    }
     std::size_t from = out.size();
     utf8_append(out, c.cp);
-    out_align.insert(out_align.end(), out.size() - from, align[starts[c.source]]);
+    out_align.insert(out_align.end(), out.size() - from, s);
   }
   text = std::move(out);
   align = std::move(out_align);

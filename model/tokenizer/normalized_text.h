@@ -16,7 +16,8 @@ struct NormalizedText {
   std::vector<Span> align;  // one per byte of text: its [begin, end) in the original input
   std::uint32_t original_begin = 0;  // where this piece starts in the original input
 
-  // A piece of the original input `whole`, [begin, end), each byte aligned to its character.
+  // A piece [begin, end) of the valid UTF-8 `whole`, each byte aligned to its
+  // character; `origin` (may be null) maps bytes of `whole` to the caller's input.
   static NormalizedText from_original(const std::string& whole, std::size_t begin, std::size_t end,
                                       const std::vector<Span>* origin);
   NormalizedText slice(std::size_t begin, std::size_t end) const;

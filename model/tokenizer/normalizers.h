@@ -9,6 +9,7 @@
 
 namespace gpubox::tokenizer {
 
+// One normalization step over a piece of text, keeping its alignments.
 class Normalizer {
  public:
   virtual ~Normalizer() = default;

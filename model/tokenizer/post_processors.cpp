@@ -12,8 +12,8 @@ namespace {
 class SequenceProcessor : public PostProcessor {
  public:
   explicit SequenceProcessor(std::vector<std::unique_ptr<PostProcessor>> parts) : parts_(std::move(parts)) {}
-  void process(std::vector<TokenRecord>& tokens, bool add_special_tokens) const override {
-    for (const auto& p : parts_) p->process(tokens, add_special_tokens);
+  void process(std::vector<TokenRecord>& tokens, bool add_special_tokens, std::string_view input) const override {
+    for (const auto& p : parts_) p->process(tokens, add_special_tokens, input);
   }
 
  private:
@@ -21,17 +21,22 @@ class SequenceProcessor : public PostProcessor {
 };
 
 // With trim_offsets, offsets leave out the spaces (Ġ or whitespace) a token
-// starts or ends with; the first token keeps one leading space when
+// starts or ends with, counted in characters of the input as Hugging Face's
+// Python encode does; the first token keeps one leading space when
 // add_prefix_space put it there.
 class ByteLevelProcessor : public PostProcessor {
  public:
   ByteLevelProcessor(bool add_prefix_space, bool trim_offsets) : add_prefix_space_(add_prefix_space), trim_(trim_offsets) {}
-  void process(std::vector<TokenRecord>& tokens, bool) const override {
+  void process(std::vector<TokenRecord>& tokens, bool, std::string_view input) const override {
     if (!trim_) return;
+    auto char_length = [&](std::size_t pos) {
+      std::size_t n = pos < input.size() ? utf8_valid_length(input, pos) : 1;
+      return n == 0 ? 1 : n;
+    };
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       TokenRecord& t = tokens[i];
-      if (!t.token || !utf8_is_valid(*t.token)) continue;
-      std::vector<char32_t> chars = utf8_code_points(*t.token);
+      if (!utf8_is_valid(t.text())) continue;
+      std::vector<char32_t> chars = utf8_code_points(t.text());
       auto spacey = [](char32_t c) { return c == 0x120 || is_unicode_whitespace(c); };
       std::size_t leading = 0, trailing = 0;
       while (leading < chars.size() && spacey(chars[leading])) ++leading;
@@ -39,10 +44,21 @@ class ByteLevelProcessor : public PostProcessor {
       if (leading > 0) {
         bool is_first = i == 0 || t.offsets.first == 0;
         if (is_first && add_prefix_space_ && leading == 1) leading = 0;
-        t.offsets.first = std::min<std::uint32_t>(t.offsets.first + static_cast<std::uint32_t>(leading), t.offsets.second);
+        std::size_t start = t.offsets.first;
+        for (std::size_t k = 0; k < leading && start < t.offsets.second; ++k) start += char_length(start);
+        t.offsets.first = static_cast<std::uint32_t>(std::min<std::size_t>(start, t.offsets.second));
       }
-      if (trailing > 0 && t.offsets.second >= trailing)
-        t.offsets.second = std::max<std::uint32_t>(t.offsets.second - static_cast<std::uint32_t>(trailing), t.offsets.first);
+      if (trailing > 0) {
+        // Only when `trailing` characters precede the end, as Hugging Face requires.
+        std::size_t end = t.offsets.second, back = 0;
+        while (back < trailing && end > 0) {
+          std::size_t b = end - 1;
+          while (b > 0 && b + 4 > end && (static_cast<unsigned char>(input[b]) & 0xC0) == 0x80) --b;
+          end = b;
+          ++back;
+        }
+        if (back == trailing) t.offsets.second = static_cast<std::uint32_t>(std::max<std::size_t>(end, t.offsets.first));
+      }
     }
   }
 
@@ -63,7 +79,7 @@ class TemplateProcessor : public PostProcessor {
   };
   TemplateProcessor(std::vector<Item> single, std::map<std::string, Special> specials)
       : single_(std::move(single)), specials_(std::move(specials)) {}
-  void process(std::vector<TokenRecord>& tokens, bool add_special_tokens) const override {
+  void process(std::vector<TokenRecord>& tokens, bool add_special_tokens, std::string_view) const override {
     if (!add_special_tokens) return;
     std::vector<TokenRecord> out;
     for (const Item& item : single_) {
@@ -72,7 +88,7 @@ class TemplateProcessor : public PostProcessor {
         continue;
       }
       const Special& s = specials_.at(item.special);
-      for (std::size_t i = 0; i < s.ids.size(); ++i) out.push_back({s.ids[i], {0, 0}, &s.tokens[i]});
+      for (std::size_t i = 0; i < s.ids.size(); ++i) out.push_back({s.ids[i], {0, 0}, &s.tokens[i], {}});
     }
     tokens = std::move(out);
   }

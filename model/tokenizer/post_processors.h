@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/tokenizer/json_reader.h"
@@ -17,13 +18,18 @@ namespace gpubox::tokenizer {
 struct TokenRecord {
   std::int32_t id;
   Span offsets;
-  const std::string* token;  // its string; owned by the tokenizer
+  const std::string* token;  // its string, owned by the tokenizer; null: `own`
+  std::string own;           // the matched text of an added token that differs from its content
+
+  const std::string& text() const { return token ? *token : own; }
 };
 
+// Adjusts a whole encoding: special tokens around it, offset trimming.
 class PostProcessor {
  public:
   virtual ~PostProcessor() = default;
-  virtual void process(std::vector<TokenRecord>& tokens, bool add_special_tokens) const = 0;
+  // `input` is the text given to encode (the offsets point into it).
+  virtual void process(std::vector<TokenRecord>& tokens, bool add_special_tokens, std::string_view input) const = 0;
 };
 
 // Reads a "post_processor" object; throws LoadError for what is not supported.

@@ -11,6 +11,7 @@
 
 namespace gpubox::tokenizer {
 
+// Cuts (and may rewrite) pieces of normalized text before the model sees them.
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;

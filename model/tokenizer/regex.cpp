@@ -10,6 +10,13 @@ namespace {
 
 constexpr const char* kWhiteSpaceSet = "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
 
+// Oniguruma's \w as Hugging Face's build matches it: letters, marks, Nd, Nl,
+// Pc and the circled letters, plus the Latin-1 numbers outside a bracket class
+// but not inside one (PCRE2's \w under UCP differs).
+constexpr const char* kWordSet =
+    "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}\\x{24B6}-\\x{24E9}\\x{1F130}-\\x{1F149}\\x{1F150}-\\x{1F169}\\x{1F170}-\\x{1F189}";
+constexpr const char* kLatin1Numbers = "\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
+
 // A JIT stack per thread, larger than PCRE2's 32 KiB default so that long
 // whitespace runs do not exhaust it.
 pcre2_jit_stack* thread_jit_stack() {
@@ -40,6 +47,14 @@ std::string translate_oniguruma(const std::string& pattern) {
         out += in_class ? std::string(kWhiteSpaceSet) : "[" + std::string(kWhiteSpaceSet) + "]";
       } else if (n == 'S' && !in_class) {
         out += "[^" + std::string(kWhiteSpaceSet) + "]";
+      } else if (n == 'w') {
+        out += in_class ? std::string(kWordSet) : "[" + std::string(kWordSet) + kLatin1Numbers + "]";
+      } else if (n == 'W' && !in_class) {
+        out += "[^" + std::string(kWordSet) + kLatin1Numbers + "]";
+      } else if (n == 'h') {
+        out += in_class ? "0-9a-fA-F" : "[0-9a-fA-F]";
+      } else if (n == 'H' && !in_class) {
+        out += "[^0-9a-fA-F]";
       } else {
         out += c;
         out += n;

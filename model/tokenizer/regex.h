@@ -31,8 +31,9 @@ class Regex {
   std::unique_ptr<Impl> impl_;
 };
 
-// Rewrites Oniguruma escapes whose PCRE2 meaning differs: \s and \S become the
-// White_Space set (PCRE2's \s under UCP lacks U+0085).
+// Rewrites Oniguruma escapes whose PCRE2 meaning differs: \s, \S become the
+// White_Space set (PCRE2's \s under UCP lacks U+0085); \w, \W Oniguruma's
+// word characters; \h, \H hexadecimal digits. \b and \B keep PCRE2's meaning.
 std::string translate_oniguruma(const std::string& pattern);
 
 }  // namespace gpubox::tokenizer

@@ -39,7 +39,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_file(const std::string& path)
 
 Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   std::vector<TokenRecord> records = encode_records(*parts_, text);
-  if (parts_->post_processor) parts_->post_processor->process(records, add_special_tokens);
+  if (parts_->post_processor) parts_->post_processor->process(records, add_special_tokens, text);
   Encoding out;
   out.ids.reserve(records.size());
   out.offsets.reserve(records.size());

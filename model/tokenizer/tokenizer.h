@@ -22,12 +22,6 @@ struct Encoding {
   std::vector<std::pair<std::size_t, std::size_t>> offsets;  // byte offsets [begin,end) into the input text, one per id
 };
 
-class Normalizer;
-class PreTokenizer;
-class PostProcessor;
-class Decoder;
-class Bpe;
-class AddedVocabulary;
 struct TokenizerParts;
 
 // One loaded tokenizer.json; immutable and thread-safe after load.

@@ -30,11 +30,17 @@ bool is_unicode_whitespace(char32_t cp) {
   }
 }
 
-bool is_unicode_alphanumeric(char32_t cp) {
+bool is_unicode_word_char(char32_t cp) {
+  if (cp == 0x200C || cp == 0x200D) return true;
+  // Circled and squared letters: symbols with the Alphabetic property.
+  if ((cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) ||
+      (cp >= 0x1F170 && cp <= 0x1F189))
+    return true;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
       return true;
     default:
       return false;
@@ -50,10 +56,10 @@ std::vector<TaggedCodePoint> nfc_tagged(const std::vector<char32_t>& input) {
     utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(input[i]), buffer, 32,
                                                  UTF8PROC_DECOMPOSE, &boundclass);
     if (n <= 0 || n > 32) {
-      seq.push_back({input[i], i});
+      seq.push_back({input[i], 0});
       continue;
     }
-    for (utf8proc_ssize_t k = 0; k < n; ++k) seq.push_back({static_cast<char32_t>(buffer[k]), i});
+    for (utf8proc_ssize_t k = 0; k < n; ++k) seq.push_back({static_cast<char32_t>(buffer[k]), k == 0 ? 0 : 1});
   }
   // Canonical ordering: a stable sort of each run of non-starters by class.
   for (std::size_t i = 0; i < seq.size();) {
@@ -82,6 +88,7 @@ std::vector<TaggedCodePoint> nfc_tagged(const std::vector<char32_t>& input) {
         char32_t composite = compose_pair(out[static_cast<std::size_t>(starter)].cp, c.cp);
         if (composite != 0) {
           out[static_cast<std::size_t>(starter)].cp = composite;
+          out[static_cast<std::size_t>(starter)].change += c.change - 1;
           continue;
         }
       }

@@ -1,0 +1,24 @@
+// The model host's readers of files that come with a model: config.json and
+// generation_config.json (parse_architecture), and a model entry (modeld.json,
+// model.load's params). The input is one JSON document; it is given to every
+// reader, as config, as generation config and as a model entry.
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "model/modeld/architecture.h"
+#include "model/modeld/host_config.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  auto json = nlohmann::json::parse(data, data + size, nullptr, false);
+  if (json.is_discarded()) return 0;
+  auto architecture = gpubox::modeld::parse_architecture(json, &json, "config.json");
+  if (architecture) {
+    // What the decoder relies on after a successful parse.
+    if (architecture->layer_window.size() != static_cast<std::size_t>(architecture->num_layers)) __builtin_trap();
+    if (architecture->num_heads % architecture->num_kv_heads != 0) __builtin_trap();
+    (void)architecture->parameter_count();
+  }
+  (void)gpubox::modeld::parse_model_spec(json, "models[0]");
+  return 0;
+}
