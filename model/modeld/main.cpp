@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
+#include "model/modeld/gpu_info.h"
+#include "model/modeld/gpu_probe.h"
 #include "model/modeld/host_config.h"
 #include "model/modeld/methods.h"
 #include "model/modeld/model_host.h"
@@ -44,8 +47,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // every thread started below inherits the mask
 
   gpubox::modeld::ModelHost host;
+  gpubox::modeld::StartupProbe probe;
   gpubox::rpc::MethodRegistry methods;
-  gpubox::modeld::add_model_methods(methods, host);
+  gpubox::modeld::add_model_methods(methods, host, probe);
   gpubox::rpc::ServerOptions options;
   options.endpoints = {endpoint};
   auto server = gpubox::rpc::Server::start(options, methods);
@@ -57,6 +61,13 @@ int main(int argc, char** argv) {
     if (auto added = host.add(spec); !added) std::fprintf(stderr, "gpubox-modeld: %s\n", added.to_string().c_str());
   }
   std::fprintf(stderr, "gpubox-modeld: serving %s (%zu models loading)\n", endpoint.c_str(), specs.size());
+  // On a GPU machine, measure the GPUs once at start (modeld.status shows it; gpu.probe measures again).
+  std::thread([&probe] {
+    if (gpubox::modeld::gpu_info()["gpus"].empty()) return;
+    auto measured = gpubox::modeld::gpu_probe();
+    std::lock_guard lock(probe.mutex);
+    probe.result = measured ? measured.value() : nlohmann::json{{"error", measured.status().message()}};
+  }).detach();
   int signal = 0;
   sigwait(&stop, &signal);
   std::fprintf(stderr, "gpubox-modeld: %s, stopping\n", strsignal(signal));

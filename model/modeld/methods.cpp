@@ -239,10 +239,12 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx) {
 
 }  // namespace
 
-void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host) {
-  methods.add("modeld.status", [&host](rpc::CallContext&) -> Result<json> {
+void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupProbe& probe) {
+  methods.add("modeld.status", [&host, &probe](rpc::CallContext&) -> Result<json> {
     json status = host.status();
     status["pid"] = ::getpid();
+    std::lock_guard lock(probe.mutex);
+    if (!probe.result.is_null()) status["gpu_probe"] = probe.result;
     return status;
   });
   methods.add("model.list", [&host](rpc::CallContext&) -> Result<json> {

@@ -4,11 +4,20 @@
 // modeld keeps serving.
 #pragma once
 
+#include <mutex>
+#include <nlohmann/json.hpp>
+
 #include "model/modeld/model_host.h"
 #include "rpc/server.h"
 
 namespace gpubox::modeld {
 
-void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host);
+// The gpu.probe result measured when modeld started on a GPU machine (null until then).
+struct StartupProbe {
+  std::mutex mutex;
+  nlohmann::json result;  // guarded by mutex
+};
+
+void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupProbe& probe);
 
 }  // namespace gpubox::modeld
