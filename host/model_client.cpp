@@ -98,6 +98,7 @@ Result<json> ModelClient::state(const std::string& model) {
 Result<json> ModelClient::wait_ready(const std::string& model, const std::function<void(const json&)>& on_progress) {
   while (true) {
     auto entry = state(model);
+    if (!entry && entry.status().code() == ErrorCode::unavailable && host_starting()) entry = json{{"state", "loading"}};
     if (!entry) return entry.status();
     std::string state = entry->value("state", "");
     if (state == "ready") return entry;
@@ -107,6 +108,13 @@ Result<json> ModelClient::wait_ready(const std::string& model, const std::functi
     if (on_progress) on_progress(*entry);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+bool ModelClient::host_starting() {
+  auto info = client_.call("sys.info");
+  if (!info) return false;
+  std::string state = info->value("model_host", json::object()).value("state", "");
+  return state == "starting" || state == "restarting";
 }
 
 Result<json> ModelClient::info(const std::string& model) { return client_.call("model.info", {{"model", model}}); }

@@ -53,7 +53,10 @@ class ModelClient {
   Result<nlohmann::json> list();
   // One model's entry of model.list; not_found when no model has that name.
   Result<nlohmann::json> state(const std::string& model);
-  // Polls model.list every 100 ms until the model is ready (on_progress gets each loading entry);
+  // True while sys.info says the model host is starting or restarting.
+  bool host_starting();
+  // Polls model.list every 100 ms until the model is ready, also while the model host (re)starts
+  // (on_progress gets each loading entry);
   // a model that failed to load is an error with modeld's reason.
   Result<nlohmann::json> wait_ready(const std::string& model, const std::function<void(const nlohmann::json&)>& on_progress);
   Result<nlohmann::json> info(const std::string& model);

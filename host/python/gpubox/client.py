@@ -357,6 +357,10 @@ class Client:
         """model.list: each model's {name, state, bytes_loaded, bytes_total, ...}."""
         return self.call("model.list")["models"]
 
+    def model_host_starting(self) -> bool:
+        """True while sys.info says the model host is starting or restarting."""
+        return self.call("sys.info").get("model_host", {}).get("state") in ("starting", "restarting")
+
     def load_model(self, name: str, path: str, dtype: Optional[str] = None, device: Optional[str] = None,
                    hidden: bool = False, wait: bool = False) -> "Model":
         """model.load; returns the Model (waited for when wait is true)."""

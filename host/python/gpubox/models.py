@@ -67,12 +67,19 @@ class Model:
         raise RpcError("not_found", "no model named %r" % self.name)
 
     def wait_ready(self, timeout: Optional[float] = None, poll: float = 0.1) -> dict:
-        """Waits until the model is ready; RpcError `unavailable` with modeld's reason
-        when it failed to load, `deadline_exceeded` when timeout (s) runs out."""
+        """Waits until the model is ready (also while the model host starts or restarts);
+        RpcError `unavailable` with modeld's reason when it failed to load,
+        `deadline_exceeded` when timeout (s) runs out."""
         from .client import RpcError
         give_up = None if timeout is None else time.monotonic() + timeout
         while True:
-            entry = self.state()
+            try:
+                entry = self.state()
+            except RpcError as error:
+                # The model host itself is (re)starting: its models load once it answers.
+                if error.code != "unavailable" or not self.client.model_host_starting():
+                    raise
+                entry = {"state": "loading"}
             if entry.get("state") == "ready":
                 return entry
             if entry.get("state") == "failed":
