@@ -1,12 +1,13 @@
 // `gpubox model ID ls | info | tokenize | generate | load | unload`: the
 // sandbox's model host (rpc/PROTOCOL.md, "Models") through host/model_client.h.
-// info and generate wait for a model that is still loading, with a progress
-// bar on stderr.
+// Every subcommand waits for a model host that is starting; info, tokenize and
+// generate also for a model that is still loading, with a progress bar on stderr.
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
@@ -243,6 +244,11 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
     client = std::move(*connected);
   }
   ModelClient models(*client);
+  // Right after `gpubox create` (or a crash of modeld) the host is still starting: wait for it.
+  for (bool said = false; models.host_starting(); said = true) {
+    if (!said) std::fprintf(stderr, "gpubox model: waiting for the model host to start\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   bool as_json = global.json || args->flag("--json");
   if (sub == "ls") return run_list(models, as_json);
   if (sub == "info") return run_model_info(models, p[2], as_json);

@@ -2,7 +2,7 @@
 with the real gpubox-modeld (beside the agent, or $GPUBOX_MODELD) serving a tiny
 random Llama that make_fixture.py made with transformers, plus the references
 transformers computed on it. The models are made once, into $GPUBOX_MODEL_FIXTURE
-(default /tmp/gpubox-model-fixture), by the venv's python ($GPUBOX_VENV_PYTHON,
+(default build/tests/model_client_fixture), by the venv's python ($GPUBOX_VENV_PYTHON,
 default build/venv/bin/python)."""
 
 import json
@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from agent_harness import AGENT, REPO, Agent, wait_until  # noqa: E402,F401
 import gpubox  # noqa: E402
 
-FIXTURE = os.environ.get("GPUBOX_MODEL_FIXTURE") or "/tmp/gpubox-model-fixture"
+# Not under /tmp: a local sandbox gets a /tmp of its own, and the CLI tests' modeld runs in one.
+FIXTURE = os.environ.get("GPUBOX_MODEL_FIXTURE") or os.path.join(REPO, "build", "tests", "model_client_fixture")
 VENV_PYTHON = os.environ.get("GPUBOX_VENV_PYTHON") or os.path.join(REPO, "build", "venv", "bin", "python")
 MODELD = os.environ.get("GPUBOX_MODELD") or os.path.join(os.path.dirname(AGENT), "gpubox-modeld")
 CLI = os.environ.get("GPUBOX_CLI") or os.path.join(os.path.dirname(AGENT), "gpubox")

@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from model_harness import AGENT, CLI, MODELD, fixture
+from model_harness import AGENT, CLI, FIXTURE, MODELD, fixture
 
 
 class ModelCliTest(unittest.TestCase):
@@ -23,8 +23,10 @@ class ModelCliTest(unittest.TestCase):
         if not os.path.exists(MODELD):
             raise unittest.SkipTest("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
         cls.refs = fixture()
-        cls.scratch = tempfile.mkdtemp(prefix="gpubox-model-cli-")
-        cls.env = dict(os.environ, XDG_STATE_HOME=os.path.join(cls.scratch, "state"), GPUBOX_AGENT=AGENT)
+        # Beside the models, which the sandbox sees (it has a /tmp of its own).
+        cls.scratch = tempfile.mkdtemp(prefix="cli-", dir=FIXTURE)
+        cls.state = tempfile.mkdtemp(prefix="gpubox-model-cli-")  # short: the agent's socket path lies under it
+        cls.env = dict(os.environ, XDG_STATE_HOME=cls.state, GPUBOX_AGENT=AGENT)
         config = os.path.join(cls.scratch, "config.json")
         with open(config, "w") as f:
             json.dump({"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": cls.refs["llama"]}]},
@@ -38,6 +40,7 @@ class ModelCliTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.gpubox("terminate", cls.id)
         shutil.rmtree(cls.scratch, ignore_errors=True)
+        shutil.rmtree(cls.state, ignore_errors=True)
 
     @classmethod
     def gpubox(cls, *args, timeout=120):
