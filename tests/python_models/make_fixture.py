@@ -3,8 +3,10 @@ references transformers computes on them, then prints their paths as JSON.
 
 usage: make_fixture.py DIR   ->  DIR/llama (a tiny Llama with a byte-level BPE tokenizer.json),
                                  DIR/big (the same architecture, ~130 MB in bf16, to watch a load),
-                                 DIR/refs.json (logits, greedy tokens) and DIR/logits.npy
+                                 DIR/refs.json (greedy tokens) and DIR/logits{0,1}.npy;
+                                 nothing when DIR already holds what these sources make
 """
+import hashlib
 import json
 import os
 import sys
@@ -56,9 +58,24 @@ def byte_level_tokenizer():
     }
 
 
+def source_stamp():
+    """What the fixture is made from: this file and tiny_models.py (a change remakes it)."""
+    digest = hashlib.sha256()
+    for source in (__file__, tiny_models.__file__):
+        with open(source, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
+    refs_path = os.path.join(out, "refs.json")
+    if os.path.exists(refs_path):
+        with open(refs_path) as f:
+            if json.load(f).get("stamp") == source_stamp():
+                print("up to date: %s" % refs_path)
+                return
     path, model = tiny_models.make(out, "llama", seed=3)
     with open(os.path.join(path, "tokenizer.json"), "w") as f:
         json.dump(byte_level_tokenizer(), f)
@@ -74,8 +91,8 @@ def main():
     big = tf.LlamaForCausalLM(big_config).to(torch.bfloat16)
     big.save_pretrained(os.path.join(out, "big"))
     refs = {"llama": path, "big": os.path.join(out, "big"), "prompt_ids": PROMPT_IDS, "generate_ids": GENERATE_IDS,
-            "new_tokens": NEW_TOKENS, "greedy": greedy}
-    with open(os.path.join(out, "refs.json"), "w") as f:
+            "new_tokens": NEW_TOKENS, "greedy": greedy, "stamp": source_stamp()}
+    with open(refs_path, "w") as f:
         json.dump(refs, f)
     print(json.dumps(refs))
 
