@@ -36,6 +36,9 @@ constexpr char kUsage[] =
     "  snapshots [rm NAME...]             list (or remove) snapshots\n"
     "  attach ID [--connection-file F]    serve the sandbox's Jupyter kernel to local frontends\n"
     "  kernelspec install|list|remove     Jupyter kernelspecs for the gpubox kernel (gpubox kernelspec --help)\n"
+    "  model ID ls|info|tokenize|generate|load|unload ...\n"
+    "                                     the sandbox's models: list, describe, tokenize, generate text\n"
+    "                                     (gpubox model --help)\n"
     "  weights FILE|DIR [--tensor NAME [--indices I...]]\n"
     "                                     a safetensors file's (or model directory's) tensors and sha256s, or\n"
     "                                     values; no sandbox needed, nothing in the file is run\n"
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
     if (command == "snapshot") return run_snapshot(args, global);
     if (command == "snapshots") return run_snapshots(args, global);
     if (command == "weights") return run_weights(args, global);
+    if (command == "model") return run_model(args, global);
   } catch (const std::exception& e) {
     return fail(command, std::string("internal error: ") + e.what(), kExitFailed);
   }

@@ -112,6 +112,8 @@ Status parse_container_flags(const Args& args, bool container, ContainerSandboxS
 Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
                          bool* killed = nullptr);
 int run_rpc(const std::vector<std::string>& args, const Global& global);
+// `gpubox model ID ls|info|tokenize|generate|load|unload`: the sandbox's model host.
+int run_model(const std::vector<std::string>& args, const Global& global);
 // `gpubox weights FILE|DIR`: a safetensors file's or model directory's tensors, with no sandbox.
 int run_weights(const std::vector<std::string>& args, const Global& global);
 // Removes the kernelspecs (in the folders `kernelspec list` searches) that

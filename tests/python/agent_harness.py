@@ -37,17 +37,20 @@ class Agent:
     """One gpubox-agent process with its own state directory.
 
     `rpc` is the config's "rpc" object (None: the default, ipc only);
-    "{state_dir}" in it stands for the agent's state directory."""
+    "{state_dir}" in it stands for the agent's state directory; `config`
+    holds further top-level sections (model_host, kernel, ...)."""
 
-    def __init__(self, rpc=None, log_level="warn"):
+    def __init__(self, rpc=None, log_level="warn", config=None):
         self.dir = tempfile.mkdtemp(prefix="gpubox-py-")
         self.ipc = "ipc://%s/rpc.sock" % self.dir
         args = [AGENT, "--state-dir", self.dir, "--log-level", log_level]
-        if rpc is not None:
+        if rpc is not None or config is not None:
             config_path = os.path.join(self.dir, "config.json")
             with open(config_path, "w") as f:
-                rpc = json.loads(json.dumps(rpc).replace("{state_dir}", self.dir))
-                json.dump({"state_dir": self.dir, "rpc": rpc}, f)
+                full = dict(config or {}, state_dir=self.dir)
+                if rpc is not None:
+                    full["rpc"] = json.loads(json.dumps(rpc).replace("{state_dir}", self.dir))
+                json.dump(full, f)
             args += ["--config", config_path]
         self._stderr = open(os.path.join(self.dir, "stderr.log"), "w+b")
         ready_r, ready_w = os.pipe()

@@ -21,12 +21,19 @@ A sandbox the `gpubox` CLI created, by id or name:
     with gpubox.connect("my-sandbox") as client:
         client.call("sys.info")
 
+The model host's models (gpubox.models):
+
+    model = client.model("tiny")
+    model.forward(ids=[1, 2, 3])["logits"]       # a torch tensor (numpy without torch)
+    model.generate("Hello", max_new_tokens=8)["text"]
+
 Failures raise gpubox.RpcError (with .code, .message, .details). A Client is
 for one thread. Needs only pyzmq and msgpack.
 """
 
 from .client import Chunk, Client, RpcError, Stream, keygen
+from .models import Model, tensor_from_wire
 from .sandboxes import connect, find, sandboxes, state_dir
 from .protocol import DEFAULT_WINDOW, ERROR_CODES, VERSION, Kind
 
-__all__ = ["Chunk", "Client", "RpcError", "Stream", "keygen", "connect", "find", "sandboxes", "state_dir", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind"]
+__all__ = ["Model", "tensor_from_wire", "Chunk", "Client", "RpcError", "Stream", "keygen", "connect", "find", "sandboxes", "state_dir", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind"]

@@ -346,6 +346,48 @@ class Client:
         self._queues[request_id] = collections.deque()
         return Stream(self, request_id, window, None if timeout is None else timeout + _GRACE_S)
 
+    # -- the model host (gpubox/models.py) ---------------------------------
+
+    def model(self, name: str) -> "Model":
+        """A handle on the model host's model `name`: .info(), .tokenize(), .forward(), .generate()..."""
+        from .models import Model
+        return Model(self, name)
+
+    def models(self) -> List[dict]:
+        """model.list: each model's {name, state, bytes_loaded, bytes_total, ...}."""
+        return self.call("model.list")["models"]
+
+    def model_host_starting(self) -> bool:
+        """True while sys.info says the model host is starting or restarting."""
+        return self.call("sys.info").get("model_host", {}).get("state") in ("starting", "restarting")
+
+    def load_model(self, name: str, path: str, dtype: Optional[str] = None, device: Optional[str] = None,
+                   hidden: bool = False, wait: bool = False) -> "Model":
+        """model.load; returns the Model (waited for when wait is true)."""
+        params = {"name": name, "path": path}
+        if dtype is not None:
+            params["dtype"] = dtype
+        if device is not None:
+            params["device"] = device
+        if hidden:
+            params["hidden"] = True
+        self.call("model.load", params=params)
+        model = self.model(name)
+        if wait:
+            model.wait_ready()
+        return model
+
+    def unload_model(self, name: str) -> dict:
+        return self.call("model.unload", model=name)
+
+    def gpu_info(self) -> dict:
+        """gpu.info: {source: nvml|nvidia-smi|none, gpus: [...], message?}."""
+        return self.call("gpu.info")
+
+    def gpu_probe(self) -> dict:
+        """gpu.probe: GEMM TFLOP/s and copy GB/s per device; RpcError unavailable without CUDA."""
+        return self.call("gpu.probe")
+
     def close(self) -> None:
         """Closes the connection; requests in flight are abandoned."""
         if not self._socket.closed:

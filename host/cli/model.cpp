@@ -1,0 +1,265 @@
+// `gpubox model ID ls | info | tokenize | generate | load | unload`: the
+// sandbox's model host (rpc/PROTOCOL.md, "Models") through host/model_client.h.
+// Every subcommand waits for a model host that is starting; info, tokenize and
+// generate also for a model that is still loading, with a progress bar on stderr.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "host/cli/cli.h"
+#include "host/cli/progress.h"
+#include "host/model_client.h"
+
+namespace gpubox::host::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kUsage[] =
+    "usage: gpubox model ID ls\n"
+    "       gpubox model ID info NAME\n"
+    "       gpubox model ID tokenize NAME TEXT\n"
+    "       gpubox model ID generate NAME PROMPT|--ids I,J,... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
+    "                                [--top-p P] [--seed S] [--stop STR]... [--ignore-eos] [--stream]\n"
+    "       gpubox model ID load NAME PATH [--dtype D] [--device D] [--hidden] [--wait]\n"
+    "       gpubox model ID unload NAME\n"
+    "  ID is a sandbox (id, prefix or name) or an ipc:// endpoint of an agent. info and generate wait for a\n"
+    "  model that is loading (a progress bar on stderr). generate prints the text (the token ids for a model\n"
+    "  without a tokenizer); --stream prints it as the tokens arrive. --json: the methods' results as JSON.\n";
+
+const std::string kCommand = "model";
+
+int usage_error(const std::string& message) { return fail(kCommand, message, kExitUsage, kUsage); }
+
+// An agent's or modeld's refusal: an unknown model or a bad parameter is a usage error.
+int call_error(const Status& status) {
+  int code = status.code() == ErrorCode::not_found || status.code() == ErrorCode::invalid_request ? kExitUsage : kExitFailed;
+  return fail(kCommand, status.to_string(), code);
+}
+
+void print_json(const json& value) {
+  std::cout << value.dump(2, ' ', false, json::error_handler_t::replace) << std::endl;
+}
+
+std::string text_of(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+
+// Waits until NAME is ready: a bar of bytes loaded on a terminal, one plain line otherwise.
+Status wait_ready(ModelClient& models, const std::string& name) {
+  std::unique_ptr<Progress> bar;
+  bool said = false;
+  auto ready = models.wait_ready(name, [&](const json& entry) {
+    auto total = entry.value("bytes_total", std::uint64_t{0});
+    auto done = entry.value("bytes_loaded", std::uint64_t{0});
+    if (!said) {
+      said = true;
+      bar = std::make_unique<Progress>(total, "loading " + name, 0);
+      if (!::isatty(STDERR_FILENO)) std::fprintf(stderr, "gpubox model: waiting for model '%s' to load\n", name.c_str());
+    }
+    bar->set(done, total);
+  });
+  if (ready && bar) bar->set(1, 1);
+  return ready ? Status::ok() : ready.status();
+}
+
+std::optional<std::vector<std::int64_t>> parse_ids(const std::string& text) {
+  std::vector<std::int64_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    auto id = parse_number(item, 0, 1e12);
+    if (!id || *id != static_cast<double>(static_cast<std::int64_t>(*id))) return std::nullopt;
+    ids.push_back(static_cast<std::int64_t>(*id));
+  }
+  if (ids.empty()) return std::nullopt;
+  return ids;
+}
+
+int run_list(ModelClient& models, bool as_json) {
+  auto listed = models.list();
+  if (!listed) return call_error(listed.status());
+  if (as_json) return print_json(*listed), kExitOk;
+  std::printf("%-24s %-8s %-14s %-10s %-8s %s\n", "NAME", "STATE", "ARCHITECTURE", "DTYPE", "DEVICE", "LOADED");
+  for (const auto& m : *listed) {
+    double total = static_cast<double>(m.value("bytes_total", 0ULL)), done = static_cast<double>(m.value("bytes_loaded", 0ULL));
+    std::printf("%-24s %-8s %-14s %-10s %-8s %.1f/%.1f MiB%s\n", m.value("name", "?").c_str(), m.value("state", "?").c_str(),
+                m.value("architecture", "-").c_str(), m.value("dtype", "-").c_str(), m.value("device", "-").c_str(),
+                done / 1048576.0, total / 1048576.0,
+                m.contains("error") ? ("  " + text_of(m["error"])).c_str() : "");
+  }
+  return kExitOk;
+}
+
+int run_model_info(ModelClient& models, const std::string& name, bool as_json) {
+  if (Status s = wait_ready(models, name); !s) return call_error(s);
+  auto info = models.info(name);
+  if (!info) return call_error(info.status());
+  if (as_json) return print_json(*info), kExitOk;
+  for (const auto& [key, value] : info->items()) std::printf("%-20s %s\n", (key + ":").c_str(), text_of(value).c_str());
+  return kExitOk;
+}
+
+int run_tokenize(ModelClient& models, const std::string& name, const std::string& text, bool as_json) {
+  if (Status s = wait_ready(models, name); !s) return call_error(s);
+  auto tokens = models.tokenize(name, text);
+  if (!tokens) return call_error(tokens.status());
+  if (as_json) return print_json(*tokens), kExitOk;
+  std::string line;
+  for (const auto& id : (*tokens)["ids"]) line += (line.empty() ? "" : " ") + id.dump();
+  std::printf("%s\n", line.c_str());
+  return kExitOk;
+}
+
+// generate's flags into modeld's params; a usage error message when one is bad.
+std::optional<std::string> generate_params(const Args& args, json& params) {
+  struct Numeric {
+    const char* flag;
+    const char* key;
+    double min, max;
+    bool integer;
+  };
+  const Numeric numeric[] = {{"--max-new-tokens", "max_new_tokens", 0, 1 << 20, true}, {"--temperature", "temperature", 0, 100, false},
+                             {"--top-k", "top_k", 0, 1 << 30, true},                    {"--top-p", "top_p", 0, 1, false},
+                             {"--seed", "seed", 0, 9e15, true}};
+  for (const auto& n : numeric) {
+    auto text = args.last(n.flag);
+    if (!text) continue;
+    auto value = parse_number(*text, n.min, n.max);
+    if (!value || (n.integer && *value != static_cast<double>(static_cast<std::int64_t>(*value)))) {
+      return std::string(n.flag) + " '" + *text + "': expected " + (n.integer ? "an integer" : "a number") + " in [" +
+             json(n.min).dump() + ", " + json(n.max).dump() + "]";
+    }
+    if (n.integer) params[n.key] = static_cast<std::int64_t>(*value);
+    else params[n.key] = *value;
+  }
+  if (!args.all("--stop").empty()) params["stop"] = args.all("--stop");
+  if (args.flag("--ignore-eos")) params["ignore_eos"] = true;
+  return std::nullopt;
+}
+
+int run_generate(ModelClient& models, const Args& args, bool as_json) {
+  const std::string& name = args.positional[2];
+  json params = json::object();
+  if (auto ids = args.last("--ids")) {
+    if (args.positional.size() != 3) return usage_error("generate: give PROMPT or --ids, not both");
+    auto parsed = parse_ids(*ids);
+    if (!parsed) return usage_error("--ids '" + *ids + "': expected token ids separated by commas");
+    params["ids"] = *parsed;
+  } else {
+    if (args.positional.size() != 4) return usage_error("generate: expected NAME PROMPT (or NAME --ids I,J,...)");
+    params["text"] = args.positional[3];
+  }
+  if (auto bad = generate_params(args, params)) return usage_error(*bad);
+  if (Status s = wait_ready(models, name); !s) return call_error(s);
+  bool stream = args.flag("--stream");
+  bool printed = false;
+  auto on_step = [&](const GenerateStep& step) {
+    if (as_json) {
+      std::cout << json{{"step", step.step}, {"tokens", step.tokens}, {"text", step.text}}.dump(-1, ' ', false, json::error_handler_t::replace)
+                << std::endl;
+    } else if (!step.text.empty()) {
+      std::cout << step.text[0] << std::flush;
+    } else if (!step.tokens.empty() && step.tokens[0] >= 0) {
+      std::cout << (printed ? " " : "") << step.tokens[0] << std::flush;
+    }
+    printed = true;
+    return true;
+  };
+  auto result = models.generate(name, params, stream ? std::function<bool(const GenerateStep&)>(on_step) : nullptr);
+  if (!result) {
+    if (printed && !as_json) std::cout << std::endl;
+    return call_error(result.status());
+  }
+  if (as_json) return print_json(*result), kExitOk;
+  if (stream) {
+    std::cout << std::endl;
+  } else if (result->contains("text")) {
+    std::cout << text_of((*result)["text"]) << std::endl;
+  } else {
+    std::string line;
+    for (const auto& id : (*result)["tokens"]) line += (line.empty() ? "" : " ") + id.dump();
+    std::cout << line << std::endl;
+  }
+  std::fprintf(stderr, "finish_reason: %s\n", text_of(result->value("finish_reason", json("?"))).c_str());
+  return kExitOk;
+}
+
+int run_load(ModelClient& models, const Args& args, bool as_json) {
+  if (args.positional.size() != 4) return usage_error("load: expected NAME PATH");
+  json spec = {{"name", args.positional[2]}, {"path", args.positional[3]}};
+  if (auto dtype = args.last("--dtype")) spec["dtype"] = *dtype;
+  if (auto device = args.last("--device")) spec["device"] = *device;
+  if (args.flag("--hidden")) spec["hidden"] = true;
+  auto loaded = models.load(spec);
+  if (!loaded) return call_error(loaded.status());
+  if (args.flag("--wait")) {
+    if (Status s = wait_ready(models, args.positional[2]); !s) return call_error(s);
+    (*loaded)["state"] = "ready";
+  }
+  if (as_json) return print_json(*loaded), kExitOk;
+  std::printf("%s: %s\n", args.positional[2].c_str(), loaded->value("state", "?").c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_model(const std::vector<std::string>& raw, const Global& global) {
+  auto args = parse_args(raw,
+                         {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device"},
+                         {"--stream", "--ignore-eos", "--hidden", "--wait"});
+  if (!args) return fail(kCommand, args.status(), kExitUsage, kUsage);
+  if (args->flag("--help")) return show_usage(kUsage);
+  const auto& p = args->positional;
+  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, tokenize, generate, load, unload)");
+  const std::string& sub = p[1];
+  struct Shape {
+    const char* name;
+    size_t min, max;
+    const char* expects;
+  };
+  const Shape shapes[] = {{"ls", 2, 2, ""},           {"info", 3, 3, " NAME"},          {"tokenize", 4, 4, " NAME TEXT"},
+                          {"generate", 3, 4, " NAME PROMPT"}, {"load", 4, 4, " NAME PATH"}, {"unload", 3, 3, " NAME"}};
+  const Shape* shape = nullptr;
+  for (const auto& s : shapes) {
+    if (sub == s.name) shape = &s;
+  }
+  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, tokenize, generate, load, unload)");
+  if (p.size() < shape->min || p.size() > shape->max) return usage_error(sub + ": expected ID " + sub + shape->expects);
+
+  std::unique_ptr<rpc::Client> client;
+  if (p[0].rfind("ipc://", 0) == 0) {
+    rpc::ClientOptions options;
+    options.endpoint = p[0];
+    options.connect_timeout = std::chrono::milliseconds(5'000);
+    auto connected = rpc::Client::connect(options);
+    if (!connected) return fail(kCommand, connected.status(), kExitUnreachable);
+    client = std::move(*connected);
+  } else {
+    auto record = find_sandbox(p[0]);
+    if (!record) return fail(kCommand, record.status(), exit_code_for(record.status()));
+    auto connected = connect_sandbox(*record);
+    if (!connected) return fail(kCommand, connected.status(), kExitUnreachable);
+    client = std::move(*connected);
+  }
+  ModelClient models(*client);
+  // Right after `gpubox create` (or a crash of modeld) the host is still starting: wait for it.
+  for (bool said = false; models.host_starting(); said = true) {
+    if (!said) std::fprintf(stderr, "gpubox model: waiting for the model host to start\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  bool as_json = global.json || args->flag("--json");
+  if (sub == "ls") return run_list(models, as_json);
+  if (sub == "info") return run_model_info(models, p[2], as_json);
+  if (sub == "tokenize") return run_tokenize(models, p[2], p[3], as_json);
+  if (sub == "generate") return run_generate(models, *args, as_json);
+  if (sub == "load") return run_load(models, *args, as_json);
+  auto unloaded = models.unload(p[2]);
+  if (!unloaded) return call_error(unloaded.status());
+  if (as_json) return print_json(*unloaded), kExitOk;
+  std::printf("%s: unloaded\n", p[2].c_str());
+  return kExitOk;
+}
+
+}  // namespace gpubox::host::cli

@@ -1,0 +1,161 @@
+"""The model host's methods (rpc/PROTOCOL.md, "Models") on a gpubox Client.
+
+    model = client.model("tiny")
+    model.wait_ready()
+    out = model.forward(ids=[[1, 2, 3]], last_only=True)   # {"logits": tensor, "lengths": [3], "padding": "left"}
+    model.generate("Hello", max_new_tokens=8)               # {"tokens": [...], "text": "...", "finish_reason": ...}
+    for step in model.generate_stream("Hello"):             # {"step": 0, "tokens": [id], "text": ["..."]}
+        ...
+
+Tensors come back as torch tensors when torch can be imported, else as numpy
+arrays; both share the received frame's memory where the dtype allows (no
+copy). Like its Client, a Model belongs to one thread.
+"""
+
+import time
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+_NUMPY_DTYPES = {"float32": "<f4", "float16": "<f2", "int64": "<i8"}
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def tensor_from_wire(body: dict, frame) -> Any:
+    """One DATA item of model.forward ({dtype, shape}) and its attachment as a
+    torch tensor (when torch imports) or a numpy array, read-only memory shared
+    with the frame. Without torch, bfloat16 becomes a float32 numpy array (numpy
+    has no bfloat16): a copy, exact, since every bfloat16 is a float32."""
+    dtype, shape = body["dtype"], tuple(body["shape"])
+    buffer = memoryview(frame)
+    torch = _torch()
+    if torch is not None:
+        torch_dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                       "int64": torch.int64}[dtype]
+        if len(buffer) == 0:
+            return torch.empty(shape, dtype=torch_dtype)
+        import warnings
+        with warnings.catch_warnings():  # the frame is read-only; the tensor is not written to by us
+            warnings.simplefilter("ignore")
+            return torch.frombuffer(buffer, dtype=torch_dtype).reshape(shape)
+    import numpy as np
+    if dtype == "bfloat16":
+        halves = np.frombuffer(buffer, dtype="<u2")
+        return (halves.astype("<u4") << 16).view("<f4").reshape(shape)
+    return np.frombuffer(buffer, dtype=_NUMPY_DTYPES[dtype]).reshape(shape)
+
+
+class Model:
+    """A handle on one model of the model host, by name (made by client.model(name))."""
+
+    def __init__(self, client, name: str):
+        self.client = client
+        self.name = name
+
+    def state(self) -> dict:
+        """This model's entry of model.list: {name, state: loading|ready|failed, bytes_loaded, ...}.
+        Raises RpcError not_found when the host has no model of this name."""
+        for entry in self.client.models():
+            if entry.get("name") == self.name:
+                return entry
+        from .client import RpcError
+        raise RpcError("not_found", "no model named %r" % self.name)
+
+    def wait_ready(self, timeout: Optional[float] = None, poll: float = 0.1) -> dict:
+        """Waits until the model is ready (also while the model host starts or restarts);
+        RpcError `unavailable` with modeld's reason when it failed to load,
+        `deadline_exceeded` when timeout (s) runs out."""
+        from .client import RpcError
+        give_up = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                entry = self.state()
+            except RpcError as error:
+                # The model host itself is (re)starting: its models load once it answers.
+                if error.code != "unavailable" or not self.client.model_host_starting():
+                    raise
+                entry = {"state": "loading"}
+            if entry.get("state") == "ready":
+                return entry
+            if entry.get("state") == "failed":
+                raise RpcError("unavailable", "model %r failed to load: %s" % (self.name, entry.get("error", "?")))
+            if give_up is not None and time.monotonic() > give_up:
+                raise RpcError("deadline_exceeded", "model %r still loading after %g s (%s of %s bytes)"
+                               % (self.name, timeout, entry.get("bytes_loaded"), entry.get("bytes_total")))
+            time.sleep(poll)
+
+    def info(self) -> dict:
+        return self.client.call("model.info", model=self.name)
+
+    def tokenize(self, text: str, add_special_tokens: Optional[bool] = None) -> dict:
+        """{"ids": [...], "offsets": [[begin, end], ...]} (byte offsets into text's UTF-8)."""
+        params = {"model": self.name, "text": text}
+        if add_special_tokens is not None:
+            params["add_special_tokens"] = add_special_tokens
+        return self.client.call("model.tokenize", params=params)
+
+    def detokenize(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        return self.client.call("model.detokenize", model=self.name, ids=[int(i) for i in ids],
+                                skip_special_tokens=skip_special_tokens)["text"]
+
+    def forward(self, ids=None, text=None, last_only: bool = False, logits_dtype: str = "float32",
+                add_special_tokens: Optional[bool] = None, timeout: Optional[float] = None) -> dict:
+        """Logits for token ids (a list, or a list of lists: a batch, left-padded) or text
+        (a str or a list of them). Returns the RESULT ({"lengths", "padding", "tensors"})
+        with each tensor under its name: "logits" of shape [batch, positions, vocab]
+        ([batch, 1, vocab] with last_only). logits_dtype "model" keeps the model's dtype."""
+        params: Dict[str, Any] = {"model": self.name, "last_only": last_only, "logits_dtype": logits_dtype}
+        if (ids is None) == (text is None):
+            raise ValueError("forward: give ids or text (one of them)")
+        if ids is not None:
+            params["ids"] = _ids(ids)
+        else:
+            params["text"] = text
+        if add_special_tokens is not None:
+            params["add_special_tokens"] = add_special_tokens
+        tensors = {}
+        with self.client.stream("model.forward", timeout=timeout, params=params) as stream:
+            for body, frames in stream:
+                tensors[body["name"]] = tensor_from_wire(body, frames[body.get("attachment", 0)])
+            result = dict(stream.result)
+        result.update(tensors)
+        return result
+
+    def generate(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None, **options) -> dict:
+        """Generates from a prompt (text, a list of ids, or a batch of either). Options as
+        model.generate takes them: max_new_tokens, temperature, top_k, top_p, seed, stop
+        (strings), stop_ids, ignore_eos. Returns {"tokens", "text"?, "finish_reason", "prompt_tokens"}."""
+        return self.client.call("model.generate", timeout=timeout, params=self._generate_params(prompt, options))
+
+    def generate_stream(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None,
+                        **options) -> Iterator[dict]:
+        """Like generate(), but yields each step as it is produced: {"step", "tokens": [one per
+        row, -1 for a finished row], "text"?: [delta per row]}. The RESULT is the generator's
+        return value (StopIteration.value). Closing the generator cancels the generation."""
+        params = self._generate_params(prompt, options)
+        params["stream"] = True
+        with self.client.stream("model.generate", timeout=timeout, params=params) as stream:
+            for body, _ in stream:
+                yield body
+            return stream.result
+
+    def _generate_params(self, prompt, options: dict) -> dict:
+        params = {"model": self.name}
+        if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and isinstance(prompt[0], str)):
+            params["text"] = prompt
+        elif prompt is not None:
+            params["ids"] = _ids(prompt)
+        params.update(options)
+        return params
+
+
+def _ids(ids) -> List:
+    """Token ids as plain ints (accepts lists, tuples, numpy arrays and torch tensors)."""
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    return [_ids(row) if isinstance(row, (list, tuple)) else int(row) for row in ids]

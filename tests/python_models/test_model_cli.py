@@ -1,0 +1,158 @@
+"""`gpubox model ID ...` (host/cli/model.cpp), the real CLI against a real local
+sandbox (`gpubox create --config` with a model_host section) whose agent runs the
+real gpubox-modeld: ls, info, tokenize, generate token-equal to transformers,
+--stream printing as tokens arrive, the progress bar and wait while a model
+loads, a model that fails to load, an unknown model and bad flags."""
+
+import json
+import os
+import pty
+import select
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from model_harness import AGENT, CLI, FIXTURE, MODELD, fixture
+
+
+class ModelCliTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(MODELD):
+            raise unittest.SkipTest("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
+        cls.refs = fixture()
+        # Beside the models, which the sandbox sees (it has a /tmp of its own).
+        cls.scratch = tempfile.mkdtemp(prefix="cli-", dir=FIXTURE)
+        cls.state = tempfile.mkdtemp(prefix="gpubox-model-cli-")  # short: the agent's socket path lies under it
+        cls.env = dict(os.environ, XDG_STATE_HOME=cls.state, GPUBOX_AGENT=AGENT)
+        config = os.path.join(cls.scratch, "config.json")
+        with open(config, "w") as f:
+            json.dump({"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": cls.refs["llama"]}]},
+                       "kernel": {"enabled": False}}, f)
+        created = cls.gpubox("create", "--config", config)
+        if created.returncode != 0:
+            raise AssertionError("gpubox create failed: %s" % created.stderr)
+        cls.id = created.stdout.strip()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gpubox("terminate", cls.id)
+        shutil.rmtree(cls.scratch, ignore_errors=True)
+        shutil.rmtree(cls.state, ignore_errors=True)
+
+    @classmethod
+    def gpubox(cls, *args, timeout=120):
+        return subprocess.run([CLI, *args], env=cls.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+    def model(self, *args, **kwargs):
+        return self.gpubox("model", self.id, *args, **kwargs)
+
+    def ok(self, *args):
+        run = self.model(*args)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        return run
+
+    def test_ls_info_tokenize(self):
+        self.ok("info", "tiny")  # waits until it is ready
+        listing = self.ok("ls").stdout
+        self.assertRegex(listing, r"tiny\s+ready\s+llama")
+        info = json.loads(self.ok("info", "tiny", "--json").stdout)
+        self.assertEqual(info["architecture"], "llama")
+        self.assertEqual(info["vocab_size"], 320)
+        self.assertIn("context_length:", self.ok("info", "tiny").stdout)
+        self.assertEqual(self.ok("tokenize", "tiny", "Hello").stdout, "72 101 108 108 111\n")
+
+    def test_generate_equals_transformers_greedy(self):
+        ids = ",".join(str(i) for i in self.refs["generate_ids"])
+        out = json.loads(self.ok("generate", "tiny", "--ids", ids, "--max-new-tokens", str(self.refs["new_tokens"]),
+                                 "--ignore-eos", "--json").stdout)
+        self.assertEqual(out["tokens"], self.refs["greedy"])
+        text = self.ok("generate", "tiny", "Hel", "--max-new-tokens", "4", "--ignore-eos")
+        self.assertEqual(text.stderr, "finish_reason: length\n")
+        streamed = self.ok("generate", "tiny", "Hel", "--max-new-tokens", "4", "--ignore-eos", "--stream")
+        self.assertEqual(streamed.stdout, text.stdout)
+
+    def test_stream_prints_as_tokens_arrive(self):
+        self.ok("load", "streamer", self.refs["big"], "--wait")
+        process = subprocess.Popen([CLI, "model", self.id, "generate", "streamer", "--ids", "1,2,3", "--max-new-tokens",
+                                    "120", "--ignore-eos", "--stream"], env=self.env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        try:
+            first = process.stdout.read1(64)
+            self.assertTrue(first)
+            self.assertIsNone(process.poll(), "the first token should be printed before generation ends")
+            rest = process.stdout.read()
+            self.assertEqual(process.wait(timeout=120), 0, process.stderr.read())
+            self.assertEqual(len((first + rest).split()), 120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            process.stdout.close()
+            process.stderr.close()
+            self.model("unload", "streamer")
+
+    def test_load_shows_progress_then_waits(self):
+        # stderr on a terminal: the bar of bytes loaded; stdout says when it is ready.
+        leader, follower = pty.openpty()
+        try:
+            process = subprocess.Popen([CLI, "model", self.id, "load", "big", self.refs["big"], "--dtype", "float32",
+                                        "--wait"], env=self.env, stdout=subprocess.PIPE, stderr=follower)
+            os.close(follower)
+            drawn = b""
+            while True:
+                readable, _, _ = select.select([leader], [], [], 120)
+                if not readable:
+                    break
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                drawn += chunk
+            self.assertEqual(process.wait(timeout=120), 0, drawn)
+            self.assertEqual(process.stdout.read(), b"big: ready\n")
+            process.stdout.close()
+        finally:
+            os.close(leader)
+        self.assertIn(b"loading big [", drawn)
+        self.assertIn(b"100%", drawn)
+        info = json.loads(self.ok("info", "big", "--json").stdout)
+        self.assertEqual(info["dtype"], "float32")
+        self.ok("unload", "big")
+
+    def test_a_model_that_fails_to_load_fails_clearly(self):
+        broken = os.path.join(self.scratch, "broken")
+        os.makedirs(broken, exist_ok=True)
+        shutil.copy(os.path.join(self.refs["llama"], "config.json"), broken)
+        with open(os.path.join(broken, "model.safetensors"), "wb") as f:
+            f.write(b"\x40\x00\x00\x00\x00\x00\x00\x00{\"truncated")  # a header longer than the file
+        self.ok("load", "broken", broken)
+        run = self.model("info", "broken")
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("model 'broken' failed to load", run.stderr)
+        self.model("unload", "broken")
+
+    def test_unknown_model_and_bad_usage(self):
+        run = self.model("info", "nope")
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("no model named 'nope'", run.stderr)
+        run = self.model("generate", "nope", "hi")
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("not_found", run.stderr)
+        for args in (["generate", "tiny", "hi", "--max-new-tokens", "many"], ["generate", "tiny", "hi", "--top-p", "2"],
+                     ["generate", "tiny", "hi", "--bogus"], ["frobnicate"], ["tokenize", "tiny"],
+                     ["generate", "tiny", "--ids", "1,x"]):
+            run = self.model(*args)
+            self.assertEqual(run.returncode, 2, (args, run.stderr))
+            self.assertIn("usage: gpubox model", run.stderr)
+        json_error = json.loads(self.model("info", "nope", "--json").stdout)
+        self.assertEqual(json_error["error"]["code"], "not_found")
+
+
+if __name__ == "__main__":
+    unittest.main()
