@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Demo: a local sandbox through the gpubox CLI — create it, run commands in it,
 # copy files in and out, look at it, run a batch job and harvest its outputs,
-# run cells in its Jupyter kernel, and terminate it, saying what each step shows.
-# Usage: demo_sandbox.sh PATH/TO/gpubox   (gpubox-agent must sit beside it, or be named by $GPUBOX_AGENT)
+# run cells in its Jupyter kernel, serve a model from its native model host, and
+# terminate it, saying what each step shows.
+# Usage: demo_sandbox.sh PATH/TO/gpubox   (gpubox-agent, and gpubox-modeld when
+# DEMO_MODEL names a model directory, must sit beside it)
 set -euo pipefail
 gpubox=$(realpath "$1")
 work=$(mktemp -d /tmp/gpubox-demo.XXXXXX)
@@ -16,9 +18,16 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '\033[2m$ %s\033[0m\n' "$*" >&2; "$@"; }
 
 say "1. Create a sandbox: the agent becomes PID 1 of new PID, mount, UTS, IPC and network namespaces,"
-echo "   with 256 MiB of memory, one CPU, no network but loopback, and a secret read from our environment."
+echo "   with 1 GiB of memory, one CPU, no network but loopback, and a secret read from our environment."
 export DEMO_TOKEN="tok-$RANDOM$RANDOM"   # a secret: it travels through a pipe, never argv, logs or state files
-id=$(run "$gpubox" create --name "demo-$$" --memory 256 --cpu 1 --secret DEMO_TOKEN --env GREETING=hello)
+model_config=()
+if [ -n "${DEMO_MODEL:-}" ]; then
+  echo "   Its config names a model for the native model host (gpubox-modeld, LibTorch, no Python):"
+  printf '{"model_host": {"models": [{"name": "tiny", "path": "%s"}]}}\n' "$DEMO_MODEL" > "$work/config.json"
+  echo "   $(cat "$work/config.json")"
+  model_config=(--config "$work/config.json")
+fi
+id=$(run "$gpubox" create --name "demo-$$" --memory 1024 --cpu 1 --secret DEMO_TOKEN --env GREETING=hello "${model_config[@]}")
 echo "   created sandbox $id; it runs on after 'create' returns:"
 run "$gpubox" ls
 
@@ -101,7 +110,23 @@ echo "   Jupyter frontends attach through the same authenticated endpoint; try, 
 echo "     $gpubox attach $id          # prints a connection file and serves the kernel on it"
 echo "     jupyter console --existing FILE   # FILE: the path attach printed"
 
-say "7. Terminate: SIGTERM to the agent, a grace period, then its cgroups and state are removed."
+if [ -n "${DEMO_MODEL:-}" ]; then
+  say "7. A model: gpubox-modeld loaded it when the sandbox started (mmapped safetensors, checked before use)."
+  echo "   (A tiny Llama 3 with random weights and Llama 3's real tokenizer: no weights can be downloaded here,"
+  echo "   so what it writes is gibberish; the path is the same for a real checkpoint.)"
+  run "$gpubox" model "$id" ls
+  run "$gpubox" model "$id" info tiny
+  run "$gpubox" model "$id" tokenize tiny "Hello, sandbox!"
+  echo "   tokens stream back as they are generated (KV cache, greedy):"
+  run "$gpubox" model "$id" generate tiny "Once upon a time" --max-new-tokens 16 --stream
+  echo "   a model that is not there gets a clear error:"
+  set +e
+  run "$gpubox" model "$id" info no-such-model
+  echo "   exit code: $?"
+  set -e
+fi
+
+say "8. Terminate: SIGTERM to the agent, a grace period, then its cgroups and state are removed."
 run "$gpubox" terminate "$id"
 id=""
 run "$gpubox" ls

@@ -471,7 +471,14 @@ Status enable_cuda() {
   static std::once_flag once;
   static std::string error;
   std::call_once(once, [] {
-    std::string path = std::string(GPUBOX_TORCH_LIB_DIR) + "/libtorch_cuda.so";
+    // libtorch_cuda.so sits beside the libtorch_cpu.so this binary was linked with.
+    Dl_info where{};
+    if (!dladdr(reinterpret_cast<void*>(&at::detail::getCUDAHooks), &where) || !where.dli_fname) {
+      error = "CUDA is unavailable: cannot locate libtorch_cpu.so";
+      return;
+    }
+    std::string cpu_library = where.dli_fname;
+    std::string path = cpu_library.substr(0, cpu_library.rfind('/') + 1) + "libtorch_cuda.so";
     if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
       const char* why = dlerror();
       error = fmt::format("CUDA is unavailable: cannot load {}: {}", path, why ? why : "unknown error");

@@ -73,6 +73,24 @@ Result<std::vector<std::vector<std::int64_t>>> read_prompts(const LoadedModel& m
   return prompts;
 }
 
+// The model and prompts of a forward or generate request.
+struct PromptRequest {
+  Model model;
+  std::vector<std::vector<std::int64_t>> prompts;
+  bool batched = false;  // the prompt was a list of prompts: answer with lists
+};
+
+Result<PromptRequest> read_prompt_request(ModelHost& host, rpc::ParamReader& params) {
+  PromptRequest request;
+  auto model = find_model(host, params);
+  if (!model) return model.status();
+  request.model = std::move(*model);
+  auto prompts = read_prompts(*request.model, params, request.batched);
+  if (!prompts) return prompts.status();
+  request.prompts = std::move(prompts.value());
+  return request;
+}
+
 // Runs a handler body, turning LibTorch's exceptions into errors.
 template <typename Body>
 Result<json> guarded(const char* method, Body&& body) {
@@ -130,12 +148,11 @@ class TextStreamer {
 
 Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
   rpc::ParamReader params(ctx.params());
-  auto model = find_model(host, params);
-  if (!model) return model.status();
-  const LoadedModel& m = **model;
-  bool batched = false;
-  auto prompts = read_prompts(m, params, batched);
-  if (!prompts) return prompts.status();
+  auto request = read_prompt_request(host, params);
+  if (!request) return request.status();
+  const LoadedModel& m = *request->model;
+  const auto& prompts = request->prompts;
+  bool batched = request->batched;
   SamplingOptions options;
   options.max_new_tokens = params.integer("max_new_tokens", 0, 1 << 20).value_or(32);
   options.temperature = params.number("temperature", 0, 100).value_or(0);
@@ -153,10 +170,10 @@ Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
     }
   }
   if (Status s = params.finish(); !s) return s;
-  if ((stream || !stop_strings.empty()) && !m.tokenizer && !stop_strings.empty()) {
+  if (!stop_strings.empty()) {
     if (Status s = need_tokenizer(m); !s) return s;
   }
-  std::size_t rows = prompts->size();
+  std::size_t rows = prompts.size();
   std::vector<std::vector<std::int64_t>> so_far(rows);
   std::vector<TextStreamer> streamers(rows, TextStreamer(m));
   std::vector<std::size_t> stop_cut(rows, std::string::npos);
@@ -188,7 +205,7 @@ Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
     ++step;
     return !ctx.stopped();
   };
-  auto generated = generate(*m.decoder, *prompts, options, on_step);
+  auto generated = generate(*m.decoder, prompts, options, on_step);
   if (!generated) return generated.status();
   if (Status stopped = ctx.stop_reason(); !stopped) return stopped;
   if (!stream_error) return stream_error;
@@ -203,7 +220,7 @@ Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
   }
   json result = {{"tokens", batched ? tokens : tokens[0]}, {"finish_reason", batched ? json(generated->finish_reasons) : json(generated->finish_reasons[0])},
                  {"prompt_tokens", json::array()}};
-  for (const auto& p : *prompts) result["prompt_tokens"].push_back(p.size());
+  for (const auto& p : prompts) result["prompt_tokens"].push_back(p.size());
   if (!batched) result["prompt_tokens"] = result["prompt_tokens"][0];
   if (m.tokenizer) result["text"] = batched ? texts : texts[0];
   return result;
@@ -211,20 +228,18 @@ Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
 
 Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx) {
   rpc::ParamReader params(ctx.params());
-  auto model = find_model(host, params);
-  if (!model) return model.status();
-  const LoadedModel& m = **model;
-  bool batched = false;
-  auto prompts = read_prompts(m, params, batched);
-  if (!prompts) return prompts.status();
+  auto request = read_prompt_request(host, params);
+  if (!request) return request.status();
+  const LoadedModel& m = *request->model;
+  const auto& prompts = request->prompts;
   bool last_only = params.boolean("last_only").value_or(false);
   std::string logits_dtype = params.string("logits_dtype").value_or("float32");
   if (Status s = params.finish(); !s) return s;
   if (logits_dtype != "float32" && logits_dtype != "model") {
     return Status(ErrorCode::invalid_request, "params.logits_dtype: expected \"float32\" or \"model\"");
   }
-  if (Status s = check_prompts(m.architecture, *prompts); !s) return s;
-  ForwardInput input = left_padded_batch(*prompts, m.decoder->device());
+  if (Status s = check_prompts(m.architecture, prompts); !s) return s;
+  ForwardInput input = left_padded_batch(prompts, m.decoder->device());
   at::Tensor logits = m.decoder->forward(input, nullptr, last_only);
   if (logits_dtype == "float32") logits = logits.to(at::kFloat);
   // Tensors travel as DATA attachments (a RESULT carries none): one DATA per tensor.
@@ -233,7 +248,7 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx) {
   item["name"] = "logits";
   if (Status sent = ctx.send_data(item, std::move(attachments)); !sent) return sent;
   json lengths = json::array();
-  for (const auto& p : *prompts) lengths.push_back(p.size());
+  for (const auto& p : prompts) lengths.push_back(p.size());
   return json{{"tensors", {"logits"}}, {"lengths", lengths}, {"padding", "left"}};
 }
 
