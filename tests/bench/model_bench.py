@@ -53,12 +53,24 @@ CONFIG = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hi
 FIRST_IDS = [1, 306, 4658, 278, 6593, 310, 2834, 338]
 
 
-def make_model(directory):
+def connect(endpoint, process, seconds=60):
+    """A Client once the process has bound its ipc socket."""
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(endpoint[len("ipc://"):]):
+        if process.poll() is not None:
+            raise RuntimeError("gpubox-modeld exited with status %d" % process.returncode)
+        if time.monotonic() > deadline:
+            raise RuntimeError("gpubox-modeld did not bind %s" % endpoint)
+        time.sleep(0.001)
+    return Client(endpoint)
+
+
+def make_model(directory, layers):
     """The cached checkpoint (random weights, save_pretrained); made on first use."""
     if os.path.exists(os.path.join(directory, "config.json")):
         return directory
     torch.manual_seed(0)
-    model = tf.LlamaForCausalLM(tf.LlamaConfig(**CONFIG)).eval()
+    model = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(CONFIG, num_hidden_layers=layers))).eval()
     with torch.no_grad():  # random norms too, so nothing is an identity by accident
         for name, p in model.named_parameters():
             if p.dim() == 1:
@@ -81,6 +93,13 @@ def vm_rss(pid):
     return 0
 
 
+def cpu_and_faults(pid):
+    """(user + system CPU seconds, minor page faults) of a process so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
+
+
 class Modeld:
     """A gpubox-modeld process serving one model, and a client to it."""
 
@@ -89,12 +108,14 @@ class Modeld:
         config = os.path.join(workdir, "modeld.json")
         with open(config, "w") as f:
             json.dump({"models": [{"name": "bench", "path": model_dir, "dtype": dtype, "device": device}]}, f)
-        self.client = Client(self.endpoint)
+        self.client = None
         self.start = time.perf_counter()
         self.process = subprocess.Popen([binary, "--endpoint", self.endpoint, "--config", config],
                                         stderr=subprocess.DEVNULL)
 
     def wait_ready(self):
+        self.client = connect(self.endpoint, self.process)
+        self.listening = time.perf_counter() - self.start
         while True:
             try:
                 status = self.client.call("modeld.status", timeout=5)
@@ -119,7 +140,8 @@ class Modeld:
         return result["tokens"]
 
     def stop(self):
-        self.client.close()
+        if self.client:
+            self.client.close()
         self.process.terminate()
         self.process.wait()
 
@@ -167,10 +189,16 @@ def one_round(args, files, hf_model, prompt128, prompt16):
         try:
             m.wait_ready()
             r["modeld_ready_s"] = time.perf_counter() - m.start
+            r["modeld_listening_s"] = m.listening
             r["rss_ready"] = vm_rss(m.process.pid)
             m.forward([FIRST_IDS], last_only=True)
             r["modeld_load_s"] = time.perf_counter() - m.start
             r["rss_first_logits"] = vm_rss(m.process.pid)
+            r["modeld_load_cpu_s"], r["modeld_load_faults"] = cpu_and_faults(m.process.pid)
+            r["held_bytes"] = m.client.call("model.info", model="bench")["memory_bytes"]
+            start = time.perf_counter()
+            m.forward([FIRST_IDS], last_only=True)
+            r["modeld_second_forward_s"] = time.perf_counter() - start
             start = time.perf_counter()
             m.forward([prompt128])
             r["modeld_forward_tps"] = len(prompt128) / (time.perf_counter() - start)
@@ -214,14 +242,20 @@ def main():
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--modeld", default=os.path.join(ROOT, "build", "bin", "gpubox-modeld"))
-    parser.add_argument("--model-dir", default=os.path.join(ROOT, "build", "bench-models", "llama-1gb"))
+    parser.add_argument("--model-dir", help="where the checkpoint is cached (default build/bench-models/llama-1gb, "
+                        "or llama-LAYERSl with --layers)")
+    parser.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"],
+                        help="a smaller model for a quick check (default %d: 1.02 GB in float32)" % CONFIG["num_hidden_layers"])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
                         help="intra-op threads of transformers (default: LibTorch's default, as modeld uses)")
     parser.add_argument("--json", help="also write every round's figures here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if not args.model_dir:
+        name = "llama-1gb" if args.layers == CONFIG["num_hidden_layers"] else "llama-%dl" % args.layers
+        args.model_dir = os.path.join(ROOT, "build", "bench-models", name)
     os.makedirs(os.path.dirname(args.model_dir), exist_ok=True)
-    make_model(args.model_dir)
+    make_model(args.model_dir, args.layers)
     files = weight_files(args.model_dir)
     weight_bytes = sum(os.path.getsize(f) for f in files)
     cat_seconds(files)  # page cache warm for every round
@@ -259,13 +293,18 @@ def main():
         ratio = med(ours)[0] / med(theirs)[0]
         print("| %s | %s | %s | %.2f× %s |" % (label, cell(ours, unit), cell(theirs, unit), ratio if higher_better else 1 / ratio,
                                               "faster" if higher_better else "less time"))
-    print("| modeld ready (load only) | %s | | |" % cell("modeld_ready_s", "s"))
+    print("| modeld: socket bound (process start, LibTorch loaded) | %s | | |" % cell("modeld_listening_s", "s"))
+    print("| modeld: model ready | %s | | |" % cell("modeld_ready_s", "s"))
+    print("| modeld: the same first forward again (warm) | %s | | |" % cell("modeld_second_forward_s", "s"))
+    print("| modeld: CPU time (user + system) to first logits | %s | | |" % cell("modeld_load_cpu_s", "s"))
+    print("| modeld: minor page faults to first logits | %.0f | | |" % med("modeld_load_faults")[0])
     cat = med("cat_s")[0]
     print("| `cat` the files | %s | | modeld / cat = %.2f× |" % (cell("cat_s", "s"), med("modeld_load_s")[0] / cat))
+    held = med("held_bytes")[0]  # the weights as modeld holds them (after a cast)
     for key, label in (("rss_ready", "ready"), ("rss_first_logits", "after first logits"), ("rss_after", "after the bench")):
         rss = med(key)[0]
         print("| modeld RSS %s | %.0f MiB | weights %.0f MiB | %.2f× weights (budget %.0f MiB) |"
-              % (label, rss / 2**20, weight_bytes / 2**20, rss / weight_bytes, (weight_bytes * 1.1 + 64 * 2**20) / 2**20))
+              % (label, rss / 2**20, held / 2**20, rss / held, (held * 1.1 + 64 * 2**20) / 2**20))
     same = all(r["modeld_tokens1"] == r["hf_tokens1"] for r in rounds)
     print("greedy tokens, batch 1, equal to transformers': %s" % same)
     if args.json:

@@ -21,7 +21,8 @@
 # Environment: PYTHON (default python3; needs torch, transformers, pyzmq,
 # msgpack), BUILD (default build/device-modeld), GPUBOX_MODELD (an existing
 # binary: skips step 1), BENCH_ARGS (extra arguments of the bench, e.g.
-# "--repeat 1 --new-tokens 16").
+# "--repeat 1 --new-tokens 16"; with --cpu-dry-run the default is a 2-layer
+# model, one round of 8 new tokens).
 # Exit 0: every check passed; 1: a check failed; 77: no GPU here (and no
 # --cpu-dry-run), which ctest shows as skipped.
 set -euo pipefail
@@ -87,6 +88,10 @@ modeld, device, results = sys.argv[1:4]
 work = tempfile.mkdtemp()
 endpoint = "ipc://" + os.path.join(work, "modeld.sock")
 process = subprocess.Popen([modeld, "--endpoint", endpoint])
+while not os.path.exists(endpoint[len("ipc://"):]):
+    if process.poll() is not None:
+        sys.exit("gpubox-modeld exited with status %d" % process.returncode)
+    time.sleep(0.01)
 client = Client(endpoint)
 ok = True
 try:
@@ -118,6 +123,8 @@ then
 fi
 
 step "4. the bench in bfloat16 on $DEVICE"
+# The dry run's bench is a 2-layer model and one short round: it checks the steps, not the figures.
+[[ $DRY_RUN == 1 ]] && BENCH_ARGS="${BENCH_ARGS:---layers 2 --repeat 1 --new-tokens 8}"
 # shellcheck disable=SC2086
 if ! "$PYTHON" "$ROOT/tests/bench/model_bench.py" --device "$DEVICE" --dtype bfloat16 --modeld "$MODELD" \
     --json "$RESULTS/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$RESULTS/bench.log"; then
