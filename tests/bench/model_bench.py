@@ -158,14 +158,16 @@ print("done", flush=True)
 
 
 def transformers_load_seconds(model_dir, threads, dtype, device):
-    start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", TRANSFORMERS_LOAD, model_dir, str(threads), dtype, device],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = child.stdout.readline()
-    elapsed = time.perf_counter() - start
-    child.wait()
-    if line.strip() != "done":
-        raise RuntimeError("the transformers load failed (exit %s)" % child.returncode)
+    with tempfile.TemporaryFile("w+") as errors:
+        start = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-c", TRANSFORMERS_LOAD, model_dir, str(threads), dtype, device],
+                                 stdout=subprocess.PIPE, stderr=errors, text=True)
+        line = child.stdout.readline()
+        elapsed = time.perf_counter() - start
+        child.wait()
+        if line.strip() != "done":
+            errors.seek(0)
+            raise RuntimeError("the transformers load failed (exit %s): %s" % (child.returncode, errors.read()[-2000:]))
     return elapsed
 
 
