@@ -50,6 +50,9 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // Length of the data section (the sum of the tensors' sizes).
   std::uint64_t data_bytes() const { return data_.size(); }
+  // true when bytes() lie in a read-only private mapping of the file (open),
+  // false when in memory the file owns (from_bytes).
+  bool mapped() const { return mapping_ != nullptr; }
   // ok while the file on disk still has the size it had at open (always, from_bytes).
   Status still_intact() const;
 

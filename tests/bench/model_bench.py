@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Model bench: gpubox-modeld beside Hugging Face transformers' eager mode on
+the same random Llama-architecture checkpoint (about 1 GB in float32, made once
+with transformers and cached), figures side by side from one run, with the
+ratio. Each round is repeated --repeat times; the table shows the median and,
+in brackets, the spread (min-max) as the noise.
+
+  load to first logits (page cache warm for all three: the files are read once
+  before the first round):
+    modeld        process start (Popen) -> modeld.status says ready -> the
+                  answer of a first model.forward (8 tokens) received
+    transformers  a fresh `python -c`: interpreter start, `import torch,
+                  transformers` (imports counted), from_pretrained, one
+                  forward of the same 8 tokens, until it prints "done"
+    cat           `cat model files > /dev/null`
+  forward tok/s   a 128-token prompt, logits of every position (both),
+                  modeld through model.forward (RPC and the float32 logits'
+                  transfer counted) vs model(ids) in this process
+  generate tok/s  new tokens / wall time of one call (prefill included): a
+                  16-token prompt, --new-tokens new tokens with EOS ignored,
+                  greedy, batch 1 and 8; modeld's model.generate vs
+                  model.generate(do_sample=False) (transformers' eager
+                  attention, its default DynamicCache)
+  RSS             modeld's VmRSS (/proc/PID/status) once ready and after the
+                  bench, against the bytes of the weight files
+
+Threads: modeld uses LibTorch's default intra-op thread count (the
+machine's cores); this process sets torch.set_num_threads to the same.
+
+usage: build/venv/bin/python tests/bench/model_bench.py [--repeat 3]
+         [--device cpu|cuda] [--dtype float32|bfloat16] [--json FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "host", "python"))
+
+import torch  # noqa: E402
+import transformers as tf  # noqa: E402
+from gpubox.client import Client  # noqa: E402
+
+# About 254 M parameters: 1.02 GB in float32.
+CONFIG = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
+              num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=2048,
+              bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+FIRST_IDS = [1, 306, 4658, 278, 6593, 310, 2834, 338]
+
+
+def connect(endpoint, process, seconds=60):
+    """A Client once the process has bound its ipc socket."""
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(endpoint[len("ipc://"):]):
+        if process.poll() is not None:
+            raise RuntimeError("gpubox-modeld exited with status %d" % process.returncode)
+        if time.monotonic() > deadline:
+            raise RuntimeError("gpubox-modeld did not bind %s" % endpoint)
+        time.sleep(0.001)
+    return Client(endpoint)
+
+
+def make_model(directory, layers):
+    """The cached checkpoint (random weights, save_pretrained); made on first use."""
+    if os.path.exists(os.path.join(directory, "config.json")):
+        return directory
+    torch.manual_seed(0)
+    model = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(CONFIG, num_hidden_layers=layers))).eval()
+    with torch.no_grad():  # random norms too, so nothing is an identity by accident
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+    partial = directory + ".partial"
+    model.save_pretrained(partial)
+    os.replace(partial, directory)
+    return directory
+
+
+def weight_files(directory):
+    return sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".safetensors"))
+
+
+def vm_rss(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def cpu_and_faults(pid):
+    """(user + system CPU seconds, minor page faults) of a process so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
+
+
+class Modeld:
+    """A gpubox-modeld process serving one model, and a client to it."""
+
+    def __init__(self, binary, model_dir, device, dtype, workdir):
+        self.endpoint = "ipc://" + os.path.join(workdir, "modeld-%d.sock" % time.monotonic_ns())
+        config = os.path.join(workdir, "modeld.json")
+        with open(config, "w") as f:
+            json.dump({"models": [{"name": "bench", "path": model_dir, "dtype": dtype, "device": device}]}, f)
+        self.client = None
+        self.start = time.perf_counter()
+        self.process = subprocess.Popen([binary, "--endpoint", self.endpoint, "--config", config],
+                                        stderr=subprocess.DEVNULL)
+
+    def wait_ready(self):
+        self.client = connect(self.endpoint, self.process)
+        self.listening = time.perf_counter() - self.start
+        while True:
+            try:
+                status = self.client.call("modeld.status", timeout=5)
+            except Exception:  # not listening yet
+                time.sleep(0.002)
+                continue
+            model = status["models"][0]
+            if model["state"] == "ready":
+                return
+            if model["state"] == "failed":
+                raise RuntimeError("modeld failed to load: %s" % model.get("error"))
+            time.sleep(0.002)
+
+    def forward(self, ids, last_only=False):
+        result = self.client.call("model.forward", timeout=600, model="bench", ids=ids, last_only=last_only)
+        data = result["outputs"][0]
+        return torch.frombuffer(bytearray(data["attachments"][0]), dtype=torch.float32).view(data["shape"])
+
+    def generate(self, ids, new_tokens):
+        result = self.client.call("model.generate", timeout=600, model="bench", ids=ids, max_new_tokens=new_tokens,
+                                  ignore_eos=True)
+        return result["tokens"]
+
+    def stop(self):
+        if self.client:
+            self.client.close()
+        self.process.terminate()
+        self.process.wait()
+
+
+TRANSFORMERS_LOAD = r"""
+import sys, torch, transformers
+torch.set_num_threads(int(sys.argv[2]))
+model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=getattr(torch, sys.argv[3])).to(sys.argv[4]).eval()
+with torch.inference_mode():
+    logits = model(torch.tensor([%s], device=sys.argv[4])).logits
+    logits[0, -1, 0].item()
+print("done", flush=True)
+""" % FIRST_IDS
+
+
+def transformers_load_seconds(model_dir, threads, dtype, device):
+    with tempfile.TemporaryFile("w+") as errors:
+        start = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-c", TRANSFORMERS_LOAD, model_dir, str(threads), dtype, device],
+                                 stdout=subprocess.PIPE, stderr=errors, text=True)
+        line = child.stdout.readline()
+        elapsed = time.perf_counter() - start
+        child.wait()
+        if line.strip() != "done":
+            errors.seek(0)
+            raise RuntimeError("the transformers load failed (exit %s): %s" % (child.returncode, errors.read()[-2000:]))
+    return elapsed
+
+
+def cat_seconds(files):
+    start = time.perf_counter()
+    subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def one_round(args, files, hf_model, prompt128, prompt16):
+    """One of each measurement; returns {name: value}."""
+    r = {}
+    r["cat_s"] = cat_seconds(files)
+    with tempfile.TemporaryDirectory() as work:
+        m = Modeld(args.modeld, args.model_dir, args.device, args.dtype, work)
+        try:
+            m.wait_ready()
+            r["modeld_ready_s"] = time.perf_counter() - m.start
+            r["modeld_listening_s"] = m.listening
+            r["rss_ready"] = vm_rss(m.process.pid)
+            m.forward([FIRST_IDS], last_only=True)
+            r["modeld_load_s"] = time.perf_counter() - m.start
+            r["rss_first_logits"] = vm_rss(m.process.pid)
+            r["modeld_load_cpu_s"], r["modeld_load_faults"] = cpu_and_faults(m.process.pid)
+            r["held_bytes"] = m.client.call("model.info", model="bench")["memory_bytes"]
+            start = time.perf_counter()
+            m.forward([FIRST_IDS], last_only=True)
+            r["modeld_second_forward_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            m.forward([prompt128])
+            r["modeld_forward_tps"] = len(prompt128) / (time.perf_counter() - start)
+            for batch in (1, 8):
+                start = time.perf_counter()
+                tokens = m.generate([prompt16] * batch, args.new_tokens)
+                elapsed = time.perf_counter() - start
+                assert all(len(t) == args.new_tokens for t in tokens), "modeld stopped early"
+                r["modeld_generate%d_tps" % batch] = batch * args.new_tokens / elapsed
+                r["modeld_tokens%d" % batch] = tokens[0]
+            r["rss_after"] = vm_rss(m.process.pid)
+        finally:
+            m.stop()
+    r["hf_load_s"] = transformers_load_seconds(args.model_dir, args.threads, args.dtype, args.device)
+    with torch.inference_mode():
+        ids = torch.tensor([prompt128], device=args.device)
+        hf_model(ids)  # warm
+        sync(args.device)
+        start = time.perf_counter()
+        hf_model(ids).logits.float().cpu()
+        r["hf_forward_tps"] = len(prompt128) / (time.perf_counter() - start)
+        for batch in (1, 8):
+            ids = torch.tensor([prompt16] * batch, device=args.device)
+            sync(args.device)
+            start = time.perf_counter()
+            out = hf_model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                    max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+                                    pad_token_id=0)
+            sync(args.device)
+            elapsed = time.perf_counter() - start
+            assert out.shape[1] - len(prompt16) == args.new_tokens
+            r["hf_generate%d_tps" % batch] = batch * args.new_tokens / elapsed
+            r["hf_tokens%d" % batch] = out[0, len(prompt16):].tolist()
+    return r
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--modeld", default=os.path.join(ROOT, "build", "bin", "gpubox-modeld"))
+    parser.add_argument("--model-dir", help="where the checkpoint is cached (default build/bench-models/llama-1gb, "
+                        "or llama-LAYERSl with --layers)")
+    parser.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"],
+                        help="a smaller model for a quick check (default %d: 1.02 GB in float32)" % CONFIG["num_hidden_layers"])
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                        help="intra-op threads of transformers (default: LibTorch's default, as modeld uses)")
+    parser.add_argument("--json", help="also write every round's figures here")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if not args.model_dir:
+        name = "llama-1gb" if args.layers == CONFIG["num_hidden_layers"] else "llama-%dl" % args.layers
+        args.model_dir = os.path.join(ROOT, "build", "bench-models", name)
+    os.makedirs(os.path.dirname(args.model_dir), exist_ok=True)
+    make_model(args.model_dir, args.layers)
+    files = weight_files(args.model_dir)
+    weight_bytes = sum(os.path.getsize(f) for f in files)
+    cat_seconds(files)  # page cache warm for every round
+    hf_model = tf.AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=getattr(torch, args.dtype)).to(args.device).eval()
+    generator = torch.Generator().manual_seed(1)
+    prompt128 = torch.randint(3, CONFIG["vocab_size"], (128,), generator=generator).tolist()
+    prompt16 = prompt128[:16]
+    rounds = []
+    for i in range(args.repeat):
+        load = os.getloadavg()[0]
+        rounds.append(one_round(args, files, hf_model, prompt128, prompt16))
+        rounds[-1]["loadavg"] = load
+        print("round %d done (load average %.2f)" % (i + 1, load), file=sys.stderr, flush=True)
+
+    def med(key):
+        values = [r[key] for r in rounds]
+        return statistics.median(values), min(values), max(values)
+
+    def cell(key, unit):
+        m, lo, hi = med(key)
+        return "%.3g %s (%.3g–%.3g)" % (m, unit, lo, hi)
+
+    print("gpubox-modeld vs transformers %s, %s %s, %d threads, %.2f GB of weights (%d files), %d rounds, median (min–max)"
+          % (tf.__version__, args.device, args.dtype, args.threads, weight_bytes / 1e9, len(files), args.repeat))
+    print("load averages at each round's start: %s" % ", ".join("%.2f" % r["loadavg"] for r in rounds))
+    rows = [
+        ("load to first logits", "modeld_load_s", "hf_load_s", "s", False),
+        ("forward, 128 tokens", "modeld_forward_tps", "hf_forward_tps", "tok/s", True),
+        ("generate, batch 1", "modeld_generate1_tps", "hf_generate1_tps", "tok/s", True),
+        ("generate, batch 8", "modeld_generate8_tps", "hf_generate8_tps", "tok/s", True),
+    ]
+    print("| | gpubox-modeld | transformers | ratio |")
+    print("|---|---|---|---|")
+    for label, ours, theirs, unit, higher_better in rows:
+        ratio = med(ours)[0] / med(theirs)[0]
+        print("| %s | %s | %s | %.2f× %s |" % (label, cell(ours, unit), cell(theirs, unit), ratio if higher_better else 1 / ratio,
+                                              "faster" if higher_better else "less time"))
+    print("| modeld: socket bound (process start, LibTorch loaded) | %s | | |" % cell("modeld_listening_s", "s"))
+    print("| modeld: model ready | %s | | |" % cell("modeld_ready_s", "s"))
+    print("| modeld: the same first forward again (warm) | %s | | |" % cell("modeld_second_forward_s", "s"))
+    print("| modeld: CPU time (user + system) to first logits | %s | | |" % cell("modeld_load_cpu_s", "s"))
+    print("| modeld: minor page faults to first logits | %.0f | | |" % med("modeld_load_faults")[0])
+    cat = med("cat_s")[0]
+    print("| `cat` the files | %s | | modeld / cat = %.2f× |" % (cell("cat_s", "s"), med("modeld_load_s")[0] / cat))
+    held = med("held_bytes")[0]  # the weights as modeld holds them (after a cast)
+    for key, label in (("rss_ready", "ready"), ("rss_first_logits", "after first logits"), ("rss_after", "after the bench")):
+        rss = med(key)[0]
+        print("| modeld RSS %s | %.0f MiB | weights %.0f MiB | %.2f× weights (budget %.0f MiB) |"
+              % (label, rss / 2**20, held / 2**20, rss / held, (held * 1.1 + 64 * 2**20) / 2**20))
+    same = all(r["modeld_tokens1"] == r["hf_tokens1"] for r in rounds)
+    print("greedy tokens, batch 1, equal to transformers': %s" % same)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"weight_bytes": weight_bytes, "threads": args.threads, "device": args.device,
+                       "dtype": args.dtype, "rounds": rounds}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
