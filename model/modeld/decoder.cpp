@@ -424,13 +424,14 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
   std::int64_t tokens = input.ids.size(1);
   std::int64_t start = cache ? cache->length : 0;
   Tensor h = at::embedding(w.embed, input.ids);
+  // hook_embed after Gemma's scale, as transformers' embed_tokens gives it (TransformerLens folds it into W_E).
+  if (arch.scale_embeddings) h = h * w.embed_scale;
   w.hook(hooks, HookPoint::embed, -1, h);
   if (arch.learned_positions) {
     Tensor pos = at::embedding(w.pos_embed, input.positions);
     w.hook(hooks, HookPoint::pos_embed, -1, pos);
     h = h + pos;
   }
-  if (arch.scale_embeddings) h = h * w.embed_scale;
   Tensor cos, sin;
   if (arch.rope.kind != RopeKind::none) {
     Tensor freqs = input.positions.to(at::kFloat).unsqueeze(-1) * w.inv_freq;
@@ -496,16 +497,6 @@ c10::ScalarType Decoder::dtype() const { return weights_->dtype; }
 c10::Device Decoder::device() const { return weights_->device; }
 std::uint64_t Decoder::weight_bytes() const { return weights_->held_bytes; }
 const std::vector<std::string>& Decoder::unexpected_tensors() const { return weights_->unexpected; }
-
-std::string hook_point_name(HookPoint point, int layer) {
-  static const char* names[] = {
-      "hook_embed", "hook_pos_embed", "hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k",
-      "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k", "attn.hook_attn_scores", "attn.hook_pattern",
-      "attn.hook_z", "hook_attn_out", "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_pre_linear",
-      "mlp.hook_post", "hook_mlp_out", "hook_resid_post", "ln_final.hook_normalized", "logits"};
-  std::string name = names[static_cast<int>(point)];
-  return layer < 0 ? name : fmt::format("blocks.{}.{}", layer, name);
-}
 
 Status enable_cuda() {
   static std::once_flag once;

@@ -16,16 +16,11 @@
 #include <vector>
 
 #include "model/modeld/architecture.h"
+#include "model/modeld/hook_points.h"
 #include "model/weights/checkpoint.h"
 #include "rpc/status.h"
 
 namespace gpubox::modeld {
-
-// The activations hook points expose, in forward order (TransformerLens' names in hook_point_name()).
-enum class HookPoint {
-  embed, pos_embed, resid_pre, ln1_normalized, q, k, v, rot_q, rot_k, attn_scores, pattern, z, attn_out,
-  resid_mid, ln2_normalized, mlp_pre, mlp_pre_linear, mlp_post, mlp_out, resid_post, ln_final_normalized, logits,
-};
 
 // Interventions at hook points (the interventions issue builds them); layer is -1 outside blocks.
 class Hooks {
@@ -86,9 +81,6 @@ class Decoder {
   explicit Decoder(std::unique_ptr<Weights> weights);
   std::unique_ptr<Weights> weights_;
 };
-
-// TransformerLens' name of a hook point ("blocks.3.attn.hook_q", "hook_embed").
-std::string hook_point_name(HookPoint point, int layer);
 
 // Loads libtorch_cuda.so (once) so that cuda devices exist; an error says why not.
 Status enable_cuda();

@@ -4,8 +4,11 @@
 #include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <optional>
 #include <unistd.h>
 
+#include "hooks/spec.h"
+#include "model/modeld/capture_hooks.h"
 #include "model/modeld/generation.h"
 #include "model/modeld/gpu_info.h"
 #include "model/modeld/gpu_probe.h"
@@ -226,30 +229,58 @@ Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
   return result;
 }
 
-Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx) {
+// Sends one tensor as a DATA message named name (a RESULT carries no attachments).
+Status send_tensor(rpc::CallContext& ctx, const at::Tensor& tensor, const std::string& name) {
+  std::vector<zmq::message_t> attachments;
+  json item = tensor_to_wire(tensor, attachments);
+  item["name"] = name;
+  return ctx.send_data(item, std::move(attachments));
+}
+
+// model.forward, and model.run (with_ops): a forward pass with the spec's
+// operations; with none it is the plain forward, without a Hooks object.
+Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_ops) {
   rpc::ParamReader params(ctx.params());
   auto request = read_prompt_request(host, params);
   if (!request) return request.status();
   const LoadedModel& m = *request->model;
   const auto& prompts = request->prompts;
-  bool last_only = params.boolean("last_only").value_or(false);
+  bool last_only = with_ops ? false : params.boolean("last_only").value_or(false);
   std::string logits_dtype = params.string("logits_dtype").value_or("float32");
+  const json* ops = with_ops ? params.raw("ops") : nullptr;
   if (Status s = params.finish(); !s) return s;
   if (logits_dtype != "float32" && logits_dtype != "model") {
     return Status(ErrorCode::invalid_request, "params.logits_dtype: expected \"float32\" or \"model\"");
   }
   if (Status s = check_prompts(m.architecture, prompts); !s) return s;
+  std::int64_t tokens = 0;
+  for (const auto& p : prompts) tokens = std::max(tokens, static_cast<std::int64_t>(p.size()));
+  std::vector<HookPointInfo> points;
+  hooks::Plan plan;
+  if (ops) {
+    points = hook_points(m.architecture);
+    std::vector<std::string> names;
+    for (const auto& p : points) names.push_back(p.name);
+    auto decoded = hooks::decode_plan(*ops, names, tokens);
+    if (!decoded) return decoded.status();
+    plan = std::move(*decoded);
+  }
   ForwardInput input = left_padded_batch(prompts, m.decoder->device());
-  at::Tensor logits = m.decoder->forward(input, nullptr, last_only);
+  std::optional<CaptureHooks> captures;
+  if (!plan.empty()) captures.emplace(plan, points);
+  at::Tensor logits = m.decoder->forward(input, nullptr, last_only, captures ? &*captures : nullptr);
   if (logits_dtype == "float32") logits = logits.to(at::kFloat);
-  // Tensors travel as DATA attachments (a RESULT carries none): one DATA per tensor.
-  std::vector<zmq::message_t> attachments;
-  json item = tensor_to_wire(logits, attachments);
-  item["name"] = "logits";
-  if (Status sent = ctx.send_data(item, std::move(attachments)); !sent) return sent;
+  json names = {"logits"};
+  if (Status sent = send_tensor(ctx, logits, "logits"); !sent) return sent;
+  for (std::size_t i = 0; captures && i < plan.captures.size(); ++i) {
+    const at::Tensor& captured = captures->captured()[i];
+    if (!captured.defined()) continue;
+    if (Status sent = send_tensor(ctx, captured, plan.captures[i].hook); !sent) return sent;
+    names.push_back(plan.captures[i].hook);
+  }
   json lengths = json::array();
   for (const auto& p : prompts) lengths.push_back(p.size());
-  return json{{"tensors", {"logits"}}, {"lengths", lengths}, {"padding", "left"}};
+  return json{{"tensors", names}, {"lengths", lengths}, {"padding", "left"}};
 }
 
 }  // namespace
@@ -311,7 +342,17 @@ void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupPro
     }
     return json{{"text", decode(**model, list, skip.value_or(false))}};
   });
-  methods.add("model.forward", [&host](rpc::CallContext& ctx) { return guarded("model.forward", [&] { return forward_method(host, ctx); }); });
+  methods.add("model.forward", [&host](rpc::CallContext& ctx) { return guarded("model.forward", [&] { return forward_method(host, ctx, false); }); });
+  methods.add("model.run", [&host](rpc::CallContext& ctx) { return guarded("model.run", [&] { return forward_method(host, ctx, true); }); });
+  methods.add("model.hooks", [&host](rpc::CallContext& ctx) -> Result<json> {
+    rpc::ParamReader params(ctx.params());
+    auto model = find_model(host, params);
+    if (Status s = params.finish(); !s) return s;
+    if (!model) return model.status();
+    json list = json::array();
+    for (const auto& p : hook_points((*model)->architecture)) list.push_back({{"name", p.name}, {"shape", p.shape}});
+    return json{{"hooks", list}};
+  });
   methods.add("model.generate", [&host](rpc::CallContext& ctx) { return guarded("model.generate", [&] { return generate_method(host, ctx); }); });
   methods.add("model.load", [&host](rpc::CallContext& ctx) -> Result<json> {
     auto spec = parse_model_spec(ctx.params(), "params");

@@ -1,5 +1,5 @@
 // The RPC methods modeld serves behind the agent: model.* (list, info,
-// tokenize, detokenize, forward, generate, load, unload), gpu.* and
+// tokenize, detokenize, forward, run, hooks, generate, load, unload), gpu.* and
 // modeld.status. Each handler is an exception boundary: LibTorch throws,
 // modeld keeps serving.
 #pragma once

@@ -1,0 +1,37 @@
+// The hook points of the decoder's forward path: their TransformerLens names
+// and, per architecture, which exist and their shapes. No LibTorch (model.hooks
+// and the spec's name checks need none).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/modeld/architecture.h"
+
+namespace gpubox::modeld {
+
+// The activations hook points expose, in forward order (TransformerLens' names in hook_point_name()).
+enum class HookPoint {
+  embed, pos_embed, resid_pre, ln1_normalized, q, k, v, rot_q, rot_k, attn_scores, pattern, z, attn_out,
+  resid_mid, ln2_normalized, mlp_pre, mlp_pre_linear, mlp_post, mlp_out, resid_post, ln_final_normalized, logits,
+};
+
+// TransformerLens' name of a hook point ("blocks.3.attn.hook_q", "hook_embed"); layer is -1 outside blocks.
+std::string hook_point_name(HookPoint point, int layer);
+
+// One hook point a model has: its shape with symbolic dims ("batch", "pos",
+// "query_pos", "key_pos") and numbers, and which axis positions select.
+struct HookPointInfo {
+  HookPoint point;
+  int layer;  // -1 outside blocks
+  std::string name;
+  nlohmann::json shape;
+  int position_axis;  // the "pos" (or "query_pos") axis
+};
+
+// Every hook point of this architecture, in forward order.
+std::vector<HookPointInfo> hook_points(const Architecture& architecture);
+
+}  // namespace gpubox::modeld
