@@ -3,8 +3,10 @@
 Interpreter: build/venv/bin/python (torch and transformers from PyPI). The
 tiny random models of tiny_models.py; each capture is compared with the
 output (or input) of the transformers module it names, in float32, within
-1e-4 relative (as the logits are in test_modeld_models.py). TransformerLens is
-not compared here yet.
+1e-4 relative (as the logits are in test_modeld_models.py): every hook point
+that is one module's input or output there (module_map); rot_q/rot_k,
+resid_mid, attn_scores and pattern have no such module and are checked for
+shape only. TransformerLens is not compared here yet.
 """
 import os
 import shutil
@@ -19,7 +21,7 @@ from gpubox.client import RpcError
 from modeld_process import Modeld
 
 TOLERANCE = 1e-4
-ARCHITECTURES = ["gpt2", "llama", "gemma2"]
+ARCHITECTURES = ["gpt2", "llama", "mistral", "qwen2", "gemma2"]
 PROMPT = [5, 17, 33, 2, 9, 100, 7, 8, 19, 44, 3]
 
 
@@ -44,7 +46,11 @@ def module_map(name, model, layer):
                 b + "ln1.hook_normalized": (block.ln_1, "out", None),
                 b + "attn.hook_q": (block.attn.c_attn, "out", qkv(0)), b + "attn.hook_k": (block.attn.c_attn, "out", qkv(1)),
                 b + "attn.hook_v": (block.attn.c_attn, "out", qkv(2)),
-                b + "hook_attn_out": (block.attn.c_proj, "out", None), b + "hook_mlp_out": (block.mlp, "out", None),
+                b + "attn.hook_z": (block.attn.c_proj, "in", split(heads)),
+                b + "hook_attn_out": (block.attn.c_proj, "out", None),
+                b + "ln2.hook_normalized": (block.ln_2, "out", None),
+                b + "mlp.hook_pre": (block.mlp.c_fc, "out", None), b + "mlp.hook_post": (block.mlp.c_proj, "in", None),
+                b + "hook_mlp_out": (block.mlp, "out", None),
                 "ln_final.hook_normalized": (t.ln_f, "out", None)}
     inner, block = model.model, model.model.layers[layer]
     gemma = name == "gemma2"
@@ -54,7 +60,13 @@ def module_map(name, model, layer):
             b + "attn.hook_q": (block.self_attn.q_proj, "out", split(heads)),
             b + "attn.hook_k": (block.self_attn.k_proj, "out", split(kv_heads)),
             b + "attn.hook_v": (block.self_attn.v_proj, "out", split(kv_heads)),
+            b + "attn.hook_z": (block.self_attn.o_proj, "in", split(heads)),
             b + "hook_attn_out": (block.post_attention_layernorm if gemma else block.self_attn.o_proj, "out", None),
+            b + "ln2.hook_normalized": (block.pre_feedforward_layernorm if gemma else block.post_attention_layernorm,
+                                        "out", None),
+            b + "mlp.hook_pre": (block.mlp.gate_proj, "out", None),
+            b + "mlp.hook_pre_linear": (block.mlp.up_proj, "out", None),
+            b + "mlp.hook_post": (block.mlp.down_proj, "in", None),
             b + "hook_mlp_out": (block.post_feedforward_layernorm if gemma else block.mlp, "out", None),
             "ln_final.hook_normalized": (inner.norm, "out", None)}
 
