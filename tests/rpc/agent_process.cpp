@@ -165,6 +165,7 @@ AgentProcess::~AgentProcess() {
 }
 
 std::string AgentProcess::log_text() const { return read_all(dir_ + "/state/agent.log"); }
+std::string AgentProcess::stderr_text() const { return read_all(path("agent.stderr")); }
 
 Result<std::unique_ptr<rpc::Client>> AgentProcess::connect_tcp(std::optional<rpc::KeyPair> keys,
                                                                milliseconds timeout) const {

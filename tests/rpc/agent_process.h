@@ -46,6 +46,8 @@ class AgentProcess {
   const std::string& server_public_key() const { return server_public_key_; }
   const rpc::KeyPair& client_keys() const { return client_keys_; }
   std::string log_text() const;
+  // What the agent wrote to its stderr (a sanitizer's report lands there).
+  std::string stderr_text() const;
 
   // A client on the tcp endpoint with the authorized key pair (or `keys`).
   Result<std::unique_ptr<rpc::Client>> connect_tcp(std::optional<rpc::KeyPair> keys = std::nullopt,

@@ -45,7 +45,7 @@ class RpcTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (HasFailure() && agent_) std::cerr << "agent log:\n" << agent_->log_text();
+    if (HasFailure() && agent_) std::cerr << "agent log:\n" << agent_->log_text() << "agent stderr:\n" << agent_->stderr_text();
   }
 
   std::unique_ptr<rpc::Client> tcp_client() {
