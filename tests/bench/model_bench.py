@@ -41,28 +41,17 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "host", "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "model", "modeld"))
 
 import torch  # noqa: E402
 import transformers as tf  # noqa: E402
-from gpubox.client import Client  # noqa: E402
+from modeld_process import connect_when_bound as connect  # noqa: E402
 
 # About 254 M parameters: 1.02 GB in float32.
 CONFIG = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
               num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=2048,
               bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
 FIRST_IDS = [1, 306, 4658, 278, 6593, 310, 2834, 338]
-
-
-def connect(endpoint, process, seconds=60):
-    """A Client once the process has bound its ipc socket."""
-    deadline = time.monotonic() + seconds
-    while not os.path.exists(endpoint[len("ipc://"):]):
-        if process.poll() is not None:
-            raise RuntimeError("gpubox-modeld exited with status %d" % process.returncode)
-        if time.monotonic() > deadline:
-            raise RuntimeError("gpubox-modeld did not bind %s" % endpoint)
-        time.sleep(0.001)
-    return Client(endpoint)
 
 
 def make_model(directory, layers):

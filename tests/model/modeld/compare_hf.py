@@ -39,22 +39,10 @@ sys.path.insert(0, os.path.join(ROOT, "host", "python"))
 
 import torch  # noqa: E402
 import tiny_models  # noqa: E402
-from gpubox.client import Client  # noqa: E402
+from modeld_process import connect_when_bound as connect  # noqa: E402
 
 PROMPTS = [[1, 17, 45, 99, 3, 250, 7, 7, 31, 64, 12, 200], [1, 5, 300, 42, 18, 9, 77]]
 NEW_TOKENS = 10
-
-
-def connect(endpoint, process, seconds=60):
-    """A Client once the process has bound its ipc socket."""
-    deadline = time.monotonic() + seconds
-    while not os.path.exists(endpoint[len("ipc://"):]):
-        if process.poll() is not None:
-            raise RuntimeError("gpubox-modeld exited with status %d" % process.returncode)
-        if time.monotonic() > deadline:
-            raise RuntimeError("gpubox-modeld did not bind %s" % endpoint)
-        time.sleep(0.001)
-    return Client(endpoint)
 
 
 def left_pad(prompts):

@@ -13,6 +13,18 @@ from gpubox.client import Client
 MODELD = os.environ.get("GPUBOX_MODELD", "")
 
 
+def connect_when_bound(endpoint, process, seconds=60):
+    """A Client on ipc endpoint once the modeld process has bound it."""
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(endpoint[len("ipc://"):]):
+        if process.poll() is not None:
+            raise RuntimeError("gpubox-modeld exited with status %d" % process.returncode)
+        if time.monotonic() > deadline:
+            raise RuntimeError("gpubox-modeld did not bind %s" % endpoint)
+        time.sleep(0.001)
+    return Client(endpoint)
+
+
 class Modeld:
     def __init__(self, models, directory=None):
         self.dir = directory or tempfile.mkdtemp(prefix="modeld-test-")
@@ -24,12 +36,10 @@ class Modeld:
         self.log = open(os.path.join(self.dir, "modeld.log"), "w+")
         self.process = subprocess.Popen([MODELD, "--endpoint", "ipc://" + self.socket, "--config", config],
                                         stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self.socket):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("modeld did not start: " + self.log_text())
-            time.sleep(0.02)
-        self.client = Client("ipc://" + self.socket)
+        try:
+            self.client = connect_when_bound("ipc://" + self.socket, self.process, 30)
+        except RuntimeError as error:
+            raise AssertionError("modeld did not start: %s\n%s" % (error, self.log_text()))
 
     def log_text(self):
         self.log.flush()
@@ -46,6 +56,13 @@ class Modeld:
             if time.monotonic() > deadline:
                 raise AssertionError("models still loading: %r" % status)
             time.sleep(0.05)
+
+    def wait_all_ready(self):
+        """Waits for the loads; fails naming the models that did not become ready."""
+        status = self.wait_settled()
+        failed = [m for m in status["models"] if m["state"] != "ready"]
+        assert not failed, failed
+        return status
 
     def logits(self, model, ids, **params):
         """model.forward's logits as a float32 numpy array [batch, tokens, vocab]."""

@@ -98,9 +98,7 @@ class ModeldHooks(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="modeld-hooks-")
         cls.models = {name: tiny_models.make(cls.dir, name, seed=i) for i, name in enumerate(ARCHITECTURES)}
         cls.modeld = Modeld([{"name": n, "path": p} for n, (p, _) in cls.models.items()], os.path.join(cls.dir, "run"))
-        status = cls.modeld.wait_settled()
-        failed = [m for m in status["models"] if m["state"] != "ready"]
-        assert not failed, failed
+        cls.modeld.wait_all_ready()
 
     @classmethod
     def tearDownClass(cls):

@@ -45,9 +45,7 @@ class ModeldAgainstTransformers(unittest.TestCase):
         specs = [{"name": n, "path": p} for n, (p, _) in cls.models.items()]
         specs += [{"name": n + "-bf16", "path": p, "dtype": "bfloat16"} for n, (p, _) in cls.models.items()]
         cls.modeld = Modeld(specs, os.path.join(cls.dir, "run"))
-        status = cls.modeld.wait_settled()
-        failed = [m for m in status["models"] if m["state"] != "ready"]
-        assert not failed, failed
+        cls.modeld.wait_all_ready()
 
     @classmethod
     def tearDownClass(cls):
