@@ -37,3 +37,14 @@ from .sandboxes import connect, find, sandboxes, state_dir
 from .protocol import DEFAULT_WINDOW, ERROR_CODES, VERSION, Kind
 
 __all__ = ["Model", "tensor_from_wire", "Chunk", "Client", "RpcError", "Stream", "keygen", "connect", "find", "sandboxes", "state_dir", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind"]
+
+# The Seer-style API (docs/python.md): sandboxes from a config, notebook sessions, scoped sandboxes.
+from .config import ModelConfig, RepoConfig, SandboxConfig
+from .sandbox import ExecResult, Sandbox, SandboxError, Snapshot
+from .workspace import Library, Workspace
+from .notebook import Execution, ExecutionError, NotebookSession, create_notebook_session
+from .scoped import ScopedSandbox
+
+__all__ += ["ModelConfig", "RepoConfig", "SandboxConfig", "ExecResult", "Sandbox", "SandboxError", "Snapshot",
+            "Library", "Workspace", "Execution", "ExecutionError", "NotebookSession", "create_notebook_session",
+            "ScopedSandbox"]

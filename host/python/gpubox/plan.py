@@ -1,0 +1,147 @@
+"""How a SandboxConfig becomes a sandbox: the `gpubox create` arguments and agent
+config (docs/config.md), the mounts, and the commands run in the sandbox after it
+starts (pip, apt-get, git). Pure logic: nothing here runs anything."""
+
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from .config import SandboxConfig, is_local_path, memory_mib
+
+LIBRARY_DIR = "/workspace/libraries"     # kernel.workspace_dir: Workspace libraries go here
+MODELS_DIR = "/gpubox/models"            # model files, mounted read-only under neutral names
+REPOS_DIR = "/gpubox/repos"              # local repositories, mounted read-only to clone from
+UPLOAD_DIR = "/workspace/.gpubox/packages"  # local python_packages, copied in before pip runs
+
+
+@dataclass
+class ModelHandle:
+    """A model of the sandbox: where its files are inside (path) and which variable holds it."""
+
+    name: str
+    var_name: str
+    tokenizer_var: str
+    path: str                    # in the sandbox
+    local_path: str              # on this machine
+    hidden: bool
+    is_peft: bool
+    base_model: Optional[str]    # in the sandbox (a mounted path) or a model id
+
+
+@dataclass
+class CreatePlan:
+    """What Sandbox.start runs: `gpubox --json create` + create_args, with agent_config as --config."""
+
+    create_args: List[str]
+    agent_config: dict
+    handles: List[ModelHandle] = field(default_factory=list)
+
+
+def _target(index: int, local: str, suffix: str = "") -> str:
+    ext = os.path.splitext(local)[1] if os.path.isfile(local) else ""
+    return "%s/m%d%s%s" % (MODELS_DIR, index, suffix, ext)
+
+
+def _gpu_flag(config: SandboxConfig) -> List[str]:
+    if not config.gpu:
+        return []
+    if config.backend == "local":  # GPU numbers of this host; the CLI refuses when it has none
+        return ["--gpu", ",".join(str(i) for i in range(config.gpu_count))]
+    return ["--gpu", str(config.gpu_count)]
+
+
+def plan_create(config: SandboxConfig, name: Optional[str] = None) -> CreatePlan:
+    """The create arguments and agent config for config; ValueError for what this machine lacks."""
+    config.check_local()
+    args = ["--backend", config.backend]
+    if name:
+        args += ["--name", name]
+    if config.image:
+        args += ["--image", config.image]
+    if config.cpu is not None:
+        args += ["--cpu", repr(float(config.cpu))]
+    if config.memory is not None:
+        args += ["--memory", str(memory_mib("SandboxConfig.memory", config.memory))]
+    if config.timeout:
+        args += ["--timeout", repr(float(config.timeout))]
+    if config.idle_timeout:
+        args += ["--idle-timeout", repr(float(config.idle_timeout))]
+    args += ["--network", ("host" if config.backend == "local" else "bridge") if config.network_on else "none"]
+    args += _gpu_flag(config)
+    for secret in config.secrets:  # the CLI reads the value from its environment, which is ours
+        args += ["--secret", secret]
+    for target, source in sorted(config.volumes.items()):
+        read_only = source.endswith(":ro")
+        local = os.path.realpath(source[:-3] if read_only else source)
+        args += ["--mount", "%s:%s%s" % (local, target, ":ro" if read_only else "")]
+
+    handles, entries = [], []
+    device = "cuda" if config.gpu else "cpu"
+    for index, model in enumerate(config.models):
+        local = model.local_path()
+        target = _target(index, local)
+        args += ["--mount", "%s:%s:ro" % (local, target)]
+        base = model.base_model
+        local_base = model.local_base_model()
+        if local_base:
+            base = _target(index, local_base, "-base")
+            args += ["--mount", "%s:%s:ro" % (local_base, base)]
+        entry = {"name": model.name, "path": target, "loader": model.loader, "var_name": model.var_name,
+                 "tokenizer_var": model.tokenizer_var, "device": model.device or device, "dtype": model.dtype,
+                 "hidden": model.hidden, "is_peft": model.is_peft}
+        if model.is_peft:
+            entry["base_model"] = base
+        entries.append(entry)
+        handles.append(ModelHandle(model.name, model.var_name, model.tokenizer_var, target, local, model.hidden,
+                                   model.is_peft, base))
+    for index, repo in enumerate(config.repos):
+        if repo.is_local:
+            args += ["--mount", "%s:%s/r%d:ro" % (os.path.realpath(os.path.expanduser(repo.url)), REPOS_DIR, index)]
+
+    agent_config = {"kernel": {"python": config.python, "workspace_dir": LIBRARY_DIR, "preload": True,
+                               "models": entries}}
+    if config.env:
+        agent_config["env"] = dict(config.env)
+    return CreatePlan(args, agent_config, handles)
+
+
+PIP_ENV = {"PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_ROOT_USER_ACTION": "ignore",
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+
+
+def pip_command(config: SandboxConfig, specs: List[str], editable: bool = False) -> List[str]:
+    """pip install in the sandbox's Python; without network, offline (--no-index, no build isolation)."""
+    argv = [config.python, "-m", "pip", "install", "--quiet"]
+    if not config.network_on:
+        argv += ["--no-index", "--no-build-isolation"]
+    for spec in specs:
+        argv += ["-e", spec] if editable else [spec]
+    return argv
+
+
+def package_uploads(config: SandboxConfig) -> Tuple[List[Tuple[str, str]], List[str]]:
+    """(local path, sandbox path) copies for local python_packages, and the pip specs after the copies."""
+    uploads, specs = [], []
+    for index, spec in enumerate(config.python_packages):
+        if is_local_path(spec):
+            local = os.path.realpath(os.path.expanduser(spec))
+            remote = "%s/%d/%s" % (UPLOAD_DIR, index, os.path.basename(local))
+            uploads.append((local, remote))
+            specs.append(remote)
+        else:
+            specs.append(spec)
+    return uploads, specs
+
+
+def apt_command(packages: List[str]) -> List[str]:
+    return ["sh", "-c", 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q '
+            '--no-install-recommends "$@"', "apt-get", *packages]
+
+
+def clone_command(config: SandboxConfig, index: int) -> List[str]:
+    repo = config.repos[index]
+    source = "%s/r%d" % (REPOS_DIR, index) if repo.is_local else repo.clone_url
+    argv = ["git", "-c", "safe.directory=*", "clone", "--quiet"]
+    if repo.branch:
+        argv += ["--branch", repo.branch]
+    return argv + ["--", source, repo.sandbox_dest]
