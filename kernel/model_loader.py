@@ -199,6 +199,14 @@ def _auto_model(transformers, source, kwargs):
         return transformers.AutoModel.from_pretrained(source, **kwargs)
 
 
+def _hide_adapter_origin(model, loaded_base):
+    """A hidden adapter's config names the base it was trained on (adapter_config.json's
+    base_model_name_or_path, which may reveal it): replaced by the base this kernel loaded."""
+    for config in (getattr(model, "peft_config", None) or {}).values():
+        if getattr(config, "base_model_name_or_path", None) is not None:
+            config.base_model_name_or_path = loaded_base
+
+
 def load_transformers(entry, torch):
     device = _device(torch, entry["device"])
     dtype = _dtype(torch, entry["dtype"])
@@ -217,6 +225,8 @@ def load_transformers(entry, torch):
                             % error) from None
         base = _auto_model(transformers, entry["base_model"], kwargs)
         model = peft.PeftModel.from_pretrained(base, entry["path"])
+        if entry["hidden"]:
+            _hide_adapter_origin(model, entry["base_model"])
         tokenizer_sources.append(entry["base_model"])  # adapters often ship without a tokenizer
     else:
         model = _auto_model(transformers, entry["path"], kwargs)

@@ -249,7 +249,9 @@ class FakeTransformersTest(LoaderTestCase):
             @classmethod
             def from_pretrained(cls, base, adapter):
                 calls.append(("peft", adapter))
-                return cls(base, adapter)
+                model = cls(base, adapter)
+                model.peft_config = {"default": types.SimpleNamespace(base_model_name_or_path="/home/me/secret-base")}
+                return model
 
         fake = types.ModuleType("transformers")
         fake.AutoModelForCausalLM, fake.AutoModel, fake.AutoTokenizer = AutoModelForCausalLM, AutoModel, AutoTokenizer
@@ -290,6 +292,15 @@ class FakeTransformersTest(LoaderTestCase):
         self.assertEqual(values["model"].adapter, "/m/adapter")
         self.assertEqual(values["tokenizer"].source, "/m/base", "the adapter has none: the base's")
         self.assertEqual(item["type"], "PeftModel")
+
+    def test_a_hidden_adapter_does_not_name_the_base_it_was_trained_on(self):
+        item, values = model_loader.load_one(entry("/run/gpubox/models/ab12", "transformers", is_peft=True, hidden=True,
+                                                   base_model="/run/gpubox/models/cd34"))
+        self.assertEqual(item["status"], "loaded", item)
+        self.assertEqual(values["model"].peft_config["default"].base_model_name_or_path, "/run/gpubox/models/cd34")
+        visible, values = model_loader.load_one(entry("/m/adapter", "transformers", is_peft=True, base_model="/m/base"))
+        self.assertEqual(values["model"].peft_config["default"].base_model_name_or_path, "/home/me/secret-base",
+                         "a visible adapter keeps its own config")
 
     def test_without_transformers_the_failure_says_so(self):
         sys.modules["transformers"] = None  # import fails
