@@ -1,0 +1,239 @@
+"""SandboxConfig, ModelConfig, RepoConfig, Library and Workspace validation, the
+`gpubox create` plan a config becomes (host/python/gpubox/plan.py), and where the
+CLI is found: pure logic, no sandbox. A bad value raises ValueError naming the
+field, and Sandbox.start then creates nothing.
+
+Run by ctest (python_api_config) with Debian's /usr/bin/python3; no root needed.
+"""
+import os
+import stat
+import tempfile
+import unittest
+
+import gpubox
+from gpubox import plan
+from gpubox.cli_path import find_cli
+from gpubox.config import hf_cache_path, memory_mib
+from local_sandboxes import PrivateState
+
+
+class BadValuesTest(unittest.TestCase):
+    def assert_refused(self, field, make):
+        with self.assertRaises(ValueError) as raised:
+            make()
+        self.assertIn(field, str(raised.exception))
+        return str(raised.exception)
+
+    def test_each_sandbox_field_is_checked(self):
+        cases = {
+            "SandboxConfig.backend": dict(backend="kubernetes"),
+            "SandboxConfig.gpu": dict(gpu=3),
+            "SandboxConfig.gpu_count": dict(gpu="A100", gpu_count=0),
+            "SandboxConfig.cpu": dict(cpu=-1),
+            "SandboxConfig.memory": dict(memory="lots"),
+            "SandboxConfig.timeout": dict(timeout="1h"),
+            "SandboxConfig.idle_timeout": dict(idle_timeout=10 ** 9),
+            "SandboxConfig.env": dict(env={"1BAD": "x"}),
+            "SandboxConfig.env['A']": dict(env={"A": 3}),
+            "SandboxConfig.secrets": dict(secrets="HF_TOKEN"),
+            "SandboxConfig.models": dict(models=["gpt2"]),
+            "SandboxConfig.python_packages": dict(python_packages=[""]),
+            "SandboxConfig.system_packages": dict(system_packages=["git; rm -rf /"]),
+            "SandboxConfig.repos": dict(repos=["owner/repo"]),
+            "SandboxConfig.local_files[0]": dict(local_files=[("a.txt", "relative/a.txt")]),
+            "SandboxConfig.local_dirs": dict(local_dirs="dir"),
+            "SandboxConfig.image": dict(image="gpubox:latest"),
+            "SandboxConfig.volumes": dict(volumes={"data": "/tmp"}),
+            "SandboxConfig.python": dict(python=""),
+            "SandboxConfig.network": dict(network=False, python_packages=["numpy"]),
+        }
+        for field, values in cases.items():
+            with self.subTest(field=field):
+                self.assert_refused(field, lambda: gpubox.SandboxConfig(**values))
+
+    def test_modal_is_refused_clearly(self):
+        text = self.assert_refused("SandboxConfig.backend", lambda: gpubox.SandboxConfig(backend="modal"))
+        self.assertIn("not built yet", text)
+
+    def test_model_and_repo_fields(self):
+        M = gpubox.ModelConfig
+        self.assert_refused("ModelConfig.name", lambda: M(""))
+        self.assert_refused("ModelConfig('m').var_name", lambda: M("m", var_name="not valid"))
+        self.assert_refused("ModelConfig('m').var_name", lambda: M("m", var_name="model_info"))
+        self.assert_refused("ModelConfig('m').base_model", lambda: M("m", is_peft=True))
+        self.assert_refused("ModelConfig('m').base_model", lambda: M("m", base_model="/b"))
+        self.assert_refused("ModelConfig('m').loader", lambda: M("m", loader="onnx"))
+        self.assert_refused("ModelConfig('m').device", lambda: M("m", device="tpu"))
+        self.assert_refused("ModelConfig('m').dtype", lambda: M("m", dtype="int4"))
+        self.assert_refused("ModelConfig('m').hidden", lambda: M("m", hidden="yes"))
+        self.assert_refused("SandboxConfig.models", lambda: gpubox.SandboxConfig(models=[M("a"), M("b")]))
+        self.assert_refused("RepoConfig.url", lambda: gpubox.RepoConfig(""))
+        self.assert_refused("RepoConfig('o/r').dest", lambda: gpubox.RepoConfig("o/r", dest="here"))
+        self.assert_refused("RepoConfig('o/r').branch", lambda: gpubox.RepoConfig("o/r", branch="--upload-pack=x"))
+
+    def test_tokenizer_variables_follow_the_model_variable(self):
+        self.assertEqual(gpubox.ModelConfig("m").tokenizer_var, "tokenizer")
+        self.assertEqual(gpubox.ModelConfig("m", var_name="gemma").tokenizer_var, "gemma_tokenizer")
+        self.assertEqual(gpubox.ModelConfig("m", loader="torchscript").tokenizer_var, "")
+
+    def test_library_and_workspace(self):
+        self.assert_refused("Library.name", lambda: gpubox.Library("my-lib", {"x.py": ""}))
+        self.assert_refused("Library('lib').files", lambda: gpubox.Library("lib", {"../escape.py": ""}))
+        self.assert_refused("Library('lib').files", lambda: gpubox.Library("lib", {"/abs.py": ""}))
+        self.assert_refused("Workspace.libraries", lambda: gpubox.Workspace(libraries=["tools.py"]))
+        self.assert_refused("Workspace.custom_init_code", lambda: gpubox.Workspace(custom_init_code=3))
+        with tempfile.TemporaryDirectory() as scratch:
+            self.assert_refused("from_directory", lambda: gpubox.Library.from_directory(scratch))
+
+    def test_memory_sizes(self):
+        self.assertEqual([memory_mib("m", v) for v in (512, "512MiB", "16GiB", "2G", "1T")],
+                         [512, 512, 16384, 2048, 1 << 20])
+        self.assert_refused("m", lambda: memory_mib("m", "1.5MiB"))
+
+    def test_machine_checks_name_what_is_missing(self):
+        os.environ.pop("GPUBOX_TEST_UNSET_SECRET", None)
+        config = gpubox.SandboxConfig(secrets=["GPUBOX_TEST_UNSET_SECRET"])
+        text = self.assert_refused("SandboxConfig.secrets", config.check_local)
+        self.assertIn("GPUBOX_TEST_UNSET_SECRET is not set", text)
+        self.assert_refused("SandboxConfig.local_files[0]",
+                            gpubox.SandboxConfig(local_files=[("/nonexistent/a", "/a")]).check_local)
+        self.assert_refused("ModelConfig('m').path", gpubox.SandboxConfig(models=[
+            gpubox.ModelConfig("m", path="/nonexistent/model")]).check_local)
+        self.assert_refused("ModelConfig('org/not-cached').path", gpubox.SandboxConfig(models=[
+            gpubox.ModelConfig("org/not-cached")]).check_local)
+        self.assert_refused("RepoConfig('/nonexistent/repo').url",
+                            gpubox.SandboxConfig(repos=[gpubox.RepoConfig("/nonexistent/repo")]).check_local)
+
+
+class NothingStartsTest(unittest.TestCase):
+    def setUp(self):
+        self.state = PrivateState("gpubox-py-config-")
+        self.addCleanup(self.state.end)
+
+    def test_a_bad_config_creates_no_sandbox(self):
+        os.environ.pop("GPUBOX_TEST_UNSET_SECRET", None)
+        for config in (gpubox.SandboxConfig(secrets=["GPUBOX_TEST_UNSET_SECRET"]),
+                       gpubox.SandboxConfig(local_dirs=[("/nonexistent/dir", "/data")])):
+            with self.assertRaises(ValueError):
+                gpubox.Sandbox(config).start()
+        self.assertEqual(gpubox.sandboxes(), [])
+        self.assertFalse(os.path.exists(os.path.join(self.state.store, "sandboxes")), "the CLI never ran")
+
+
+class PlanTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="gpubox-plan-")
+        for name in ("adapter", "base", "data", "repo.git", "pkg"):
+            os.makedirs(os.path.join(self.dir, name))
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_every_field_maps_to_the_cli_or_the_agent_config(self):
+        os.environ["GPUBOX_TEST_PLAN_SECRET"] = "value"
+        d = self.dir
+        config = gpubox.SandboxConfig(
+            cpu=2, memory="1GiB", timeout=60, idle_timeout=30, env={"A": "1"}, secrets=["GPUBOX_TEST_PLAN_SECRET"],
+            models=[gpubox.ModelConfig("secret/adapter", path=d + "/adapter", is_peft=True, base_model=d + "/base",
+                                       hidden=True),
+                    gpubox.ModelConfig("base", path=d + "/base", var_name="base", dtype="bfloat16")],
+            python_packages=[d + "/pkg", "numpy==2.0"], repos=[gpubox.RepoConfig(d + "/repo.git", install=True),
+                                                              gpubox.RepoConfig("owner/tool", branch="v1")],
+            volumes={"/data": d + "/data:ro"}, python="/usr/bin/python3")
+        made = plan.plan_create(config, name="box")
+        self.assertEqual(made.create_args, [
+            "--backend", "local", "--name", "box", "--cpu", "2.0", "--memory", "1024", "--timeout", "60.0",
+            "--idle-timeout", "30.0", "--network", "host", "--secret", "GPUBOX_TEST_PLAN_SECRET",
+            "--mount", d + "/data:/data:ro",
+            "--mount", d + "/adapter:/gpubox/models/m0:ro", "--mount", d + "/base:/gpubox/models/m0-base:ro",
+            "--mount", d + "/base:/gpubox/models/m1:ro", "--mount", d + "/repo.git:/gpubox/repos/r0:ro"])
+        self.assertNotIn("value", " ".join(made.create_args), "a secret's value is never an argument")
+        self.assertEqual(made.agent_config, {"env": {"A": "1"}, "kernel": {
+            "python": "/usr/bin/python3", "workspace_dir": "/workspace/libraries", "preload": True, "models": [
+                {"name": "secret/adapter", "path": "/gpubox/models/m0", "loader": "transformers", "var_name": "model",
+                 "tokenizer_var": "tokenizer", "device": "cpu", "dtype": "", "hidden": True, "is_peft": True,
+                 "base_model": "/gpubox/models/m0-base"},
+                {"name": "base", "path": "/gpubox/models/m1", "loader": "transformers", "var_name": "base",
+                 "tokenizer_var": "base_tokenizer", "device": "cpu", "dtype": "bfloat16", "hidden": False,
+                 "is_peft": False}]}})
+        self.assertEqual([(h.name, h.path, h.local_path) for h in made.handles],
+                         [("secret/adapter", "/gpubox/models/m0", d + "/adapter"),
+                          ("base", "/gpubox/models/m1", d + "/base")])
+        self.assertEqual(plan.package_uploads(config), ([(d + "/pkg", "/workspace/.gpubox/packages/0/pkg")],
+                                                        ["/workspace/.gpubox/packages/0/pkg", "numpy==2.0"]))
+        self.assertEqual(plan.clone_command(config, 0), ["git", "-c", "safe.directory=*", "clone", "--quiet", "--",
+                                                         "/gpubox/repos/r0", "/workspace/repo"])
+        self.assertEqual(plan.clone_command(config, 1), ["git", "-c", "safe.directory=*", "clone", "--quiet",
+                                                         "--branch", "v1", "--", "https://github.com/owner/tool.git",
+                                                         "/workspace/tool"])
+
+    def test_network_follows_what_needs_it(self):
+        local = gpubox.SandboxConfig(python_packages=[self.dir + "/pkg"], repos=[gpubox.RepoConfig(self.dir + "/repo.git")])
+        self.assertEqual(local.needs_network(), [])
+        self.assertIn("--network none", " ".join(plan.plan_create(local).create_args))
+        self.assertEqual(plan.pip_command(local, ["/p"]),
+                         ["python3", "-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation", "/p"])
+        remote = gpubox.SandboxConfig(python_packages=["numpy"], backend="docker", gpu="A100", gpu_count=2)
+        args = " ".join(plan.plan_create(remote).create_args)
+        self.assertIn("--network bridge", args)
+        self.assertIn("--gpu 2", args, "a container gets a number of GPUs")
+        self.assertEqual(plan.pip_command(remote, ["numpy"], editable=True),
+                         ["python3", "-m", "pip", "install", "--quiet", "-e", "numpy"])
+        self.assertIn("--gpu 0,1", " ".join(plan.plan_create(gpubox.SandboxConfig(gpu="any", gpu_count=2)).create_args))
+        self.assertEqual(plan.apt_command(["git", "curl=7.88.1-10"])[-2:], ["git", "curl=7.88.1-10"],
+                         "package names are arguments, never shell text")
+
+    def test_a_model_from_the_hugging_face_cache(self):
+        snapshot = os.path.join(self.dir, "hub", "models--org--tiny", "snapshots", "abc123")
+        os.makedirs(snapshot)
+        os.makedirs(os.path.join(self.dir, "hub", "models--org--tiny", "refs"))
+        with open(os.path.join(self.dir, "hub", "models--org--tiny", "refs", "main"), "w") as f:
+            f.write("abc123\n")
+        old = os.environ.get("HF_HUB_CACHE")
+        os.environ["HF_HUB_CACHE"] = os.path.join(self.dir, "hub")
+        try:
+            self.assertEqual(hf_cache_path("org/tiny"), snapshot)
+            self.assertEqual(gpubox.ModelConfig("org/tiny").local_path(), os.path.realpath(snapshot))
+        finally:
+            if old is None:
+                os.environ.pop("HF_HUB_CACHE")
+            else:
+                os.environ["HF_HUB_CACHE"] = old
+
+
+class CliPathTest(unittest.TestCase):
+    def test_env_then_path_then_checkout(self):
+        old_env, old_path = os.environ.get("GPUBOX_CLI"), os.environ.get("PATH", "")
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "gpubox")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(fake, stat.S_IRWXU)
+            try:
+                os.environ["GPUBOX_CLI"] = fake
+                self.assertEqual(find_cli(), fake)
+                os.environ["GPUBOX_CLI"] = os.path.join(d, "missing")
+                with self.assertRaisesRegex(FileNotFoundError, "GPUBOX_CLI="):
+                    find_cli()
+                del os.environ["GPUBOX_CLI"]
+                os.environ["PATH"] = d
+                self.assertEqual(find_cli(), fake)
+                os.environ["PATH"] = "/nonexistent"
+                checkout = os.path.realpath(os.path.join(os.path.dirname(gpubox.__file__), "..", "..", "..",
+                                                         "build", "bin", "gpubox"))
+                if os.access(checkout, os.X_OK):
+                    self.assertEqual(find_cli(), checkout)
+                else:
+                    with self.assertRaisesRegex(FileNotFoundError, "build"):
+                        find_cli()
+            finally:
+                os.environ["PATH"] = old_path
+                if old_env is not None:
+                    os.environ["GPUBOX_CLI"] = old_env
+                else:
+                    os.environ.pop("GPUBOX_CLI", None)
+
+
+if __name__ == "__main__":
+    unittest.main()
