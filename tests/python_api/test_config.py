@@ -5,10 +5,15 @@ field, and Sandbox.start then creates nothing.
 
 Run by ctest (python_api_config) with Debian's /usr/bin/python3; no root needed.
 """
+import glob
 import os
+import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 import unittest
+import zipfile
 
 import gpubox
 from gpubox import plan
@@ -200,6 +205,36 @@ class PlanTest(unittest.TestCase):
                 os.environ.pop("HF_HUB_CACHE")
             else:
                 os.environ["HF_HUB_CACHE"] = old
+
+
+class PackagingTest(unittest.TestCase):
+    def test_pip_builds_and_installs_the_package(self):
+        source = os.path.dirname(os.path.dirname(os.path.abspath(gpubox.__file__)))
+        with tempfile.TemporaryDirectory() as scratch:
+            tree = os.path.join(scratch, "src")
+            shutil.copytree(source, tree, ignore=shutil.ignore_patterns("__pycache__"))  # builds leave files behind
+            pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+            built = subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                                          "-w", os.path.join(scratch, "wheels"), tree], capture_output=True, text=True)
+            self.assertEqual(built.returncode, 0, built.stderr)
+            (wheel,) = glob.glob(os.path.join(scratch, "wheels", "gpubox-*.whl"))
+            with zipfile.ZipFile(wheel) as archive:
+                names = set(archive.namelist())
+                metadata = archive.read([n for n in names if n.endswith(".dist-info/METADATA")][0]).decode()
+            modules = {"gpubox/" + n for n in os.listdir(os.path.join(source, "gpubox")) if n.endswith(".py")}
+            self.assertLessEqual(modules, names)
+            requires = sorted(l.split(":", 1)[1].strip() for l in metadata.splitlines() if l.startswith("Requires-Dist:"))
+            self.assertEqual(requires, ["msgpack (>=1.0)", "numpy ; extra == 'numpy'", "pyzmq (>=23)",
+                                        "torch ; extra == 'torch'"])
+            target = os.path.join(scratch, "site")
+            installed = subprocess.run(pip + ["install", "--no-deps", "--no-index", "-q", "--target", target, wheel],
+                                       capture_output=True, text=True)
+            self.assertEqual(installed.returncode, 0, installed.stderr)
+            env = dict(os.environ, PYTHONPATH=target)
+            where = subprocess.run([sys.executable, "-c", "import gpubox; print(gpubox.__file__, gpubox.Sandbox)"],
+                                   capture_output=True, text=True, env=env, cwd=scratch)
+            self.assertEqual(where.returncode, 0, where.stderr)
+            self.assertTrue(where.stdout.startswith(os.path.join(target, "gpubox", "__init__.py")), where.stdout)
 
 
 class CliPathTest(unittest.TestCase):
