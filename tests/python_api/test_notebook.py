@@ -77,8 +77,12 @@ class NotebookTest(unittest.TestCase):
         self.assertFalse(self.workspace.libraries[1].is_single_file)
 
     def test_a_workspace_added_later(self):
-        self.session.setup(gpubox.Workspace(libraries=[gpubox.Library("late", {"late.py": "V = 'late'"})]))
+        data = os.path.join(state.root, "data.txt")
+        write(data, "workspace data")
+        self.session.setup(gpubox.Workspace(libraries=[gpubox.Library("late", {"late.py": "V = 'late'"})],
+                                            local_files=[(data, "inputs/data.txt")]))
         self.assertEqual(self.exec("import late; late.V").text, "'late'")
+        self.assertEqual(self.exec("open('/workspace/inputs/data.txt').read()").text, "'workspace data'")
 
     def test_the_setup_cell_is_hidden(self):
         ran = self.exec("needle = 'HIDDEN_SETUP_VALUE ' + '='\n[c for c in In if needle in c], HIDDEN_SETUP_VALUE")

@@ -107,6 +107,16 @@ class SeerFlowTest(unittest.TestCase):
         torch.testing.assert_close(theirs, self.logits, rtol=0, atol=1e-6)
         self.assertFalse(torch.allclose(theirs, self.base_logits, atol=1e-4), "the adapter changes the output")
 
+    def test_model_handles(self):
+        self.assertEqual([(h.name, h.var_name, h.tokenizer_var, h.path, h.local_path, h.hidden, h.is_peft, h.base_model)
+                          for h in self.sandbox.model_handles],
+                         [(ADAPTER_NAME, "model", "tokenizer", "/gpubox/models/m0", self.adapter, True, True,
+                           "/gpubox/models/m0-base"),
+                          ("tiny-base", "base", "base_tokenizer", "/gpubox/models/m1", self.base, False, False, None)])
+        again = gpubox.Sandbox.connect("seer-flow")
+        self.assertEqual(again.model_handles, self.sandbox.model_handles, "read back from the CLI's record")
+        again.client.close()
+
     def test_model_info_text(self):
         self.assertEqual(self.session.model_info_text, self.expected_info)
         self.assertEqual(self.session.exec("model_info").text, self.expected_info)

@@ -89,8 +89,9 @@ class Sandbox:
         if self._id:
             raise SandboxError("sandbox %s is already started" % self._id)
         created = self._create(name)
-        self._adopt(created["id"], created.get("name") or None)
+        self._id, self._name = created["id"], created.get("name") or None
         try:
+            self._adopt(self._id, self._name)
             self._provision()
         except BaseException:
             self.terminate()
