@@ -9,7 +9,6 @@ import os
 import re
 import secrets as _random
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Union
 
@@ -50,10 +49,10 @@ class Snapshot:
     record: dict = field(default_factory=dict)
 
 
-def run_cli(*args: str, timeout: float = 600, env: Optional[dict] = None) -> dict:
-    """Runs `gpubox --json ARGS`; its JSON answer, or SandboxError with the CLI's message."""
+def run_cli(*args: str, timeout: float = 600, stdin: Optional[str] = None) -> dict:
+    """Runs `gpubox --json ARGS` (stdin: text fed to it); its JSON answer, or SandboxError with the CLI's message."""
     done = subprocess.run([find_cli(), "--json", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL)
+                          input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
     try:
         answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
     except ValueError:
@@ -101,11 +100,8 @@ class Sandbox:
     def _create(self, name: Optional[str]) -> dict:
         plan = _plan.plan_create(self.config, name)
         self._handles = plan.handles
-        with tempfile.TemporaryDirectory(prefix="gpubox-create-") as scratch:
-            path = os.path.join(scratch, "config.json")
-            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-                json.dump(plan.agent_config, f)
-            return run_cli("create", "--config", path, *plan.create_args)
+        # The agent config (hidden models' names among it) through a pipe: in no file, in no argv.
+        return run_cli("create", "--config", "/dev/stdin", *plan.create_args, stdin=json.dumps(plan.agent_config))
 
     def _adopt(self, sandbox_id: str, name: Optional[str]):
         self._id, self._name = sandbox_id, name
