@@ -71,7 +71,7 @@ class SandboxTest(unittest.TestCase):
         cls.secret = "tok-" + secrets.token_hex(8)
         os.environ["GPUBOX_PY_TEST_TOKEN"] = cls.secret
         cls.config = gpubox.SandboxConfig(
-            python=PYTHON, timeout=600, cpu=1.5, memory="2GiB", env={"GREETING": "hello"},
+            python=PYTHON, timeout=600, idle_timeout=500, cpu=1.5, memory="2GiB", env={"GREETING": "hello"},
             secrets=["GPUBOX_PY_TEST_TOKEN"], local_files=[(os.path.join(root, "notes.txt"), "/data/in/notes.txt")],
             local_dirs=[(os.path.join(root, "tree"), "/data/tree")], volumes={"/mnt/vol": cls.volume},
             python_packages=[os.path.join(root, "pkg")],
@@ -127,8 +127,11 @@ class SandboxTest(unittest.TestCase):
 
     def test_limits_reach_the_cli(self):
         record = gpubox.find(self.box.sandbox_id)
-        self.assertEqual((record["spec"]["cpu"], record["spec"]["memory_mib"], record["spec"]["timeout_s"]),
-                         (1.5, 2048, 600))
+        self.assertEqual((record["spec"]["cpu"], record["spec"]["memory_mib"], record["spec"]["timeout_s"],
+                          record["spec"]["idle_timeout_s"], record["spec"]["network"]), (1.5, 2048, 600, 500, "none"))
+        beat = self.box.client.call("sys.heartbeat")
+        self.assertEqual(beat["idle_timeout_s"], 500)
+        self.assertLessEqual(beat["deadline_in_s"], 600)
 
     def test_files(self):
         self.box.write_file("/workspace/deep/dir/note.txt", "héllo")
@@ -181,9 +184,13 @@ class SandboxTest(unittest.TestCase):
         self.assertTrue(snapshot.name.startswith("before-the-change-"), snapshot.name)
         self.assertEqual(snapshot.description, "before the change")
         self.box.write_file("/workspace/keep.txt", "after")
-        restored = gpubox.Sandbox.from_snapshot(snapshot, name="py-api-restored")
+        override = gpubox.SandboxConfig(python=PYTHON, cpu=0.5, timeout=300, python_packages=["never-installed"])
+        restored = gpubox.Sandbox.from_snapshot(snapshot, config=override, name="py-api-restored")
         try:
             self.assertEqual(restored.name, "py-api-restored")
+            spec = gpubox.find(restored.sandbox_id)["spec"]
+            self.assertEqual((spec["cpu"], spec["timeout_s"], spec["memory_mib"]), (0.5, 300, 2048),
+                             "the config's limits override the snapshot's, the others are kept")
             self.assertEqual(restored.read_file("/workspace/keep.txt"), "before")
             pkg = restored.exec_python("import gpubox_test_pkg; print(gpubox_test_pkg.VALUE)")
             self.assertEqual(pkg.stdout, "42\n", "installed packages are in the snapshot: " + pkg.stderr)

@@ -163,7 +163,11 @@ class Sandbox:
         sandbox = cls(config if config is not None else SandboxConfig(
             timeout=None, python=_kernel_config(record).get("python", "python3")))
         sandbox._handles = _handles_of(record)
-        sandbox._adopt(created["id"], created.get("name") or None)
+        try:
+            sandbox._adopt(created["id"], created.get("name") or None)
+        except BaseException:
+            run_cli("terminate", created["id"])
+            raise
         return sandbox
 
     def snapshot(self, description: str = "", name: Optional[str] = None) -> Snapshot:
