@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "hooks/spec.h"
-#include "model/modeld/capture_hooks.h"
+#include "model/modeld/intervention_hooks.h"
 #include "model/modeld/generation.h"
 #include "model/modeld/gpu_info.h"
 #include "model/modeld/gpu_probe.h"
@@ -259,24 +259,35 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
   hooks::Plan plan;
   if (ops) {
     points = hook_points(m.architecture);
-    std::vector<std::string> names;
-    for (const auto& p : points) names.push_back(p.name);
-    auto decoded = hooks::decode_plan(*ops, names, tokens);
+    std::vector<std::size_t> attachment_bytes;
+    for (const auto& frame : ctx.attachments()) attachment_bytes.push_back(frame.size());
+    auto decoded = hooks::decode_plan(*ops, request_shapes(points, static_cast<std::int64_t>(prompts.size()), tokens),
+                                      attachment_bytes);
     if (!decoded) return decoded.status();
     plan = std::move(*decoded);
   }
   ForwardInput input = left_padded_batch(prompts, m.decoder->device());
-  std::optional<CaptureHooks> captures;
-  if (!plan.empty()) captures.emplace(plan, points);
-  at::Tensor logits = m.decoder->forward(input, nullptr, last_only, captures ? &*captures : nullptr);
+  std::optional<InterventionHooks> interventions;
+  if (!plan.empty()) {
+    std::vector<at::Tensor> op_tensors;
+    for (const auto& op : plan.ops) {
+      op_tensors.push_back(op.tensor ? tensor_from_wire(*op.tensor, ctx.attachments()[op.tensor->attachment],
+                                                        m.decoder->device())
+                                     : at::Tensor());
+    }
+    interventions.emplace(plan, points, op_tensors);
+  }
+  at::Tensor logits = m.decoder->forward(input, nullptr, last_only, interventions ? &*interventions : nullptr);
   if (logits_dtype == "float32") logits = logits.to(at::kFloat);
   json names = {"logits"};
   if (Status sent = send_tensor(ctx, logits, "logits"); !sent) return sent;
-  for (std::size_t i = 0; captures && i < plan.captures.size(); ++i) {
-    const at::Tensor& captured = captures->captured()[i];
+  std::size_t capture = 0;
+  for (const auto& op : plan.ops) {
+    if (op.kind != hooks::OpKind::capture) continue;
+    const at::Tensor& captured = interventions->captured()[capture++];
     if (!captured.defined()) continue;
-    if (Status sent = send_tensor(ctx, captured, plan.captures[i].hook); !sent) return sent;
-    names.push_back(plan.captures[i].hook);
+    if (Status sent = send_tensor(ctx, captured, op.hook); !sent) return sent;
+    names.push_back(op.hook);
   }
   json lengths = json::array();
   for (const auto& p : prompts) lengths.push_back(p.size());

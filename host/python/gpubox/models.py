@@ -126,6 +126,34 @@ class Model:
         result.update(tensors)
         return result
 
+    def run(self, ids=None, text=None, ops: Sequence[dict] = (), capture: Sequence[str] = (),
+            add: Optional[Dict[str, Any]] = None, logits_dtype: str = "float32",
+            timeout: Optional[float] = None) -> dict:
+        """A forward pass with interventions (hooks/README.md), in one round trip:
+        ops applied in order at their hook points (tensor fields may be numpy
+        arrays or torch tensors), add={hook: (vector, scale)} steering first,
+        capture=[hook, ...] last. Returns the RESULT with "logits" and
+        "captures" (a list of (hook, tensor) in op order); each captured tensor
+        is also under its hook name (the last capture of a name wins)."""
+        from .interventions import encode_ops
+        wire, attachments = encode_ops(ops, capture, add)
+        params: Dict[str, Any] = {"model": self.name, "ops": wire, "logits_dtype": logits_dtype}
+        if (ids is None) == (text is None):
+            raise ValueError("run: give ids or text (one of them)")
+        if ids is not None:
+            params["ids"] = _ids(ids)
+        else:
+            params["text"] = text
+        captures = []
+        with self.client.stream("model.run", timeout=timeout, params=params, attachments=attachments) as stream:
+            for body, frames in stream:
+                captures.append((body["name"], tensor_from_wire(body, frames[body.get("attachment", 0)])))
+            result = dict(stream.result)
+        result["logits"] = captures[0][1]
+        result["captures"] = captures[1:]
+        result.update(dict(captures[1:]))
+        return result
+
     def generate(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None, **options) -> dict:
         """Generates from a prompt (text, a list of ids, or a batch of either). Options as
         model.generate takes them: max_new_tokens, temperature, top_k, top_p, seed, stop
