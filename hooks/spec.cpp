@@ -224,13 +224,16 @@ std::size_t Plan::capture_count() const {
   return static_cast<std::size_t>(std::count_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::capture; }));
 }
 
-Result<Plan> decode_plan(const json& ops, const std::vector<HookShape>& points, const std::vector<std::size_t>& attachment_bytes) {
+Result<Plan> decode_plan(const json& ops, const std::vector<HookShape>& points, const std::vector<std::size_t>& attachment_bytes,
+                         const std::vector<bool>& active) {
   Plan plan;
   if (ops.is_null()) return plan;
   if (!ops.is_array()) return invalid("params.ops: expected a list of operations");
   for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (i < active.size() && !active[i]) continue;
     auto op = decode_op(ops[i], fmt::format("params.ops[{}]", i), points, attachment_bytes);
     if (!op) return op.status();
+    op->index = i;
     plan.ops.push_back(std::move(*op));
   }
   return plan;

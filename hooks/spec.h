@@ -38,6 +38,7 @@ struct Selection {
 
 // One operation at one hook point, checked against that point's shape.
 struct Op {
+  std::size_t index = 0;  // its place in the request's ops
   OpKind kind = OpKind::capture;
   std::string hook;
   std::size_t point = 0;  // index into decode_plan's points
@@ -60,7 +61,9 @@ struct Plan {
 // request's attachments (the tensors ops name). A negative index counts from
 // the end. An error is invalid_request naming the op and field
 // ("params.ops[1].hook") and, for an unknown hook, a few of the valid names.
+// With active given (one flag per op), the ops it marks false are skipped:
+// neither checked nor in the plan (model.generate's ops for other passes).
 Result<Plan> decode_plan(const nlohmann::json& ops, const std::vector<HookShape>& points,
-                         const std::vector<std::size_t>& attachment_bytes);
+                         const std::vector<std::size_t>& attachment_bytes, const std::vector<bool>& active = {});
 
 }  // namespace gpubox::hooks

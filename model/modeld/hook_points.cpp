@@ -59,12 +59,12 @@ std::vector<HookPointInfo> hook_points(const Architecture& a) {
 }
 
 std::vector<hooks::HookShape> request_shapes(const std::vector<HookPointInfo>& points, std::int64_t batch,
-                                            std::int64_t tokens) {
+                                            std::int64_t tokens, std::int64_t keys) {
   std::vector<hooks::HookShape> shapes;
   for (const auto& info : points) {
     hooks::HookShape shape{info.name, {}, info.position_axis, info.head_axis};
     for (const auto& dim : info.shape) {
-      shape.dims.push_back(dim == "batch" ? batch : dim.is_string() ? tokens : dim.get<std::int64_t>());
+      shape.dims.push_back(dim == "batch" ? batch : dim == "key_pos" ? keys : dim.is_string() ? tokens : dim.get<std::int64_t>());
     }
     shapes.push_back(std::move(shape));
   }

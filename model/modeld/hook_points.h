@@ -37,8 +37,8 @@ struct HookPointInfo {
 std::vector<HookPointInfo> hook_points(const Architecture& architecture);
 
 // The points' concrete shapes for one forward pass of batch rows of tokens
-// positions each (no KV cache: key_pos is tokens too), for hooks::decode_plan.
+// new positions each, attending to keys positions (tokens, without a KV cache), for hooks::decode_plan.
 std::vector<hooks::HookShape> request_shapes(const std::vector<HookPointInfo>& points, std::int64_t batch,
-                                            std::int64_t tokens);
+                                            std::int64_t tokens, std::int64_t keys);
 
 }  // namespace gpubox::modeld

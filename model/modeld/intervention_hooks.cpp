@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 #include <ATen/TensorIndexing.h>
 #include <algorithm>
+#include <fmt/format.h>
 #include <optional>
+
+#include "model/modeld/tensor_wire.h"
 
 namespace gpubox::modeld {
 namespace {
@@ -111,6 +114,99 @@ void InterventionHooks::run(const Step& step, at::Tensor& value) {
     edited.index_put_(index, replacement);
     value = edited;
   }
+}
+
+Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
+    const nlohmann::json& ops, const Architecture& architecture, std::int64_t rows, std::int64_t prompt_tokens,
+    std::int64_t passes, const std::vector<zmq::message_t>& attachments, c10::Device device, CaptureSink sink) {
+  std::unique_ptr<GenerationInterventions> made(new GenerationInterventions());
+  if (!ops.is_array()) return Status(ErrorCode::invalid_request, "params.ops: expected a list of operations");
+  made->ops_ = ops;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    nlohmann::json& op = made->ops_[i];
+    std::optional<std::vector<std::int64_t>> steps;
+    if (op.is_object() && op.contains("steps")) {
+      const nlohmann::json& given = op["steps"];
+      std::string where = fmt::format("params.ops[{}].steps", i);
+      if (!given.is_array() || given.empty()) {
+        return Status(ErrorCode::invalid_request, where + ": expected a non-empty list of passes (0: the prompt's)");
+      }
+      steps.emplace();
+      for (const auto& pass : given) {
+        if (!pass.is_number_integer() || pass.get<std::int64_t>() < 0 || pass.get<std::int64_t>() >= passes) {
+          return Status(ErrorCode::invalid_request, fmt::format("{}: {} is not a pass of this generation (0 to {})", where,
+                                                                pass.dump(), passes - 1));
+        }
+        steps->push_back(pass.get<std::int64_t>());
+      }
+      op.erase("steps");
+    }
+    made->steps_.push_back(std::move(steps));
+  }
+  made->points_ = hook_points(architecture);
+  made->rows_ = rows;
+  for (const auto& frame : attachments) made->attachment_bytes_.push_back(frame.size());
+  made->sink_ = std::move(sink);
+  made->op_tensors_.resize(ops.size());
+  // The prompt pass, then the first and the last later pass.
+  std::vector<std::pair<std::int64_t, std::int64_t>> checks = {{0, prompt_tokens}};
+  if (passes > 1) checks.emplace_back(1, prompt_tokens + 1);
+  if (passes > 2) checks.emplace_back(passes - 1, prompt_tokens + passes - 1);
+  for (const auto& [pass, keys] : checks) {
+    std::vector<bool> active;  // at the prompt's pass; later, at any later pass
+    for (const auto& steps : made->steps_) {
+      bool later = !steps || std::any_of(steps->begin(), steps->end(), [](std::int64_t p) { return p > 0; });
+      active.push_back(pass == 0 ? made->active(steps, 0) : later);
+    }
+    auto plan = made->plan_for(active, pass == 0 ? prompt_tokens : 1, keys);
+    if (!plan) {
+      if (pass == 0) return plan.status();
+      return Status(ErrorCode::invalid_request,
+                    plan.status().message() + " (at the passes after the prompt's, which add one position each; "
+                                              "\"steps\": [0] keeps an op to the prompt's pass)");
+    }
+    for (const auto& op : plan->ops) {
+      if (op.tensor && !made->op_tensors_[op.index].defined()) {
+        made->op_tensors_[op.index] = tensor_from_wire(*op.tensor, attachments[op.tensor->attachment], device);
+      }
+    }
+  }
+  return made;
+}
+
+bool GenerationInterventions::active(const std::optional<std::vector<std::int64_t>>& steps, std::int64_t pass) {
+  return !steps || std::find(steps->begin(), steps->end(), pass) != steps->end();
+}
+
+Result<hooks::Plan> GenerationInterventions::plan_for(const std::vector<bool>& active, std::int64_t tokens,
+                                                      std::int64_t keys) const {
+  return hooks::decode_plan(ops_, request_shapes(points_, rows_, tokens, keys), attachment_bytes_, active);
+}
+
+Result<Hooks*> GenerationInterventions::begin(std::int64_t pass, std::int64_t tokens, std::int64_t keys) {
+  hooks_.reset();
+  std::vector<bool> now;
+  for (const auto& steps : steps_) now.push_back(active(steps, pass));
+  auto plan = plan_for(now, tokens, keys);
+  if (!plan) return plan.status();
+  plan_ = std::move(*plan);
+  if (plan_.empty()) return static_cast<Hooks*>(nullptr);
+  std::vector<at::Tensor> tensors;
+  for (const auto& op : plan_.ops) tensors.push_back(op_tensors_[op.index]);
+  hooks_.emplace(plan_, points_, tensors);
+  return static_cast<Hooks*>(&*hooks_);
+}
+
+Status GenerationInterventions::end(std::int64_t pass) {
+  if (!hooks_) return {};
+  std::size_t capture = 0;
+  for (const auto& op : plan_.ops) {
+    if (op.kind != OpKind::capture) continue;
+    const at::Tensor& value = hooks_->captured()[capture++];
+    if (!value.defined()) continue;
+    if (Status s = sink_(pass, op.hook, value); !s) return s;
+  }
+  return {};
 }
 
 }  // namespace gpubox::modeld

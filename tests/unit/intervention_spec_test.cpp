@@ -81,6 +81,18 @@ TEST(InterventionSpec, EditingOpsWithRowsHeadsAndTensors) {
   EXPECT_EQ(plan->ops[6].from_row, 0);
   EXPECT_FALSE(plan->ops[6].tensor.has_value());
   EXPECT_TRUE(plan->ops[7].tensor.has_value());
+  EXPECT_EQ(plan->ops[7].index, 7U);
+}
+
+TEST(InterventionSpec, InactiveOpsAreSkippedUncheckedAndKeepTheirIndex) {
+  json ops = json::parse(R"([{"op": "capture", "hook": "logits", "positions": [9]},
+      {"op": "capture", "hook": "hook_embed"}, {"op": "zero", "hook": "nope"}])");
+  auto plan = hooks::decode_plan(ops, kPoints, kAttachments, {false, true, false});
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  ASSERT_EQ(plan->ops.size(), 1U);
+  EXPECT_EQ(plan->ops[0].index, 1U);
+  EXPECT_THAT(hooks::decode_plan(ops, kPoints, kAttachments, {false, true, true}).status().message(),
+              HasSubstr("params.ops[2].hook"));
 }
 
 TEST(InterventionSpec, RefusalsNameTheFieldAndSuggestNames) {
@@ -158,9 +170,9 @@ TEST(HookPoints, EachArchitectureHasItsOwn) {
       EXPECT_EQ(p.head_axis, -1);
     }
   }
-  for (const auto& shape : modeld::request_shapes(llama, 3, 7)) {
+  for (const auto& shape : modeld::request_shapes(llama, 3, 7, 9)) {
     if (shape.name == "blocks.1.attn.hook_pattern") {
-      EXPECT_THAT(shape.dims, ElementsAre(3, 4, 7, 7));
+      EXPECT_THAT(shape.dims, ElementsAre(3, 4, 7, 9));
     } else if (shape.name == "blocks.1.attn.hook_v") {
       EXPECT_THAT(shape.dims, ElementsAre(3, 7, 2, 16));
     } else if (shape.name == "logits") {

@@ -230,3 +230,109 @@ class ModeldInterventions(unittest.TestCase):
                 for word in words:
                     self.assertIn(word, raised.exception.message)
         self.assertEqual(self.modeld.client.call("modeld.status")["pid"], self.modeld.process.pid)
+
+
+def hf_generate(model, prompt, new_tokens, module=None, edit_for_call=None):
+    """transformers' greedy generate, with edit_for_call(call index, output) applied to
+    module's output at each forward pass (call 0: the prompt's)."""
+    calls, handles = [0], []
+    if module is not None:
+        def post(m, args, out):
+            edited = edit_for_call(calls[0], first(out))
+            calls[0] += 1
+            return (edited,) + tuple(out[1:]) if isinstance(out, tuple) else edited
+        handles.append(module.register_forward_hook(post))
+    try:
+        with torch.no_grad():
+            out = model.generate(torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False,
+                                 min_new_tokens=new_tokens, pad_token_id=0)
+    finally:
+        for h in handles:
+            h.remove()
+    return out[0, len(prompt):].tolist()
+
+
+class ModeldGenerateInterventions(unittest.TestCase):
+    NEW = 6
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="modeld-generate-interventions-")
+        cls.models = {name: tiny_models.make(cls.dir, name, seed=30 + i) for i, name in enumerate(["llama", "gpt2"])}
+        cls.modeld = Modeld([{"name": n, "path": p} for n, (p, _) in cls.models.items()], os.path.join(cls.dir, "run"))
+        cls.modeld.wait_all_ready()
+        cls.vector = torch.randn(64, generator=torch.Generator().manual_seed(5)) * 3
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.modeld.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def generate(self, name, **kw):
+        return Model(self.modeld.client, name).generate(CLEAN, max_new_tokens=self.NEW, ignore_eos=True, **kw)
+
+    def test_steering_at_every_step_matches_transformers_generate(self):
+        for name, block in (("llama", lambda m: m.model.layers[1]), ("gpt2", lambda m: m.transformer.h[1])):
+            with self.subTest(architecture=name):
+                model = self.models[name][1]
+                want = hf_generate(model, CLEAN, self.NEW, block(model), lambda call, out: out + 2.0 * self.vector)
+                got = self.generate(name, add={"blocks.1.hook_resid_post": (self.vector, 2.0)})
+                self.assertEqual(got["tokens"], want)
+                self.assertNotEqual(want, hf_generate(model, CLEAN, self.NEW))
+
+    def test_steps_limit_an_op_to_the_passes_named(self):
+        model = self.models["llama"][1]
+        only_prompt_last = lambda call, out: torch.cat([out[:, :-1], out[:, -1:] + self.vector], 1) if call == 0 else out  # noqa: E731
+        want = hf_generate(model, CLEAN, self.NEW, model.model.layers[0], only_prompt_last)
+        got = self.generate("llama", ops=[{"op": "add", "hook": "blocks.0.hook_resid_post", "vector": self.vector,
+                                           "positions": [-1], "steps": [0]}])
+        self.assertEqual(got["tokens"], want)
+        third = lambda call, out: out + self.vector if call in (2, 4) else out  # noqa: E731
+        want = hf_generate(model, CLEAN, self.NEW, model.model.layers[0], third)
+        got = self.generate("llama", ops=[{"op": "add", "hook": "blocks.0.hook_resid_post", "vector": self.vector,
+                                           "steps": [2, 4]}])
+        self.assertEqual(got["tokens"], want)
+
+    def test_per_step_captures_are_streamed_and_match_transformers(self):
+        hook = "blocks.2.hook_resid_post"
+        items = list(Model(self.modeld.client, "llama").generate_stream(
+            CLEAN, max_new_tokens=self.NEW, ignore_eos=True, capture=[hook]))
+        captures = [i for i in items if "name" in i]
+        steps = [i for i in items if "tokens" in i]
+        self.assertEqual([c["step"] for c in captures], list(range(self.NEW)))
+        # each pass's capture arrives before the token that pass picked
+        self.assertEqual(["name" in i for i in items[:2]], [True, False])
+        self.assertEqual(tuple(captures[0]["tensor"].shape), (1, len(CLEAN), 64))
+        self.assertEqual(tuple(captures[3]["tensor"].shape), (1, 1, 64))
+        tokens = [s["tokens"][0] for s in steps]
+        full = CLEAN + tokens[:-1]
+        values = {}
+        module = self.models["llama"][1].model.layers[2]
+        handle = module.register_forward_hook(lambda m, a, out: values.setdefault("v", first(out).detach().clone()))
+        try:
+            with torch.no_grad():
+                self.models["llama"][1](torch.tensor([full]))
+        finally:
+            handle.remove()
+        streamed = torch.cat([c["tensor"] for c in captures], 1).numpy()
+        self.assertLess(relative_error(streamed, values["v"].numpy()), TOLERANCE)
+
+    def test_bad_generate_specs_are_refused_before_a_token_is_made(self):
+        cases = [
+            ([{"op": "add", "hook": "blocks.0.hook_resid_post", "vector": np.zeros(64, np.float32), "steps": [6]}],
+             ["params.ops[0].steps", "0 to 5"]),
+            ([{"op": "zero", "hook": "blocks.0.hook_resid_post", "positions": [3]}],
+             ["params.ops[0].positions", "one position each", "\"steps\": [0]"]),
+            ([{"op": "zero", "hook": "blocks.0.hook_resid_post", "steps": []}], ["steps"]),
+            ([{"op": "zero", "hook": "blocks.9.hook_resid_post"}], ["blocks.9.hook_resid_post"]),
+        ]
+        for ops, words in cases:
+            with self.subTest(ops=str(ops)[:80]):
+                with self.assertRaises(RpcError) as raised:
+                    list(Model(self.modeld.client, "llama").generate_stream(CLEAN, max_new_tokens=self.NEW, ops=ops))
+                self.assertEqual(raised.exception.code, "invalid_request")
+                for word in words:
+                    self.assertIn(word, raised.exception.message)
+        # positions [3] is fine when kept to the prompt's pass
+        ok = self.generate("llama", ops=[{"op": "zero", "hook": "blocks.0.hook_resid_post", "positions": [3], "steps": [0]}])
+        self.assertEqual(len(ok["tokens"]), self.NEW)
