@@ -1,8 +1,12 @@
 #include "hooks/spec.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <set>
+#include <string_view>
 
 namespace gpubox::hooks {
 namespace {
@@ -10,6 +14,29 @@ namespace {
 using nlohmann::json;
 
 Status invalid(std::string message) { return {ErrorCode::invalid_request, std::move(message)}; }
+
+struct OpRule {
+  OpKind kind;
+  std::string_view name;
+  std::set<std::string_view> fields;  // beyond op, hook, rows, positions, heads
+};
+
+const std::array<OpRule, 8> kRules = {{
+    {OpKind::capture, "capture", {"dtype"}},
+    {OpKind::set, "set", {"value"}},
+    {OpKind::add, "add", {"vector", "scale"}},
+    {OpKind::scale, "scale", {"factor"}},
+    {OpKind::zero, "zero", {}},
+    {OpKind::mean, "mean", {"value"}},
+    {OpKind::project_out, "project_out", {"direction"}},
+    {OpKind::patch, "patch", {"value", "from_row"}},
+}};
+
+std::string op_names() {
+  std::vector<std::string_view> names;
+  for (const auto& rule : kRules) names.push_back(rule.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
 
 // The part of a hook name after "blocks.N." ("hook_resid_post"), or the whole name.
 std::string_view layer_free(std::string_view name) {
@@ -19,75 +46,195 @@ std::string_view layer_free(std::string_view name) {
 }
 
 // A few valid names to suggest: those with the same suffix as name, else the first ones.
-std::string suggestions(const std::string& name, const std::vector<std::string>& hook_names) {
+std::string suggestions(const std::string& name, const std::vector<HookShape>& points) {
   constexpr std::size_t few = 6;
   std::vector<std::string> picked;
-  for (const auto& valid : hook_names) {
-    if (picked.size() < few && layer_free(valid) == layer_free(name)) picked.push_back(valid);
+  for (const auto& valid : points) {
+    if (picked.size() < few && layer_free(valid.name) == layer_free(name)) picked.push_back(valid.name);
   }
-  for (std::size_t i = 0; picked.empty() && i < std::min(few, hook_names.size()); ++i) picked.push_back(hook_names[i]);
-  return fmt::format("valid names include {} ({} in all: model.hooks lists them)", fmt::join(picked, ", "), hook_names.size());
+  for (std::size_t i = 0; picked.empty() && i < std::min(few, points.size()); ++i) picked.push_back(points[i].name);
+  return fmt::format("valid names include {} ({} in all: model.hooks lists them)", fmt::join(picked, ", "), points.size());
 }
 
-Result<Capture> decode_capture(const json& op, const std::string& where, const std::vector<std::string>& hook_names,
-                               std::int64_t tokens) {
-  Capture capture;
+// Reads one index in [-size, size) at field, normalized to [0, size).
+Result<std::int64_t> read_index(const json& value, const std::string& field, std::int64_t size, const char* axis) {
+  if (!value.is_number_integer()) return invalid(fmt::format("{}: {} is not an integer", field, value.dump()));
+  std::int64_t index = value.is_number_unsigned() && value.get<std::uint64_t>() > INT64_MAX ? INT64_MAX : value.get<std::int64_t>();
+  if (index < -size || index >= size) {
+    return invalid(fmt::format("{}: {} is out of range for {} {} (valid: {} to {})", field, value.dump(), size, axis,
+                               -size, size - 1));
+  }
+  return index < 0 ? index + size : index;
+}
+
+// Reads op[key], a non-empty list of indices along an axis of size size, into out.
+Status read_indices(const json& op, const char* key, const std::string& where, std::int64_t size, const char* axis,
+                    std::vector<std::int64_t>& out) {
+  auto list = op.find(key);
+  if (list == op.end()) return {};
+  std::string field = fmt::format("{}.{}", where, key);
+  if (!list->is_array() || list->empty()) return invalid(fmt::format("{}: expected a non-empty list of integers", field));
+  for (const auto& value : *list) {
+    auto index = read_index(value, field, size, axis);
+    if (!index) return index.status();
+    out.push_back(*index);
+  }
+  return {};
+}
+
+Result<double> read_number(const json& op, const char* key, const std::string& where, double fallback) {
+  auto value = op.find(key);
+  if (value == op.end()) return fallback;
+  if (!value->is_number() || !std::isfinite(value->get<double>())) {
+    return invalid(fmt::format("{}.{}: expected a finite number", where, key));
+  }
+  return value->get<double>();
+}
+
+// The shape of the part of point's value that where selects.
+std::vector<std::int64_t> region_shape(const HookShape& point, const Selection& where) {
+  std::vector<std::int64_t> shape = point.dims;
+  if (!where.rows.empty()) shape[0] = static_cast<std::int64_t>(where.rows.size());
+  if (!where.positions.empty()) shape[static_cast<std::size_t>(point.position_axis)] = static_cast<std::int64_t>(where.positions.size());
+  if (!where.heads.empty()) shape[static_cast<std::size_t>(point.head_axis)] = static_cast<std::int64_t>(where.heads.size());
+  return shape;
+}
+
+// Reads the tensor op[key] and checks it fits the region it is for.
+Status read_tensor(const json& op, const char* key, const std::string& where, const HookShape& point, Op& out,
+                   const std::vector<std::size_t>& attachment_bytes) {
+  std::string field = fmt::format("{}.{}", where, key);
+  auto arg = decode_tensor_arg(op.at(key), field, attachment_bytes);
+  if (!arg) return arg.status();
+  std::vector<std::int64_t> region = region_shape(point, out.where);
+  if (out.kind == OpKind::project_out) {
+    if (arg->shape != std::vector<std::int64_t>{point.dims.back()}) {
+      return invalid(fmt::format("{}: a direction of {} has shape [{}]; this one is {}", field, point.name,
+                                 point.dims.back(), shape_text(arg->shape)));
+    }
+  } else if (!broadcasts_to(arg->shape, region)) {
+    return invalid(fmt::format("{}: shape {} does not broadcast to the selected part of {}, {}", field,
+                               shape_text(arg->shape), point.name, shape_text(region)));
+  }
+  out.tensor = std::move(*arg);
+  return {};
+}
+
+Status check_fields(const json& op, const OpRule& rule, const std::string& where) {
   for (const auto& [key, value] : op.items()) {
-    if (key != "op" && key != "hook" && key != "positions" && key != "dtype") {
-      return invalid(fmt::format("{}: unknown field \"{}\" (capture takes hook, positions, dtype)", where, key));
+    bool common = key == "op" || key == "hook" || key == "rows" || key == "positions" || key == "heads";
+    if (!common && rule.fields.count(key) == 0) {
+      std::vector<std::string_view> takes = {"hook", "rows", "positions", "heads"};
+      takes.insert(takes.end(), rule.fields.begin(), rule.fields.end());
+      return invalid(fmt::format("{}: unknown field \"{}\" ({} takes {})", where, key, rule.name, fmt::join(takes, ", ")));
     }
   }
+  return {};
+}
+
+Result<Op> decode_op(const json& op, const std::string& where, const std::vector<HookShape>& points,
+                     const std::vector<std::size_t>& attachment_bytes) {
+  if (!op.is_object()) return invalid(fmt::format("{}: expected an object {{\"op\": ..., \"hook\": ...}}", where));
+  auto kind = op.find("op");
+  if (kind == op.end() || !kind->is_string()) return invalid(fmt::format("{}.op: expected an operation name", where));
+  auto rule = std::find_if(kRules.begin(), kRules.end(), [&](const OpRule& r) { return r.name == kind->get<std::string>(); });
+  if (rule == kRules.end()) return invalid(fmt::format("{}.op: unknown operation {} (supported: {})", where, kind->dump(), op_names()));
+  if (Status s = check_fields(op, *rule, where); !s) return s;
+
+  Op out;
+  out.kind = rule->kind;
   auto hook = op.find("hook");
   if (hook == op.end() || !hook->is_string()) return invalid(fmt::format("{}.hook: expected a hook name (a string)", where));
-  capture.hook = hook->get<std::string>();
-  if (std::find(hook_names.begin(), hook_names.end(), capture.hook) == hook_names.end()) {
-    return invalid(fmt::format("{}.hook: this model has no hook point \"{}\"; {}", where, capture.hook,
-                               suggestions(capture.hook, hook_names)));
+  out.hook = hook->get<std::string>();
+  auto point = std::find_if(points.begin(), points.end(), [&](const HookShape& p) { return p.name == out.hook; });
+  if (point == points.end()) {
+    return invalid(fmt::format("{}.hook: this model has no hook point \"{}\"; {}", where, out.hook, suggestions(out.hook, points)));
   }
-  if (auto positions = op.find("positions"); positions != op.end()) {
-    if (!positions->is_array() || positions->empty()) {
-      return invalid(fmt::format("{}.positions: expected a non-empty list of integers", where));
-    }
-    for (const auto& p : *positions) {
-      if (!p.is_number_integer()) return invalid(fmt::format("{}.positions: {} is not an integer", where, p.dump()));
-      std::int64_t index = p.is_number_unsigned() && p.get<std::uint64_t>() > INT64_MAX ? INT64_MAX : p.get<std::int64_t>();
-      if (index < -tokens || index >= tokens) {
-        return invalid(fmt::format("{}.positions: {} is out of range for {} tokens (valid: {} to {})", where,
-                                   p.dump(), tokens, -tokens, tokens - 1));
+  out.point = static_cast<std::size_t>(point - points.begin());
+
+  if (Status s = read_indices(op, "rows", where, point->dims[0], "batch rows", out.where.rows); !s) return s;
+  auto positions_axis = static_cast<std::size_t>(point->position_axis);
+  if (Status s = read_indices(op, "positions", where, point->dims[positions_axis], "positions", out.where.positions); !s) return s;
+  if (op.contains("heads") && point->head_axis < 0) {
+    return invalid(fmt::format("{}.heads: {} has no heads axis (heads select in attn.hook_q/k/v/z, rot_q/k, attn_scores, pattern)",
+                               where, out.hook));
+  }
+  if (point->head_axis >= 0) {
+    auto heads = static_cast<std::size_t>(point->head_axis);
+    if (Status s = read_indices(op, "heads", where, point->dims[heads], "heads", out.where.heads); !s) return s;
+  }
+
+  switch (out.kind) {
+    case OpKind::capture:
+      if (auto dtype = op.find("dtype"); dtype != op.end()) {
+        if (*dtype == "float32") {
+          out.dtype = CaptureDtype::float32;
+        } else if (*dtype == "model") {
+          out.dtype = CaptureDtype::model;
+        } else {
+          return invalid(fmt::format("{}.dtype: {} is not \"float32\" or \"model\"", where, dtype->dump()));
+        }
       }
-      capture.positions.push_back(index < 0 ? index + tokens : index);
+      break;
+    case OpKind::set:
+    case OpKind::mean:
+      if (!op.contains("value")) return invalid(fmt::format("{}.value: {} needs a tensor", where, rule->name));
+      if (Status s = read_tensor(op, "value", where, *point, out, attachment_bytes); !s) return s;
+      break;
+    case OpKind::add: {
+      if (!op.contains("vector")) return invalid(fmt::format("{}.vector: add needs a tensor", where));
+      if (Status s = read_tensor(op, "vector", where, *point, out, attachment_bytes); !s) return s;
+      auto scale = read_number(op, "scale", where, 1.0);
+      if (!scale) return scale.status();
+      out.factor = *scale;
+      break;
     }
-  }
-  if (auto dtype = op.find("dtype"); dtype != op.end()) {
-    if (*dtype == "float32") {
-      capture.dtype = CaptureDtype::float32;
-    } else if (*dtype == "model") {
-      capture.dtype = CaptureDtype::model;
-    } else {
-      return invalid(fmt::format("{}.dtype: {} is not \"float32\" or \"model\"", where, dtype->dump()));
+    case OpKind::scale: {
+      if (!op.contains("factor")) return invalid(fmt::format("{}.factor: scale needs a number", where));
+      auto factor = read_number(op, "factor", where, 1.0);
+      if (!factor) return factor.status();
+      out.factor = *factor;
+      break;
     }
+    case OpKind::zero:
+      break;
+    case OpKind::project_out:
+      if (!op.contains("direction")) return invalid(fmt::format("{}.direction: project_out needs a tensor", where));
+      if (Status s = read_tensor(op, "direction", where, *point, out, attachment_bytes); !s) return s;
+      break;
+    case OpKind::patch:
+      if (op.contains("value") == op.contains("from_row")) {
+        return invalid(fmt::format("{}: patch takes either value (a tensor) or from_row (a batch row), not both or neither", where));
+      }
+      if (op.contains("value")) {
+        if (Status s = read_tensor(op, "value", where, *point, out, attachment_bytes); !s) return s;
+      } else {
+        auto row = read_index(op.at("from_row"), where + ".from_row", point->dims[0], "batch rows");
+        if (!row) return row.status();
+        out.from_row = *row;
+      }
+      break;
   }
-  return capture;
+  return out;
 }
 
 }  // namespace
 
-Result<Plan> decode_plan(const json& ops, const std::vector<std::string>& hook_names, std::int64_t tokens) {
+std::size_t Plan::capture_count() const {
+  return static_cast<std::size_t>(std::count_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::capture; }));
+}
+
+Result<Plan> decode_plan(const json& ops, const std::vector<HookShape>& points, const std::vector<std::size_t>& attachment_bytes,
+                         const std::vector<bool>& active) {
   Plan plan;
   if (ops.is_null()) return plan;
   if (!ops.is_array()) return invalid("params.ops: expected a list of operations");
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    std::string where = fmt::format("params.ops[{}]", i);
-    const json& op = ops[i];
-    if (!op.is_object()) return invalid(fmt::format("{}: expected an object {{\"op\": ..., \"hook\": ...}}", where));
-    auto kind = op.find("op");
-    if (kind == op.end() || !kind->is_string()) return invalid(fmt::format("{}.op: expected an operation name", where));
-    if (*kind != "capture") {
-      return invalid(fmt::format("{}.op: unknown operation {} (supported: capture)", where, kind->dump()));
-    }
-    auto capture = decode_capture(op, where, hook_names, tokens);
-    if (!capture) return capture.status();
-    plan.captures.push_back(std::move(*capture));
+    if (i < active.size() && !active[i]) continue;
+    auto op = decode_op(ops[i], fmt::format("params.ops[{}]", i), points, attachment_bytes);
+    if (!op) return op.status();
+    op->index = i;
+    plan.ops.push_back(std::move(*op));
   }
   return plan;
 }

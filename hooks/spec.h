@@ -1,39 +1,69 @@
 // The intervention spec: a request's list of operations at named hook points,
 // decoded and checked into a Plan before anything runs. No LibTorch: the model
-// host, the fuzz target and (later) the Python toolkit share it. This stage
-// knows one operation, capture.
+// host, the fuzz target and (later) the Python toolkit share it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "hooks/tensor_arg.h"
 #include "rpc/status.h"
 
 namespace gpubox::hooks {
 
+// A hook point as one request sees it: its concrete shape (batch and
+// positions filled in) and the axes that rows, positions and heads select.
+struct HookShape {
+  std::string name;
+  std::vector<std::int64_t> dims;
+  int position_axis = 1;  // "pos", or "query_pos" for attention scores and patterns
+  int head_axis = -1;     // -1: the point has no heads axis
+};
+
+enum class OpKind { capture, set, add, scale, zero, mean, project_out, patch };
 enum class CaptureDtype { float32, model };
 
-// One capture: the activation at hook, optionally only some positions (indices
-// of the padded position axis, in [0, tokens)), returned as a tensor.
-struct Capture {
+// The part of a hook point's value an operation touches; an empty list selects the whole axis.
+// Indices are normalized (no negatives), in request order.
+struct Selection {
+  std::vector<std::int64_t> rows;       // axis 0 (batch)
+  std::vector<std::int64_t> positions;  // the position axis
+  std::vector<std::int64_t> heads;      // the heads axis (only where the point has one)
+  bool all() const { return rows.empty() && positions.empty() && heads.empty(); }
+};
+
+// One operation at one hook point, checked against that point's shape.
+struct Op {
+  std::size_t index = 0;  // its place in the request's ops
+  OpKind kind = OpKind::capture;
   std::string hook;
-  std::vector<std::int64_t> positions;  // empty: every position; else normalized (no negatives), in request order
-  CaptureDtype dtype = CaptureDtype::float32;
+  std::size_t point = 0;  // index into decode_plan's points
+  Selection where;
+  CaptureDtype dtype = CaptureDtype::float32;  // capture
+  double factor = 1.0;                         // add: the vector's scale; scale: the factor
+  std::optional<TensorArg> tensor;             // set, mean, patch: the value; add: the vector; project_out: the direction
+  std::optional<std::int64_t> from_row;        // patch: the batch row to copy from (normalized)
 };
 
 // What a request asks for, validated against one model and one input.
 struct Plan {
-  std::vector<Capture> captures;
-  bool empty() const { return captures.empty(); }
+  std::vector<Op> ops;  // in request order, the order they apply in
+  bool empty() const { return ops.empty(); }
+  std::size_t capture_count() const;
 };
 
-// Decodes ops (params.ops: a list of {"op": "capture", "hook", "positions"?, "dtype"?})
-// against the model's hook names and the request's token count (the padded
-// length; a negative position counts from the end). An error is
-// invalid_request naming the op and field ("params.ops[1].hook") and, for an
-// unknown hook, a few of the valid names.
-Result<Plan> decode_plan(const nlohmann::json& ops, const std::vector<std::string>& hook_names, std::int64_t tokens);
+// Decodes ops (params.ops: a list of {"op", "hook", "rows"?, "positions"?, "heads"?, ...})
+// against the hook points of one model and input and the sizes of the
+// request's attachments (the tensors ops name). A negative index counts from
+// the end. An error is invalid_request naming the op and field
+// ("params.ops[1].hook") and, for an unknown hook, a few of the valid names.
+// With active given (one flag per op), the ops it marks false are skipped:
+// neither checked nor in the plan (model.generate's ops for other passes).
+Result<Plan> decode_plan(const nlohmann::json& ops, const std::vector<HookShape>& points,
+                         const std::vector<std::size_t>& attachment_bytes, const std::vector<bool>& active = {});
 
 }  // namespace gpubox::hooks

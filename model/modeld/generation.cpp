@@ -71,8 +71,12 @@ ForwardInput left_padded_batch(const std::vector<std::vector<std::int64_t>>& pro
   return {ids.to(device), positions.to(device), mask.to(device)};
 }
 
+std::int64_t new_token_limit(const Architecture& arch, const SamplingOptions& options, std::int64_t length) {
+  return std::min(options.max_new_tokens, arch.max_positions - length);
+}
+
 Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector<std::int64_t>>& prompts,
-                           const SamplingOptions& options, const StepCallback& on_step) {
+                           const SamplingOptions& options, const StepCallback& on_step, PassHooks* passes) {
   const Architecture& arch = decoder.architecture();
   if (Status s = check_prompts(arch, prompts); !s) return s;
   if (options.max_new_tokens < 0) return Status(ErrorCode::invalid_request, "max_new_tokens must be 0 or more");
@@ -80,14 +84,30 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
   std::size_t batch = prompts.size();
   ForwardInput input = left_padded_batch(prompts, decoder.device());
   std::int64_t length = input.ids.size(1);
-  std::int64_t new_tokens = std::min(options.max_new_tokens, arch.max_positions - length);
+  std::int64_t new_tokens = new_token_limit(arch, options, length);
   Generated out;
   out.tokens.resize(batch);
   out.finish_reasons.assign(batch, "length");
   if (new_tokens <= 0) return out;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed.value_or(at::default_rng_seed_val));
   KvCache cache = decoder.new_cache(static_cast<std::int64_t>(batch), length + new_tokens);
-  Tensor logits = decoder.forward(input, &cache, true);
+  // One forward pass with this pass's hooks, if any.
+  auto run_pass = [&](const ForwardInput& pass_input, std::int64_t pass) -> Result<Tensor> {
+    Hooks* hooks = nullptr;
+    if (passes) {
+      auto begun = passes->begin(pass, pass_input.ids.size(1), cache.length + pass_input.ids.size(1));
+      if (!begun) return begun.status();
+      hooks = *begun;
+    }
+    Tensor out = decoder.forward(pass_input, &cache, true, hooks);
+    if (passes) {
+      if (Status s = passes->end(pass); !s) return s;
+    }
+    return out;
+  };
+  auto first = run_pass(input, 0);
+  if (!first) return first.status();
+  Tensor logits = *first;
   Tensor positions = input.positions.narrow(1, length - 1, 1);
   Tensor key_mask = input.key_mask;
   std::vector<bool> finished(batch, false);
@@ -128,7 +148,9 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
     }
     positions = positions + 1;
     key_mask = at::cat({key_mask, at::ones({static_cast<std::int64_t>(batch), 1}, key_mask.options())}, 1);
-    logits = decoder.forward({feed.view({-1, 1}).to(decoder.device()), positions, key_mask}, &cache, true);
+    auto next_logits = run_pass({feed.view({-1, 1}).to(decoder.device()), positions, key_mask}, step + 1);
+    if (!next_logits) return next_logits.status();
+    logits = *next_logits;
   }
   return out;
 }

@@ -29,6 +29,17 @@ struct SamplingOptions {
 // returning false stops the whole generation (cancelled).
 using StepCallback = std::function<bool(const std::vector<std::int64_t>& tokens, std::vector<bool>& finished)>;
 
+// Interventions during generation: the Hooks of each forward pass (pass 0
+// reads the prompt and picks the first token; pass k feeds token k-1 and picks
+// token k), and what to do once that pass ran (send its captures).
+class PassHooks {
+ public:
+  virtual ~PassHooks() = default;
+  // tokens: the positions this pass adds; keys: the positions it attends to. nullptr: no hooks at this pass.
+  virtual Result<Hooks*> begin(std::int64_t pass, std::int64_t tokens, std::int64_t keys) = 0;
+  virtual Status end(std::int64_t pass) = 0;
+};
+
 struct Generated {
   std::vector<std::vector<std::int64_t>> tokens;  // new tokens per row
   std::vector<std::string> finish_reasons;        // "eos", "stop", "length", "cancelled"
@@ -37,7 +48,10 @@ struct Generated {
 // Left-pads the prompts into one batch. An empty prompt, an id outside the
 // vocabulary or a prompt over the context length is invalid_request.
 Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector<std::int64_t>>& prompts,
-                           const SamplingOptions& options, const StepCallback& on_step);
+                           const SamplingOptions& options, const StepCallback& on_step, PassHooks* passes = nullptr);
+
+// How many tokens generate() makes at most for prompts of this padded length (the context bounds it).
+std::int64_t new_token_limit(const Architecture& architecture, const SamplingOptions& options, std::int64_t length);
 
 // The batch of forward(): ids, positions and key mask of left-padded prompts.
 ForwardInput left_padded_batch(const std::vector<std::vector<std::int64_t>>& prompts, c10::Device device);

@@ -22,7 +22,11 @@ std::vector<HookPointInfo> hook_points(const Architecture& a) {
     for (std::size_t i = 0; i < shape.size(); ++i) {
       if (shape[i] == "pos" || shape[i] == "query_pos") axis = static_cast<int>(i);
     }
-    points.push_back({point, layer, hook_point_name(point, layer), std::move(shape), axis});
+    bool per_head = point == HookPoint::q || point == HookPoint::k || point == HookPoint::v || point == HookPoint::rot_q ||
+                    point == HookPoint::rot_k || point == HookPoint::z;
+    bool per_head_pattern = point == HookPoint::attn_scores || point == HookPoint::pattern;
+    int head_axis = per_head ? 2 : per_head_pattern ? 1 : -1;
+    points.push_back({point, layer, hook_point_name(point, layer), std::move(shape), axis, head_axis});
   };
   json hidden = {"batch", "pos", a.hidden_size};
   add(HookPoint::embed, -1, hidden);
@@ -52,6 +56,19 @@ std::vector<HookPointInfo> hook_points(const Architecture& a) {
   add(HookPoint::ln_final_normalized, -1, hidden);
   add(HookPoint::logits, -1, {"batch", "pos", a.vocab_size});
   return points;
+}
+
+std::vector<hooks::HookShape> request_shapes(const std::vector<HookPointInfo>& points, std::int64_t batch,
+                                            std::int64_t tokens, std::int64_t keys) {
+  std::vector<hooks::HookShape> shapes;
+  for (const auto& info : points) {
+    hooks::HookShape shape{info.name, {}, info.position_axis, info.head_axis};
+    for (const auto& dim : info.shape) {
+      shape.dims.push_back(dim == "batch" ? batch : dim == "key_pos" ? keys : dim.is_string() ? tokens : dim.get<std::int64_t>());
+    }
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
 }
 
 }  // namespace gpubox::modeld

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hooks/spec.h"
 #include "model/modeld/architecture.h"
 
 namespace gpubox::modeld {
@@ -29,9 +30,15 @@ struct HookPointInfo {
   std::string name;
   nlohmann::json shape;
   int position_axis;  // the "pos" (or "query_pos") axis
+  int head_axis;      // the heads axis of attn.hook_q/k/v/z, rot_q/k, attn_scores, pattern; else -1
 };
 
 // Every hook point of this architecture, in forward order.
 std::vector<HookPointInfo> hook_points(const Architecture& architecture);
+
+// The points' concrete shapes for one forward pass of batch rows of tokens
+// new positions each, attending to keys positions (tokens, without a KV cache), for hooks::decode_plan.
+std::vector<hooks::HookShape> request_shapes(const std::vector<HookPointInfo>& points, std::int64_t batch,
+                                            std::int64_t tokens, std::int64_t keys);
 
 }  // namespace gpubox::modeld

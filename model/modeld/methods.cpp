@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "hooks/spec.h"
-#include "model/modeld/capture_hooks.h"
+#include "model/modeld/intervention_hooks.h"
 #include "model/modeld/generation.h"
 #include "model/modeld/gpu_info.h"
 #include "model/modeld/gpu_probe.h"
@@ -164,6 +164,7 @@ Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
   if (auto seed = params.integer("seed", 0, INT64_MAX)) options.seed = static_cast<std::uint64_t>(*seed);
   options.stop_at_eos = !params.boolean("ignore_eos").value_or(false);
   bool stream = params.boolean("stream").value_or(false);
+  const json* ops = params.raw("ops");
   auto stop_strings = params.string_list("stop").value_or(std::vector<std::string>{});
   if (const json* stop_ids = params.raw("stop_ids")) {
     if (!stop_ids->is_array()) return Status(ErrorCode::invalid_request, "params.stop_ids: expected a list of token ids");
@@ -176,7 +177,25 @@ Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
   if (!stop_strings.empty()) {
     if (Status s = need_tokenizer(m); !s) return s;
   }
+  if (Status s = check_prompts(m.architecture, prompts); !s) return s;
   std::size_t rows = prompts.size();
+  std::unique_ptr<GenerationInterventions> interventions;
+  if (ops) {
+    std::int64_t length = 0;
+    for (const auto& p : prompts) length = std::max(length, static_cast<std::int64_t>(p.size()));
+    auto sink = [&ctx](std::int64_t pass, const std::string& hook, const at::Tensor& value) {
+      std::vector<zmq::message_t> attachments;
+      json item = tensor_to_wire(value, attachments);
+      item["name"] = hook;
+      item["step"] = pass;
+      return ctx.send_data(item, std::move(attachments));
+    };
+    auto made = GenerationInterventions::make(*ops, m.architecture, static_cast<std::int64_t>(rows), length,
+                                              std::max<std::int64_t>(1, new_token_limit(m.architecture, options, length)),
+                                              ctx.attachments(), m.decoder->device(), sink);
+    if (!made) return made.status();
+    interventions = std::move(*made);
+  }
   std::vector<std::vector<std::int64_t>> so_far(rows);
   std::vector<TextStreamer> streamers(rows, TextStreamer(m));
   std::vector<std::size_t> stop_cut(rows, std::string::npos);
@@ -208,7 +227,7 @@ Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
     ++step;
     return !ctx.stopped();
   };
-  auto generated = generate(*m.decoder, prompts, options, on_step);
+  auto generated = generate(*m.decoder, prompts, options, on_step, interventions.get());
   if (!generated) return generated.status();
   if (Status stopped = ctx.stop_reason(); !stopped) return stopped;
   if (!stream_error) return stream_error;
@@ -259,24 +278,35 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
   hooks::Plan plan;
   if (ops) {
     points = hook_points(m.architecture);
-    std::vector<std::string> names;
-    for (const auto& p : points) names.push_back(p.name);
-    auto decoded = hooks::decode_plan(*ops, names, tokens);
+    std::vector<std::size_t> attachment_bytes;
+    for (const auto& frame : ctx.attachments()) attachment_bytes.push_back(frame.size());
+    auto decoded = hooks::decode_plan(*ops, request_shapes(points, static_cast<std::int64_t>(prompts.size()), tokens, tokens),
+                                      attachment_bytes);
     if (!decoded) return decoded.status();
     plan = std::move(*decoded);
   }
   ForwardInput input = left_padded_batch(prompts, m.decoder->device());
-  std::optional<CaptureHooks> captures;
-  if (!plan.empty()) captures.emplace(plan, points);
-  at::Tensor logits = m.decoder->forward(input, nullptr, last_only, captures ? &*captures : nullptr);
+  std::optional<InterventionHooks> interventions;
+  if (!plan.empty()) {
+    std::vector<at::Tensor> op_tensors;
+    for (const auto& op : plan.ops) {
+      op_tensors.push_back(op.tensor ? tensor_from_wire(*op.tensor, ctx.attachments()[op.tensor->attachment],
+                                                        m.decoder->device())
+                                     : at::Tensor());
+    }
+    interventions.emplace(plan, points, op_tensors);
+  }
+  at::Tensor logits = m.decoder->forward(input, nullptr, last_only, interventions ? &*interventions : nullptr);
   if (logits_dtype == "float32") logits = logits.to(at::kFloat);
   json names = {"logits"};
   if (Status sent = send_tensor(ctx, logits, "logits"); !sent) return sent;
-  for (std::size_t i = 0; captures && i < plan.captures.size(); ++i) {
-    const at::Tensor& captured = captures->captured()[i];
+  std::size_t capture = 0;
+  for (const auto& op : plan.ops) {
+    if (op.kind != hooks::OpKind::capture) continue;
+    const at::Tensor& captured = interventions->captured()[capture++];
     if (!captured.defined()) continue;
-    if (Status sent = send_tensor(ctx, captured, plan.captures[i].hook); !sent) return sent;
-    names.push_back(plan.captures[i].hook);
+    if (Status sent = send_tensor(ctx, captured, op.hook); !sent) return sent;
+    names.push_back(op.hook);
   }
   json lengths = json::array();
   for (const auto& p : prompts) lengths.push_back(p.size());

@@ -34,4 +34,13 @@ nlohmann::json tensor_to_wire(const at::Tensor& tensor, std::vector<zmq::message
   return descriptor;
 }
 
+at::Tensor tensor_from_wire(const hooks::TensorArg& arg, const zmq::message_t& frame, c10::Device device) {
+  c10::ScalarType dtype = arg.dtype == hooks::WireDtype::float16    ? at::kHalf
+                          : arg.dtype == hooks::WireDtype::bfloat16 ? at::kBFloat16
+                                                                   : at::kFloat;
+  // from_blob needs a non-const pointer; the tensor is only read, then copied.
+  void* data = const_cast<void*>(frame.data());
+  return at::from_blob(data, arg.shape, at::TensorOptions().dtype(dtype)).to(device, false, /*copy=*/true);
+}
+
 }  // namespace gpubox::modeld

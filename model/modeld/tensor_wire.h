@@ -9,12 +9,16 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "hooks/tensor_arg.h"
 #include "rpc/status.h"
 
 namespace gpubox::modeld {
 
 // Appends tensor (moved to the CPU, made contiguous) to attachments; returns its descriptor.
 nlohmann::json tensor_to_wire(const at::Tensor& tensor, std::vector<zmq::message_t>& attachments);
+
+// A tensor a caller sent (decode_tensor_arg checked frame's size against arg), copied out of the frame onto device.
+at::Tensor tensor_from_wire(const hooks::TensorArg& arg, const zmq::message_t& frame, c10::Device device);
 
 // "float32", "bfloat16", "float16", "int64", "int32", "bool".
 std::string dtype_wire_name(c10::ScalarType type);

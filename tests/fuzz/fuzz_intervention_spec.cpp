@@ -1,8 +1,8 @@
 // hooks/'s intervention spec decoder (decode_plan), fed a request's ops as one
-// JSON document, against a small model's hook names and a token count taken
-// from the input's length. A plan it accepts must hold only known names and
-// in-range, non-negative positions.
-#include <algorithm>
+// JSON document, against a small model's hook points for a batch and token
+// count taken from the input's length and three attachments. A plan it
+// accepts must name only known points, hold in-range, non-negative indices,
+// and only tensors that fit their attachment.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -11,20 +11,42 @@
 
 #include "hooks/spec.h"
 
+namespace {
+
+using gpubox::hooks::HookShape;
+
+void check_indices(const std::vector<std::int64_t>& indices, std::int64_t size) {
+  for (auto i : indices) {
+    if (i < 0 || i >= size) __builtin_trap();
+  }
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::vector<std::string> names = {"hook_embed", "blocks.0.hook_resid_pre", "blocks.0.attn.hook_q",
-                                                 "blocks.0.attn.hook_pattern", "blocks.0.hook_resid_post",
-                                                 "blocks.1.hook_resid_post", "ln_final.hook_normalized", "logits"};
   auto ops = nlohmann::json::parse(data, data + size, nullptr, false);
   if (ops.is_discarded()) return 0;
+  auto batch = static_cast<std::int64_t>(1 + size % 3);
   auto tokens = static_cast<std::int64_t>(1 + size % 32);
-  auto plan = gpubox::hooks::decode_plan(ops, names, tokens);
+  const std::vector<HookShape> points = {
+      {"hook_embed", {batch, tokens, 8}, 1, -1},
+      {"blocks.0.attn.hook_q", {batch, tokens, 2, 4}, 1, 2},
+      {"blocks.0.attn.hook_pattern", {batch, 2, tokens, tokens}, 2, 1},
+      {"blocks.0.hook_resid_post", {batch, tokens, 8}, 1, -1},
+      {"logits", {batch, tokens, 16}, 1, -1},
+  };
+  const std::vector<std::size_t> attachments = {32, 16, 4 * static_cast<std::size_t>(batch * tokens * 8)};
+  auto plan = gpubox::hooks::decode_plan(ops, points, attachments);
   if (!plan) return 0;
-  for (const auto& capture : plan->captures) {
-    if (std::find(names.begin(), names.end(), capture.hook) == names.end()) __builtin_trap();
-    for (auto p : capture.positions) {
-      if (p < 0 || p >= tokens) __builtin_trap();
-    }
+  for (const auto& op : plan->ops) {
+    if (op.point >= points.size() || points[op.point].name != op.hook) __builtin_trap();
+    const HookShape& point = points[op.point];
+    check_indices(op.where.rows, batch);
+    check_indices(op.where.positions, point.dims[static_cast<std::size_t>(point.position_axis)]);
+    if (!op.where.heads.empty() && point.head_axis < 0) __builtin_trap();
+    if (point.head_axis >= 0) check_indices(op.where.heads, point.dims[static_cast<std::size_t>(point.head_axis)]);
+    if (op.from_row && (*op.from_row < 0 || *op.from_row >= batch)) __builtin_trap();
+    if (op.tensor && op.tensor->attachment >= attachments.size()) __builtin_trap();
   }
   return 0;
 }

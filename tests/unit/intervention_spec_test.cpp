@@ -14,11 +14,22 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-const std::vector<std::string> kNames = {"hook_embed", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post",
-                                         "blocks.0.attn.hook_q", "logits"};
+// A two-layer model's points for a batch of 2 rows of 5 tokens (4 heads of 16).
+const std::vector<hooks::HookShape> kPoints = {
+    {"hook_embed", {2, 5, 64}, 1, -1},
+    {"blocks.0.hook_resid_post", {2, 5, 64}, 1, -1},
+    {"blocks.1.hook_resid_post", {2, 5, 64}, 1, -1},
+    {"blocks.0.attn.hook_q", {2, 5, 4, 16}, 1, 2},
+    {"blocks.0.attn.hook_pattern", {2, 4, 5, 5}, 2, 1},
+    {"logits", {2, 5, 320}, 1, -1},
+};
+// Attachment sizes: 0: 64 float32 (a vector), 1: 2*5*64 float32, 2: 64 bfloat16, 3: 16 float32.
+const std::vector<std::size_t> kAttachments = {256, 2560, 128, 64};
 
-std::string error_of(const json& ops, std::int64_t tokens = 5) {
-  auto plan = hooks::decode_plan(ops, kNames, tokens);
+Result<hooks::Plan> decode(const json& ops) { return hooks::decode_plan(ops, kPoints, kAttachments); }
+
+std::string error_of(const json& ops) {
+  auto plan = decode(ops);
   if (plan.is_ok()) {
     ADD_FAILURE() << "accepted: " << ops.dump();
     return {};
@@ -28,17 +39,60 @@ std::string error_of(const json& ops, std::int64_t tokens = 5) {
 }
 
 TEST(InterventionSpec, CapturesWithPositionsAndDtype) {
-  auto plan = hooks::decode_plan(json::parse(R"([{"op": "capture", "hook": "hook_embed"},
-      {"op": "capture", "hook": "blocks.0.attn.hook_q", "positions": [0, -1, 2], "dtype": "model"}])"), kNames, 5);
+  auto plan = decode(json::parse(R"([{"op": "capture", "hook": "hook_embed"},
+      {"op": "capture", "hook": "blocks.0.attn.hook_q", "positions": [0, -1, 2], "dtype": "model"}])"));
   ASSERT_TRUE(plan.is_ok()) << plan.status().message();
-  ASSERT_EQ(plan->captures.size(), 2U);
-  EXPECT_EQ(plan->captures[0].hook, "hook_embed");
-  EXPECT_TRUE(plan->captures[0].positions.empty());
-  EXPECT_EQ(plan->captures[0].dtype, hooks::CaptureDtype::float32);
-  EXPECT_THAT(plan->captures[1].positions, ElementsAre(0, 4, 2));
-  EXPECT_EQ(plan->captures[1].dtype, hooks::CaptureDtype::model);
-  EXPECT_TRUE(hooks::decode_plan(json(), kNames, 5)->empty());
-  EXPECT_TRUE(hooks::decode_plan(json::array(), kNames, 5)->empty());
+  ASSERT_EQ(plan->ops.size(), 2U);
+  EXPECT_EQ(plan->capture_count(), 2U);
+  EXPECT_EQ(plan->ops[0].hook, "hook_embed");
+  EXPECT_TRUE(plan->ops[0].where.all());
+  EXPECT_EQ(plan->ops[0].dtype, hooks::CaptureDtype::float32);
+  EXPECT_EQ(plan->ops[1].point, 3U);
+  EXPECT_THAT(plan->ops[1].where.positions, ElementsAre(0, 4, 2));
+  EXPECT_EQ(plan->ops[1].dtype, hooks::CaptureDtype::model);
+  EXPECT_TRUE(decode(json())->empty());
+  EXPECT_TRUE(decode(json::array())->empty());
+}
+
+TEST(InterventionSpec, EditingOpsWithRowsHeadsAndTensors) {
+  auto plan = decode(json::parse(R"([
+      {"op": "add", "hook": "blocks.0.hook_resid_post", "vector": {"dtype": "float32", "shape": [64], "attachment": 0},
+       "scale": 4.0, "positions": [-1]},
+      {"op": "zero", "hook": "blocks.0.attn.hook_q", "heads": [1, -1], "rows": [1]},
+      {"op": "scale", "hook": "blocks.0.attn.hook_pattern", "factor": 0.5, "heads": [0], "positions": [2]},
+      {"op": "set", "hook": "hook_embed", "value": {"shape": [2, 5, 64], "attachment": 1}},
+      {"op": "mean", "hook": "hook_embed", "value": {"dtype": "bfloat16", "shape": [64], "attachment": 2}, "rows": [0]},
+      {"op": "project_out", "hook": "blocks.0.attn.hook_q", "direction": {"shape": [16], "attachment": 3}},
+      {"op": "patch", "hook": "blocks.1.hook_resid_post", "from_row": 0, "rows": [1], "positions": [0, 1]},
+      {"op": "patch", "hook": "blocks.1.hook_resid_post", "value": {"shape": [1, 1, 64], "attachment": 0}}])"));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  ASSERT_EQ(plan->ops.size(), 8U);
+  EXPECT_EQ(plan->capture_count(), 0U);
+  EXPECT_EQ(plan->ops[0].kind, hooks::OpKind::add);
+  EXPECT_DOUBLE_EQ(plan->ops[0].factor, 4.0);
+  EXPECT_THAT(plan->ops[0].where.positions, ElementsAre(4));
+  EXPECT_THAT(plan->ops[0].tensor->shape, ElementsAre(64));
+  EXPECT_THAT(plan->ops[1].where.heads, ElementsAre(1, 3));
+  EXPECT_THAT(plan->ops[1].where.rows, ElementsAre(1));
+  EXPECT_DOUBLE_EQ(plan->ops[2].factor, 0.5);
+  EXPECT_EQ(plan->ops[3].tensor->attachment, 1U);
+  EXPECT_EQ(plan->ops[4].tensor->dtype, hooks::WireDtype::bfloat16);
+  EXPECT_EQ(plan->ops[5].kind, hooks::OpKind::project_out);
+  EXPECT_EQ(plan->ops[6].from_row, 0);
+  EXPECT_FALSE(plan->ops[6].tensor.has_value());
+  EXPECT_TRUE(plan->ops[7].tensor.has_value());
+  EXPECT_EQ(plan->ops[7].index, 7U);
+}
+
+TEST(InterventionSpec, InactiveOpsAreSkippedUncheckedAndKeepTheirIndex) {
+  json ops = json::parse(R"([{"op": "capture", "hook": "logits", "positions": [9]},
+      {"op": "capture", "hook": "hook_embed"}, {"op": "zero", "hook": "nope"}])");
+  auto plan = hooks::decode_plan(ops, kPoints, kAttachments, {false, true, false});
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  ASSERT_EQ(plan->ops.size(), 1U);
+  EXPECT_EQ(plan->ops[0].index, 1U);
+  EXPECT_THAT(hooks::decode_plan(ops, kPoints, kAttachments, {false, true, true}).status().message(),
+              HasSubstr("params.ops[2].hook"));
 }
 
 TEST(InterventionSpec, RefusalsNameTheFieldAndSuggestNames) {
@@ -48,16 +102,46 @@ TEST(InterventionSpec, RefusalsNameTheFieldAndSuggestNames) {
   EXPECT_THAT(unknown, HasSubstr("blocks.0.hook_resid_post, blocks.1.hook_resid_post"));
   EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "zzz"}])")), HasSubstr("hook_embed"));
   EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits", "positions": [5]}])")),
-              HasSubstr("params.ops[0].positions: 5 is out of range for 5 tokens"));
+              HasSubstr("params.ops[0].positions: 5 is out of range for 5 positions"));
   EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits", "positions": [-6]}])")), HasSubstr("-6"));
   EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits", "positions": [1.5]}])")), HasSubstr("1.5"));
   EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits", "positions": []}])")), HasSubstr("positions"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits", "rows": [2]}])")),
+              HasSubstr("params.ops[0].rows: 2 is out of range for 2 batch rows"));
   EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits", "dtype": "int8"}])")), HasSubstr("\"int8\""));
-  EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits"}, {"op": "add", "hook": "logits"}])")),
-              HasSubstr("params.ops[1].op: unknown operation \"add\""));
-  EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits", "heads": [0]}])")), HasSubstr("\"heads\""));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits"}, {"op": "steer", "hook": "logits"}])")),
+              HasSubstr("params.ops[1].op: unknown operation \"steer\" (supported: capture, set, add"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits", "heads": [0]}])")), HasSubstr("no heads axis"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "zero", "hook": "blocks.0.attn.hook_q", "heads": [4]}])")),
+              HasSubstr("4 is out of range for 4 heads"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "logits", "factor": 2}])")),
+              HasSubstr("unknown field \"factor\" (capture takes hook, rows, positions, heads, dtype)"));
   EXPECT_THAT(error_of(json::parse(R"([3])")), HasSubstr("params.ops[0]"));
   EXPECT_THAT(error_of(json::parse(R"({"op": "capture"})")), HasSubstr("params.ops: expected a list"));
+}
+
+TEST(InterventionSpec, TensorsMustFitTheirAttachmentAndTheirRegion) {
+  auto add = [](const char* vector) {
+    return json::parse(std::string(R"([{"op": "add", "hook": "hook_embed", "vector": )") + vector + "}]");
+  };
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "add", "hook": "hook_embed"}])")), HasSubstr("params.ops[0].vector: add needs"));
+  EXPECT_THAT(error_of(add(R"({"shape": [65], "attachment": 0})")),
+              HasSubstr("attachment 0 holds 256 bytes; shape [65] of float32 needs 260"));
+  EXPECT_THAT(error_of(add(R"({"shape": [64], "attachment": 4})")), HasSubstr("one of the request's 4 attachments"));
+  EXPECT_THAT(error_of(add(R"({"shape": [64], "attachment": 0, "dtype": "int8"})")), HasSubstr("\"int8\""));
+  EXPECT_THAT(error_of(add(R"({"shape": [-64], "attachment": 0})")), HasSubstr("-64 is not a size"));
+  EXPECT_THAT(error_of(add(R"({"shape": [64], "attachment": 0, "device": "cuda"})")), HasSubstr("unknown field \"device\""));
+  EXPECT_THAT(error_of(add(R"({"shape": [4, 16], "attachment": 0})")),
+              HasSubstr("shape [4, 16] does not broadcast to the selected part of hook_embed, [2, 5, 64]"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "set", "hook": "hook_embed", "rows": [0],
+      "value": {"shape": [2, 5, 64], "attachment": 1}}])")), HasSubstr("[1, 5, 64]"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "project_out", "hook": "blocks.0.attn.hook_q",
+      "direction": {"shape": [64], "attachment": 0}}])")), HasSubstr("has shape [16]"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "patch", "hook": "hook_embed"}])")), HasSubstr("either value"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "patch", "hook": "hook_embed", "from_row": 2}])")), HasSubstr("from_row: 2"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "scale", "hook": "hook_embed"}])")), HasSubstr("factor"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "add", "hook": "hook_embed", "scale": "big",
+      "vector": {"shape": [64], "attachment": 0}}])")), HasSubstr("params.ops[0].scale: expected a finite number"));
 }
 
 TEST(HookPoints, EachArchitectureHasItsOwn) {
@@ -77,10 +161,22 @@ TEST(HookPoints, EachArchitectureHasItsOwn) {
   for (const auto& p : llama) {
     if (p.name == "blocks.0.attn.hook_k") {
       EXPECT_EQ(p.shape, json::parse(R"(["batch", "pos", 2, 16])"));
+      EXPECT_EQ(p.head_axis, 2);
     } else if (p.name == "blocks.0.attn.hook_pattern") {
       EXPECT_EQ(p.position_axis, 2);
+      EXPECT_EQ(p.head_axis, 1);
     } else if (p.name == "blocks.0.hook_resid_post") {
       EXPECT_EQ(p.position_axis, 1);
+      EXPECT_EQ(p.head_axis, -1);
+    }
+  }
+  for (const auto& shape : modeld::request_shapes(llama, 3, 7, 9)) {
+    if (shape.name == "blocks.1.attn.hook_pattern") {
+      EXPECT_THAT(shape.dims, ElementsAre(3, 4, 7, 9));
+    } else if (shape.name == "blocks.1.attn.hook_v") {
+      EXPECT_THAT(shape.dims, ElementsAre(3, 7, 2, 16));
+    } else if (shape.name == "logits") {
+      EXPECT_THAT(shape.dims, ElementsAre(3, 7, 320));
     }
   }
   a.gated_mlp = false, a.learned_positions = true, a.rope.kind = modeld::RopeKind::none;

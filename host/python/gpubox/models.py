@@ -126,32 +126,85 @@ class Model:
         result.update(tensors)
         return result
 
-    def generate(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None, **options) -> dict:
+    def run(self, ids=None, text=None, ops: Sequence[dict] = (), capture: Sequence[str] = (),
+            add: Optional[Dict[str, Any]] = None, logits_dtype: str = "float32",
+            timeout: Optional[float] = None) -> dict:
+        """A forward pass with interventions (hooks/README.md), in one round trip:
+        ops applied in order at their hook points (tensor fields may be numpy
+        arrays or torch tensors), add={hook: (vector, scale)} steering first,
+        capture=[hook, ...] last. Returns the RESULT with "logits" and
+        "captures" (a list of (hook, tensor) in op order); each captured tensor
+        is also under its hook name (the last capture of a name wins)."""
+        from .interventions import encode_ops
+        wire, attachments = encode_ops(ops, capture, add)
+        params: Dict[str, Any] = {"model": self.name, "ops": wire, "logits_dtype": logits_dtype}
+        if (ids is None) == (text is None):
+            raise ValueError("run: give ids or text (one of them)")
+        if ids is not None:
+            params["ids"] = _ids(ids)
+        else:
+            params["text"] = text
+        captures = []
+        with self.client.stream("model.run", timeout=timeout, params=params, attachments=attachments) as stream:
+            for body, frames in stream:
+                captures.append((body["name"], tensor_from_wire(body, frames[body.get("attachment", 0)])))
+            result = dict(stream.result)
+        result["logits"] = captures[0][1]
+        result["captures"] = captures[1:]
+        result.update(dict(captures[1:]))
+        return result
+
+    def generate(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None,
+                 ops: Sequence[dict] = (), capture: Sequence[str] = (), add: Optional[Dict[str, Any]] = None,
+                 **options) -> dict:
         """Generates from a prompt (text, a list of ids, or a batch of either). Options as
         model.generate takes them: max_new_tokens, temperature, top_k, top_p, seed, stop
-        (strings), stop_ids, ignore_eos. Returns {"tokens", "text"?, "finish_reason", "prompt_tokens"}."""
-        return self.client.call("model.generate", timeout=timeout, params=self._generate_params(prompt, options))
+        (strings), stop_ids, ignore_eos. Returns {"tokens", "text"?, "finish_reason", "prompt_tokens"}.
+        ops / capture / add as for run(), applied at every forward pass (an op's
+        "steps": [pass, ...] limits it: 0 is the prompt's pass, k the one that picks
+        token k); then "captures" holds (pass, hook, tensor) in the order produced."""
+        params, attachments = self._generate_params(prompt, options, ops, capture, add)
+        if not attachments and "ops" not in params:
+            return self.client.call("model.generate", timeout=timeout, params=params)
+        captures = []
+        with self.client.stream("model.generate", timeout=timeout, params=params, attachments=attachments) as stream:
+            for body, frames in stream:
+                captures.append((body["step"], body["name"], tensor_from_wire(body, frames[body.get("attachment", 0)])))
+            result = dict(stream.result)
+        result["captures"] = captures
+        return result
 
     def generate_stream(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None,
+                        ops: Sequence[dict] = (), capture: Sequence[str] = (), add: Optional[Dict[str, Any]] = None,
                         **options) -> Iterator[dict]:
         """Like generate(), but yields each step as it is produced: {"step", "tokens": [one per
-        row, -1 for a finished row], "text"?: [delta per row]}. The RESULT is the generator's
+        row, -1 for a finished row], "text"?: [delta per row]}, and each capture as it is
+        made: {"step": pass, "name": hook, "tensor"}. The RESULT is the generator's
         return value (StopIteration.value). Closing the generator cancels the generation."""
-        params = self._generate_params(prompt, options)
+        params, attachments = self._generate_params(prompt, options, ops, capture, add)
         params["stream"] = True
-        with self.client.stream("model.generate", timeout=timeout, params=params) as stream:
-            for body, _ in stream:
-                yield body
+        with self.client.stream("model.generate", timeout=timeout, params=params, attachments=attachments) as stream:
+            for body, frames in stream:
+                if "name" in body:
+                    yield {"step": body["step"], "name": body["name"],
+                           "tensor": tensor_from_wire(body, frames[body.get("attachment", 0)])}
+                else:
+                    yield body
             return stream.result
 
-    def _generate_params(self, prompt, options: dict) -> dict:
+    def _generate_params(self, prompt, options: dict, ops=(), capture=(), add=None):
+        """(params, attachments) of a model.generate call."""
         params = {"model": self.name}
         if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and isinstance(prompt[0], str)):
             params["text"] = prompt
         elif prompt is not None:
             params["ids"] = _ids(prompt)
         params.update(options)
-        return params
+        attachments = []
+        if ops or capture or add:
+            from .interventions import encode_ops
+            params["ops"], attachments = encode_ops(ops, capture, add)
+        return params, attachments
 
 
 def _ids(ids) -> List:

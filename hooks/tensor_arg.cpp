@@ -1,0 +1,87 @@
+#include "hooks/tensor_arg.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace gpubox::hooks {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kMaxDims = 8;
+
+Status invalid(std::string message) { return {ErrorCode::invalid_request, std::move(message)}; }
+
+std::size_t element_bytes(WireDtype dtype) { return dtype == WireDtype::float32 ? 4 : 2; }
+
+}  // namespace
+
+const char* wire_dtype_name(WireDtype dtype) {
+  switch (dtype) {
+    case WireDtype::float16: return "float16";
+    case WireDtype::bfloat16: return "bfloat16";
+    default: return "float32";
+  }
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+bool broadcasts_to(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& target) {
+  if (shape.size() > target.size()) return false;
+  for (std::size_t i = 1; i <= shape.size(); ++i) {
+    std::int64_t dim = shape[shape.size() - i];
+    if (dim != 1 && dim != target[target.size() - i]) return false;
+  }
+  return true;
+}
+
+Result<TensorArg> decode_tensor_arg(const json& descriptor, const std::string& where,
+                                    const std::vector<std::size_t>& attachment_bytes) {
+  if (!descriptor.is_object()) {
+    return invalid(fmt::format("{}: expected a tensor {{\"dtype\", \"shape\", \"attachment\"}}", where));
+  }
+  for (const auto& [key, value] : descriptor.items()) {
+    if (key != "dtype" && key != "shape" && key != "attachment") {
+      return invalid(fmt::format("{}: unknown field \"{}\" (a tensor has dtype, shape, attachment)", where, key));
+    }
+  }
+  TensorArg arg;
+  auto dtype = descriptor.find("dtype");
+  if (dtype == descriptor.end() || *dtype == "float32") {
+    arg.dtype = WireDtype::float32;
+  } else if (*dtype == "float16") {
+    arg.dtype = WireDtype::float16;
+  } else if (*dtype == "bfloat16") {
+    arg.dtype = WireDtype::bfloat16;
+  } else {
+    return invalid(fmt::format("{}.dtype: {} is not float32, float16 or bfloat16", where, dtype->dump()));
+  }
+  auto shape = descriptor.find("shape");
+  if (shape == descriptor.end() || !shape->is_array() || shape->size() > kMaxDims) {
+    return invalid(fmt::format("{}.shape: expected a list of at most {} sizes", where, kMaxDims));
+  }
+  std::size_t elements = 1;
+  for (const auto& dim : *shape) {
+    if (!dim.is_number_unsigned() || dim.get<std::uint64_t>() > (1ULL << 40)) {
+      return invalid(fmt::format("{}.shape: {} is not a size", where, dim.dump()));
+    }
+    arg.shape.push_back(dim.get<std::int64_t>());
+    elements *= dim.get<std::size_t>();
+    if (elements > (1ULL << 40)) return invalid(fmt::format("{}.shape: too many elements", where));
+  }
+  auto attachment = descriptor.find("attachment");
+  if (attachment == descriptor.end() || !attachment->is_number_unsigned() ||
+      attachment->get<std::uint64_t>() >= attachment_bytes.size()) {
+    return invalid(fmt::format("{}.attachment: expected the index of one of the request's {} attachments", where,
+                               attachment_bytes.size()));
+  }
+  arg.attachment = attachment->get<std::size_t>();
+  std::size_t want = elements * element_bytes(arg.dtype);
+  if (attachment_bytes[arg.attachment] != want) {
+    return invalid(fmt::format("{}: attachment {} holds {} bytes; shape {} of {} needs {}", where, arg.attachment,
+                               attachment_bytes[arg.attachment], shape_text(arg.shape), wire_dtype_name(arg.dtype), want));
+  }
+  return arg;
+}
+
+}  // namespace gpubox::hooks

@@ -1,0 +1,212 @@
+#include "model/modeld/intervention_hooks.h"
+
+#include <ATen/ATen.h>
+#include <ATen/TensorIndexing.h>
+#include <algorithm>
+#include <fmt/format.h>
+#include <optional>
+
+#include "model/modeld/tensor_wire.h"
+
+namespace gpubox::modeld {
+namespace {
+
+using at::indexing::TensorIndex;
+using hooks::OpKind;
+
+// Advanced indices selecting where's rows, positions and heads of value: one
+// index per leading axis up to the last selected one (the whole axis for the
+// others), each shaped to broadcast against the rest, so the selected part
+// keeps value's axis order. rows, when given, replaces where's rows. Empty
+// when nothing is selected.
+std::vector<TensorIndex> selection_index(const at::Tensor& value, const hooks::Selection& where, int position_axis,
+                                         int head_axis, const std::vector<std::int64_t>* rows = nullptr) {
+  const std::vector<std::int64_t>& picked_rows = rows ? *rows : where.rows;
+  auto picked = [&](int axis) -> const std::vector<std::int64_t>* {
+    if (axis == 0 && !picked_rows.empty()) return &picked_rows;
+    if (axis == position_axis && !where.positions.empty()) return &where.positions;
+    if (axis == head_axis && !where.heads.empty()) return &where.heads;
+    return nullptr;
+  };
+  int last = -1;
+  for (int axis = 0; axis < static_cast<int>(value.dim()); ++axis) {
+    if (picked(axis)) last = axis;
+  }
+  std::vector<TensorIndex> index;
+  auto options = at::TensorOptions().dtype(at::kLong).device(value.device());
+  for (int axis = 0; axis <= last; ++axis) {
+    std::vector<std::int64_t> view(static_cast<std::size_t>(last + 1), 1);
+    view[static_cast<std::size_t>(axis)] = -1;
+    const auto* list = picked(axis);
+    at::Tensor indices = list ? at::tensor(*list, options) : at::arange(value.size(axis), options);
+    index.emplace_back(indices.view(view));
+  }
+  return index;
+}
+
+// x with its component along direction removed (along the last axis), computed in float32.
+at::Tensor project_out(const at::Tensor& x, const at::Tensor& direction) {
+  at::Tensor unit = direction.to(at::kFloat);
+  unit = unit / unit.norm();
+  at::Tensor values = x.to(at::kFloat);
+  return (values - (values * unit).sum(-1, true) * unit).to(x.scalar_type());
+}
+
+}  // namespace
+
+InterventionHooks::InterventionHooks(const hooks::Plan& plan, const std::vector<HookPointInfo>& points,
+                                     const std::vector<at::Tensor>& op_tensors) {
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const hooks::Op& op = plan.ops[i];
+    const HookPointInfo& info = points.at(op.point);
+    std::size_t capture = op.kind == OpKind::capture ? captured_.size() : 0;
+    if (op.kind == OpKind::capture) captured_.emplace_back();
+    steps_.push_back({&op, info.point, info.layer, info.position_axis, info.head_axis, capture, op_tensors.at(i)});
+    wanted_.emplace(static_cast<int>(info.point), info.layer);
+  }
+}
+
+bool InterventionHooks::wants(HookPoint point, int layer) const { return wanted_.count({static_cast<int>(point), layer}) > 0; }
+
+void InterventionHooks::apply(HookPoint point, int layer, at::Tensor& value) {
+  for (const Step& step : steps_) {
+    if (step.point == point && step.layer == layer) run(step, value);
+  }
+}
+
+void InterventionHooks::run(const Step& step, at::Tensor& value) {
+  const hooks::Op& op = *step.op;
+  std::vector<std::int64_t> all_rows;
+  if (op.from_row && op.where.rows.empty()) {
+    for (std::int64_t row = 0; row < value.size(0); ++row) all_rows.push_back(row);
+  }
+  auto index = selection_index(value, op.where, step.position_axis, step.head_axis, all_rows.empty() ? nullptr : &all_rows);
+  at::Tensor region = index.empty() ? value : value.index(index);
+  if (op.kind == OpKind::capture) {
+    c10::ScalarType dtype = op.dtype == hooks::CaptureDtype::float32 ? at::kFloat : value.scalar_type();
+    captured_[step.capture] = region.to(dtype, false, /*copy=*/true);
+    return;
+  }
+  at::Tensor given = step.tensor.defined() ? step.tensor.to(value.scalar_type()) : at::Tensor();
+  at::Tensor replacement;
+  switch (op.kind) {
+    case OpKind::set:
+    case OpKind::mean: replacement = given; break;
+    case OpKind::add: replacement = region + given * op.factor; break;
+    case OpKind::scale: replacement = region * op.factor; break;
+    case OpKind::zero: replacement = at::zeros_like(region); break;
+    case OpKind::project_out: replacement = project_out(region, given); break;
+    case OpKind::patch: {
+      if (given.defined()) {
+        replacement = given;
+      } else {
+        std::vector<std::int64_t> source = {*op.from_row};
+        replacement = value.index(selection_index(value, op.where, step.position_axis, step.head_axis, &source));
+      }
+      break;
+    }
+    case OpKind::capture: break;
+  }
+  if (index.empty()) {
+    value = replacement.expand(value.sizes()).contiguous();
+  } else {
+    at::Tensor edited = value.clone();
+    edited.index_put_(index, replacement);
+    value = edited;
+  }
+}
+
+Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
+    const nlohmann::json& ops, const Architecture& architecture, std::int64_t rows, std::int64_t prompt_tokens,
+    std::int64_t passes, const std::vector<zmq::message_t>& attachments, c10::Device device, CaptureSink sink) {
+  std::unique_ptr<GenerationInterventions> made(new GenerationInterventions());
+  if (!ops.is_array()) return Status(ErrorCode::invalid_request, "params.ops: expected a list of operations");
+  made->ops_ = ops;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    nlohmann::json& op = made->ops_[i];
+    std::optional<std::vector<std::int64_t>> steps;
+    if (op.is_object() && op.contains("steps")) {
+      const nlohmann::json& given = op["steps"];
+      std::string where = fmt::format("params.ops[{}].steps", i);
+      if (!given.is_array() || given.empty()) {
+        return Status(ErrorCode::invalid_request, where + ": expected a non-empty list of passes (0: the prompt's)");
+      }
+      steps.emplace();
+      for (const auto& pass : given) {
+        if (!pass.is_number_integer() || pass.get<std::int64_t>() < 0 || pass.get<std::int64_t>() >= passes) {
+          return Status(ErrorCode::invalid_request, fmt::format("{}: {} is not a pass of this generation (0 to {})", where,
+                                                                pass.dump(), passes - 1));
+        }
+        steps->push_back(pass.get<std::int64_t>());
+      }
+      op.erase("steps");
+    }
+    made->steps_.push_back(std::move(steps));
+  }
+  made->points_ = hook_points(architecture);
+  made->rows_ = rows;
+  for (const auto& frame : attachments) made->attachment_bytes_.push_back(frame.size());
+  made->sink_ = std::move(sink);
+  made->op_tensors_.resize(ops.size());
+  // The prompt pass, then the first and the last later pass.
+  std::vector<std::pair<std::int64_t, std::int64_t>> checks = {{0, prompt_tokens}};
+  if (passes > 1) checks.emplace_back(1, prompt_tokens + 1);
+  if (passes > 2) checks.emplace_back(passes - 1, prompt_tokens + passes - 1);
+  for (const auto& [pass, keys] : checks) {
+    std::vector<bool> active;  // at the prompt's pass; later, at any later pass
+    for (const auto& steps : made->steps_) {
+      bool later = !steps || std::any_of(steps->begin(), steps->end(), [](std::int64_t p) { return p > 0; });
+      active.push_back(pass == 0 ? made->active(steps, 0) : later);
+    }
+    auto plan = made->plan_for(active, pass == 0 ? prompt_tokens : 1, keys);
+    if (!plan) {
+      if (pass == 0) return plan.status();
+      return Status(ErrorCode::invalid_request,
+                    plan.status().message() + " (at the passes after the prompt's, which add one position each; "
+                                              "\"steps\": [0] keeps an op to the prompt's pass)");
+    }
+    for (const auto& op : plan->ops) {
+      if (op.tensor && !made->op_tensors_[op.index].defined()) {
+        made->op_tensors_[op.index] = tensor_from_wire(*op.tensor, attachments[op.tensor->attachment], device);
+      }
+    }
+  }
+  return made;
+}
+
+bool GenerationInterventions::active(const std::optional<std::vector<std::int64_t>>& steps, std::int64_t pass) {
+  return !steps || std::find(steps->begin(), steps->end(), pass) != steps->end();
+}
+
+Result<hooks::Plan> GenerationInterventions::plan_for(const std::vector<bool>& active, std::int64_t tokens,
+                                                      std::int64_t keys) const {
+  return hooks::decode_plan(ops_, request_shapes(points_, rows_, tokens, keys), attachment_bytes_, active);
+}
+
+Result<Hooks*> GenerationInterventions::begin(std::int64_t pass, std::int64_t tokens, std::int64_t keys) {
+  hooks_.reset();
+  std::vector<bool> now;
+  for (const auto& steps : steps_) now.push_back(active(steps, pass));
+  auto plan = plan_for(now, tokens, keys);
+  if (!plan) return plan.status();
+  plan_ = std::move(*plan);
+  if (plan_.empty()) return static_cast<Hooks*>(nullptr);
+  std::vector<at::Tensor> tensors;
+  for (const auto& op : plan_.ops) tensors.push_back(op_tensors_[op.index]);
+  hooks_.emplace(plan_, points_, tensors);
+  return static_cast<Hooks*>(&*hooks_);
+}
+
+Status GenerationInterventions::end(std::int64_t pass) {
+  if (!hooks_) return {};
+  std::size_t capture = 0;
+  for (const auto& op : plan_.ops) {
+    if (op.kind != OpKind::capture) continue;
+    const at::Tensor& value = hooks_->captured()[capture++];
+    if (!value.defined()) continue;
+    if (Status s = sink_(pass, op.hook, value); !s) return s;
+  }
+  return {};
+}
+
+}  // namespace gpubox::modeld

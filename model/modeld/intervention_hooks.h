@@ -1,0 +1,84 @@
+// InterventionHooks: the Hooks of a model.run plan — at each hook point the
+// plan names it applies the plan's operations there, in order: captures copy
+// the selected part of the activation, the other operations replace it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <zmq.hpp>
+
+#include "hooks/spec.h"
+#include "model/modeld/decoder.h"
+#include "model/modeld/generation.h"
+#include "model/modeld/hook_points.h"
+
+namespace gpubox::modeld {
+
+// Applies a checked plan's operations during one forward pass.
+class InterventionHooks final : public Hooks {
+ public:
+  // points: the model's hook points, in the order decode_plan was given them;
+  // op_tensors: one per op of the plan, the tensor it was sent (on the model's device; undefined for none).
+  InterventionHooks(const hooks::Plan& plan, const std::vector<HookPointInfo>& points,
+                    const std::vector<at::Tensor>& op_tensors);
+  bool wants(HookPoint point, int layer) const override;
+  void apply(HookPoint point, int layer, at::Tensor& value) override;
+  // One tensor per capture, in the plan's order (undefined if the forward pass never reached its point).
+  const std::vector<at::Tensor>& captured() const { return captured_; }
+
+ private:
+  struct Step {
+    const hooks::Op* op;
+    HookPoint point;
+    int layer;
+    int position_axis;
+    int head_axis;
+    std::size_t capture;  // index into captured_ (captures only)
+    at::Tensor tensor;    // the op's tensor, if it has one
+  };
+  void run(const Step& step, at::Tensor& value);
+
+  std::vector<Step> steps_;
+  std::set<std::pair<int, int>> wanted_;  // (point, layer)
+  std::vector<at::Tensor> captured_;
+};
+
+// model.generate's interventions: the request's ops, each with an optional
+// "steps" (the passes it applies at; every pass without), decoded for each
+// pass's shapes; each pass's captures go to the sink once the pass ran.
+class GenerationInterventions final : public PassHooks {
+ public:
+  using CaptureSink = std::function<Status(std::int64_t pass, const std::string& hook, const at::Tensor& value)>;
+
+  // Checks ops against the prompt pass and the first and last later passes
+  // (only key_pos changes between those) before anything runs.
+  static Result<std::unique_ptr<GenerationInterventions>> make(const nlohmann::json& ops, const Architecture& architecture,
+                                                               std::int64_t rows, std::int64_t prompt_tokens,
+                                                               std::int64_t passes, const std::vector<zmq::message_t>& attachments,
+                                                               c10::Device device, CaptureSink sink);
+  Result<Hooks*> begin(std::int64_t pass, std::int64_t tokens, std::int64_t keys) override;
+  Status end(std::int64_t pass) override;
+
+ private:
+  GenerationInterventions() = default;
+  static bool active(const std::optional<std::vector<std::int64_t>>& steps, std::int64_t pass);
+  Result<hooks::Plan> plan_for(const std::vector<bool>& active, std::int64_t tokens, std::int64_t keys) const;
+
+  nlohmann::json ops_;                             // the request's ops without "steps"
+  std::vector<std::optional<std::vector<std::int64_t>>> steps_;  // per op; nullopt: every pass
+  std::vector<HookPointInfo> points_;
+  std::int64_t rows_ = 0;
+  std::vector<std::size_t> attachment_bytes_;
+  std::vector<at::Tensor> op_tensors_;             // per op of the request
+  CaptureSink sink_;
+  hooks::Plan plan_;                               // the running pass's
+  std::optional<InterventionHooks> hooks_;
+};
+
+}  // namespace gpubox::modeld
