@@ -198,6 +198,34 @@ struct Decoder::Weights {
     return x;
   }
 
+  // x normalized without the norm's weight and bias (TransformerLens' ln*.hook_normalized).
+  Tensor normalized(const Tensor& x) const {
+    if (arch.norm == NormKind::layer_norm) return at::layer_norm(x, {arch.hidden_size}, {}, {}, arch.norm_eps);
+    Tensor xf = x.to(at::kFloat);
+    return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + arch.norm_eps)).to(x.scalar_type());
+  }
+
+  // The norm's weight and bias applied to a normalized value.
+  Tensor weighted(const Tensor& n, const Tensor& w, const Tensor& b) const {
+    switch (arch.norm) {
+      case NormKind::layer_norm: return b.defined() ? n * w + b : n * w;
+      case NormKind::rms_norm: return w * n;
+      case NormKind::rms_norm_one_plus: return (n.to(at::kFloat) * w).to(n.scalar_type());
+    }
+    return n;
+  }
+
+  // norm(), with the hook point between normalizing and the weights. Unless
+  // an op replaced the hooked value, the result is norm()'s, bit for bit.
+  Tensor hooked_norm(Hooks* hooks, HookPoint point, int layer, const Tensor& x, const Tensor& w, const Tensor& b) const {
+    Tensor out = norm(x, w, b);
+    if (!hooks || !hooks->wants(point, layer)) return out;
+    Tensor n = normalized(x);
+    Tensor seen = n;
+    hooks->apply(point, layer, n);
+    return n.is_same(seen) ? out : weighted(n, w, b);
+  }
+
   Tensor activate(const Tensor& x) const {
     switch (arch.activation) {
       case Activation::gelu_tanh: return at::gelu(x, "tanh");
@@ -455,15 +483,13 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
       full_mask = w.attention_mask(input.key_mask, start, tokens, std::nullopt);
     }
     w.hook(hooks, HookPoint::resid_pre, layer, h);
-    Tensor normed = w.norm(h, lw.ln1_w, lw.ln1_b);
-    w.hook(hooks, HookPoint::ln1_normalized, layer, normed);
+    Tensor normed = w.hooked_norm(hooks, HookPoint::ln1_normalized, layer, h, lw.ln1_w, lw.ln1_b);
     Tensor attn = w.attention(layer, lw, normed, cos, sin, *mask, cache, hooks);
     if (arch.sandwich_norms) attn = w.norm(attn, lw.post_attn_w, Tensor());
     w.hook(hooks, HookPoint::attn_out, layer, attn);
     h = h + attn;
     w.hook(hooks, HookPoint::resid_mid, layer, h);
-    normed = w.norm(h, lw.ln2_w, lw.ln2_b);
-    w.hook(hooks, HookPoint::ln2_normalized, layer, normed);
+    normed = w.hooked_norm(hooks, HookPoint::ln2_normalized, layer, h, lw.ln2_w, lw.ln2_b);
     Tensor out = w.mlp(layer, lw, normed, hooks);
     if (arch.sandwich_norms) out = w.norm(out, lw.post_mlp_w, Tensor());
     w.hook(hooks, HookPoint::mlp_out, layer, out);
@@ -472,8 +498,7 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
   }
   if (cache) cache->length += tokens;
   if (last_only) h = h.narrow(1, tokens - 1, 1);
-  h = w.norm(h, w.final_w, w.final_b);
-  w.hook(hooks, HookPoint::ln_final_normalized, -1, h);
+  h = w.hooked_norm(hooks, HookPoint::ln_final_normalized, -1, h, w.final_w, w.final_b);
   Tensor logits = at::linear(h, w.lm_head);
   if (arch.final_softcap) logits = at::tanh(logits / *arch.final_softcap) * *arch.final_softcap;
   w.hook(hooks, HookPoint::logits, -1, logits);

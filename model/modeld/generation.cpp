@@ -99,11 +99,11 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
       if (!begun) return begun.status();
       hooks = *begun;
     }
-    Tensor out = decoder.forward(pass_input, &cache, true, hooks);
+    Tensor pass_logits = decoder.forward(pass_input, &cache, true, hooks);
     if (passes) {
       if (Status s = passes->end(pass); !s) return s;
     }
-    return out;
+    return pass_logits;
   };
   auto first = run_pass(input, 0);
   if (!first) return first.status();

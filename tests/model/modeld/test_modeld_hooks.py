@@ -5,8 +5,10 @@ tiny random models of tiny_models.py; each capture is compared with the
 output (or input) of the transformers module it names, in float32, within
 1e-4 relative (as the logits are in test_modeld_models.py): every hook point
 that is one module's input or output there (module_map); rot_q/rot_k,
-resid_mid, attn_scores and pattern have no such module and are checked for
-shape only. TransformerLens is not compared here yet.
+resid_mid, attn_scores, pattern and ln*.hook_normalized (the normalized value
+before the norm's weights) have no such module and are checked for shape
+only here; test_modeld_transformer_lens.py checks every point against
+TransformerLens.
 """
 import os
 import shutil
@@ -43,32 +45,25 @@ def module_map(name, model, layer):
         qkv = lambda i: (lambda x: split(heads)(x.split(64, -1)[i]))  # noqa: E731
         return {"hook_embed": (t.wte, "out", None), "hook_pos_embed": (t.wpe, "out", None),
                 b + "hook_resid_pre": (block, "in", None), b + "hook_resid_post": (block, "out", None),
-                b + "ln1.hook_normalized": (block.ln_1, "out", None),
                 b + "attn.hook_q": (block.attn.c_attn, "out", qkv(0)), b + "attn.hook_k": (block.attn.c_attn, "out", qkv(1)),
                 b + "attn.hook_v": (block.attn.c_attn, "out", qkv(2)),
                 b + "attn.hook_z": (block.attn.c_proj, "in", split(heads)),
                 b + "hook_attn_out": (block.attn.c_proj, "out", None),
-                b + "ln2.hook_normalized": (block.ln_2, "out", None),
                 b + "mlp.hook_pre": (block.mlp.c_fc, "out", None), b + "mlp.hook_post": (block.mlp.c_proj, "in", None),
-                b + "hook_mlp_out": (block.mlp, "out", None),
-                "ln_final.hook_normalized": (t.ln_f, "out", None)}
+                b + "hook_mlp_out": (block.mlp, "out", None)}
     inner, block = model.model, model.model.layers[layer]
     gemma = name == "gemma2"
     return {"hook_embed": (inner.embed_tokens, "out", None),
             b + "hook_resid_pre": (block, "in", None), b + "hook_resid_post": (block, "out", None),
-            b + "ln1.hook_normalized": (block.input_layernorm, "out", None),
             b + "attn.hook_q": (block.self_attn.q_proj, "out", split(heads)),
             b + "attn.hook_k": (block.self_attn.k_proj, "out", split(kv_heads)),
             b + "attn.hook_v": (block.self_attn.v_proj, "out", split(kv_heads)),
             b + "attn.hook_z": (block.self_attn.o_proj, "in", split(heads)),
             b + "hook_attn_out": (block.post_attention_layernorm if gemma else block.self_attn.o_proj, "out", None),
-            b + "ln2.hook_normalized": (block.pre_feedforward_layernorm if gemma else block.post_attention_layernorm,
-                                        "out", None),
             b + "mlp.hook_pre": (block.mlp.gate_proj, "out", None),
             b + "mlp.hook_pre_linear": (block.mlp.up_proj, "out", None),
             b + "mlp.hook_post": (block.mlp.down_proj, "in", None),
-            b + "hook_mlp_out": (block.post_feedforward_layernorm if gemma else block.mlp, "out", None),
-            "ln_final.hook_normalized": (inner.norm, "out", None)}
+            b + "hook_mlp_out": (block.post_feedforward_layernorm if gemma else block.mlp, "out", None)}
 
 
 def transformers_values(name, model, prompt, layer):
