@@ -29,6 +29,20 @@ std::string workspace_setup_code(const std::string& dir) {
          "del _gpubox_os, _gpubox_sys\n";
 }
 
+std::string hooks_toolkit_setup_code() {
+  return "import importlib.util as _gpubox_util, sys as _gpubox_sys, types as _gpubox_types\n"
+         "if _gpubox_util.find_spec('gpubox') is None and 'gpubox' not in _gpubox_sys.modules:\n"
+         "    _gpubox_package = _gpubox_types.ModuleType('gpubox')\n"
+         "    _gpubox_package.__path__ = []\n"
+         "    _gpubox_package.hooks = _gpubox_types.ModuleType('gpubox.hooks')\n"
+         "    _gpubox_package.hooks.__file__ = '<gpubox-hooks>'\n"
+         "    exec(compile(" + py_string(kHooksToolkitSource) + ", '<gpubox-hooks>', 'exec'), _gpubox_package.hooks.__dict__)\n"
+         "    _gpubox_sys.modules['gpubox'] = _gpubox_package\n"
+         "    _gpubox_sys.modules['gpubox.hooks'] = _gpubox_package.hooks\n"
+         "    del _gpubox_package\n"
+         "del _gpubox_util, _gpubox_sys, _gpubox_types\n";
+}
+
 std::string models_setup_code(const std::vector<ModelLoad>& loads) {
   json entries = json::array();
   for (const auto& load : loads) entries.push_back(loader_entry(load));

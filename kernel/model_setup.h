@@ -53,4 +53,12 @@ nlohmann::json pending_model_report(const std::vector<ModelLoad>& loads);
 // The embedded kernel/model_loader.py.
 extern const char kModelLoaderSource[];
 
+// Python that makes `from gpubox import hooks` work in the kernel: the embedded
+// toolkit (host/python/gpubox/hooks.py) as module gpubox.hooks, unless the
+// image has the gpubox package itself (which holds the same file).
+std::string hooks_toolkit_setup_code();
+
+// The embedded host/python/gpubox/hooks.py.
+extern const char kHooksToolkitSource[];
+
 }  // namespace gpubox::kernel
