@@ -154,6 +154,16 @@ class Model:
         result.update(dict(captures[1:]))
         return result
 
+    def trace(self, ids=None, text=None, timeout: Optional[float] = None) -> "Trace":
+        """nnsight-style: ops recorded in a with block, run in one round trip when it ends.
+
+            with model.trace(ids) as t:
+                t.add("blocks.3.hook_resid_post", vector, scale=4.0)
+                saved = t["blocks.5.hook_resid_post"].save()
+            saved.value, t.logits
+        """
+        return Trace(self, ids, text, timeout)
+
     def generate(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None,
                  ops: Sequence[dict] = (), capture: Sequence[str] = (), add: Optional[Dict[str, Any]] = None,
                  **options) -> dict:
@@ -205,6 +215,95 @@ class Model:
             from .interventions import encode_ops
             params["ops"], attachments = encode_ops(ops, capture, add)
         return params, attachments
+
+
+class Saved:
+    """A capture asked for in a trace; .value once the trace has run."""
+
+    def __init__(self):
+        self.value = None
+
+
+class _Point:
+    """A hook point in a trace: .save() captures it; the op methods edit it."""
+
+    def __init__(self, trace: "Trace", hook: str, where: dict):
+        self._trace, self._hook, self._where = trace, hook, where
+
+    def __getitem__(self, selection) -> "_Point":
+        """point[rows, positions] or point[:, positions, heads]: each a list or int (":" for all)."""
+        selection = selection if isinstance(selection, tuple) else (selection,)
+        where = dict(self._where)
+        for key, value in zip(("rows", "positions", "heads"), selection):
+            if isinstance(value, slice) and value == slice(None):
+                continue
+            where[key] = [value] if isinstance(value, int) else list(value)
+        return _Point(self._trace, self._hook, where)
+
+    def save(self, dtype: str = "float32") -> Saved:
+        saved = Saved()
+        self._trace._op({"op": "capture", "dtype": dtype}, self, saved)
+        return saved
+
+    def add(self, vector, scale: float = 1.0):
+        self._trace._op({"op": "add", "vector": vector, "scale": scale}, self)
+
+    def set(self, value):
+        self._trace._op({"op": "set", "value": value}, self)
+
+    def scale(self, factor: float):
+        self._trace._op({"op": "scale", "factor": factor}, self)
+
+    def zero(self):
+        self._trace._op({"op": "zero"}, self)
+
+    def mean(self, value):
+        self._trace._op({"op": "mean", "value": value}, self)
+
+    def project_out(self, direction):
+        self._trace._op({"op": "project_out", "direction": direction}, self)
+
+    def patch(self, value=None, from_row: Optional[int] = None):
+        op = {"op": "patch"}
+        if value is not None:
+            op["value"] = value
+        if from_row is not None:
+            op["from_row"] = from_row
+        self._trace._op(op, self)
+
+
+class Trace:
+    """The ops of a `with model.trace(...)` block, run by model.run when the block ends."""
+
+    def __init__(self, model: Model, ids, text, timeout):
+        self._model, self._ids, self._text, self._timeout = model, ids, text, timeout
+        self._ops, self._saved = [], []
+        self.logits = None
+        self.result = None
+
+    def __getitem__(self, hook: str) -> _Point:
+        return _Point(self, hook, {})
+
+    def add(self, hook: str, vector, scale: float = 1.0):
+        self[hook].add(vector, scale)
+
+    def _op(self, op: dict, point: _Point, saved: Optional[Saved] = None):
+        op = dict(op, hook=point._hook, **point._where)
+        self._ops.append(op)
+        if saved is not None:
+            self._saved.append(saved)
+
+    def __enter__(self) -> "Trace":
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if kind is not None:
+            return False
+        self.result = self._model.run(ids=self._ids, text=self._text, ops=self._ops, timeout=self._timeout)
+        self.logits = self.result["logits"]
+        for saved, (_, tensor) in zip(self._saved, self.result["captures"]):
+            saved.value = tensor
+        return False
 
 
 def _ids(ids) -> List:

@@ -336,3 +336,49 @@ class ModeldGenerateInterventions(unittest.TestCase):
         # positions [3] is fine when kept to the prompt's pass
         ok = self.generate("llama", ops=[{"op": "zero", "hook": "blocks.0.hook_resid_post", "positions": [3], "steps": [0]}])
         self.assertEqual(len(ok["tokens"]), self.NEW)
+
+
+class TraceForm(unittest.TestCase):
+    """Model.trace, the nnsight-style form, is the same model.run call."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="modeld-trace-")
+        path, _ = tiny_models.make(cls.dir, "qwen2", seed=90)
+        cls.modeld = Modeld([{"name": "qwen2", "path": path}], os.path.join(cls.dir, "run"))
+        cls.modeld.wait_all_ready()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.modeld.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_a_trace_records_ops_in_order_and_fills_saved_values(self):
+        model = Model(self.modeld.client, "qwen2")
+        vector = np.random.default_rng(9).standard_normal(64).astype(np.float32)
+        with model.trace([CLEAN, CORRUPT]) as t:
+            before = t["blocks.1.hook_resid_post"].save()
+            t.add("blocks.1.hook_resid_post", vector, scale=2.0)
+            t["blocks.1.attn.hook_z"][1, :, [0, 2]].zero()
+            last = t["blocks.1.hook_resid_post"][:, -1].save()
+            t["blocks.2.hook_resid_pre"][1, [3]].patch(from_row=0)
+        want = model.run(ids=[CLEAN, CORRUPT], ops=[
+            {"op": "capture", "hook": "blocks.1.hook_resid_post"},
+            {"op": "add", "hook": "blocks.1.hook_resid_post", "vector": vector, "scale": 2.0},
+            {"op": "zero", "hook": "blocks.1.attn.hook_z", "rows": [1], "heads": [0, 2]},
+            {"op": "capture", "hook": "blocks.1.hook_resid_post", "positions": [-1]},
+            {"op": "patch", "hook": "blocks.2.hook_resid_pre", "rows": [1], "positions": [3], "from_row": 0}])
+        np.testing.assert_array_equal(t.logits.numpy(), want["logits"].numpy())
+        np.testing.assert_array_equal(before.value.numpy(), want["captures"][0][1].numpy())
+        np.testing.assert_array_equal(last.value.numpy(), want["captures"][1][1].numpy())
+        self.assertEqual(tuple(last.value.shape), (2, 1, 64))
+        np.testing.assert_allclose(last.value.numpy()[:, 0], before.value.numpy()[:, -1] + 2.0 * vector, rtol=0, atol=1e-5)
+
+    def test_an_exception_in_the_block_runs_nothing(self):
+        model = Model(self.modeld.client, "qwen2")
+        with self.assertRaises(KeyError):
+            with model.trace(CLEAN) as t:
+                saved = t["hook_embed"].save()
+                raise KeyError("user code failed")
+        self.assertIsNone(saved.value)
+        self.assertIsNone(t.result)
