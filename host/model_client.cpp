@@ -132,8 +132,19 @@ Result<std::string> ModelClient::detokenize(const std::string& model, const std:
 }
 
 Result<ForwardResult> ModelClient::forward(const std::string& model, json params) {
+  return tensors_of("model.forward", model, std::move(params), {});
+}
+
+Result<ForwardResult> ModelClient::run(const std::string& model, json params, std::vector<zmq::message_t> tensors) {
+  return tensors_of("model.run", model, std::move(params), std::move(tensors));
+}
+
+Result<ForwardResult> ModelClient::tensors_of(const std::string& method, const std::string& model, json params,
+                                              std::vector<zmq::message_t> attachments) {
   params["model"] = model;
-  auto stream = client_.stream("model.forward", params);
+  rpc::CallOptions options;
+  options.attachments = &attachments;
+  auto stream = client_.stream(method, params, options);
   if (!stream) return stream.status();
   ForwardResult out;
   while (true) {

@@ -64,6 +64,9 @@ class ModelClient {
   Result<std::string> detokenize(const std::string& model, const std::vector<std::int64_t>& ids, bool skip_special = false);
   // model.forward with params {ids|text, last_only, ...} (everything but "model").
   Result<ForwardResult> forward(const std::string& model, nlohmann::json params);
+  // model.run with params {ids|text, ops, ...}: tensors are the logits, then each capture in op order.
+  // tensors: the ops' tensors (op fields {"dtype", "shape", "attachment": i} name the i-th), sent as raw frames.
+  Result<ForwardResult> run(const std::string& model, nlohmann::json params, std::vector<zmq::message_t> tensors = {});
   // model.generate with params {ids|text, max_new_tokens, ...}; with on_step the call streams and
   // each step is handed over as it arrives (return false to cancel). The RESULT body.
   Result<nlohmann::json> generate(const std::string& model, nlohmann::json params,
@@ -73,6 +76,8 @@ class ModelClient {
   Result<nlohmann::json> gpu_info();
 
  private:
+  Result<ForwardResult> tensors_of(const std::string& method, const std::string& model, nlohmann::json params,
+                                   std::vector<zmq::message_t> attachments);
   rpc::Client& client_;
 };
 

@@ -1,10 +1,12 @@
-// `gpubox model ID ls | info | tokenize | generate | load | unload`: the
+// `gpubox model ID ls | info | tokenize | generate | run | load | unload`: the
 // sandbox's model host (rpc/PROTOCOL.md, "Models") through host/model_client.h.
 // Every subcommand waits for a model host that is starting; info, tokenize and
 // generate also for a model that is still loading, with a progress bar on stderr.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -12,6 +14,7 @@
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
 #include "host/model_client.h"
+#include "model/weights/safetensors_writer.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -24,11 +27,14 @@ constexpr char kUsage[] =
     "       gpubox model ID tokenize NAME TEXT\n"
     "       gpubox model ID generate NAME PROMPT|--ids I,J,... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                                [--top-p P] [--seed S] [--stop STR]... [--ignore-eos] [--stream]\n"
+    "       gpubox model ID run NAME PROMPT|--ids I,J,... --capture HOOK... [--out FILE.safetensors]\n"
     "       gpubox model ID load NAME PATH [--dtype D] [--device D] [--hidden] [--wait]\n"
     "       gpubox model ID unload NAME\n"
     "  ID is a sandbox (id, prefix or name) or an ipc:// endpoint of an agent. info and generate wait for a\n"
     "  model that is loading (a progress bar on stderr). generate prints the text (the token ids for a model\n"
-    "  without a tokenizer); --stream prints it as the tokens arrive. --json: the methods' results as JSON.\n";
+    "  without a tokenizer); --stream prints it as the tokens arrive. run captures hook points (model.hooks\n"
+    "  names, TransformerLens'), prints each tensor's name, dtype and shape, and with --out writes the\n"
+    "  captures to a safetensors file. --json: the methods' results as JSON.\n";
 
 const std::string kCommand = "model";
 
@@ -139,18 +145,74 @@ std::optional<std::string> generate_params(const Args& args, json& params) {
   return std::nullopt;
 }
 
+// The prompt of generate or run (PROMPT, or --ids) into params; a usage error message when it is bad.
+std::optional<std::string> prompt_params(const Args& args, const std::string& sub, json& params) {
+  if (auto ids = args.last("--ids")) {
+    if (args.positional.size() != 3) return sub + ": give PROMPT or --ids, not both";
+    auto parsed = parse_ids(*ids);
+    if (!parsed) return "--ids '" + *ids + "': expected token ids separated by commas";
+    params["ids"] = *parsed;
+  } else {
+    if (args.positional.size() != 4) return sub + ": expected NAME PROMPT (or NAME --ids I,J,...)";
+    params["text"] = args.positional[3];
+  }
+  return std::nullopt;
+}
+
+std::optional<weights::DType> safetensors_dtype(const std::string& wire) {
+  if (wire == "float32") return weights::DType::F32;
+  if (wire == "bfloat16") return weights::DType::BF16;
+  if (wire == "float16") return weights::DType::F16;
+  if (wire == "int64") return weights::DType::I64;
+  return std::nullopt;
+}
+
+// run: model.run with a capture per --capture; the captures written to --out as safetensors.
+int run_captures(ModelClient& models, const Args& args, bool as_json) {
+  const std::string& name = args.positional[2];
+  json params = json::object();
+  if (auto bad = prompt_params(args, "run", params)) return usage_error(*bad);
+  const auto& hooks = args.all("--capture");
+  if (hooks.empty()) return usage_error("run: give --capture HOOK (one or more; `gpubox model ID info NAME` and model.hooks list them)");
+  params["ops"] = json::array();
+  for (std::size_t i = 0; i < hooks.size(); ++i) {
+    if (std::find(hooks.begin(), hooks.begin() + static_cast<long>(i), hooks[i]) != hooks.begin() + static_cast<long>(i)) {
+      return usage_error("--capture " + hooks[i] + " is given twice");
+    }
+    params["ops"].push_back({{"op", "capture"}, {"hook", hooks[i]}});
+  }
+  if (Status s = wait_ready(models, name); !s) return call_error(s);
+  auto result = models.run(name, params);
+  if (!result) return call_error(result.status());
+  json listed = json::array();
+  std::vector<weights::TensorToWrite> captures;
+  for (const auto& t : result->tensors) {
+    listed.push_back({{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}});
+    if (t.name == "logits") continue;
+    auto dtype = safetensors_dtype(t.dtype);
+    if (!dtype) return fail(kCommand, "capture " + t.name + " has dtype " + t.dtype + ", which safetensors cannot hold here", kExitFailed);
+    captures.push_back({t.name, *dtype, t.shape, t.bytes(), t.size()});
+  }
+  auto out = args.last("--out");
+  if (out) {
+    std::map<std::string, std::string> metadata = {{"model", name}, {"lengths", result->result.value("lengths", json()).dump()},
+                                                   {"padding", result->result.value("padding", "left")}};
+    if (Status s = weights::write_safetensors(*out, captures, metadata); !s) return fail(kCommand, s, kExitFailed);
+  }
+  if (as_json) {
+    json shown = {{"tensors", listed}, {"lengths", result->result.value("lengths", json())}};
+    if (out) shown["out"] = *out;
+    return print_json(shown), kExitOk;
+  }
+  for (const auto& t : listed) std::printf("%s %s %s\n", t["name"].get<std::string>().c_str(), t["dtype"].get<std::string>().c_str(), t["shape"].dump().c_str());
+  if (out) std::fprintf(stderr, "wrote %zu captures to %s\n", captures.size(), out->c_str());
+  return kExitOk;
+}
+
 int run_generate(ModelClient& models, const Args& args, bool as_json) {
   const std::string& name = args.positional[2];
   json params = json::object();
-  if (auto ids = args.last("--ids")) {
-    if (args.positional.size() != 3) return usage_error("generate: give PROMPT or --ids, not both");
-    auto parsed = parse_ids(*ids);
-    if (!parsed) return usage_error("--ids '" + *ids + "': expected token ids separated by commas");
-    params["ids"] = *parsed;
-  } else {
-    if (args.positional.size() != 4) return usage_error("generate: expected NAME PROMPT (or NAME --ids I,J,...)");
-    params["text"] = args.positional[3];
-  }
+  if (auto bad = prompt_params(args, "generate", params)) return usage_error(*bad);
   if (auto bad = generate_params(args, params)) return usage_error(*bad);
   if (Status s = wait_ready(models, name); !s) return call_error(s);
   bool stream = args.flag("--stream");
@@ -207,12 +269,13 @@ int run_load(ModelClient& models, const Args& args, bool as_json) {
 
 int run_model(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw,
-                         {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device"},
+                         {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device",
+                          "--capture", "--out"},
                          {"--stream", "--ignore-eos", "--hidden", "--wait"});
   if (!args) return fail(kCommand, args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   const auto& p = args->positional;
-  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, tokenize, generate, load, unload)");
+  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, tokenize, generate, run, load, unload)");
   const std::string& sub = p[1];
   struct Shape {
     const char* name;
@@ -220,12 +283,13 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
     const char* expects;
   };
   const Shape shapes[] = {{"ls", 2, 2, ""},           {"info", 3, 3, " NAME"},          {"tokenize", 4, 4, " NAME TEXT"},
-                          {"generate", 3, 4, " NAME PROMPT"}, {"load", 4, 4, " NAME PATH"}, {"unload", 3, 3, " NAME"}};
+                          {"generate", 3, 4, " NAME PROMPT"}, {"run", 3, 4, " NAME PROMPT --capture HOOK"},
+                          {"load", 4, 4, " NAME PATH"},       {"unload", 3, 3, " NAME"}};
   const Shape* shape = nullptr;
   for (const auto& s : shapes) {
     if (sub == s.name) shape = &s;
   }
-  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, tokenize, generate, load, unload)");
+  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, tokenize, generate, run, load, unload)");
   if (p.size() < shape->min || p.size() > shape->max) return usage_error(sub + ": expected ID " + sub + shape->expects);
 
   std::unique_ptr<rpc::Client> client;
@@ -254,6 +318,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   if (sub == "info") return run_model_info(models, p[2], as_json);
   if (sub == "tokenize") return run_tokenize(models, p[2], p[3], as_json);
   if (sub == "generate") return run_generate(models, *args, as_json);
+  if (sub == "run") return run_captures(models, *args, as_json);
   if (sub == "load") return run_load(models, *args, as_json);
   auto unloaded = models.unload(p[2]);
   if (!unloaded) return call_error(unloaded.status());

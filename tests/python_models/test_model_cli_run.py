@@ -1,0 +1,87 @@
+"""`gpubox model ID run NAME PROMPT --capture HOOK... --out FILE.safetensors`
+(host/cli/model.cpp, model/weights/safetensors_writer.cpp): the real CLI against
+a real local sandbox running gpubox-modeld; the file it writes is read back
+with Hugging Face's safetensors library (the independent reader) and compared
+with the same captures through the Python client's model.run, bit for bit.
+Interpreter: build/venv/bin/python (torch, safetensors from PyPI)."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import torch
+from safetensors import safe_open
+
+import gpubox
+from model_harness import AGENT, CLI, FIXTURE, MODELD, fixture
+
+HOOKS = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern", "ln_final.hook_normalized"]
+
+
+class ModelCliRunTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(MODELD):
+            raise unittest.SkipTest("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
+        cls.refs = fixture()
+        cls.scratch = tempfile.mkdtemp(prefix="cli-run-", dir=FIXTURE)
+        cls.state = tempfile.mkdtemp(prefix="gpubox-model-run-")
+        os.environ["XDG_STATE_HOME"] = cls.state  # gpubox.connect finds the CLI's records there too
+        cls.env = dict(os.environ, GPUBOX_AGENT=AGENT)
+        config = os.path.join(cls.scratch, "config.json")
+        with open(config, "w") as f:
+            json.dump({"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": cls.refs["llama"]}]},
+                       "kernel": {"enabled": False}}, f)
+        created = cls.gpubox("create", "--config", config)
+        if created.returncode != 0:
+            raise AssertionError("gpubox create failed: %s" % created.stderr)
+        cls.id = created.stdout.strip()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gpubox("terminate", cls.id)
+        shutil.rmtree(cls.scratch, ignore_errors=True)
+        shutil.rmtree(cls.state, ignore_errors=True)
+
+    @classmethod
+    def gpubox(cls, *args):
+        return subprocess.run([CLI, *args], env=cls.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+
+    def test_captures_written_to_safetensors_equal_model_run(self):
+        out = os.path.join(self.scratch, "captures.safetensors")
+        args = ["model", self.id, "run", "tiny", "--ids", "5,17,33,2,9"]
+        for hook in HOOKS:
+            args += ["--capture", hook]
+        run = self.gpubox(*args, "--out", out)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        printed = run.stdout.splitlines()
+        self.assertEqual(printed[0].split()[0], "logits")
+        self.assertEqual([line.split()[0] for line in printed[1:]], HOOKS)
+        self.assertIn("[1,4,5,5]", printed[2])
+        with gpubox.connect(self.id) as client:
+            want = client.model("tiny").run(ids=[5, 17, 33, 2, 9], capture=HOOKS)
+        with safe_open(out, "pt") as f:
+            self.assertEqual(sorted(f.keys()), sorted(HOOKS))
+            self.assertEqual(f.metadata()["model"], "tiny")
+            for hook in HOOKS:
+                torch.testing.assert_close(f.get_tensor(hook), want[hook], rtol=0, atol=0)
+
+    def test_json_and_refusals(self):
+        run = self.gpubox("model", self.id, "run", "tiny", "--ids", "1,2,3", "--capture", "hook_embed", "--json")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        shown = json.loads(run.stdout)
+        self.assertEqual([t["name"] for t in shown["tensors"]], ["logits", "hook_embed"])
+        self.assertEqual(shown["tensors"][1]["shape"], [1, 3, 64])
+        cases = [(["run", "tiny", "--ids", "1,2"], "--capture HOOK"),
+                 (["run", "tiny", "--ids", "1,2", "--capture", "hook_embed", "--capture", "hook_embed"], "given twice"),
+                 (["run", "tiny", "--ids", "1,2", "--capture", "blocks.9.hook_resid_post"], "blocks.9.hook_resid_post")]
+        for args, words in cases:
+            with self.subTest(args=args):
+                out = os.path.join(self.scratch, "refused.safetensors")
+                run = self.gpubox("model", self.id, *args, "--out", out)
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertIn(words, run.stderr)
+                self.assertFalse(os.path.exists(out))
