@@ -11,7 +11,7 @@
 namespace gpubox::mcp {
 namespace {
 
-constexpr std::size_t kInlineValues = 4096;
+constexpr std::size_t kInlineValues = 256;  // an agent reads a few numbers, not pages of them
 constexpr std::size_t kPreviewValues = 16;
 
 ToolResult as_tool(Result<json> result) {
@@ -28,7 +28,10 @@ ToolResult tokenize(ToolEnv& env, const json& args) {
 }
 
 ToolResult generate(ToolEnv& env, const json& args) {
-  json params = {{"model", args["model"]}, {"text", args["prompt"]}};
+  if (args.contains("prompt") == args.contains("ids")) return ToolResult::error("generate: give exactly one of prompt and ids");
+  json params = {{"model", args["model"]}};
+  if (args.contains("prompt")) params["text"] = args["prompt"];
+  if (args.contains("ids")) params["ids"] = args["ids"];
   for (const char* key : {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "ignore_eos"}) {
     if (args.contains(key)) params[key] = args[key];
   }
@@ -109,7 +112,8 @@ void add_model_tools(ToolRegistry& tools, ToolEnv& env) {
             [&env](const json& args, CallContext&) { return tokenize(env, args); });
   tools.add({"generate", "Generate text from a prompt with a model of the sandbox's model host.",
              tool_schema({{"model", model},
-                          {"prompt", {{"type", "string"}}},
+                          {"prompt", {{"type", "string"}, {"description", "the prompt as text"}}},
+                          {"ids", {{"type", "array"}, {"items", {{"type", "integer"}}}, {"description", "or as token ids"}}},
                           {"max_new_tokens", {{"type", "integer"}, {"minimum", 1}}},
                           {"temperature", {{"type", "number"}, {"minimum", 0}}},
                           {"top_k", {{"type", "integer"}, {"minimum", 0}}},
@@ -117,7 +121,7 @@ void add_model_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"seed", {{"type", "integer"}}},
                           {"stop", {{"type", "array"}, {"items", {{"type", "string"}}}}},
                           {"ignore_eos", {{"type", "boolean"}}}},
-                         {"model", "prompt"})},
+                         {"model"})},
             [&env](const json& args, CallContext&) { return generate(env, args); });
   tools.add({"run_model",
              "Run a model's forward pass on text, capturing activations at named hook points (TransformerLens names, "
