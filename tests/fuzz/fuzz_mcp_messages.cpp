@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > 64 * 1024) return -1;
   std::string_view input(reinterpret_cast<const char*>(data), size);  // NOLINT: bytes as chars
   Dispatcher dispatcher(toolbox(), ServerIdentity{});
-  std::vector<json> specs = {(*toolbox().tools())[0].input_schema};
+  auto listed = toolbox().tools();
+  const json schema = listed.value()[0].input_schema;
   while (!input.empty()) {
     std::size_t newline = input.find('\n');
     std::string_view line = input.substr(0, newline);
@@ -60,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (outcome.call) {
       check(outcome.call->tool == "tool");
-      check(check_arguments(specs[0], outcome.call->arguments).empty());
+      check(check_arguments(schema, outcome.call->arguments).empty());
       check(outcome.call->arguments.is_object() && outcome.call->arguments.contains("code"));
       check(!outcome.reply);
     }

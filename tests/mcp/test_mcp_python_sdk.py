@@ -90,7 +90,7 @@ class PythonSdkTest(unittest.TestCase):
                     "display(Image(data=base64.b64decode('%s')))" % PNG})
                 await client.call_tool("add_markdown", {"session_id": session, "text": "# Findings\nx is *42*."})
                 slow = await client.call_tool("execute_code", {"session_id": session, "code":
-                    "import time\nprint('tick', flush=True)\ntime.sleep(5.5)\nprint('tock')"},
+                    "import time\nprint('tick', flush=True)\ntime.sleep(6.5)\nprint('tock')"},
                     progress_callback=on_progress)
                 return first, error, image, slow
         first, error, image, slow = run(body())

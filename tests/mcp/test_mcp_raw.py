@@ -251,5 +251,43 @@ class RawPipeTest(unittest.TestCase):
         self.assertEqual(self.pipe.response(10)["result"], {})
 
 
+class CommandLineTest(unittest.TestCase):
+    """`gpubox mcp`'s own arguments, and --service on a sandbox that serves nothing."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.home = SandboxHome()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.home.close()
+
+    def test_usage_errors_exit_2_before_serving(self):
+        for args, words in ((["--service", "calc"], "--service needs --sandbox"),
+                            (["--sandbox", "no-such-box"], "no-such-box"),
+                            (["--colour"], "--colour: unknown option"),
+                            (["extra"], "unexpected argument")):
+            ran = self.home.cli("mcp", *args)
+            self.assertEqual(ran.returncode, 2, args)
+            self.assertIn(words, ran.stderr)
+            self.assertEqual(ran.stdout, "")  # stdout is for MCP messages only
+        helped = self.home.cli("mcp", "--help")
+        self.assertEqual(helped.returncode, 0)
+        self.assertIn("--notebook-dir", helped.stdout)
+
+    def test_service_that_is_not_served(self):
+        pipe = McpPipe(self.home, "--sandbox", self.home.id, "--service", "nothing-here")
+        pipe.request(1, "tools/list")
+        error = pipe.response(1)["error"]
+        self.assertEqual(error["code"], -32603)
+        self.assertIn("cannot list the tools", error["message"])
+        error = pipe.call(2, "anything", {})["error"]
+        self.assertEqual(error["code"], -32603)
+        pipe.request(3, "ping")
+        self.assertEqual(pipe.response(3)["result"], {})
+        self.assertEqual(pipe.close(), 0)
+        self.assertEqual(self.home.state_of(), "running")
+
+
 if __name__ == "__main__":
     unittest.main()
