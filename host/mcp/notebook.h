@@ -2,7 +2,7 @@
 // execute_code of a session appends a code cell with its outputs in
 // nbformat's shapes (stream, execute_result, display_data, error) and its
 // execution count, add_markdown a markdown cell. The file is rewritten after
-// every cell, atomically (a temp file renamed over it), so it can be opened
+// every cell, atomically (a temp file renamed over it; not fsynced), so it can be opened
 // at any time. A file already there (an earlier server's) is continued.
 // Any thread.
 #pragma once

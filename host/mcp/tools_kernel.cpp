@@ -13,6 +13,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kKeepalive = std::chrono::seconds(5);
+// Each stream's text in the tool result stops here (the notebook keeps it all): a model reads the start.
+constexpr std::size_t kMaxStreamText = 256 << 10;
 
 // The session a call is in: session_id, else the sandbox's default session (its id).
 struct Session {
@@ -50,7 +52,14 @@ struct CellView {
   void add(const json& item) {
     notebook.add(item);
     if (item.contains("stream")) {
-      (item.value("stream", "stdout") == "stderr" ? stderr_text : stdout_text) += item.value("text", "");
+      std::string& text = item.value("stream", "stdout") == "stderr" ? stderr_text : stdout_text;
+      if (text.size() < kMaxStreamText) {
+        text += item.value("text", "");
+        if (text.size() >= kMaxStreamText) {
+          text.resize(kMaxStreamText);
+          text += "\n[output truncated at 256 KiB here; the notebook has all of it]\n";
+        }
+      }
       return;
     }
     std::string kind = item.value("kind", "");

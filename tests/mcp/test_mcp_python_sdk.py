@@ -89,6 +89,9 @@ class PythonSdkTest(unittest.TestCase):
                     "import base64\nfrom IPython.display import Image, display\n"
                     "display(Image(data=base64.b64decode('%s')))" % PNG})
                 await client.call_tool("add_markdown", {"session_id": session, "text": "# Findings\nx is *42*."})
+                big = await client.call_tool("execute_code", {"session_id": session, "code": "print('x' * 400000)"})
+                self.assertLess(len(big.structured_content["stdout"]), 300000)
+                self.assertIn("truncated", big.structured_content["stdout"])
                 slow = await client.call_tool("execute_code", {"session_id": session, "code":
                     "import time\nprint('tick', flush=True)\ntime.sleep(6.5)\nprint('tock')"},
                     progress_callback=on_progress)
@@ -116,7 +119,8 @@ class PythonSdkTest(unittest.TestCase):
         book = validate_notebook(path)
         self.assertEqual((book["nbformat"], book["nbformat_minor"]), (4, 5))
         cells = book["cells"]
-        self.assertEqual([cell["cell_type"] for cell in cells], ["code", "code", "code", "markdown", "code"])
+        self.assertEqual([cell["cell_type"] for cell in cells], ["code", "code", "code", "markdown", "code", "code"])
+        self.assertEqual(len("".join(cells[4]["outputs"][0]["text"])), 400001)  # the notebook keeps it all
         self.assertEqual([o["output_type"] for o in cells[0]["outputs"]], ["stream", "execute_result"])
         self.assertEqual(cells[0]["outputs"][1]["data"]["text/plain"], "42")
         counts = [cell["execution_count"] for cell in cells if cell["cell_type"] == "code"]
@@ -127,7 +131,7 @@ class PythonSdkTest(unittest.TestCase):
         self.assertEqual(cells[2]["outputs"][0]["output_type"], "display_data")
         self.assertIn("image/png", cells[2]["outputs"][0]["data"])
         self.assertEqual("".join(cells[3]["source"]), "# Findings\nx is *42*.")
-        self.assertEqual("".join(cells[4]["outputs"][0]["text"]), "tick\ntock\n")
+        self.assertEqual("".join(cells[5]["outputs"][0]["text"]), "tick\ntock\n")
 
     def test_files_exec_processes_gpu(self):
         async def body():
@@ -142,6 +146,8 @@ class PythonSdkTest(unittest.TestCase):
                                                       "cwd": "/workspace"})
                 argv = await client.call_tool("exec", {"argv": ["/bin/echo", "a b"]})
                 procs = await client.call_tool("processes", {})
+                boxes = await client.call_tool("list_sandboxes", {})
+                self.assertIn(self.home.id, [b["sandbox_id"] for b in boxes.structured_content["sandboxes"]])
                 gpu = await client.call_tool("gpu_status", {})
                 return written, binary, read, read_binary, listed, ran, argv, procs, gpu
         written, binary, read, read_binary, listed, ran, argv, procs, gpu = run(body())
