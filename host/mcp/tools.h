@@ -40,6 +40,9 @@ json tool_schema(json properties, const std::vector<std::string>& required = {},
 // One RPC call on the sandbox the arguments name; wait bounds how long an answer may take.
 Result<json> call_sandbox(ToolEnv& env, const json& arguments, const std::string& method, const json& params,
                           std::chrono::milliseconds wait = std::chrono::seconds(60));
+// The same, given up (CANCEL sent to the agent, which stops the work) once the call is cancelled.
+Result<json> call_sandbox_cancellable(ToolEnv& env, const json& arguments, const std::string& method, const json& params,
+                                      std::chrono::milliseconds wait, CallContext& context);
 // Bytes of a result field (msgpack bin or str) as a string.
 std::string bytes_of(const json& value);
 // Valid UTF-8?

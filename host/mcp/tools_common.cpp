@@ -1,5 +1,7 @@
 #include "host/mcp/tools.h"
 
+#include "rpc/protocol.h"
+
 namespace gpubox::mcp {
 
 json tool_schema(json properties, const std::vector<std::string>& required, bool with_handle) {
@@ -26,6 +28,43 @@ Result<json> call_sandbox(ToolEnv& env, const json& arguments, const std::string
     lease->discard();
   }
   return result;
+}
+
+Result<json> call_sandbox_cancellable(ToolEnv& env, const json& arguments, const std::string& method, const json& params,
+                                      std::chrono::milliseconds wait, CallContext& context) {
+  auto record = env.sandboxes.resolve(arguments);
+  if (!record) return record.status();
+  auto lease = env.sandboxes.connect(*record);
+  if (!lease) return lease.status();
+  rpc::Client& client = **lease;
+  const std::uint64_t id = client.next_id();
+  rpc::Header call;
+  call.id = id;
+  call.kind = rpc::Kind::call;
+  call.method = method;
+  if (Status sent = client.send_message(call, params); !sent) {
+    lease->discard();
+    return sent;
+  }
+  auto give_up = std::chrono::steady_clock::now() + wait;
+  while (true) {
+    if (context.cancelled() || std::chrono::steady_clock::now() > give_up) {
+      rpc::Header cancel;
+      cancel.id = id;
+      cancel.kind = rpc::Kind::cancel;
+      (void)client.send_message(cancel, json::object());
+      lease->discard();
+      return Status(ErrorCode::cancelled, context.cancelled() ? method + " cancelled" : method + " did not answer in time");
+    }
+    auto got = client.receive(id, std::chrono::milliseconds(200));
+    if (!got) {
+      if (got.status().code() == ErrorCode::unavailable) continue;
+      lease->discard();
+      return got.status();
+    }
+    if (got->kind == rpc::Kind::result) return std::move(got->body);
+    if (got->kind == rpc::Kind::error) return rpc::status_from_error_body(got->body);
+  }
 }
 
 std::string bytes_of(const json& value) {

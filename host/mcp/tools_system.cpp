@@ -6,7 +6,7 @@
 namespace gpubox::mcp {
 namespace {
 
-ToolResult exec(ToolEnv& env, const json& args) {
+ToolResult exec(ToolEnv& env, const json& args, CallContext& context) {
   json params = json::object();
   if (args.contains("command")) params["shell"] = args["command"];
   if (args.contains("argv")) params["argv"] = args["argv"];
@@ -17,7 +17,8 @@ ToolResult exec(ToolEnv& env, const json& args) {
   if (args.contains("stdin")) params["stdin"] = args["stdin"];
   double timeout = args.value("timeout", 600.0);
   params["timeout_s"] = timeout;
-  auto ran = call_sandbox(env, args, "proc.exec", params, std::chrono::milliseconds(static_cast<long long>(timeout * 1000) + 30'000));
+  auto ran = call_sandbox_cancellable(env, args, "proc.exec", params,
+                                      std::chrono::milliseconds(static_cast<long long>(timeout * 1000) + 30'000), context);
   if (!ran) return ToolResult::from(ran.status());
   ToolResult result;
   std::string out = bytes_of((*ran)["stdout"]), err = bytes_of((*ran)["stderr"]);
@@ -83,7 +84,7 @@ void add_system_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
                           {"stdin", {{"type", "string"}}},
                           {"timeout", {{"type", "number"}, {"minimum", 0.001}, {"description", "seconds (default 600)"}}}})},
-            [&env](const json& args, CallContext&) { return exec(env, args); });
+            [&env](const json& args, CallContext& context) { return exec(env, args, context); });
   tools.add({"gpu_status", "The sandbox's GPUs: names, memory, utilization, driver and CUDA versions, processes.",
              tool_schema(json::object())},
             [&env](const json& args, CallContext&) { return gpu_status(env, args); });

@@ -222,6 +222,42 @@ class RawPipeTest(unittest.TestCase):
         spin = [cell for cell in book["cells"] if "while True" in "".join(cell["source"])]
         self.assertEqual(spin[-1]["outputs"][-1]["ename"], "KeyboardInterrupt")
 
+    def test_cancelled_exec_kills_the_command(self):
+        self.pipe.request(1, "tools/call", {"name": "exec", "arguments": {"command": "sleep 271"}})
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            listed = self.pipe.call(2, "processes", {})["result"]["structuredContent"]["processes"]
+            self.pipe.seen = [m for m in self.pipe.seen if m.get("id") != 2]
+            if any("271" in " ".join(p["cmdline"]) for p in listed):
+                break
+            time.sleep(0.2)
+        else:
+            self.fail("sleep 271 never ran")
+        self.pipe.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            listed = self.pipe.call(3, "processes", {})["result"]["structuredContent"]["processes"]
+            self.pipe.seen = [m for m in self.pipe.seen if m.get("id") != 3]
+            if not any("271" in " ".join(p["cmdline"]) for p in listed):
+                break
+            time.sleep(0.2)
+        else:
+            self.fail("the cancelled command still runs")
+        self.assertFalse([m for m in self.pipe.seen if m.get("id") == 1 and "method" not in m])
+
+    def test_end_of_input_stops_running_calls(self):
+        self.pipe.request(1, "tools/call", {"name": "exec", "arguments": {"command": "sleep 272"}})
+        self.pipe.request(2, "tools/call", {"name": "execute_code", "arguments": {"code": "import time\ntime.sleep(300)"}})
+        time.sleep(1.0)
+        started = time.monotonic()
+        self.assertEqual(self.pipe.close(), 0)
+        self.assertLess(time.monotonic() - started, 15)
+        self.pipe = McpPipe(self.home, "--sandbox", self.home.id)  # for tearDown, and to see the kernel answer
+        after = self.pipe.call(3, "execute_code", {"code": "'free'"})["result"]
+        self.assertEqual(after["structuredContent"]["results"], ["'free'"])
+        listed = self.pipe.call(4, "processes", {})["result"]["structuredContent"]["processes"]
+        self.assertFalse([p for p in listed if "272" in " ".join(p["cmdline"])])
+
     def test_calls_run_concurrently(self):
         started = time.monotonic()
         self.pipe.call(1, "execute_code", {"code": "import time"})
