@@ -9,6 +9,33 @@ Parsed error(const json& id, int code, const std::string& message) {
   return parsed;
 }
 
+// True when arrays and objects nest deeper than max_depth (outside strings).
+// Checked before parsing: the parsed value's copies and destruction recurse.
+bool nests_deeper(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 bool valid_id(const json& id) { return id.is_string() || id.is_number_integer() || id.is_number_unsigned(); }
 
 }  // namespace
@@ -18,6 +45,9 @@ Parsed parse_message(std::string_view line) {
   while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
   if (line.empty()) return {};
   if (line.size() > kMaxLineBytes) return error(nullptr, rpc_error::kInvalidRequest, "message too large (over 64 MiB)");
+  if (nests_deeper(line, kMaxDepth)) {
+    return error(nullptr, rpc_error::kInvalidRequest, "invalid request: JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  }
   json document = json::parse(line.begin(), line.end(), nullptr, false);
   if (document.is_discarded()) return error(nullptr, rpc_error::kParseError, "parse error: the line is not valid JSON");
   if (document.is_array()) {

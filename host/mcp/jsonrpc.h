@@ -40,6 +40,8 @@ struct Parsed {
 
 // The largest line accepted; a longer one is answered with invalid request.
 inline constexpr std::size_t kMaxLineBytes = 64u << 20;
+// The deepest nesting of arrays and objects accepted (invalid request beyond).
+inline constexpr std::size_t kMaxDepth = 128;
 
 Parsed parse_message(std::string_view line);
 

@@ -127,7 +127,12 @@ class RawPipeTest(unittest.TestCase):
         self.pipe.send_bytes(b"\xff\xfe\x00garbage\n")
         self.assertEqual(self.pipe.next_message(30)["error"]["code"], -32700)
         self.pipe.send_bytes(b"[" * 100000 + b"\n")  # deeply nested and unterminated
-        self.assertEqual(self.pipe.next_message(30)["error"]["code"], -32700)
+        self.assertEqual(self.pipe.next_message(30)["error"]["code"], -32600)
+        deep = 1000000  # valid JSON, nested a million deep (its parsed value would recurse)
+        self.pipe.send_bytes(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":' + b"[" * deep + b"]" * deep + b"}}\n")
+        reply = self.pipe.next_message(30)
+        self.assertEqual(reply["error"]["code"], -32600)
+        self.assertIn("nested deeper", reply["error"]["message"])
         self.pipe.send([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])  # batches were removed from MCP
         self.assertEqual(self.pipe.next_message(30)["error"]["code"], -32600)
         self.pipe.send({"jsonrpc": "1.0", "id": 2, "method": "ping"})
