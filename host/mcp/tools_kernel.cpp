@@ -126,7 +126,7 @@ ToolResult execute(ToolEnv& env, const json& args, CallContext& context) {
       (void)client.call("kernel.interrupt", json::object(), {.wait = std::chrono::milliseconds(5000)});
     }
     if (interrupted && Clock::now() - interrupted_at > std::chrono::seconds(10)) {
-      // A cell that ignores the interrupt: CANCEL makes the agent end it (it kills a stuck executor).
+      // A cell that ignores the interrupt: stop waiting; CANCEL makes the agent interrupt it again.
       rpc::Header cancel;
       cancel.id = id;
       cancel.kind = rpc::Kind::cancel;
