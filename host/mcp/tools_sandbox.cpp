@@ -19,6 +19,7 @@ extern char** environ;
 namespace gpubox::mcp {
 namespace {
 
+// A finished child: its exit code and everything it wrote to stdout.
 struct Captured {
   int exit_code = -1;
   std::string out;
