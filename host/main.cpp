@@ -42,6 +42,7 @@ constexpr char kUsage[] =
     "  weights FILE|DIR [--tensor NAME [--indices I...]]\n"
     "                                     a safetensors file's (or model directory's) tensors and sha256s, or\n"
     "                                     values; no sandbox needed, nothing in the file is run\n"
+    "  mcp [--sandbox ID] [--service NAME] an MCP server on stdio for AI agents (gpubox mcp --help, docs/mcp.md)\n"
     "ID is a sandbox's id, a unique prefix of it, or its name.\n"
     "--json: output for programs; errors too, as {\"error\": {\"code\", \"message\", ...}} on stdout.\n"
     "exit codes: 0 ok, 1 the remote command or call failed, 2 usage or config error (or unknown sandbox),\n"
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
     if (command == "snapshots") return run_snapshots(args, global);
     if (command == "weights") return run_weights(args, global);
     if (command == "model") return run_model(args, global);
+    if (command == "mcp") return run_mcp(args, global);
   } catch (const std::exception& e) {
     return fail(command, std::string("internal error: ") + e.what(), kExitFailed);
   }

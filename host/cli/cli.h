@@ -119,6 +119,8 @@ int run_weights(const std::vector<std::string>& args, const Global& global);
 // Removes the kernelspecs (in the folders `kernelspec list` searches) that
 // attach to this sandbox; the folders removed.
 std::vector<std::string> remove_sandbox_kernelspecs(const std::string& sandbox_id);
+// `gpubox mcp`: a stdio MCP server (host/mcp/, docs/mcp.md).
+int run_mcp(const std::vector<std::string>& args, const Global& global);
 // `gpubox logs ID JOB`: args already parsed by run_logs, with two positionals.
 int run_job_logs(const Args& args, const Global& global);
 

@@ -1,0 +1,137 @@
+// tokenize, generate, run_model: the sandbox's model host (rpc/PROTOCOL.md
+// "Models"). run_model's tensors (logits and captures) come back as their
+// dtype and shape with the values when small, else a summary and the first
+// values: an agent reads numbers, not megabytes.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "host/mcp/tools.h"
+
+namespace gpubox::mcp {
+namespace {
+
+constexpr std::size_t kInlineValues = 256;  // an agent reads a few numbers, not pages of them
+constexpr std::size_t kPreviewValues = 16;
+
+ToolResult as_tool(Result<json> result) {
+  if (!result) return ToolResult::from(result.status());
+  ToolResult tool;
+  tool.structured = std::move(*result);
+  return tool;
+}
+
+ToolResult tokenize(ToolEnv& env, const json& args) {
+  json params = {{"model", args["model"]}, {"text", args["text"]}};
+  if (args.contains("add_special_tokens")) params["add_special_tokens"] = args["add_special_tokens"];
+  return as_tool(call_sandbox(env, args, "model.tokenize", params));
+}
+
+ToolResult generate(ToolEnv& env, const json& args) {
+  if (args.contains("prompt") == args.contains("ids")) return ToolResult::error("generate: give exactly one of prompt and ids");
+  json params = {{"model", args["model"]}};
+  if (args.contains("prompt")) params["text"] = args["prompt"];
+  if (args.contains("ids")) params["ids"] = args["ids"];
+  for (const char* key : {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "ignore_eos"}) {
+    if (args.contains(key)) params[key] = args[key];
+  }
+  return as_tool(call_sandbox(env, args, "model.generate", params, std::chrono::minutes(10)));
+}
+
+// A float32 tensor's values (or a summary of them) from its raw little-endian bytes.
+json tensor_values(const std::string& dtype, const zmq::message_t& frame) {
+  if (dtype != "float32") return json();
+  std::size_t count = frame.size() / sizeof(float);
+  std::vector<float> values(count);
+  if (count) std::memcpy(values.data(), frame.data(), count * sizeof(float));
+  if (count <= kInlineValues) return {{"values", values}};
+  double sum = 0, squares = 0;
+  float low = std::numeric_limits<float>::infinity(), high = -low;
+  for (float v : values) {
+    sum += static_cast<double>(v);
+    squares += static_cast<double>(v) * static_cast<double>(v);
+    low = std::min(low, v);
+    high = std::max(high, v);
+  }
+  return {{"first_values", std::vector<float>(values.begin(), values.begin() + kPreviewValues)},
+          {"mean", sum / static_cast<double>(count)},
+          {"min", low},
+          {"max", high},
+          {"norm", std::sqrt(squares)}};
+}
+
+ToolResult run_model(ToolEnv& env, const json& args) {
+  auto record = env.sandboxes.resolve(args);
+  if (!record) return ToolResult::from(record.status());
+  auto lease = env.sandboxes.connect(*record);
+  if (!lease) return ToolResult::from(lease.status());
+  json ops = json::array();
+  for (const auto& hook : args.value("captures", json::array())) {
+    json op = {{"op", "capture"}, {"hook", hook}};
+    if (args.contains("positions")) op["positions"] = args["positions"];
+    ops.push_back(std::move(op));
+  }
+  json params = {{"model", args["model"]}, {"text", args["text"]}, {"ops", ops}};
+  rpc::CallOptions options;
+  options.wait = std::chrono::minutes(10);
+  auto stream = (*lease)->stream("model.run", params, options);
+  if (!stream) return ToolResult::from(stream.status());
+  json tensors = json::array();
+  while (true) {
+    auto next = (*stream)->next();
+    if (!next) {
+      lease->discard();
+      return ToolResult::from(next.status());
+    }
+    if (!next->has_value()) break;
+    const json& body = (*next)->body;
+    json tensor = {{"name", body.value("name", "")}, {"dtype", body.value("dtype", "")}, {"shape", body.value("shape", json::array())}};
+    std::size_t index = body.value("attachment", 0u);
+    if (index < (*next)->attachments.size()) {
+      json values = tensor_values(tensor["dtype"], (*next)->attachments[index]);
+      if (values.is_object()) tensor.update(values);
+      tensor["bytes"] = (*next)->attachments[index].size();
+    }
+    tensors.push_back(std::move(tensor));
+  }
+  const auto& final_result = (*stream)->result();
+  if (!final_result) return ToolResult::from(final_result.status());
+  ToolResult result;
+  result.structured = {{"tensors", tensors}, {"lengths", final_result->value("lengths", json::array())},
+                       {"padding", final_result->value("padding", "left")}};
+  return result;
+}
+
+}  // namespace
+
+void add_model_tools(ToolRegistry& tools, ToolEnv& env) {
+  json model = {{"type", "string"}, {"description", "a model's name in the sandbox's model host"}};
+  tools.add({"tokenize", "Tokenize text with a model's tokenizer: token ids and their byte offsets.",
+             tool_schema({{"model", model}, {"text", {{"type", "string"}}}, {"add_special_tokens", {{"type", "boolean"}}}},
+                         {"model", "text"})},
+            [&env](const json& args, CallContext&) { return tokenize(env, args); });
+  tools.add({"generate", "Generate text from a prompt with a model of the sandbox's model host.",
+             tool_schema({{"model", model},
+                          {"prompt", {{"type", "string"}, {"description", "the prompt as text"}}},
+                          {"ids", {{"type", "array"}, {"items", {{"type", "integer"}}}, {"description", "or as token ids"}}},
+                          {"max_new_tokens", {{"type", "integer"}, {"minimum", 1}}},
+                          {"temperature", {{"type", "number"}, {"minimum", 0}}},
+                          {"top_k", {{"type", "integer"}, {"minimum", 0}}},
+                          {"top_p", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
+                          {"seed", {{"type", "integer"}}},
+                          {"stop", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+                          {"ignore_eos", {{"type", "boolean"}}}},
+                         {"model"})},
+            [&env](const json& args, CallContext&) { return generate(env, args); });
+  tools.add({"run_model",
+             "Run a model's forward pass on text, capturing activations at named hook points (TransformerLens names, "
+             "e.g. blocks.0.hook_resid_post); returns the logits and each capture (values when small, else a summary).",
+             tool_schema({{"model", model},
+                          {"text", {{"type", "string"}}},
+                          {"captures", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+                          {"positions", {{"type", "array"}, {"items", {{"type", "integer"}}}}}},
+                         {"model", "text"})},
+            [&env](const json& args, CallContext&) { return run_model(env, args); });
+}
+
+}  // namespace gpubox::mcp

@@ -1,0 +1,168 @@
+// create_sandbox, list_sandboxes, terminate_sandbox. create runs this very
+// binary's `gpubox --json create` as a child (its checks and messages are
+// the CLI's; its namespaces and forks stay out of this threaded server);
+// list and terminate use the sandbox store and backends directly.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "host/cli/cli.h"
+#include "host/mcp/tools.h"
+#include "host/sandbox_end.h"
+
+extern char** environ;
+
+namespace gpubox::mcp {
+namespace {
+
+// A finished child: its exit code and everything it wrote to stdout.
+struct Captured {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs argv with stdin from /dev/null, stdout captured and stderr ours (the log).
+Result<Captured> run_capture(const std::vector<std::string>& argv) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  std::vector<char*> args;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int spawned = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  if (spawned != 0) {
+    ::close(pipe_fds[0]);
+    return Status::from_errno(spawned, "cannot run '" + argv[0] + "'");
+  }
+  Captured captured;
+  char buffer[4096];
+  while (true) {
+    ssize_t n = ::read(pipe_fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    captured.out.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  captured.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return captured;
+}
+
+std::string number_text(const json& value) {
+  if (value.is_number_integer()) return std::to_string(value.get<long long>());
+  char text[64];
+  std::snprintf(text, sizeof text, "%.17g", value.get<double>());
+  return text;
+}
+
+ToolResult create(ToolEnv& env, const json& args) {
+  std::vector<std::string> argv = {env.cli_path, "--json", "create"};
+  if (args.contains("name")) argv.insert(argv.end(), {"--name", args["name"].get<std::string>()});
+  if (args.contains("cpu")) argv.insert(argv.end(), {"--cpu", number_text(args["cpu"])});
+  if (args.contains("memory")) argv.insert(argv.end(), {"--memory", number_text(args["memory"])});
+  if (args.contains("timeout")) argv.insert(argv.end(), {"--timeout", number_text(args["timeout"])});
+  if (args.contains("idle_timeout")) argv.insert(argv.end(), {"--idle-timeout", number_text(args["idle_timeout"])});
+  if (args.contains("gpu")) argv.insert(argv.end(), {"--gpu", args["gpu"].get<std::string>()});
+  if (args.contains("network")) argv.insert(argv.end(), {"--network", args["network"].get<std::string>()});
+  if (args.contains("env")) {
+    for (const auto& [name, value] : args["env"].items()) argv.insert(argv.end(), {"--env", name + "=" + value.get<std::string>()});
+  }
+  std::string config_file;
+  if (args.contains("config")) {
+    char path[] = "/tmp/gpubox-mcp-config-XXXXXX";
+    int fd = ::mkstemp(path);
+    if (fd < 0) return ToolResult::from(Status::from_errno(errno, "cannot write the config"));
+    std::string text = args["config"].dump();
+    bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    config_file = path;
+    if (!written) {
+      ::unlink(path);
+      return ToolResult::error("cannot write the config");
+    }
+    argv.insert(argv.end(), {"--config", config_file});
+  }
+  auto ran = run_capture(argv);
+  if (!config_file.empty()) ::unlink(config_file.c_str());
+  if (!ran) return ToolResult::from(ran.status());
+  json out = json::parse(ran->out, nullptr, false);
+  if (ran->exit_code != 0 || !out.is_object() || !out.contains("id")) {
+    std::string message = out.is_object() && out.contains("error") ? out["error"].value("message", ran->out) : ran->out;
+    return ToolResult::error("create_sandbox failed: " + message, {{"exit_code", ran->exit_code}});
+  }
+  ToolResult result;
+  result.structured = {{"sandbox_id", out["id"]}, {"name", out.value("name", "")}, {"backend", out.value("backend", "local")},
+                       {"state", out.value("state", "")}};
+  return result;
+}
+
+json summary(const host::SandboxRecord& record) {
+  json entry = {{"sandbox_id", record.id}, {"name", record.name}, {"backend", record.backend},
+                {"state", record.state()}, {"created_at", record.created_at}};
+  if (entry["state"] == "dead") entry["ended"] = host::sandbox_end(record).message;
+  return entry;
+}
+
+ToolResult list() {
+  auto store = host::SandboxStore::open_default();
+  if (!store) return ToolResult::from(store.status());
+  json sandboxes = json::array();
+  for (const auto& record : store->list()) sandboxes.push_back(summary(record));
+  ToolResult result;
+  result.structured = {{"sandboxes", sandboxes}};
+  return result;
+}
+
+ToolResult terminate(ToolEnv& env, const json& args) {
+  auto record = env.sandboxes.resolve(args);
+  if (!record) return ToolResult::from(record.status());
+  auto store = host::SandboxStore::open_default();
+  if (!store) return ToolResult::from(store.status());
+  std::string was = record->state();
+  env.sandboxes.forget(record->id);
+  auto grace = std::chrono::milliseconds(static_cast<long long>(record->spec.value("grace_s", 10.0) * 1000));
+  bool killed = false;
+  Status stopped = host::cli::terminate_sandbox(*store, *record, grace, &killed);
+  if (!stopped) return ToolResult::from(stopped);
+  std::vector<std::string> kernelspecs = host::cli::remove_sandbox_kernelspecs(record->id);
+  ToolResult result;
+  result.structured = {{"sandbox_id", record->id}, {"name", record->name}, {"was", was}, {"terminated", true},
+                       {"killed", killed}, {"kernelspecs_removed", kernelspecs}};
+  return result;
+}
+
+}  // namespace
+
+void add_sandbox_tools(ToolRegistry& tools, ToolEnv& env) {
+  tools.add({"create_sandbox",
+             "Create a new local gpubox sandbox (the agent as PID 1, a Jupyter kernel, jobs). Returns its sandbox_id.",
+             tool_schema({{"name", {{"type", "string"}, {"description", "a unique name to refer to it by"}}},
+                          {"cpu", {{"type", "number"}, {"minimum", 0.01}, {"description", "CPUs"}}},
+                          {"memory", {{"type", "integer"}, {"minimum", 4}, {"description", "memory limit in MiB"}}},
+                          {"timeout", {{"type", "number"}, {"minimum", 0}, {"description", "container lifetime in seconds"}}},
+                          {"idle_timeout", {{"type", "number"}, {"minimum", 0}, {"description", "end it after this long unused"}}},
+                          {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
+                          {"gpu", {{"type", "string"}, {"description", "all, or GPU numbers N[,N...]"}}},
+                          {"network", {{"type", "string"}, {"enum", {"none", "host"}}}},
+                          {"config", {{"type", "object"}, {"description", "an agent config document (docs/config.md)"}}}},
+                         {}, false)},
+            [&env](const json& args, CallContext&) { return create(env, args); });
+  tools.add({"list_sandboxes", "List gpubox sandboxes with their state.", tool_schema(json::object(), {}, false)},
+            [](const json&, CallContext&) { return list(); });
+  tools.add({"terminate_sandbox", "Stop a sandbox and remove its state.", tool_schema(json::object())},
+            [&env](const json& args, CallContext&) { return terminate(env, args); });
+}
+
+}  // namespace gpubox::mcp

@@ -1,0 +1,95 @@
+"""The model tools of `gpubox mcp` (tokenize, generate, run_model) through the
+official MCP Python SDK (build/venv/bin/python), in a sandbox that the
+create_sandbox tool makes with a model_host config, whose real gpubox-modeld
+serves the tiny random Llama of tests/python_models/make_fixture.py
+(GPUBOX_MODEL_FIXTURE, the CTest fixture model_client_models). Greedy tokens
+are compared with transformers' own (refs.json)."""
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from mcp import Client, StdioServerParameters
+
+from mcp_harness import AGENT, CLI, become_subreaper, reap_orphans
+
+FIXTURE = os.environ.get("GPUBOX_MODEL_FIXTURE", "")
+MODELD = os.environ.get("GPUBOX_MODELD", "")
+
+
+def setUpModule():
+    become_subreaper()
+
+
+@unittest.skipUnless(FIXTURE and os.path.exists(os.path.join(FIXTURE, "refs.json")) and os.path.exists(MODELD),
+                     "needs the model fixture (ctest fixture model_client_models) and gpubox-modeld")
+class ModelToolsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with open(os.path.join(FIXTURE, "refs.json")) as f:
+            cls.refs = json.load(f)
+        cls.state = tempfile.mkdtemp(prefix="gpubox-mcp-model-")
+        cls.params = StdioServerParameters(command=CLI, args=["mcp"], env={"XDG_STATE_HOME": cls.state, "GPUBOX_AGENT": AGENT,
+                                                                          "PATH": os.environ.get("PATH", "")})
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run([CLI, "terminate", "--all"], env=dict(os.environ, XDG_STATE_HOME=cls.state), capture_output=True)
+        reap_orphans()
+        shutil.rmtree(cls.state, ignore_errors=True)
+
+    def test_tokenize_generate_run_model(self):
+        config = {"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": self.refs["llama"]}]},
+                  "kernel": {"enabled": False}}
+
+        async def body():
+            async with Client(self.params) as client:
+                created = await client.call_tool("create_sandbox", {"name": "models", "config": config})
+                self.assertFalse(created.is_error, created.structured_content)
+                box = {"sandbox_id": "models"}
+                deadline = time.monotonic() + 120
+                while True:  # the model loads in the background: unavailable until it is ready
+                    tokens = await client.call_tool("tokenize", {**box, "model": "tiny", "text": "Hello",
+                                                                 "add_special_tokens": False})
+                    if not tokens.is_error or time.monotonic() > deadline:
+                        break
+                    await asyncio.sleep(0.5)
+                text = await client.call_tool("generate", {**box, "model": "tiny", "prompt": "Hel", "max_new_tokens": 4})
+                generated = await client.call_tool("generate", {**box, "model": "tiny", "ids": self.refs["generate_ids"],
+                                                                "max_new_tokens": self.refs["new_tokens"], "ignore_eos": True})
+                ran = await client.call_tool("run_model", {**box, "model": "tiny", "text": "Hello",
+                                                           "captures": ["blocks.0.hook_resid_post"]})
+                unknown = await client.call_tool("run_model", {**box, "model": "tiny", "text": "Hello",
+                                                               "captures": ["blocks.99.nothing"]})
+                gpu = await client.call_tool("gpu_status", box)
+                await client.call_tool("terminate_sandbox", box)
+                self.assertFalse(text.is_error, text.structured_content)
+                self.assertIsInstance(text.structured_content["text"], str)
+                return tokens, generated, ran, unknown, gpu
+        tokens, generated, ran, unknown, gpu = asyncio.run(asyncio.wait_for(body(), 300))
+        self.assertFalse(tokens.is_error, tokens.structured_content)
+        self.assertEqual(tokens.structured_content["ids"], [72, 101, 108, 108, 111])
+        self.assertFalse(generated.is_error, generated.structured_content)
+        self.assertEqual(generated.structured_content["tokens"], self.refs["greedy"])
+        self.assertFalse(ran.is_error, ran.structured_content)
+        tensors = {t["name"]: t for t in ran.structured_content["tensors"]}
+        self.assertEqual(set(tensors), {"logits", "blocks.0.hook_resid_post"})
+        capture = tensors["blocks.0.hook_resid_post"]
+        self.assertEqual(capture["dtype"], "float32")
+        self.assertEqual(capture["shape"][:2], tensors["logits"]["shape"][:2])  # one row, every position
+        self.assertEqual(tensors["logits"]["shape"][2], 320)  # the tiny Llama's vocabulary
+        self.assertIn("mean", tensors["logits"])  # too many values to inline: a summary
+        values = capture.get("values") or capture.get("first_values")
+        self.assertTrue(values and all(isinstance(v, float) for v in values))
+        self.assertTrue(unknown.is_error)
+        self.assertIn("blocks.99.nothing", unknown.structured_content["error"])
+        self.assertIn(gpu.structured_content["source"], ("nvml", "nvidia-smi", "none"))
+
+
+if __name__ == "__main__":
+    unittest.main()
