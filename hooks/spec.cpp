@@ -21,7 +21,7 @@ struct OpRule {
   std::set<std::string_view> fields;  // beyond op, hook, rows, positions, heads
 };
 
-const std::array<OpRule, 8> kRules = {{
+const std::array<OpRule, 9> kRules = {{
     {OpKind::capture, "capture", {"dtype"}},
     {OpKind::set, "set", {"value"}},
     {OpKind::add, "add", {"vector", "scale"}},
@@ -30,6 +30,7 @@ const std::array<OpRule, 8> kRules = {{
     {OpKind::mean, "mean", {"value"}},
     {OpKind::project_out, "project_out", {"direction"}},
     {OpKind::patch, "patch", {"value", "from_row"}},
+    {OpKind::capture_grad, "capture_grad", {}},
 }};
 
 std::string op_names() {
@@ -197,6 +198,7 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
       break;
     }
     case OpKind::zero:
+    case OpKind::capture_grad:
       break;
     case OpKind::project_out:
       if (!op.contains("direction")) return invalid(fmt::format("{}.direction: project_out needs a tensor", where));
@@ -219,6 +221,10 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
 }
 
 }  // namespace
+
+std::size_t Plan::grad_count() const {
+  return static_cast<std::size_t>(std::count_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::capture_grad; }));
+}
 
 std::size_t Plan::capture_count() const {
   return static_cast<std::size_t>(std::count_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::capture; }));

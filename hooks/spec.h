@@ -24,7 +24,7 @@ struct HookShape {
   int head_axis = -1;     // -1: the point has no heads axis
 };
 
-enum class OpKind { capture, set, add, scale, zero, mean, project_out, patch };
+enum class OpKind { capture, set, add, scale, zero, mean, project_out, patch, capture_grad };
 enum class CaptureDtype { float32, model };
 
 // The part of a hook point's value an operation touches; an empty list selects the whole axis.
@@ -54,6 +54,7 @@ struct Plan {
   std::vector<Op> ops;  // in request order, the order they apply in
   bool empty() const { return ops.empty(); }
   std::size_t capture_count() const;
+  std::size_t grad_count() const;  // capture_grad ops: the pass needs autograd
 };
 
 // Decodes ops (params.ops: a list of {"op", "hook", "rows"?, "positions"?, "heads"?, ...})

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <cmath>
 #include <dlfcn.h>
@@ -223,7 +224,8 @@ struct Decoder::Weights {
     Tensor n = normalized(x);
     Tensor seen = n;
     hooks->apply(point, layer, n);
-    return n.is_same(seen) ? out : weighted(n, w, b);
+    // Under autograd the output must come from n, for the gradient at this point to exist.
+    return n.is_same(seen) && !n.requires_grad() ? out : weighted(n, w, b);
   }
 
   Tensor activate(const Tensor& x) const {
@@ -344,7 +346,8 @@ Decoder::~Decoder() = default;
 Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const weights::Checkpoint& checkpoint,
                                                c10::ScalarType dtype, c10::Device device, LoadProgress& progress) {
   try {
-    c10::InferenceMode inference;
+    // Not InferenceMode: inference tensors could not be saved for a backward pass (capture_grad).
+    c10::NoGradGuard no_grad;
     auto w = std::make_unique<Weights>();
     w->arch = arch;
     w->dtype = dtype;
@@ -445,18 +448,20 @@ Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const w
   }
 }
 
-at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks) const {
-  c10::InferenceMode inference;
+at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks, bool with_grad) const {
+  c10::InferenceMode inference(!with_grad);
   const Weights& w = *weights_;
   const Architecture& arch = w.arch;
   std::int64_t tokens = input.ids.size(1);
   std::int64_t start = cache ? cache->length : 0;
   Tensor h = at::embedding(w.embed, input.ids);
+  if (with_grad) h.requires_grad_(true);
   // hook_embed after Gemma's scale, as transformers' embed_tokens gives it (TransformerLens folds it into W_E).
   if (arch.scale_embeddings) h = h * w.embed_scale;
   w.hook(hooks, HookPoint::embed, -1, h);
   if (arch.learned_positions) {
     Tensor pos = at::embedding(w.pos_embed, input.positions);
+    if (with_grad) pos.requires_grad_(true);
     w.hook(hooks, HookPoint::pos_embed, -1, pos);
     h = h + pos;
   }

@@ -67,7 +67,9 @@ class Decoder {
 
   // Logits [batch, tokens (1 when last_only), vocab] in the model dtype. With a
   // cache, keys and values of these tokens are appended to it.
-  at::Tensor forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks = nullptr) const;
+  // with_grad: autograd records the pass (for capture_grad; the embeddings are where it starts).
+  at::Tensor forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks = nullptr,
+                     bool with_grad = false) const;
   KvCache new_cache(std::int64_t batch, std::int64_t capacity) const;
 
   const Architecture& architecture() const;

@@ -59,8 +59,9 @@ InterventionHooks::InterventionHooks(const hooks::Plan& plan, const std::vector<
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const hooks::Op& op = plan.ops[i];
     const HookPointInfo& info = points.at(op.point);
-    std::size_t capture = op.kind == OpKind::capture ? captured_.size() : 0;
+    std::size_t capture = op.kind == OpKind::capture ? captured_.size() : op.kind == OpKind::capture_grad ? watched_.size() : 0;
     if (op.kind == OpKind::capture) captured_.emplace_back();
+    if (op.kind == OpKind::capture_grad) watched_.emplace_back();
     steps_.push_back({&op, info.point, info.layer, info.position_axis, info.head_axis, capture, op_tensors.at(i)});
     wanted_.emplace(static_cast<int>(info.point), info.layer);
   }
@@ -74,8 +75,29 @@ void InterventionHooks::apply(HookPoint point, int layer, at::Tensor& value) {
   }
 }
 
+std::vector<at::Tensor> InterventionHooks::gradients() const {
+  std::vector<at::Tensor> out;
+  for (const auto& [step, value] : watched_) {
+    at::Tensor grad = value.defined() ? value.grad() : at::Tensor();
+    if (!grad.defined()) {
+      out.emplace_back();
+      continue;
+    }
+    auto index = selection_index(grad, step->op->where, step->position_axis, step->head_axis);
+    out.push_back((index.empty() ? grad : grad.index(index)).to(at::kFloat, false, /*copy=*/true));
+  }
+  return out;
+}
+
 void InterventionHooks::run(const Step& step, at::Tensor& value) {
   const hooks::Op& op = *step.op;
+  if (op.kind == OpKind::capture_grad) {
+    // A view of the value that is its own node, so its gradient is kept whatever edits follow.
+    value = value.view_as(value);
+    value.retain_grad();
+    watched_[step.capture] = {&step, value};
+    return;
+  }
   std::vector<std::int64_t> all_rows;
   if (op.from_row && op.where.rows.empty()) {
     for (std::int64_t row = 0; row < value.size(0); ++row) all_rows.push_back(row);
@@ -105,7 +127,8 @@ void InterventionHooks::run(const Step& step, at::Tensor& value) {
       }
       break;
     }
-    case OpKind::capture: break;
+    case OpKind::capture:
+    case OpKind::capture_grad: break;
   }
   if (index.empty()) {
     value = replacement.expand(value.sizes()).contiguous();
@@ -114,6 +137,70 @@ void InterventionHooks::run(const Step& step, at::Tensor& value) {
     edited.index_put_(index, replacement);
     value = edited;
   }
+}
+
+Result<GradientTarget> decode_gradient_target(const nlohmann::json& grad_of, std::int64_t vocab, std::int64_t tokens) {
+  auto invalid = [](const std::string& message) { return Status(ErrorCode::invalid_request, "params.grad_of" + message); };
+  if (!grad_of.is_object() || grad_of.size() != 1) {
+    return invalid(": expected one of {\"logit\": {...}}, {\"logit_diff\": {...}}, {\"loss\": {}}");
+  }
+  const auto& [kind, spec] = *grad_of.items().begin();
+  GradientTarget target;
+  if (!spec.is_object()) return invalid("." + kind + ": expected an object");
+  auto token = [&](const nlohmann::json& value, const std::string& field) -> Result<std::int64_t> {
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 0 || value.get<std::int64_t>() >= vocab) {
+      return invalid(fmt::format(".{}.{}: {} is not a token id of this model (0 to {})", kind, field, value.dump(), vocab - 1));
+    }
+    return value.get<std::int64_t>();
+  };
+  if (kind == "loss") {
+    target.kind = GradientTarget::Kind::loss;
+    if (!spec.empty()) return invalid(".loss: takes no fields");
+    if (tokens < 2) return invalid(".loss: needs prompts of 2 tokens or more");
+    return target;
+  }
+  if (kind == "logit") {
+    target.kind = GradientTarget::Kind::logit;
+    auto a = token(spec.value("token", nlohmann::json()), "token");
+    if (!a) return a.status();
+    target.token = *a;
+  } else if (kind == "logit_diff") {
+    target.kind = GradientTarget::Kind::logit_diff;
+    const auto& pair = spec.value("tokens", nlohmann::json());
+    if (!pair.is_array() || pair.size() != 2) return invalid(".logit_diff.tokens: expected [a, b], two token ids");
+    auto a = token(pair[0], "tokens"), b = token(pair[1], "tokens");
+    if (!a) return a.status();
+    if (!b) return b.status();
+    target.token = *a, target.other = *b;
+  } else {
+    return invalid(": unknown target \"" + kind + "\" (logit, logit_diff, loss)");
+  }
+  for (const auto& [key, value] : spec.items()) {
+    if (key != "token" && key != "tokens" && key != "position") return invalid("." + kind + ": unknown field \"" + key + "\"");
+  }
+  auto position = spec.value("position", nlohmann::json(-1));
+  if (!position.is_number_integer() || position.get<std::int64_t>() < -tokens || position.get<std::int64_t>() >= tokens) {
+    return invalid(fmt::format(".{}.position: {} is out of range for {} positions", kind, position.dump(), tokens));
+  }
+  target.position = (position.get<std::int64_t>() + tokens) % tokens;
+  return target;
+}
+
+at::Tensor gradient_scalar(const GradientTarget& target, const at::Tensor& logits, const ForwardInput& input) {
+  at::Tensor values = logits.to(at::kFloat);
+  if (target.kind == GradientTarget::Kind::loss) {
+    // Position t predicts token t+1, where both are the prompt's own (left padding is masked out).
+    at::Tensor predicted = values.narrow(1, 0, values.size(1) - 1);
+    at::Tensor next = input.ids.narrow(1, 1, input.ids.size(1) - 1);
+    at::Tensor real = input.key_mask.narrow(1, 0, values.size(1) - 1).logical_and(input.key_mask.narrow(1, 1, values.size(1) - 1));
+    at::Tensor losses = at::cross_entropy_loss(predicted.reshape({-1, values.size(2)}), next.reshape({-1}), {}, at::Reduction::None);
+    at::Tensor weight = real.reshape({-1}).to(at::kFloat);
+    return (losses * weight).sum() / weight.sum();
+  }
+  at::Tensor at_position = values.select(1, target.position);
+  at::Tensor picked = at_position.select(1, target.token);
+  if (target.kind == GradientTarget::Kind::logit_diff) picked = picked - at_position.select(1, target.other);
+  return picked.sum();
 }
 
 Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
@@ -166,6 +253,10 @@ Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
                                               "\"steps\": [0] keeps an op to the prompt's pass)");
     }
     for (const auto& op : plan->ops) {
+      if (op.kind == OpKind::capture_grad) {
+        return Status(ErrorCode::invalid_request,
+                      fmt::format("params.ops[{}].op: capture_grad is for model.run, not model.generate", op.index));
+      }
       if (op.tensor && !made->op_tensors_[op.index].defined()) {
         made->op_tensors_[op.index] = tensor_from_wire(*op.tensor, attachments[op.tensor->attachment], device);
       }

@@ -31,6 +31,9 @@ class InterventionHooks final : public Hooks {
   void apply(HookPoint point, int layer, at::Tensor& value) override;
   // One tensor per capture, in the plan's order (undefined if the forward pass never reached its point).
   const std::vector<at::Tensor>& captured() const { return captured_; }
+  // After backward() of a scalar of this pass: one gradient per capture_grad, in the plan's order
+  // (float32, the op's selection; undefined where the scalar does not depend on the point).
+  std::vector<at::Tensor> gradients() const;
 
  private:
   struct Step {
@@ -39,7 +42,7 @@ class InterventionHooks final : public Hooks {
     int layer;
     int position_axis;
     int head_axis;
-    std::size_t capture;  // index into captured_ (captures only)
+    std::size_t capture;  // index into captured_ (captures) or watched_ (capture_grad)
     at::Tensor tensor;    // the op's tensor, if it has one
   };
   void run(const Step& step, at::Tensor& value);
@@ -47,7 +50,24 @@ class InterventionHooks final : public Hooks {
   std::vector<Step> steps_;
   std::set<std::pair<int, int>> wanted_;  // (point, layer)
   std::vector<at::Tensor> captured_;
+  std::vector<std::pair<const Step*, at::Tensor>> watched_;  // capture_grad: the value whose gradient is wanted
 };
+
+// The scalar a model.run's capture_grad ops take the gradient of (params.grad_of):
+// {"logit": {"token", "position"?}}, {"logit_diff": {"tokens": [a, b], "position"?}}
+// (summed over the batch rows; position -1 by default) or {"loss": {}} (the
+// mean next-token cross-entropy over the prompts' own tokens).
+struct GradientTarget {
+  enum class Kind { logit, logit_diff, loss } kind = Kind::logit;
+  std::int64_t token = 0, other = 0;
+  std::int64_t position = -1;  // normalized
+};
+
+// Checks grad_of against the vocabulary and the padded length; invalid_request naming the field.
+Result<GradientTarget> decode_gradient_target(const nlohmann::json& grad_of, std::int64_t vocab, std::int64_t tokens);
+
+// The scalar of target for logits [batch, tokens, vocab] of input.
+at::Tensor gradient_scalar(const GradientTarget& target, const at::Tensor& logits, const ForwardInput& input);
 
 // model.generate's interventions: the request's ops, each with an optional
 // "steps" (the passes it applies at; every pass without), decoded for each

@@ -267,6 +267,7 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
   bool last_only = with_ops ? false : params.boolean("last_only").value_or(false);
   std::string logits_dtype = params.string("logits_dtype").value_or("float32");
   const json* ops = with_ops ? params.raw("ops") : nullptr;
+  const json* grad_of = with_ops ? params.raw("grad_of") : nullptr;
   if (Status s = params.finish(); !s) return s;
   if (logits_dtype != "float32" && logits_dtype != "model") {
     return Status(ErrorCode::invalid_request, "params.logits_dtype: expected \"float32\" or \"model\"");
@@ -285,6 +286,16 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
     if (!decoded) return decoded.status();
     plan = std::move(*decoded);
   }
+  std::optional<GradientTarget> target;
+  if (grad_of) {
+    if (plan.grad_count() == 0) return Status(ErrorCode::invalid_request, "params.grad_of: no capture_grad op asks for a gradient");
+    auto decoded = decode_gradient_target(*grad_of, m.architecture.vocab_size, tokens);
+    if (!decoded) return decoded.status();
+    target = *decoded;
+  } else if (plan.grad_count() > 0) {
+    return Status(ErrorCode::invalid_request, "params.grad_of: capture_grad needs the scalar to differentiate "
+                                              "({\"logit_diff\": {\"tokens\": [a, b]}}, {\"logit\": ...} or {\"loss\": {}})");
+  }
   ForwardInput input = left_padded_batch(prompts, m.decoder->device());
   std::optional<InterventionHooks> interventions;
   if (!plan.empty()) {
@@ -296,7 +307,16 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
     }
     interventions.emplace(plan, points, op_tensors);
   }
-  at::Tensor logits = m.decoder->forward(input, nullptr, last_only, interventions ? &*interventions : nullptr);
+  at::Tensor logits = m.decoder->forward(input, nullptr, last_only, interventions ? &*interventions : nullptr, target.has_value());
+  std::vector<at::Tensor> gradients;
+  double scalar = 0;
+  if (target) {
+    at::Tensor value = gradient_scalar(*target, logits, input);
+    value.backward();
+    scalar = value.item<double>();
+    gradients = interventions->gradients();
+    logits = logits.detach();
+  }
   if (logits_dtype == "float32") logits = logits.to(at::kFloat);
   json names = {"logits"};
   if (Status sent = send_tensor(ctx, logits, "logits"); !sent) return sent;
@@ -305,12 +325,22 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
     if (op.kind != hooks::OpKind::capture) continue;
     const at::Tensor& captured = interventions->captured()[capture++];
     if (!captured.defined()) continue;
-    if (Status sent = send_tensor(ctx, captured, op.hook); !sent) return sent;
+    if (Status sent = send_tensor(ctx, captured.detach(), op.hook); !sent) return sent;
     names.push_back(op.hook);
+  }
+  std::size_t gradient = 0;
+  for (const auto& op : plan.ops) {
+    if (op.kind != hooks::OpKind::capture_grad) continue;
+    const at::Tensor& grad = gradients[gradient++];
+    if (!grad.defined()) continue;
+    if (Status sent = send_tensor(ctx, grad, "grad:" + op.hook); !sent) return sent;
+    names.push_back("grad:" + op.hook);
   }
   json lengths = json::array();
   for (const auto& p : prompts) lengths.push_back(p.size());
-  return json{{"tensors", names}, {"lengths", lengths}, {"padding", "left"}};
+  json result = {{"tensors", names}, {"lengths", lengths}, {"padding", "left"}};
+  if (target) result["grad_of_value"] = scalar;
+  return result;
 }
 
 }  // namespace

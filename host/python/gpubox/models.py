@@ -128,16 +128,20 @@ class Model:
 
     def run(self, ids=None, text=None, ops: Sequence[dict] = (), capture: Sequence[str] = (),
             add: Optional[Dict[str, Any]] = None, logits_dtype: str = "float32",
-            timeout: Optional[float] = None) -> dict:
+            grad_of: Optional[dict] = None, timeout: Optional[float] = None) -> dict:
         """A forward pass with interventions (hooks/README.md), in one round trip:
         ops applied in order at their hook points (tensor fields may be numpy
         arrays or torch tensors), add={hook: (vector, scale)} steering first,
         capture=[hook, ...] last. Returns the RESULT with "logits" and
         "captures" (a list of (hook, tensor) in op order); each captured tensor
-        is also under its hook name (the last capture of a name wins)."""
+        is also under its hook name (the last capture of a name wins). With
+        capture_grad ops and grad_of (e.g. {"logit_diff": {"tokens": [a, b]}}),
+        "grads" lists (hook, gradient) and "grad_of_value" is the scalar."""
         from .interventions import encode_ops
         wire, attachments = encode_ops(ops, capture, add)
         params: Dict[str, Any] = {"model": self.name, "ops": wire, "logits_dtype": logits_dtype}
+        if grad_of is not None:
+            params["grad_of"] = grad_of
         if (ids is None) == (text is None):
             raise ValueError("run: give ids or text (one of them)")
         if ids is not None:
@@ -150,7 +154,8 @@ class Model:
                 captures.append((body["name"], tensor_from_wire(body, frames[body.get("attachment", 0)])))
             result = dict(stream.result)
         result["logits"] = captures[0][1]
-        result["captures"] = captures[1:]
+        result["captures"] = [(n, t) for n, t in captures[1:] if not n.startswith("grad:")]
+        result["grads"] = [(n[len("grad:"):], t) for n, t in captures[1:] if n.startswith("grad:")]
         result.update(dict(captures[1:]))
         return result
 

@@ -382,3 +382,92 @@ class TraceForm(unittest.TestCase):
                 raise KeyError("user code failed")
         self.assertIsNone(saved.value)
         self.assertIsNone(t.result)
+
+
+def hf_gradients(name, model, prompts, hooks, scalar):
+    """transformers' gradients of scalar(logits, ids) at hooks (module_map's modules, layer from each name)."""
+    kept, handles = {}, []
+    for hook in hooks:
+        layer = int(hook.split(".")[1]) if hook.startswith("blocks.") else 0
+        module, where, reshape = module_map(name, model, layer)[hook]
+
+        def keep(value, hook=hook, reshape=reshape):
+            value.retain_grad()
+            kept[hook] = (value, reshape)
+        if where == "in":
+            handles.append(module.register_forward_pre_hook(
+                lambda m, args, kwargs, keep=keep: keep(args[0] if args else kwargs["hidden_states"]), with_kwargs=True))
+        else:
+            handles.append(module.register_forward_hook(lambda m, args, out, keep=keep: keep(first(out))))
+    try:
+        ids = torch.tensor(prompts)
+        embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
+        # the embeddings are a leaf that requires grad, so every hooked value after them has a gradient
+        logits = model(inputs_embeds=embeds).logits
+        scalar(logits, ids).backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return {h: (r(v.grad) if r else v.grad).float().numpy() for h, (v, r) in kept.items()}
+
+
+class ModeldGradients(unittest.TestCase):
+    """capture_grad: gradients at hook points of a scalar of the logits, against transformers' autograd."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="modeld-grad-")
+        cls.models = {name: tiny_models.make(cls.dir, name, seed=110 + i) for i, name in enumerate(["llama", "gemma2"])}
+        for model in cls.models.values():
+            model[1].requires_grad_(False)
+        cls.modeld = Modeld([{"name": n, "path": p} for n, (p, _) in cls.models.items()], os.path.join(cls.dir, "run"))
+        cls.modeld.wait_all_ready()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.modeld.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    HOOKS = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_z", "blocks.2.mlp.hook_post", "blocks.1.hook_attn_out"]
+
+    def test_logit_diff_gradients_match_transformers_autograd(self):
+        for name in self.models:
+            with self.subTest(architecture=name):
+                got = Model(self.modeld.client, name).run(
+                    ids=[CLEAN, CORRUPT], ops=[{"op": "capture_grad", "hook": h} for h in self.HOOKS],
+                    grad_of={"logit_diff": {"tokens": [7, 11], "position": -1}})
+                want = hf_gradients(name, self.models[name][1], [CLEAN, CORRUPT], self.HOOKS,
+                                    lambda logits, ids: (logits[:, -1, 7] - logits[:, -1, 11]).sum())
+                self.assertEqual([h for h, _ in got["grads"]], self.HOOKS)
+                for hook, grad in got["grads"]:
+                    self.assertEqual(tuple(grad.shape), want[hook].shape)
+                    self.assertLess(relative_error(grad.numpy(), want[hook]), 1e-3, hook)
+                plain = Model(self.modeld.client, name).run(ids=[CLEAN, CORRUPT])["logits"].numpy()
+                self.assertAlmostEqual(got["grad_of_value"], float((plain[:, -1, 7] - plain[:, -1, 11]).sum()), places=3)
+                np.testing.assert_allclose(got["logits"].numpy(), plain, rtol=1e-5, atol=1e-5)
+
+    def test_loss_gradient_with_a_selection_matches_transformers(self):
+        hook = "blocks.1.hook_resid_pre"
+        got = Model(self.modeld.client, "llama").run(
+            ids=[CLEAN], ops=[{"op": "capture_grad", "hook": hook, "positions": [2, -1]}], grad_of={"loss": {}})
+        want = hf_gradients("llama", self.models["llama"][1], [CLEAN], [hook],
+                            lambda logits, ids: torch.nn.functional.cross_entropy(logits[0, :-1], ids[0, 1:]))
+        self.assertLess(relative_error(got["grads"][0][1].numpy(), want[hook][:, [2, len(CLEAN) - 1]]), 1e-3)
+
+    def test_bad_gradient_requests_are_refused(self):
+        cases = [({"ops": [{"op": "capture_grad", "hook": "blocks.0.hook_resid_post"}]}, "grad_of"),
+                 ({"ops": [{"op": "capture", "hook": "hook_embed"}], "grad_of": {"loss": {}}}, "no capture_grad"),
+                 ({"ops": [{"op": "capture_grad", "hook": "hook_embed"}], "grad_of": {"logit": {"token": 320}}}, "0 to 319"),
+                 ({"ops": [{"op": "capture_grad", "hook": "hook_embed"}], "grad_of": {"kl": {}}}, "unknown target"),
+                 ({"ops": [{"op": "capture_grad", "hook": "hook_embed"}],
+                   "grad_of": {"logit_diff": {"tokens": [1, 2], "position": 11}}}, "position")]
+        for params, words in cases:
+            with self.subTest(params=str(params)[:70]):
+                with self.assertRaises(RpcError) as raised:
+                    self.modeld.client.call("model.run", model="llama", ids=CLEAN, **params)
+                self.assertEqual(raised.exception.code, "invalid_request")
+                self.assertIn(words, raised.exception.message)
+        with self.assertRaises(RpcError) as raised:
+            list(Model(self.modeld.client, "llama").generate_stream(CLEAN, max_new_tokens=2,
+                                                                    ops=[{"op": "capture_grad", "hook": "hook_embed"}]))
+        self.assertIn("capture_grad is for model.run", raised.exception.message)
