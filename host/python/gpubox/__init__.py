@@ -35,5 +35,7 @@ from .client import Chunk, Client, RpcError, Stream, keygen
 from .models import Model, tensor_from_wire
 from .sandboxes import connect, find, sandboxes, state_dir
 from .protocol import DEFAULT_WINDOW, ERROR_CODES, VERSION, Kind
+from . import served
+from .served import RemoteError
 
-__all__ = ["Model", "tensor_from_wire", "Chunk", "Client", "RpcError", "Stream", "keygen", "connect", "find", "sandboxes", "state_dir", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind"]
+__all__ = ["Model", "tensor_from_wire", "Chunk", "Client", "RpcError", "Stream", "keygen", "connect", "find", "sandboxes", "state_dir", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind", "served", "RemoteError"]
