@@ -6,12 +6,17 @@
 #
 # Channel: fd 3, a socketpair to the agent. Every message, both ways: u32 LE
 # body length, u32 LE attachment count, count x u64 LE lengths, the msgpack
-# body, the attachments' raw bytes. A tensor's bytes are read straight into
-# one buffer the tensor is then built on (no copy), and sent straight from
-# the tensor's memory.
+# body, the small attachments' raw bytes. Attachments of 256 KiB or more are
+# in one memfd per message instead (passed with SCM_RIGHTS with the prefix;
+# their length has bit 63 set; each starts on a page boundary): a received
+# tensor is built on the mapped memfd (no copy), a result tensor is written
+# into one (one copy) that the agent maps as its outgoing frames.
 
+import array
 import builtins
 import ctypes
+import fcntl
+import mmap
 import importlib.util
 import inspect
 import os
@@ -24,6 +29,9 @@ import types
 import typing
 
 FRAME_BYTES = 64 << 20   # one attachment at most: one ZeroMQ frame of the agent's limit
+MEMFD_THRESHOLD = int(os.environ.get("GPUBOX_SERVE_MEMFD_THRESHOLD") or 256 << 10)  # attachments this big travel in the memfd
+IN_MEMFD = 1 << 63
+PAGE = 4096
 MAX_ATTACHMENTS = 64
 TENSOR_KEY = "__gpubox_tensor__"
 WORKER_FILE = "<gpubox-serve-worker>"
@@ -323,36 +331,64 @@ class Channel:
             return None
         return buffer
 
+    def _prefix(self):
+        """The 8-byte prefix and the memfd passed with it (or None)."""
+        head, fds = bytearray(), []
+        while len(head) < 8:
+            data, ancillary, _, _ = self.sock.recvmsg(8 - len(head), socket.CMSG_SPACE(4 * 4))
+            if not data:
+                return None, None
+            head += data
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds += array.array("i", payload[:len(payload) - len(payload) % 4])
+        for extra in fds[1:]:
+            os.close(extra)
+        return head, (fds[0] if fds else None)
+
     def read(self):
         """(body, frames), or None once the agent closed the channel."""
-        head = self._exact(8)
+        head, memfd = self._prefix()
         if head is None:
             return None
-        body_len, count = struct.unpack("<II", head)
-        lengths = struct.unpack("<%dQ" % count, self._exact(8 * count)) if count else ()
-        body = unpack(self._exact(body_len))
-        frames = [None] * count
-        # A tensor's attachments, when consecutive, are read into one buffer it is built on.
+        try:
+            body_len, count = struct.unpack("<II", head)
+            lengths = struct.unpack("<%dQ" % count, self._exact(8 * count)) if count else ()
+            body = unpack(self._exact(body_len))
+            mapped = None
+            if memfd is not None:
+                size = os.fstat(memfd).st_size
+                # Private: the tensors built on it may be written to (copy on write).
+                mapped = memoryview(mmap.mmap(memfd, size, flags=mmap.MAP_PRIVATE,
+                                              prot=mmap.PROT_READ | mmap.PROT_WRITE)) if size else memoryview(b"")
+        finally:
+            if memfd is not None:
+                os.close(memfd)
+        frames, offsets, end = [None] * count, [None] * count, 0
+        for i, length in enumerate(lengths):
+            if length & IN_MEMFD:
+                length &= ~IN_MEMFD
+                if mapped is None:
+                    raise ValueError("an attachment in a memfd came without one")
+                offsets[i] = (end, length)
+                frames[i] = mapped[end:end + length]
+                end = (end + length + PAGE - 1) // PAGE * PAGE
+        # A tensor's chunks are consecutive in the mapping: one view of them all.
         found = []
         tensor_maps(body.get("args"), found)
         tensor_maps(body.get("kwargs"), found)
         for desc in found:
             indexes = desc.get("attachments")
-            if (not isinstance(indexes, list) or not indexes or
-                    any(not isinstance(i, int) or not 0 <= i < count or frames[i] is not None for i in indexes) or
-                    indexes != list(range(indexes[0], indexes[0] + len(indexes)))):
-                continue
-            buffer = bytearray(sum(lengths[i] for i in indexes))
-            view, at = memoryview(buffer), 0
-            for i in indexes:
-                frames[i] = view[at:at + lengths[i]]
-                at += lengths[i]
-            desc["_buffer"] = buffer
+            if (isinstance(indexes, list) and indexes and all(isinstance(i, int) and 0 <= i < count and offsets[i]
+                                                               for i in indexes)
+                    and all(offsets[a][0] + offsets[a][1] == offsets[b][0] for a, b in zip(indexes, indexes[1:]))):
+                start = offsets[indexes[0]][0]
+                desc["_buffer"] = mapped[start:start + sum(offsets[i][1] for i in indexes)]
         for i in range(count):
             if frames[i] is None:
                 frames[i] = memoryview(bytearray(lengths[i]))
-            if not self._fill(frames[i]):
-                return None
+                if not self._fill(frames[i]):
+                    return None
         return body, frames
 
     def send(self, body, frames=()):
@@ -361,12 +397,37 @@ class Channel:
         self.send_packed(packed, frames)
 
     def send_packed(self, packed, frames=()):
-        head = struct.pack("<II", len(packed), len(frames)) + b"".join(struct.pack("<Q", len(f)) for f in frames)
-        with self.lock:
-            self.sock.sendall(head + packed)
+        lengths, memfd, end = [], None, 0
+        try:
             for frame in frames:
-                if len(frame):
-                    self.sock.sendall(frame)
+                length = len(frame)
+                if length >= MEMFD_THRESHOLD:
+                    if memfd is None:
+                        memfd = os.memfd_create("gpubox-serve", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+                    view, done = memoryview(frame).cast("B"), 0
+                    while done < length:
+                        done += os.pwrite(memfd, view[done:], end + done)
+                    end = (end + length + PAGE - 1) // PAGE * PAGE
+                    length |= IN_MEMFD
+                lengths.append(length)
+            if memfd is not None:
+                # Sealed: the agent maps it, so it must never shrink under that mapping.
+                fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE |
+                            fcntl.F_SEAL_SEAL)
+            head = struct.pack("<II", len(packed), len(frames)) + b"".join(struct.pack("<Q", n) for n in lengths)
+            with self.lock:
+                message = head + packed
+                if memfd is not None:
+                    sent = self.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                          array.array("i", [memfd]))])
+                    message = message[sent:]
+                self.sock.sendall(message)
+                for frame in frames:
+                    if 0 < len(frame) < MEMFD_THRESHOLD:
+                        self.sock.sendall(frame)
+        finally:
+            if memfd is not None:
+                os.close(memfd)
 
 
 # -- what interface.py sees ------------------------------------------------------

@@ -1,8 +1,13 @@
 // Messages between the agent and a serve worker on their private socketpair,
 // in both directions: an 8-byte prefix (u32 little-endian body length, u32
 // attachment count), count × u64 attachment lengths, the msgpack body, then
-// each attachment's raw bytes. Attachments are written straight from and read
-// straight into ZeroMQ messages: no copy in the agent, no re-encoding.
+// the small attachments' raw bytes. Attachments of kMemfdThreshold bytes or
+// more travel in one memfd per message instead, passed with SCM_RIGHTS along
+// with the prefix: their length has bit 63 set and each starts at the next
+// page boundary after the one before, so the chunks of one tensor are one
+// contiguous mapping on the other side. The agent maps a worker's memfd
+// (sealed against shrinking, so a mapping can never fault) as the ZeroMQ
+// frames it sends on: one copy per hop, no re-encoding, nothing in between.
 // Stateless functions; any thread.
 #pragma once
 
@@ -23,6 +28,9 @@ inline constexpr std::uint32_t kMaxBodyBytes = 64u << 20;
 inline constexpr std::uint32_t kMaxAttachments = 64;             // the RPC limit of one message
 inline constexpr std::uint64_t kMaxAttachmentBytes = 64ull << 20;  // one ZeroMQ frame
 inline constexpr std::size_t kPrefixBytes = 8;
+inline constexpr std::uint64_t kMemfdThreshold = 256 << 10;
+inline constexpr std::uint64_t kInMemfd = 1ull << 63;  // a length's flag: the bytes are in the memfd
+inline constexpr std::uint64_t kPage = 4096;
 
 struct WireMessage {
   nlohmann::json body;
@@ -38,7 +46,7 @@ struct Prefix {
 };
 // Checks the limits; invalid_request naming the field otherwise.
 Result<Prefix> parse_prefix(std::string_view bytes);
-// count × u64 lengths, each at most kMaxAttachmentBytes.
+// count × u64 lengths (kInMemfd flags kept), each at most kMaxAttachmentBytes.
 Result<std::vector<std::uint64_t>> parse_lengths(std::string_view bytes, std::uint32_t count);
 
 // Writes one whole message (blocking; retries short writes and EINTR).

@@ -1,6 +1,8 @@
 // The agent ↔ serve worker frame codec (agent/serve/worker_wire.h) and the
 // bounded output ring (agent/serve/log_ring.h), over a real socketpair.
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <thread>
@@ -42,7 +44,8 @@ TEST(ServeWire, MessagesCrossASocketpairWhole) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   Fd a(sv[0]), b(sv[1]);
   std::vector<zmq::message_t> attachments;
-  attachments.emplace_back(std::string(3 << 20, 'x').data(), 3 << 20);  // bigger than the socket's buffer
+  attachments.emplace_back(std::string(3 << 20, 'x').data(), 3 << 20);  // in the memfd
+  attachments.emplace_back(std::string(kMemfdThreshold + 1, 'y').data(), kMemfdThreshold + 1);  // the memfd's next page
   attachments.emplace_back();                                           // empty
   attachments.emplace_back("tail", 4);
   nlohmann::json body = {{"op", "call"}, {"id", 7}, {"data", nlohmann::json::binary({1, 2, 3})}};
@@ -52,11 +55,13 @@ TEST(ServeWire, MessagesCrossASocketpairWhole) {
   ASSERT_TRUE(got) << got.status().message();
   ASSERT_TRUE(got->has_value());
   EXPECT_EQ((*got)->body, body);
-  ASSERT_EQ((*got)->attachments.size(), 3u);
+  ASSERT_EQ((*got)->attachments.size(), 4u);
   EXPECT_EQ((*got)->attachments[0].size(), 3u << 20);
   EXPECT_EQ(static_cast<const char*>((*got)->attachments[0].data())[12345], 'x');
-  EXPECT_EQ((*got)->attachments[1].size(), 0u);
-  EXPECT_EQ((*got)->attachments[2].to_string(), "tail");
+  EXPECT_EQ((*got)->attachments[1].size(), kMemfdThreshold + 1);
+  EXPECT_EQ(static_cast<const char*>((*got)->attachments[1].data())[kMemfdThreshold], 'y');
+  EXPECT_EQ((*got)->attachments[2].size(), 0u);
+  EXPECT_EQ((*got)->attachments[3].to_string(), "tail");
 
   a.reset();  // end of file before a message: nullopt, not an error
   auto eof = read_message(b.get(), -1);
@@ -77,6 +82,32 @@ TEST(ServeWire, GarbageAndTruncationAreErrors) {
   auto truncated = read_message(b.get(), -1);
   ASSERT_FALSE(truncated);
   EXPECT_NE(truncated.status().message().find("middle of a message"), std::string::npos);
+}
+
+TEST(ServeWire, AnUnsealedMemfdIsRefused) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Fd a(sv[0]), b(sv[1]);
+  Fd memfd(::memfd_create("unsealed", MFD_CLOEXEC));
+  ASSERT_EQ(::ftruncate(memfd.get(), 1 << 20), 0);
+  std::string message = encode_prefix(1, {kInMemfd | (1 << 20)}) + "\x80";
+  iovec part{message.data(), message.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+  header.msg_iov = &part;
+  header.msg_iovlen = 1;
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  cmsghdr* rights = CMSG_FIRSTHDR(&header);
+  rights->cmsg_level = SOL_SOCKET;
+  rights->cmsg_type = SCM_RIGHTS;
+  rights->cmsg_len = CMSG_LEN(sizeof(int));
+  int passed = memfd.get();
+  std::memcpy(CMSG_DATA(rights), &passed, sizeof passed);
+  ASSERT_EQ(::sendmsg(a.get(), &header, 0), static_cast<ssize_t>(message.size()));
+  auto got = read_message(b.get(), -1);
+  ASSERT_FALSE(got);
+  EXPECT_NE(got.status().message().find("F_SEAL_SHRINK"), std::string::npos);
 }
 
 TEST(ServeLogRing, KeepsTheLastBytesAndCountsTheDropped) {
