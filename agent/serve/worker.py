@@ -433,6 +433,7 @@ class Channel:
 # -- what interface.py sees ------------------------------------------------------
 
 EXPOSED = {}   # name -> function, in the order exposed
+SIGNATURES = {}  # name -> inspect.Signature, computed once at load
 MODELS = {}    # get_model_path: name -> path
 
 
@@ -582,6 +583,7 @@ class Call:
         self.credit = threading.Semaphore(window)
         self.cancelled = False
         self.thread = None  # ident while running
+        self.generator = inspect.isgeneratorfunction(fn)
 
 
 class Worker:
@@ -647,10 +649,10 @@ class Worker:
             kwargs = from_wire(body.get("kwargs") or {}, frames)
             if not isinstance(args, list) or not isinstance(kwargs, dict):
                 raise TypeError("args must be a list and kwargs a map")
-            inspect.signature(fn).bind(*args, **kwargs)
+            SIGNATURES[name].bind(*args, **kwargs)
         except Exception as error:
             self.channel.send({"op": "error", "id": call_id, "code": "invalid_request",
-                               "message": "%s%s: %s" % (name, inspect.signature(fn), error)})
+                               "message": "%s%s: %s" % (name, SIGNATURES[name], error)})
             return
         call = Call(call_id, name, fn, int(body.get("window", 4)))
         with self.lock:
@@ -665,7 +667,7 @@ class Worker:
             call.thread = threading.get_ident()
         try:
             try:
-                if inspect.isgeneratorfunction(call.fn):
+                if call.generator:
                     count = 0
                     for item in call.fn(*args, **kwargs):
                         while not call.credit.acquire(timeout=0.1):
@@ -730,6 +732,7 @@ def load(body):
     spec.loader.exec_module(module)
     if not EXPOSED:
         raise LookupError("%s exposes no function: mark the ones to serve with @expose" % path)
+    SIGNATURES.update((name, inspect.signature(fn)) for name, fn in EXPOSED.items())
     return [describe(name, fn) for name, fn in EXPOSED.items()]
 
 
