@@ -1,7 +1,8 @@
 """Served functions against the real agent and its real Python worker.
 
 The worker runs the same interpreter as this test (kernel.python =
-sys.executable): in the venv it has torch, on Debian's python3 numpy only.
+sys.executable): in the venv with torch; on Debian's python3 the client side
+runs without torch (GPUBOX_TEST_NO_TORCH), so tensors come back as numpy.
 One agent serves interface.py for the whole module; the tests that kill or
 break a worker start services of their own.
 """
@@ -16,6 +17,9 @@ import tempfile
 import threading
 import time
 import unittest
+
+if os.environ.get("GPUBOX_TEST_NO_TORCH"):
+    sys.modules["torch"] = None  # Debian's python3 may have torch: the numpy variant runs as if it had not
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
