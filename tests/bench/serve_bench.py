@@ -6,7 +6,8 @@ Starts a real agent (GPUBOX_AGENT, else build/bin/gpubox-agent) whose serve
 worker runs this interpreter, serves a no-op and an echo, and prints:
 serve.call of a no-op beside sys.ping (median latency), and a 64 MiB tensor
 sent, returned and round-tripped via serve.call beside fs.read of the same
-64 MiB (throughput), with the ratios. Targets: no-op <= 2x sys.ping;
+64 MiB (throughput), with the ratios; fs.write of 64 MiB for reference (what
+an upload alone costs). Targets: no-op <= 2x sys.ping;
 tensor >= 80 % of fs.read's throughput.
 """
 
@@ -106,6 +107,9 @@ def main():
 
         read_file()
         fs_read = median_time(read_file, options.rounds)
+        payload = bytes(size)
+        fs_write = median_time(lambda: client.call("fs.write", path=work + "/written.bin", attachments=[payload]),
+                               options.rounds)
         send = median_time(lambda: service.call("take", tensor), options.rounds)
         receive = median_time(lambda: service.call("give", size), options.rounds)
         round_trip = median_time(lambda: service.call("echo", tensor), options.rounds)
@@ -118,6 +122,7 @@ def main():
         mib_s = lambda seconds, moved=size: moved / MIB / seconds  # noqa: E731
         print("throughput, %d MiB (median of %d)" % (options.mib, options.rounds))
         print("  %-32s %10.0f MiB/s" % ("fs.read", mib_s(fs_read)))
+        print("  %-32s %10.0f MiB/s   (an upload's own cost, for reference)" % ("fs.write", mib_s(fs_write)))
         print("  %-32s %10.0f MiB/s   %5.0f %% of fs.read" % ("serve.call tensor in", mib_s(send), 100 * fs_read / send))
         print("  %-32s %10.0f MiB/s   %5.0f %% of fs.read" % ("serve.call tensor out", mib_s(receive), 100 * fs_read / receive))
         print("  %-32s %10.0f MiB/s   %5.0f %% of fs.read   (bytes moved both ways)" % (
