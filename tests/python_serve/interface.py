@@ -57,3 +57,24 @@ def _fancy(a: int, /, b: Optional[str] = None, *rest: float, flag: bool = False,
 
     Returns them as a list."""
     return [a, b, list(rest), flag, mode, weights, list(ids), extra]
+
+
+SPIN = {"state": "idle"}
+
+
+@expose
+def spin(seconds: float) -> str:
+    """Busy pure-Python loop: a cancellation stops it at once."""
+    SPIN["state"] = "running"
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        return "done"
+    finally:
+        SPIN["state"] = "stopped"
+
+
+@expose
+def spin_state() -> str:
+    return SPIN["state"]

@@ -100,7 +100,8 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(entry["state"], "ready")
         self.assertIsInstance(entry["pid"], int)
         functions = {f["name"]: f for f in entry["functions"]}
-        self.assertEqual(list(functions), ["add", "echo", "count", "fail", "sleep", "pid", "crash", "model_path", "fancy"])
+        self.assertEqual(list(functions), ["add", "echo", "count", "fail", "sleep", "pid", "crash", "model_path", "fancy", "spin",
+                                           "spin_state"])
         add = functions["add"]
         self.assertEqual(add["signature"], "(a: int, b: int = 2) -> int")
         self.assertEqual(add["doc"], "Adds two numbers.")
@@ -201,6 +202,13 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(caught.exception.code, "deadline_exceeded")
         self.assertLess(took, 2.0)
         self.assertEqual(self.service.call("add", 2), 4)  # not blocked by the sleeping thread
+
+    def test_timeout_stops_a_pure_python_call_in_its_thread(self):
+        with self.assertRaises(gpubox.RpcError) as caught:
+            self.service.call("spin", 30, timeout=0.3)
+        self.assertEqual(caught.exception.code, "deadline_exceeded")
+        # The worker raised an exception in the call's thread: it ended long before its 30 s.
+        self.assertTrue(wait_until(lambda: self.service.call("spin_state") == "stopped", timeout=3))
 
     def test_a_long_call_does_not_block_a_quick_one(self):
         done = {}
