@@ -20,6 +20,7 @@
 #include "agent/kernel_launcher.h"
 #include "agent/methods/methods.h"
 #include "agent/model_mounts.h"
+#include "agent/serve/serve_manager.h"
 #include "rpc/keys.h"
 
 #include "agent/signals.h"
@@ -30,6 +31,7 @@ Agent::Agent(CommandLine options) : options_(std::move(options)), is_pid1_(::get
 
 Agent::~Agent() {
   server_.reset();
+  serve_.reset();
   model_host_.reset();
   kernel_.reset();
   jobs_.reset();
@@ -132,6 +134,11 @@ void Agent::start_kernel() {
   options.executor.setup_code.push_back(kernel::hooks_toolkit_setup_code());
   if (!config.workspace_dir.empty()) options.executor.setup_code.push_back(kernel::workspace_setup_code(config.workspace_dir));
   std::vector<kernel::ModelLoad> models = place_models(config.models, options_.config.state_dir, is_pid1_);
+  for (const auto& model : models) {
+    if (!model.error.empty()) continue;
+    model_paths_[model.spec.name] = model.load_path;
+    if (!model.spec.var_name.empty()) model_paths_[model.spec.var_name] = model.load_path;
+  }
   if (!models.empty()) {
     options.executor.setup_code.push_back(kernel::models_setup_code(models));
     options.models = kernel::pending_model_report(models);
@@ -152,6 +159,22 @@ void Agent::start_kernel() {
   }
   kernel_ = std::move(*started);
   log::info("kernel listening", {{"ports", kernel_->endpoints().dump()}});
+}
+
+void Agent::start_serve() {
+  const KernelConfig& kernel = options_.config.kernel;
+  serve::ServeSettings settings;
+  settings.python = kernel.python;
+  auto env = kernel_env();
+  if (std::string endpoint = local_endpoint(); !endpoint.empty()) env.emplace_back("GPUBOX_ENDPOINT", endpoint);
+  settings.env = build_environment(env, {"GPUBOX_CONFIG"});
+  if (!kernel.workspace_dir.empty()) settings.sys_path.push_back(kernel.workspace_dir);
+  settings.models = model_paths_;
+  // The model host's models by their configured path; a hidden one's path is never handed out.
+  for (const auto& model : options_.config.model_host.models) {
+    if (!model.hidden && !settings.models.contains(model.name)) settings.models[model.name] = model.path;
+  }
+  serve_ = std::make_unique<serve::ServeManager>(std::move(settings), processes_);
 }
 
 Status Agent::start_rpc() {
@@ -187,6 +210,8 @@ Status Agent::start_rpc() {
   add_kernel_methods(methods_, [this] { return kernel_.get(); }, options_.config.kernel.execute_timeout);
   add_kernel_relay_method(methods_, [this] { return kernel_.get(); }, kernel_connection_file());
   add_model_methods(methods_, model_host_.get());
+  start_serve();
+  add_serve_methods(methods_, *serve_, hooks);
   server.on_activity = [this] { watchdogs_->note_activity(); };
   auto started = rpc::Server::start(std::move(server), methods_);
   if (!started) return started.status();
@@ -466,6 +491,7 @@ void Agent::begin_shutdown(std::string_view end, std::string_view reason, jobs::
   if (model_host_) model_host_->begin_stop();
   // Before the TERM below reaches the executor, so that it is not restarted.
   if (kernel_) kernel_->begin_stop();
+  if (serve_) serve_->begin_stop();
   if (main_pid_ > 0) processes_.signal_group(main_pid_, SIGTERM);
   // Processes started over RPC (proc.exec, proc.spawn) are neither main nor supervised.
   std::set<pid_t> supervised;

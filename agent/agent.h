@@ -14,6 +14,7 @@
 #include "agent/lifecycle/watchdogs.h"
 #include "agent/model_host.h"
 #include "agent/process_table.h"
+#include "agent/serve/serve_manager.h"
 #include "agent/supervisor.h"
 #include "kernel/agent_kernel.h"
 #include "rpc/server.h"
@@ -60,6 +61,8 @@ class Agent {
   // empty when RPC is off. One is added to rpc.endpoints when a model host needs it and none is configured.
   std::string local_endpoint() const;
   Status start_rpc();
+  // The manager of served interface.py workers (serve.*); needs start_kernel's model placement.
+  void start_serve();
   nlohmann::json components();
   Status start_main_command();
   void signal_ready();
@@ -92,6 +95,8 @@ class Agent {
   std::unique_ptr<kernel::AgentKernel> kernel_;  // likewise; set before the server starts, then constant
   std::string kernel_error_;
   std::unique_ptr<ModelHost> model_host_;  // likewise; null without a model_host section
+  std::unique_ptr<serve::ServeManager> serve_;  // likewise; the served interfaces (serve.*)
+  nlohmann::json model_paths_ = nlohmann::json::object();  // get_model_path of served code: name → path
   rpc::MethodRegistry methods_;
   std::unique_ptr<rpc::Server> server_;  // destroyed before the loop and the process table
   std::atomic<bool> accepting_work_{true};

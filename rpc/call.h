@@ -111,6 +111,9 @@ class CallContext {
   // forwarded reply's tensors); moved, never copied.
   void set_result_attachments(std::vector<zmq::message_t> attachments) { result_attachments_ = std::move(attachments); }
   std::vector<zmq::message_t> take_result_attachments() { return std::move(result_attachments_); }
+  // The ERROR's "details" map when the handler fails (a served function's traceback).
+  void set_error_details(nlohmann::json details) { error_details_ = std::move(details); }
+  const nlohmann::json& error_details() const { return error_details_; }
 
  private:
   std::shared_ptr<CallState> state_;
@@ -119,6 +122,7 @@ class CallContext {
   std::string peer_;
   Send send_;
   std::vector<zmq::message_t> result_attachments_;
+  nlohmann::json error_details_;
 };
 
 }  // namespace gpubox::rpc

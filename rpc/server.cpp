@@ -101,7 +101,16 @@ Result<nlohmann::json> run_handler(const Handler& handler, CallContext& call) {
 
 // The RESULT (with the handler's result attachments) or ERROR that ends a call.
 Outgoing finish_message(std::uint64_t id, const Result<nlohmann::json>& result, CallContext& call) {
-  if (!result) return error_message(id, result.status());
+  if (!result) {
+    if (call.error_details().is_object()) {
+      Outgoing out = error_message(id, result.status());
+      nlohmann::json body = error_body(result.status());
+      body["details"] = call.error_details();
+      out.body = encode_body(body);
+      return out;
+    }
+    return error_message(id, result.status());
+  }
   Outgoing out;
   out.header.id = id;
   out.header.kind = Kind::result;

@@ -6,10 +6,10 @@
 namespace gpubox {
 namespace {
 
-constexpr std::array<std::string_view, 14> kNames = {
+constexpr std::array<std::string_view, 15> kNames = {
     "ok",        "invalid_request",    "not_found",      "unknown_method", "permission_denied",
     "deadline_exceeded", "busy",       "input_changed",  "result_rejected", "resource_exhausted",
-    "already_exists", "unavailable",   "cancelled",      "internal",
+    "already_exists", "unavailable",   "cancelled",      "raised",         "internal",
 };
 static_assert(kNames.size() == static_cast<size_t>(ErrorCode::internal) + 1);
 

@@ -25,6 +25,7 @@ enum class ErrorCode {
   already_exists,
   unavailable,
   cancelled,
+  raised,    // a served function raised: details {type, message, traceback}
   internal,
 };
 

@@ -19,6 +19,9 @@ class JobManager;
 namespace kernel {
 class AgentKernel;
 }
+namespace serve {
+class ServeManager;
+}
 
 // What the methods may ask of the rest of the agent. Every function may be
 // called from any thread.
@@ -54,6 +57,8 @@ void add_kernel_relay_method(rpc::MethodRegistry& methods, std::function<kernel:
 // Every model.* and gpu.* method: forwarded to gpubox-modeld (model_forwarder.cpp).
 // host is null when the config has no model_host section; it must outlive the server.
 void add_model_methods(rpc::MethodRegistry& methods, const ModelHost* host);
+// serve.start, serve.stop, serve.list, serve.call, serve.logs; the manager must outlive the server.
+void add_serve_methods(rpc::MethodRegistry& methods, serve::ServeManager& manager, const AgentHooks& hooks);
 // sys.heartbeat (the owner lease).
 void add_lifecycle_methods(rpc::MethodRegistry& methods, Watchdogs& watchdogs);
 

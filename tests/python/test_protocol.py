@@ -40,7 +40,8 @@ class ProtocolTest(unittest.TestCase):
             protocol.decode_body(msgpack.packb([1]))
 
     def test_error_codes_are_the_specs(self):
-        self.assertEqual(len(protocol.ERROR_CODES), 13)
+        self.assertEqual(len(protocol.ERROR_CODES), 14)
+        self.assertIn("raised", protocol.ERROR_CODES)  # a served function raised (PROTOCOL.md, "Served functions")
         self.assertIn("deadline_exceeded", protocol.ERROR_CODES)
 
 

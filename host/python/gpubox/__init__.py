@@ -35,8 +35,10 @@ from .client import Chunk, Client, RpcError, Stream, keygen
 from .models import Model, tensor_from_wire
 from .sandboxes import connect, find, sandboxes, state_dir
 from .protocol import DEFAULT_WINDOW, ERROR_CODES, VERSION, Kind
+from . import served
+from .served import RemoteError
 
-__all__ = ["Model", "tensor_from_wire", "Chunk", "Client", "RpcError", "Stream", "keygen", "connect", "find", "sandboxes", "state_dir", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind"]
+__all__ = ["Model", "tensor_from_wire", "Chunk", "Client", "RpcError", "Stream", "keygen", "connect", "find", "sandboxes", "state_dir", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind", "served", "RemoteError"]
 
 # The Seer-style API (docs/python.md): sandboxes from a config, notebook sessions, scoped sandboxes.
 from .config import ModelConfig, RepoConfig, SandboxConfig

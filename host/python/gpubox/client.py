@@ -93,6 +93,7 @@ class Stream:
         self._agent_credit = window  # DATA the agent may still send
         self._send_credit = 0  # DATA this side may still send
         self._final: Union[None, dict, RpcError] = None
+        self.result_attachments: List[bytes] = []  # the RESULT's attachment frames (a served function's tensors)
 
     # -- reading -----------------------------------------------------------
 
@@ -184,6 +185,7 @@ class Stream:
             self._send_credit += header.credit
         elif header.kind == Kind.RESULT:
             self._final = body
+            self.result_attachments = attachments
         elif header.kind == Kind.ERROR:
             self._final = RpcError.from_body(body)
         else:

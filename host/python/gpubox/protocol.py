@@ -28,7 +28,7 @@ ERROR_CODES = (
     "invalid_request", "not_found", "unknown_method", "permission_denied",
     "deadline_exceeded", "busy", "input_changed", "result_rejected",
     "resource_exhausted", "already_exists", "unavailable", "cancelled",
-    "internal",
+    "raised", "internal",
 )
 
 

@@ -1,0 +1,508 @@
+#include "agent/serve/service.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <deque>
+#include <optional>
+#include <algorithm>
+
+#include "agent/log.h"
+#include "agent/serve/worker_wire.h"
+#include "rpc/fd.h"
+
+namespace gpubox::serve {
+
+// The worker's source, generated from agent/serve/worker.py (worker_source.cpp.in).
+extern const char kWorkerSource[];
+
+using nlohmann::json;
+
+namespace {
+
+// Reads the worker's source from fd 3 (a 4-byte big-endian length, then the
+// text) and runs it: the source never appears in argv or on disk.
+constexpr char kBootstrap[] =
+    "import os\n"
+    "def _take(n):\n"
+    " got=bytearray()\n"
+    " while len(got)<n:\n"
+    "  part=os.read(3,n-len(got))\n"
+    "  if not part: os._exit(0)\n"
+    "  got+=part\n"
+    " return bytes(got)\n"
+    "_text=_take(int.from_bytes(_take(4),'big')).decode()\n"
+    "exec(compile(_text,'<gpubox-serve-worker>','exec'),{'__name__':'gpubox_serve_worker'})\n";
+
+// DATA a generator may send ahead of what the caller has taken.
+constexpr int kItemWindow = 4;
+constexpr std::chrono::milliseconds kBackoffFirst{100};
+constexpr std::chrono::milliseconds kBackoffMax{5000};
+constexpr std::chrono::milliseconds kExitWait{5000};
+
+void signal_event(int fd) {
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof one);
+}
+
+void drain_event(int fd) {
+  std::uint64_t value = 0;
+  [[maybe_unused]] ssize_t n = ::read(fd, &value, sizeof value);
+}
+
+std::string body_string(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+// One call in flight to a worker: what the supervision thread delivers for it.
+struct PendingCall {
+  PendingCall() : event(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  void push(WireMessage message) {
+    {
+      std::lock_guard lock(mutex);
+      inbox.push_back(std::move(message));
+    }
+    signal_event(event.get());
+  }
+  void fail(Status reason) {
+    {
+      std::lock_guard lock(mutex);
+      failed = std::move(reason);
+    }
+    signal_event(event.get());
+  }
+
+  std::mutex mutex;
+  // State below is protected by mutex.
+  std::deque<WireMessage> inbox;
+  std::optional<Status> failed;  // the worker ended
+  Fd event;                      // readable once something was pushed
+};
+
+// One worker process: its channel, output pipes, exit status and calls in flight.
+struct WorkerProcess {
+  Status send(const json& body, const std::vector<zmq::message_t>& attachments = {}) {
+    std::lock_guard lock(write_mutex);
+    return write_message(channel.get(), body, attachments);
+  }
+  // Registers a call; false when the process has already ended.
+  bool add(std::uint64_t id, std::shared_ptr<PendingCall> call) {
+    std::lock_guard lock(mutex);
+    if (ended) return false;
+    pending[id] = std::move(call);
+    return true;
+  }
+  void remove(std::uint64_t id) {
+    std::lock_guard lock(mutex);
+    pending.erase(id);
+  }
+  std::shared_ptr<PendingCall> find(std::uint64_t id) {
+    std::lock_guard lock(mutex);
+    auto it = pending.find(id);
+    return it == pending.end() ? nullptr : it->second;
+  }
+
+  pid_t pid = 0;
+  Fd channel;
+  Fd out;
+  Fd err;
+  Fd exited;  // eventfd: readable once the process was reaped
+  std::thread log_thread;
+  std::mutex write_mutex;  // one message at a time on the channel
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  // State below is protected by mutex.
+  std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending;
+  bool ended = false;
+  std::optional<ExitStatus> exit;
+};
+
+Service::Service(ServiceOptions options, ProcessLauncher& launcher)
+    : options_(std::move(options)), launcher_(launcher), stdout_(options_.log_bytes), stderr_(options_.log_bytes) {}
+
+Service::~Service() { stop(); }
+
+void Service::start() { supervisor_ = std::thread([this] { supervise(); }); }
+
+void Service::set_state(std::string state, std::string error) {
+  std::lock_guard lock(mutex_);
+  state_ = std::move(state);
+  if (!error.empty()) error_ = std::move(error);
+  changed_.notify_all();
+}
+
+Status Service::wait_first_load(const rpc::CallContext& call) {
+  std::unique_lock lock(mutex_);
+  while (!first_load_done_) {
+    if (call.stopped()) return call.stop_reason();
+    changed_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  return first_load_;
+}
+
+Result<std::shared_ptr<WorkerProcess>> Service::spawn() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Status::from_errno(errno, "serve: socketpair");
+  Fd mine(sv[0]), theirs(sv[1]);
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return Status::from_errno(errno, "serve: pipe");
+  Fd out_r(out[0]), out_w(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) return Status::from_errno(errno, "serve: pipe");
+  Fd err_r(err[0]), err_w(err[1]);
+  Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  // Bigger socket buffers: fewer wake-ups per tensor (best effort; capped by the system).
+  int size = 4 << 20;
+  for (int fd : {mine.get(), theirs.get()}) {
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  }
+
+  auto process = std::make_shared<WorkerProcess>();
+  process->exited = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  SpawnOptions spawn;
+  spawn.argv = {options_.python, "-c", kBootstrap};
+  spawn.env = options_.env;
+  spawn.cwd = options_.cwd;
+  spawn.stdin_fd = devnull.get();
+  spawn.stdout_fd = out_w.get();
+  spawn.stderr_fd = err_w.get();
+  spawn.extra_fds = {{theirs.get(), 3}};
+  auto pid = launcher_.spawn(spawn, [process](pid_t, ExitStatus status) {
+    {
+      std::lock_guard lock(process->mutex);
+      process->exit = status;
+      process->changed.notify_all();
+    }
+    signal_event(process->exited.get());
+  });
+  if (!pid) return Status(pid.status().code(), "cannot start the serve worker with kernel.python '" + options_.python +
+                                                   "': " + pid.status().message());
+  process->pid = *pid;
+  process->channel = std::move(mine);
+  process->out = std::move(out_r);
+  process->err = std::move(err_r);
+  ::fcntl(process->out.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(process->err.get(), F_SETFL, O_NONBLOCK);
+  process->log_thread = std::thread([this, process] { read_logs(process); });
+
+  std::string source(kWorkerSource);
+  std::string frame;
+  for (int shift = 24; shift >= 0; shift -= 8) frame.push_back(static_cast<char>((source.size() >> shift) & 0xff));
+  frame += source;
+  int failed = write_fully(process->channel.get(), frame.data(), frame.size());
+  json load = {{"op", "load"}, {"name", options_.name}, {"path", options_.path},
+               {"sys_path", options_.sys_path}, {"models", options_.models}};
+  Status sent = failed ? Status::from_errno(failed, "serve: cannot send the worker its source") : process->send(load);
+  if (!sent) log::warn("serve worker did not take its source", {{"service", options_.name}, {"error", sent.message()}});
+  return process;
+}
+
+void Service::read_logs(std::shared_ptr<WorkerProcess> process) {
+  bool open[2] = {true, true};
+  LogRing* rings[2] = {&stdout_, &stderr_};
+  int fds[2] = {process->out.get(), process->err.get()};
+  char buffer[65536];
+  bool exited = false;
+  while (open[0] || open[1]) {
+    pollfd watch[3] = {{open[0] ? fds[0] : -1, POLLIN, 0}, {open[1] ? fds[1] : -1, POLLIN, 0},
+                       {process->exited.get(), POLLIN, 0}};
+    if (::poll(watch, exited ? 2 : 3, exited ? 0 : -1) < 0 && errno != EINTR) return;
+    if (watch[2].revents & POLLIN) exited = true;
+    bool any = false;
+    for (int i = 0; i < 2; ++i) {
+      if (!open[i] || !(watch[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(fds[i], buffer, sizeof buffer);
+      if (n > 0) {
+        rings[i]->append(std::string_view(buffer, static_cast<std::size_t>(n)));
+        any = true;
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        open[i] = false;
+      }
+    }
+    // Once the process is gone, what is left in the pipes is read; a
+    // grandchild that keeps them open does not keep this thread.
+    if (exited && !any) return;
+  }
+}
+
+void Service::supervise() {
+  bool first = true;
+  while (true) {
+    auto spawned = spawn();
+    bool again = true;
+    if (!spawned) {
+      std::lock_guard lock(mutex_);
+      error_ = spawned.status().message();
+      if (first) {
+        first_load_done_ = true;
+        first_load_ = Status(ErrorCode::invalid_request, error_);
+        state_ = "failed";
+        changed_.notify_all();
+        return;
+      }
+    } else {
+      again = run_worker(*spawned, first);
+    }
+    first = false;
+    std::unique_lock lock(mutex_);
+    if (no_restart_ || !again) {
+      if (state_ != "failed") state_ = "stopped";
+      changed_.notify_all();
+      return;
+    }
+    ++restarts_;
+    if (restarts_ > options_.restart_limit) {
+      state_ = "failed";
+      error_ = "the worker ended " + std::to_string(restarts_) + " times (restart_limit " +
+               std::to_string(options_.restart_limit) + "); last: " + error_;
+      changed_.notify_all();
+      log::error("serve worker failed", {{"service", options_.name}, {"error", error_}});
+      return;
+    }
+    state_ = "restarting";
+    changed_.notify_all();
+    auto backoff = std::min(kBackoffMax, kBackoffFirst * (1 << std::min(restarts_ - 1, 10)));
+    changed_.wait_for(lock, backoff, [&] { return no_restart_; });
+    if (no_restart_) {
+      state_ = "stopped";
+      changed_.notify_all();
+      return;
+    }
+  }
+}
+
+bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
+  {
+    std::lock_guard lock(mutex_);
+    process_ = process;
+    if (no_restart_) ::kill(-process->pid, SIGKILL);
+  }
+  bool again = true;
+  auto head = read_message(process->channel.get(), process->exited.get());
+  std::string op = head && *head ? body_string((*head)->body, "op") : "";
+  if (op == "ready") {
+    {
+      std::lock_guard lock(mutex_);
+      functions_ = (*head)->body.value("functions", json::array());
+      state_ = "ready";
+      if (first) {
+        first_load_done_ = true;
+        first_load_ = Status::ok();
+      }
+      changed_.notify_all();
+    }
+    log::info("serve worker ready", {{"service", options_.name}, {"pid", static_cast<long long>(process->pid)}});
+    while (true) {
+      auto message = read_message(process->channel.get(), process->exited.get());
+      if (!message) {
+        log::warn("serve worker sent a malformed message; it is ended",
+                  {{"service", options_.name}, {"error", message.status().message()}});
+        break;
+      }
+      if (!*message) break;
+      deliver(*process, std::move((*message)->body), std::move((*message)->attachments));
+    }
+  } else {
+    std::string why;
+    if (op == "load_failed") {
+      const json& body = (*head)->body;
+      why = options_.path + " failed to import: " + body_string(body, "type") + ": " + body_string(body, "message") +
+            "\n" + body_string(body, "traceback");
+    } else {
+      why = "the serve worker ended before it imported " + options_.path +
+            (head ? std::string() : " (" + head.status().message() + ")");
+    }
+    std::lock_guard lock(mutex_);
+    error_ = why;
+    if (first) {
+      first_load_done_ = true;
+      first_load_ = Status(ErrorCode::invalid_request, why);
+      state_ = "failed";
+      again = false;
+    }
+    changed_.notify_all();
+  }
+
+  // The worker is done (or must be): end its whole group, then name how it ended.
+  ::kill(-process->pid, SIGKILL);
+  std::string ended;
+  {
+    std::unique_lock lock(process->mutex);
+    process->changed.wait_for(lock, kExitWait, [&] { return process->exit.has_value(); });
+    ended = process->exit ? process->exit->describe() : "ended";
+    process->ended = true;
+  }
+  bool restarting;
+  {
+    std::lock_guard lock(mutex_);
+    restarting = again && !no_restart_;
+    process_.reset();
+    if (restarting) state_ = "restarting";  // calls now wait for the next worker
+    if (op == "ready") error_ = "the worker ended: " + ended;
+    changed_.notify_all();
+  }
+  std::string reason = "the serve worker of '" + options_.name + "' " + ended + " during the call; " +
+                       (restarting ? "it is restarting (serve.list shows when it is ready)" : "it is not restarted");
+  std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending;
+  {
+    std::lock_guard lock(process->mutex);
+    pending.swap(process->pending);
+  }
+  for (auto& [id, call] : pending) call->fail(Status(ErrorCode::unavailable, reason));
+  if (process->log_thread.joinable()) process->log_thread.join();
+  if (op == "ready" && !no_restart_) {
+    log::warn("serve worker ended", {{"service", options_.name}, {"how", ended}, {"calls_failed", static_cast<long long>(pending.size())}});
+  }
+  return again;
+}
+
+void Service::deliver(WorkerProcess& process, json body, std::vector<zmq::message_t> attachments) {
+  auto id = body.find("id");
+  if (id == body.end() || !id->is_number_unsigned()) return;
+  auto call = process.find(id->get<std::uint64_t>());
+  if (!call) return;  // a call that has ended (cancelled, timed out)
+  call->push(WireMessage{std::move(body), std::move(attachments)});
+}
+
+Result<json> Service::call(rpc::CallContext& call) {
+  const json& params = call.params();
+  std::string function = params["function"].get<std::string>();
+  std::shared_ptr<WorkerProcess> process;
+  {
+    std::unique_lock lock(mutex_);
+    while (state_ == "starting" || state_ == "restarting") {
+      if (call.stopped()) return call.stop_reason();
+      changed_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+    if (state_ != "ready" || !process_) {
+      return Status(ErrorCode::unavailable, "service '" + options_.name + "' is " + state_ +
+                                                (error_.empty() ? std::string() : ": " + error_));
+    }
+    bool known = false;
+    std::string names;
+    for (const auto& entry : functions_) {
+      std::string name = entry.value("name", "");
+      if (name == function) known = true;
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    if (!known) {
+      return Status(ErrorCode::not_found, "service '" + options_.name + "' has no function '" + function +
+                                              "'; it has: " + names);
+    }
+    process = process_;
+  }
+  auto pending = std::make_shared<PendingCall>();
+  std::uint64_t id = next_id_++;
+  if (!process->add(id, pending)) {
+    return Status(ErrorCode::unavailable, "the serve worker of '" + options_.name + "' has just ended; try again");
+  }
+  json request = {{"op", "call"}, {"id", id}, {"function", function},
+                  {"args", params.contains("args") ? params["args"] : json::array()},
+                  {"kwargs", params.contains("kwargs") ? params["kwargs"] : json::object()},
+                  {"window", kItemWindow}};
+  if (Status sent = process->send(request, call.attachments()); !sent) {
+    process->remove(id);
+    return Status(ErrorCode::unavailable, "cannot reach the serve worker of '" + options_.name + "': " + sent.message());
+  }
+  Result<json> result = relay(call, *process, *pending, id);
+  process->remove(id);
+  return result;
+}
+
+Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, PendingCall& pending, std::uint64_t id) {
+  auto cancel_worker = [&] { (void)process.send({{"op", "cancel"}, {"id", id}}); };
+  while (true) {
+    drain_event(pending.event.get());
+    std::deque<WireMessage> messages;
+    std::optional<Status> failed;
+    {
+      std::lock_guard lock(pending.mutex);
+      messages.swap(pending.inbox);
+      failed = pending.failed;
+    }
+    for (auto& message : messages) {
+      std::string op = body_string(message.body, "op");
+      if (op == "item") {
+        Status sent = call.send_data(json{{"item", message.body.value("item", json())}}, std::move(message.attachments));
+        if (!sent) {
+          cancel_worker();
+          return sent;
+        }
+        (void)process.send({{"op", "credit"}, {"id", id}, {"n", 1}});
+      } else if (op == "result") {
+        if (message.body.contains("items")) return json{{"items", message.body["items"]}};
+        call.set_result_attachments(std::move(message.attachments));
+        return json{{"value", message.body.value("value", json())}};
+      } else if (op == "raised") {
+        std::string type = body_string(message.body, "type");
+        std::string text = body_string(message.body, "message");
+        call.set_error_details({{"type", type}, {"message", text}, {"traceback", body_string(message.body, "traceback")}});
+        return Status(ErrorCode::raised, type + (text.empty() ? "" : ": " + text));
+      } else if (op == "error") {
+        auto code = error_code_from_name(body_string(message.body, "code"));
+        return Status(code.value_or(ErrorCode::internal), body_string(message.body, "message"));
+      }
+    }
+    if (failed) return *failed;
+    pollfd fds[2] = {{pending.event.get(), POLLIN, 0}, {call.stop_fd(), POLLIN, 0}};
+    if (::poll(fds, 2, 1000) < 0 && errno != EINTR) return Status::from_errno(errno, "serve.call: poll");
+    if (fds[1].revents & POLLIN) {
+      cancel_worker();
+      Status reason = call.stop_reason();
+      return reason.is_ok() ? Status(ErrorCode::cancelled, "cancelled") : reason;
+    }
+  }
+}
+
+void Service::begin_stop() {
+  std::lock_guard lock(mutex_);
+  no_restart_ = true;
+  changed_.notify_all();
+}
+
+void Service::stop() {
+  if (!supervisor_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    no_restart_ = true;
+    changed_.notify_all();
+  }
+  auto give_up = std::chrono::steady_clock::now() + options_.stop_grace;
+  bool termed = false;
+  while (true) {
+    std::unique_lock lock(mutex_);
+    if (state_ == "stopped" || state_ == "failed") break;
+    if (process_) {
+      bool late = std::chrono::steady_clock::now() >= give_up;
+      if (!termed || late) ::kill(-process_->pid, late ? SIGKILL : SIGTERM);
+      termed = true;
+    }
+    changed_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  if (supervisor_.joinable() && supervisor_.get_id() != std::this_thread::get_id()) supervisor_.join();
+}
+
+json Service::describe() const {
+  std::lock_guard lock(mutex_);
+  json entry = {{"name", options_.name}, {"path", options_.path}, {"state", state_},
+                {"pid", process_ ? json(process_->pid) : json()}, {"restarts", restarts_}, {"functions", functions_}};
+  if (!error_.empty() && state_ != "ready") entry["error"] = error_;
+  return entry;
+}
+
+json Service::logs(std::size_t tail_bytes) const {
+  return {{"stdout", stdout_.tail(tail_bytes)}, {"stderr", stderr_.tail(tail_bytes)},
+          {"stdout_dropped", stdout_.dropped()}, {"stderr_dropped", stderr_.dropped()}};
+}
+
+}  // namespace gpubox::serve

@@ -1,0 +1,104 @@
+// Service: one served interface.py (serve.start): a supervised Python worker
+// (agent/serve/worker.py, embedded in the agent) that imports it and runs its
+// @expose functions, each call in a thread of its own. A crashed worker is
+// restarted with backoff up to restart_limit times, then marked failed; the
+// calls it had in flight end with `unavailable`. Thread-safe: RPC handler
+// threads call it; one supervision thread per service runs the worker and
+// reads its channel, one log thread per worker process reads its output.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/process_table.h"
+#include "agent/serve/log_ring.h"
+#include "rpc/call.h"
+#include "rpc/status.h"
+
+namespace gpubox::serve {
+
+struct ServiceOptions {
+  std::string name;
+  std::string path;                 // absolute: the interface.py the worker imports
+  int restart_limit = 5;            // restarts after crashes before the service is marked failed
+  std::string python = "python3";   // kernel.python
+  std::vector<std::string> env;     // the worker's whole environment
+  std::string cwd;                  // empty: the agent's
+  std::vector<std::string> sys_path;  // put on sys.path after the interface's own directory
+  nlohmann::json models = nlohmann::json::object();  // get_model_path: name → path
+  std::size_t log_bytes = 1 << 20;  // kept of each of stdout and stderr
+  std::chrono::milliseconds stop_grace{2000};
+};
+
+struct WorkerProcess;
+struct PendingCall;
+
+class Service {
+ public:
+  Service(ServiceOptions options, ProcessLauncher& launcher);
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+  // Stops the worker (TERM, KILL after the grace) and joins every thread.
+  ~Service();
+
+  // Starts the supervision thread; the first worker imports the interface.
+  void start();
+  // Waits until the first import ended: ok when ready; invalid_request with
+  // the import's exception when it failed; the call's stop reason if it stops.
+  Status wait_first_load(const rpc::CallContext& call);
+  // serve.call's whole handling: waits for a (re)starting worker, forwards the
+  // call and relays its stream, result or error.
+  Result<nlohmann::json> call(rpc::CallContext& call);
+  // No more restarts from now on (the agent shuts down); the worker keeps running until stop().
+  void begin_stop();
+  // Ends the worker and waits for it.
+  void stop();
+
+  const std::string& name() const { return options_.name; }
+  // serve.list's entry: {name, path, state, pid, restarts, error?, functions}.
+  nlohmann::json describe() const;
+  // {stdout, stderr} (the last tail_bytes of each; 0: all kept).
+  nlohmann::json logs(std::size_t tail_bytes) const;
+
+ private:
+  void supervise();
+  // Runs one worker process to its end; false when the service must not restart it.
+  bool run_worker(std::shared_ptr<WorkerProcess> process, bool first);
+  Result<std::shared_ptr<WorkerProcess>> spawn();
+  void read_logs(std::shared_ptr<WorkerProcess> process);
+  void deliver(WorkerProcess& process, nlohmann::json body, std::vector<zmq::message_t> attachments);
+  Result<nlohmann::json> relay(rpc::CallContext& call, WorkerProcess& process, PendingCall& pending, std::uint64_t id);
+  void set_state(std::string state, std::string error = "");
+
+  const ServiceOptions options_;
+  ProcessLauncher& launcher_;
+  LogRing stdout_;
+  LogRing stderr_;
+  std::atomic<std::uint64_t> next_id_{1};
+  std::thread supervisor_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  // State below is protected by mutex_.
+  std::string state_ = "starting";  // starting | ready | restarting | failed | stopped
+  std::string error_;
+  int restarts_ = 0;
+  bool first_load_done_ = false;
+  Status first_load_;
+  bool stopping_ = false;        // stop() was called
+  bool no_restart_ = false;      // begin_stop() or stop()
+  nlohmann::json functions_ = nlohmann::json::array();
+  std::shared_ptr<WorkerProcess> process_;  // the current worker; null between processes
+};
+
+}  // namespace gpubox::serve

@@ -1,0 +1,268 @@
+#include "agent/serve/worker_wire.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "rpc/fd.h"
+#include "rpc/protocol.h"
+
+namespace gpubox::serve {
+namespace {
+
+// GPUBOX_SERVE_MEMFD_THRESHOLD (bytes) overrides kMemfdThreshold, for benchmarks of both paths.
+std::uint64_t memfd_threshold() {
+  static const std::uint64_t threshold = [] {
+    const char* text = std::getenv("GPUBOX_SERVE_MEMFD_THRESHOLD");
+    return text && *text ? std::strtoull(text, nullptr, 10) : kMemfdThreshold;
+  }();
+  return threshold;
+}
+
+void put_le(std::string& out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+std::uint64_t get_le(std::string_view in, std::size_t at, int bytes) {
+  std::uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(in[at + i])) << (8 * i);
+  return value;
+}
+
+enum class Got { bytes, eof, aborted };
+
+// Fills size bytes; eof/aborted only before the first byte arrived. A file
+// descriptor passed along (SCM_RIGHTS) lands in *passed when it is given.
+Result<Got> read_exact(int fd, int abort_fd, void* into, std::size_t size, std::vector<Fd>* passed = nullptr) {
+  char* at = static_cast<char*>(into);
+  std::size_t done = 0;
+  while (done < size) {
+    if (abort_fd >= 0) {
+      pollfd fds[2] = {{fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
+      int ready = ::poll(fds, 2, -1);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) return Status::from_errno(errno, "serve worker channel: poll");
+      if ((fds[1].revents & POLLIN) && !(fds[0].revents & (POLLIN | POLLHUP))) {
+        if (done == 0) return Got::aborted;
+        return Status(ErrorCode::unavailable, "the serve worker ended in the middle of a message");
+      }
+    }
+    iovec part{at + done, size - done};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    if (passed) {
+      message.msg_control = control;
+      message.msg_controllen = sizeof control;
+    }
+    ssize_t n = ::recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (passed && n > 0) {
+      for (cmsghdr* header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < count; ++i) {
+          int got = -1;
+          std::memcpy(&got, CMSG_DATA(header) + i * sizeof(int), sizeof got);
+          passed->emplace_back(got);
+        }
+      }
+    }
+    if (n < 0) return Status::from_errno(errno, "serve worker channel: read");
+    if (n == 0) {
+      if (done == 0) return Got::eof;
+      return Status(ErrorCode::unavailable, "the serve worker ended in the middle of a message");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return Got::bytes;
+}
+
+Status read_rest(int fd, int abort_fd, void* into, std::size_t size) {
+  if (size == 0) return Status::ok();
+  auto got = read_exact(fd, abort_fd, into, size);
+  if (!got) return got.status();
+  if (*got != Got::bytes) return Status(ErrorCode::unavailable, "the serve worker ended in the middle of a message");
+  return Status::ok();
+}
+
+void unmap_frame(void* data, void* hint) { ::munmap(data, reinterpret_cast<std::size_t>(hint)); }
+
+// A ZeroMQ frame on length bytes of the passed memfd at offset, mapped, not
+// copied. The memfd must be sealed against shrinking: the peer cannot truncate
+// it under the mapping (which would fault the agent).
+Result<zmq::message_t> map_frame(const std::vector<Fd>& passed, std::uint64_t offset, std::uint64_t length) {
+  if (passed.size() != 1) return Status(ErrorCode::invalid_request, "an attachment in a memfd came without exactly one memfd");
+  int memfd = passed[0].get();
+  int seals = ::fcntl(memfd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+    return Status(ErrorCode::invalid_request, "the passed memfd is not sealed against shrinking (F_SEAL_SHRINK)");
+  }
+  struct stat info{};
+  if (::fstat(memfd, &info) != 0 || static_cast<std::uint64_t>(info.st_size) < offset + length) {
+    return Status(ErrorCode::invalid_request, "the passed memfd is shorter than its attachments");
+  }
+  if (length == 0) return zmq::message_t();
+  void* data = ::mmap(nullptr, length, PROT_READ, MAP_SHARED | MAP_POPULATE, memfd, static_cast<off_t>(offset));
+  if (data == MAP_FAILED) return Status::from_errno(errno, "serve: mapping a memfd");
+  return zmq::message_t(data, length, unmap_frame, reinterpret_cast<void*>(static_cast<std::size_t>(length)));
+}
+
+}  // namespace
+
+std::string encode_prefix(std::size_t body_bytes, const std::vector<std::uint64_t>& lengths) {
+  std::string out;
+  out.reserve(kPrefixBytes + 8 * lengths.size());
+  put_le(out, body_bytes, 4);
+  put_le(out, lengths.size(), 4);
+  for (std::uint64_t length : lengths) put_le(out, length, 8);
+  return out;
+}
+
+Result<Prefix> parse_prefix(std::string_view bytes) {
+  if (bytes.size() != kPrefixBytes) return Status(ErrorCode::invalid_request, "prefix: expected 8 bytes");
+  Prefix prefix;
+  prefix.body_bytes = static_cast<std::uint32_t>(get_le(bytes, 0, 4));
+  prefix.attachments = static_cast<std::uint32_t>(get_le(bytes, 4, 4));
+  if (prefix.body_bytes == 0 || prefix.body_bytes > kMaxBodyBytes) {
+    return Status(ErrorCode::invalid_request, "body length " + std::to_string(prefix.body_bytes) + ": expected 1 to " +
+                                                  std::to_string(kMaxBodyBytes));
+  }
+  if (prefix.attachments > kMaxAttachments) {
+    return Status(ErrorCode::invalid_request, "attachment count " + std::to_string(prefix.attachments) +
+                                                  ": at most " + std::to_string(kMaxAttachments));
+  }
+  return prefix;
+}
+
+Result<std::vector<std::uint64_t>> parse_lengths(std::string_view bytes, std::uint32_t count) {
+  if (bytes.size() != 8ull * count) return Status(ErrorCode::invalid_request, "length table: wrong size");
+  std::vector<std::uint64_t> lengths(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    lengths[i] = get_le(bytes, 8ull * i, 8);
+    if ((lengths[i] & ~kInMemfd) > kMaxAttachmentBytes) {
+      return Status(ErrorCode::invalid_request, "attachment " + std::to_string(i) + ": " + std::to_string(lengths[i] & ~kInMemfd) +
+                                                    " bytes, more than one frame's " + std::to_string(kMaxAttachmentBytes));
+    }
+  }
+  return lengths;
+}
+
+Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::message_t>& attachments) {
+  std::string packed;
+  nlohmann::json::to_msgpack(body, packed);
+  std::vector<std::uint64_t> lengths;
+  Fd memfd;
+  std::uint64_t memfd_end = 0;
+  for (const auto& attachment : attachments) {
+    std::uint64_t length = attachment.size();
+    if (length >= memfd_threshold()) {
+      if (!memfd.valid()) {
+        memfd = Fd(::memfd_create("gpubox-serve", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+        if (!memfd.valid()) return Status::from_errno(errno, "serve: memfd_create");
+      }
+      const char* from = static_cast<const char*>(attachment.data());
+      for (std::uint64_t done = 0; done < length;) {
+        ssize_t n = ::pwrite(memfd.get(), from + done, length - done, static_cast<off_t>(memfd_end + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return Status::from_errno(n < 0 ? errno : EIO, "serve: writing a memfd");
+        done += static_cast<std::uint64_t>(n);
+      }
+      memfd_end = (memfd_end + length + kPage - 1) / kPage * kPage;
+      length |= kInMemfd;
+    }
+    lengths.push_back(length);
+  }
+  // Sealed as the agent requires of a worker's: its size and bytes are final.
+  if (memfd.valid() && ::fcntl(memfd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    return Status::from_errno(errno, "serve: sealing a memfd");
+  }
+  std::string prefix = encode_prefix(packed.size(), lengths);
+  std::vector<iovec> parts;
+  parts.push_back({prefix.data(), prefix.size()});
+  parts.push_back({packed.data(), packed.size()});
+  for (const auto& attachment : attachments) {
+    if (attachment.size() && attachment.size() < memfd_threshold()) {
+      parts.push_back({const_cast<void*>(attachment.data()), attachment.size()});
+    }
+  }
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  bool fd_sent = !memfd.valid();
+  std::size_t first = 0;
+  while (first < parts.size()) {
+    msghdr message{};
+    message.msg_iov = parts.data() + first;
+    message.msg_iovlen = std::min<std::size_t>(parts.size() - first, IOV_MAX);
+    if (!fd_sent) {  // with the prefix's first byte
+      std::memset(control, 0, sizeof control);
+      message.msg_control = control;
+      message.msg_controllen = sizeof control;
+      cmsghdr* header = CMSG_FIRSTHDR(&message);
+      header->cmsg_level = SOL_SOCKET;
+      header->cmsg_type = SCM_RIGHTS;
+      header->cmsg_len = CMSG_LEN(sizeof(int));
+      int passed = memfd.get();
+      std::memcpy(CMSG_DATA(header), &passed, sizeof passed);
+    }
+    // MSG_NOSIGNAL: a worker that died is an EPIPE here, never a SIGPIPE for the agent.
+    ssize_t n = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::from_errno(errno, "serve worker channel: write");
+    fd_sent = true;
+    auto left = static_cast<std::size_t>(n);
+    while (first < parts.size() && left >= parts[first].iov_len) left -= parts[first++].iov_len;
+    if (first < parts.size()) {
+      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + left;
+      parts[first].iov_len -= left;
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::optional<WireMessage>> read_message(int fd, int abort_fd) {
+  char head[kPrefixBytes];
+  std::vector<Fd> passed;
+  auto got = read_exact(fd, abort_fd, head, sizeof head, &passed);
+  if (!got) return got.status();
+  if (*got != Got::bytes) return std::optional<WireMessage>();
+  auto prefix = parse_prefix(std::string_view(head, sizeof head));
+  if (!prefix) return prefix.status();
+  std::string table(8ull * prefix->attachments, '\0');
+  if (Status read = read_rest(fd, abort_fd, table.data(), table.size()); !read) return read;
+  auto lengths = parse_lengths(table, prefix->attachments);
+  if (!lengths) return lengths.status();
+  std::string packed(prefix->body_bytes, '\0');
+  if (Status read = read_rest(fd, abort_fd, packed.data(), packed.size()); !read) return read;
+  auto body = rpc::decode_body(packed, kMaxBodyBytes);
+  if (!body) return body.status();
+  WireMessage message;
+  message.body = std::move(*body);
+  std::uint64_t memfd_end = 0;
+  for (std::uint64_t length : *lengths) {
+    if (length & kInMemfd) {
+      length &= ~kInMemfd;
+      auto frame = map_frame(passed, memfd_end, length);
+      if (!frame) return frame.status();
+      message.attachments.push_back(std::move(*frame));
+      memfd_end = (memfd_end + length + kPage - 1) / kPage * kPage;
+      continue;
+    }
+    zmq::message_t frame(static_cast<std::size_t>(length));
+    if (Status read = read_rest(fd, abort_fd, frame.data(), frame.size()); !read) return read;
+    message.attachments.push_back(std::move(frame));
+  }
+  return std::optional<WireMessage>(std::move(message));
+}
+
+}  // namespace gpubox::serve

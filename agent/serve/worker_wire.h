@@ -1,0 +1,61 @@
+// Messages between the agent and a serve worker on their private socketpair,
+// in both directions: an 8-byte prefix (u32 little-endian body length, u32
+// attachment count), count × u64 attachment lengths, the msgpack body, then
+// the small attachments' raw bytes. Attachments of kMemfdThreshold bytes or
+// more travel in one memfd per message instead, passed with SCM_RIGHTS along
+// with the prefix: their length has bit 63 set and each starts at the next
+// page boundary after the one before, so the chunks of one tensor are one
+// contiguous mapping on the other side. The agent maps a worker's memfd
+// (sealed against shrinking, so a mapping can never fault) as the ZeroMQ
+// frames it sends on: one copy per hop, no re-encoding, nothing in between.
+// Stateless functions; any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "rpc/status.h"
+
+namespace gpubox::serve {
+
+inline constexpr std::uint32_t kMaxBodyBytes = 64u << 20;
+inline constexpr std::uint32_t kMaxAttachments = 64;             // the RPC limit of one message
+inline constexpr std::uint64_t kMaxAttachmentBytes = 64ull << 20;  // one ZeroMQ frame
+inline constexpr std::size_t kPrefixBytes = 8;
+inline constexpr std::uint64_t kMemfdThreshold = 256 << 10;
+inline constexpr std::uint64_t kInMemfd = 1ull << 63;  // a length's flag: the bytes are in the memfd
+inline constexpr std::uint64_t kPage = 4096;
+
+struct WireMessage {
+  nlohmann::json body;
+  std::vector<zmq::message_t> attachments;
+};
+
+// The prefix and the length table of a message.
+std::string encode_prefix(std::size_t body_bytes, const std::vector<std::uint64_t>& lengths);
+
+struct Prefix {
+  std::uint32_t body_bytes = 0;
+  std::uint32_t attachments = 0;
+};
+// Checks the limits; invalid_request naming the field otherwise.
+Result<Prefix> parse_prefix(std::string_view bytes);
+// count × u64 lengths (kInMemfd flags kept), each at most kMaxAttachmentBytes.
+Result<std::vector<std::uint64_t>> parse_lengths(std::string_view bytes, std::uint32_t count);
+
+// Writes one whole message (blocking; retries short writes and EINTR).
+// fd must be a socket (sendmsg).
+Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::message_t>& attachments = {});
+
+// Reads one message, blocking. Returns nullopt on end of file before a
+// message began, or when abort_fd (>= 0) becomes readable while waiting.
+// A malformed message or an end of file inside one is an error.
+Result<std::optional<WireMessage>> read_message(int fd, int abort_fd);
+
+}  // namespace gpubox::serve

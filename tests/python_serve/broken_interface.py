@@ -1,0 +1,6 @@
+@expose
+def fine() -> int:
+    return 1
+
+
+raise RuntimeError("broken on purpose")  # BROKEN_LINE
