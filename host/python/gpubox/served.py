@@ -14,7 +14,6 @@ raw attachments (no copy of their bytes on this side).
 
 import ctypes
 import keyword
-import os
 import sys
 import types
 from typing import Any, Dict, Iterator, List, Optional
