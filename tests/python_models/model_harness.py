@@ -7,8 +7,10 @@ default build/venv/bin/python)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -32,6 +34,41 @@ def fixture():
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
     with open(refs) as f:
         return json.load(f)
+
+
+class ModelSandboxTestCase(unittest.TestCase):
+    """One real local sandbox (`gpubox create --config`, a model_host serving "tiny") for the
+    whole class, reached with the real CLI (cls.gpubox) or gpubox.connect(cls.id)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(MODELD):
+            raise unittest.SkipTest("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
+        cls.refs = fixture()
+        # Beside the models, which the sandbox sees (it has a /tmp of its own).
+        cls.scratch = tempfile.mkdtemp(prefix="cli-", dir=FIXTURE)
+        cls.state = tempfile.mkdtemp(prefix="gpubox-model-cli-")  # short: the agent's socket path lies under it
+        os.environ["XDG_STATE_HOME"] = cls.state  # where gpubox.connect finds the CLI's records too
+        cls.env = dict(os.environ, GPUBOX_AGENT=AGENT)
+        config = os.path.join(cls.scratch, "config.json")
+        with open(config, "w") as f:
+            json.dump({"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": cls.refs["llama"]}]},
+                       "kernel": {"enabled": False}}, f)
+        created = cls.gpubox("create", "--config", config)
+        if created.returncode != 0:
+            raise AssertionError("gpubox create failed: %s" % created.stderr)
+        cls.id = created.stdout.strip()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gpubox("terminate", cls.id)
+        shutil.rmtree(cls.scratch, ignore_errors=True)
+        shutil.rmtree(cls.state, ignore_errors=True)
+
+    @classmethod
+    def gpubox(cls, *args, timeout=120):
+        return subprocess.run([CLI, *args], env=cls.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout)
 
 
 class ModelHostTestCase(unittest.TestCase):

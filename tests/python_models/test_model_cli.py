@@ -10,43 +10,12 @@ import pty
 import select
 import shutil
 import subprocess
-import tempfile
-import time
 import unittest
 
-from model_harness import AGENT, CLI, FIXTURE, MODELD, fixture
+from model_harness import CLI, ModelSandboxTestCase
 
 
-class ModelCliTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not os.path.exists(MODELD):
-            raise unittest.SkipTest("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
-        cls.refs = fixture()
-        # Beside the models, which the sandbox sees (it has a /tmp of its own).
-        cls.scratch = tempfile.mkdtemp(prefix="cli-", dir=FIXTURE)
-        cls.state = tempfile.mkdtemp(prefix="gpubox-model-cli-")  # short: the agent's socket path lies under it
-        cls.env = dict(os.environ, XDG_STATE_HOME=cls.state, GPUBOX_AGENT=AGENT)
-        config = os.path.join(cls.scratch, "config.json")
-        with open(config, "w") as f:
-            json.dump({"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": cls.refs["llama"]}]},
-                       "kernel": {"enabled": False}}, f)
-        created = cls.gpubox("create", "--config", config)
-        if created.returncode != 0:
-            raise AssertionError("gpubox create failed: %s" % created.stderr)
-        cls.id = created.stdout.strip()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gpubox("terminate", cls.id)
-        shutil.rmtree(cls.scratch, ignore_errors=True)
-        shutil.rmtree(cls.state, ignore_errors=True)
-
-    @classmethod
-    def gpubox(cls, *args, timeout=120):
-        return subprocess.run([CLI, *args], env=cls.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=timeout)
-
+class ModelCliTest(ModelSandboxTestCase):
     def model(self, *args, **kwargs):
         return self.gpubox("model", self.id, *args, **kwargs)
 

@@ -6,50 +6,17 @@ with the same captures through the Python client's model.run, bit for bit.
 Interpreter: build/venv/bin/python (torch, safetensors from PyPI)."""
 import json
 import os
-import shutil
-import subprocess
-import tempfile
-import unittest
 
 import torch
 from safetensors import safe_open
 
 import gpubox
-from model_harness import AGENT, CLI, FIXTURE, MODELD, fixture
+from model_harness import ModelSandboxTestCase
 
 HOOKS = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern", "ln_final.hook_normalized"]
 
 
-class ModelCliRunTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not os.path.exists(MODELD):
-            raise unittest.SkipTest("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
-        cls.refs = fixture()
-        cls.scratch = tempfile.mkdtemp(prefix="cli-run-", dir=FIXTURE)
-        cls.state = tempfile.mkdtemp(prefix="gpubox-model-run-")
-        os.environ["XDG_STATE_HOME"] = cls.state  # gpubox.connect finds the CLI's records there too
-        cls.env = dict(os.environ, GPUBOX_AGENT=AGENT)
-        config = os.path.join(cls.scratch, "config.json")
-        with open(config, "w") as f:
-            json.dump({"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": cls.refs["llama"]}]},
-                       "kernel": {"enabled": False}}, f)
-        created = cls.gpubox("create", "--config", config)
-        if created.returncode != 0:
-            raise AssertionError("gpubox create failed: %s" % created.stderr)
-        cls.id = created.stdout.strip()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.gpubox("terminate", cls.id)
-        shutil.rmtree(cls.scratch, ignore_errors=True)
-        shutil.rmtree(cls.state, ignore_errors=True)
-
-    @classmethod
-    def gpubox(cls, *args):
-        return subprocess.run([CLI, *args], env=cls.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=120)
-
+class ModelCliRunTest(ModelSandboxTestCase):
     def test_captures_written_to_safetensors_equal_model_run(self):
         out = os.path.join(self.scratch, "captures.safetensors")
         args = ["model", self.id, "run", "tiny", "--ids", "5,17,33,2,9"]

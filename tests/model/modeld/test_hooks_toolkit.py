@@ -7,18 +7,13 @@ tiny random models of tiny_models.py. Two implementations (PyTorch forward
 hooks on transformers' modules, and modeld's own forward pass) compared in
 float32 within 1e-4 relative, the tolerance of test_modeld_models.
 """
-import os
-import shutil
-import tempfile
-import unittest
 
 import numpy as np
 import torch
 
-import tiny_models
 from gpubox import hooks
 from gpubox.models import Model
-from modeld_process import Modeld
+from served_models import ServedTinyModels
 from test_modeld_hooks import relative_error
 
 TOLERANCE = 1e-4
@@ -27,18 +22,9 @@ CLEAN = [5, 17, 33, 2, 9, 100, 7, 8, 19, 44, 3]
 CORRUPT = [5, 17, 61, 2, 9, 100, 7, 80, 19, 44, 3]
 
 
-class HooksToolkit(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="hooks-toolkit-")
-        cls.models = {name: tiny_models.make(cls.dir, name, seed=70 + i) for i, name in enumerate(ARCHITECTURES)}
-        cls.modeld = Modeld([{"name": n, "path": p} for n, (p, _) in cls.models.items()], os.path.join(cls.dir, "run"))
-        cls.modeld.wait_all_ready()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.modeld.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+class HooksToolkit(ServedTinyModels):
+    ARCHITECTURES = ARCHITECTURES
+    SEED = 70
 
     def both(self, name, ids, **spec):
         native = Model(self.modeld.client, name).run(ids=ids, **spec)

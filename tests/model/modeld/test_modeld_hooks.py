@@ -10,17 +10,13 @@ before the norm's weights) have no such module and are checked for shape
 only here; test_modeld_transformer_lens.py checks every point against
 TransformerLens.
 """
-import os
-import shutil
-import tempfile
 import unittest
 
 import numpy as np
 import torch
 
-import tiny_models
 from gpubox.client import RpcError
-from modeld_process import Modeld
+from served_models import ServedTinyModels
 
 TOLERANCE = 1e-4
 ARCHITECTURES = ["gpt2", "llama", "mistral", "qwen2", "gemma2"]
@@ -87,18 +83,9 @@ def transformers_values(name, model, prompt, layer):
     return values
 
 
-class ModeldHooks(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="modeld-hooks-")
-        cls.models = {name: tiny_models.make(cls.dir, name, seed=i) for i, name in enumerate(ARCHITECTURES)}
-        cls.modeld = Modeld([{"name": n, "path": p} for n, (p, _) in cls.models.items()], os.path.join(cls.dir, "run"))
-        cls.modeld.wait_all_ready()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.modeld.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+class ModeldHooks(ServedTinyModels):
+    ARCHITECTURES = ARCHITECTURES
+    SEED = 0
 
     def run_model(self, model, ids, ops, **params):
         """model.run -> {name: numpy array} (logits first), the result."""

@@ -11,9 +11,6 @@ two implementations of the same float32 arithmetic, summed in different
 orders). TransformerLens is not compared here yet.
 """
 import os
-import shutil
-import tempfile
-import unittest
 
 import numpy as np
 import torch
@@ -21,7 +18,7 @@ import torch
 import tiny_models
 from gpubox.client import RpcError
 from gpubox.models import Model
-from modeld_process import Modeld
+from served_models import ServedTinyModels
 from test_modeld_hooks import first, module_map, relative_error
 
 TOLERANCE = 1e-4
@@ -60,27 +57,20 @@ def hf_logits(name, model, prompts, hook=None, edit=None, layer=0):
             h.remove()
 
 
-class ModeldInterventions(unittest.TestCase):
+class ModeldInterventions(ServedTinyModels):
+    ARCHITECTURES = ARCHITECTURES
+    SEED = 10
+
     @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="modeld-interventions-")
-        cls.models = {name: tiny_models.make(cls.dir, name, seed=10 + i) for i, name in enumerate(ARCHITECTURES)}
-        # llama again with every attention output projection zeroed: "a model with no attention output".
-        path, model = tiny_models.make(cls.dir, "llama", seed=10 + ARCHITECTURES.index("llama"))
+    def extra_models(cls):
+        """llama again with every attention output projection zeroed: "a model with no attention output"."""
+        path, model = tiny_models.make(cls.dir, "llama", seed=cls.SEED + ARCHITECTURES.index("llama"))
         with torch.no_grad():
             for layer in model.model.layers:
                 layer.self_attn.o_proj.weight.zero_()
-        cls.no_attention = os.path.join(cls.dir, "llama-no-attention")
-        model.save_pretrained(cls.no_attention)
-        entries = [{"name": n, "path": p} for n, (p, _) in cls.models.items()]
-        entries.append({"name": "llama-no-attention", "path": cls.no_attention})
-        cls.modeld = Modeld(entries, os.path.join(cls.dir, "run"))
-        cls.modeld.wait_all_ready()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.modeld.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        no_attention = os.path.join(cls.dir, "llama-no-attention")
+        model.save_pretrained(no_attention)
+        return [{"name": "llama-no-attention", "path": no_attention}]
 
     def model(self, name):
         return Model(self.modeld.client, name)
@@ -252,21 +242,12 @@ def hf_generate(model, prompt, new_tokens, module=None, edit_for_call=None):
     return out[0, len(prompt):].tolist()
 
 
-class ModeldGenerateInterventions(unittest.TestCase):
+class ModeldGenerateInterventions(ServedTinyModels):
     NEW = 6
 
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="modeld-generate-interventions-")
-        cls.models = {name: tiny_models.make(cls.dir, name, seed=30 + i) for i, name in enumerate(["llama", "gpt2"])}
-        cls.modeld = Modeld([{"name": n, "path": p} for n, (p, _) in cls.models.items()], os.path.join(cls.dir, "run"))
-        cls.modeld.wait_all_ready()
-        cls.vector = torch.randn(64, generator=torch.Generator().manual_seed(5)) * 3
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.modeld.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+    ARCHITECTURES = ("llama", "gpt2")
+    SEED = 30
+    vector = torch.randn(64, generator=torch.Generator().manual_seed(5)) * 3
 
     def generate(self, name, **kw):
         return Model(self.modeld.client, name).generate(CLEAN, max_new_tokens=self.NEW, ignore_eos=True, **kw)
@@ -338,20 +319,11 @@ class ModeldGenerateInterventions(unittest.TestCase):
         self.assertEqual(len(ok["tokens"]), self.NEW)
 
 
-class TraceForm(unittest.TestCase):
+class TraceForm(ServedTinyModels):
     """Model.trace, the nnsight-style form, is the same model.run call."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="modeld-trace-")
-        path, _ = tiny_models.make(cls.dir, "qwen2", seed=90)
-        cls.modeld = Modeld([{"name": "qwen2", "path": path}], os.path.join(cls.dir, "run"))
-        cls.modeld.wait_all_ready()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.modeld.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+    ARCHITECTURES = ("qwen2",)
+    SEED = 90
 
     def test_a_trace_records_ops_in_order_and_fills_saved_values(self):
         model = Model(self.modeld.client, "qwen2")
@@ -399,6 +371,7 @@ def hf_gradients(name, model, prompts, hooks, scalar):
                 lambda m, args, kwargs, keep=keep: keep(args[0] if args else kwargs["hidden_states"]), with_kwargs=True))
         else:
             handles.append(module.register_forward_hook(lambda m, args, out, keep=keep: keep(first(out))))
+    model.requires_grad_(False)  # only the activations' gradients are wanted
     try:
         ids = torch.tensor(prompts)
         embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
@@ -411,22 +384,11 @@ def hf_gradients(name, model, prompts, hooks, scalar):
     return {h: (r(v.grad) if r else v.grad).float().numpy() for h, (v, r) in kept.items()}
 
 
-class ModeldGradients(unittest.TestCase):
+class ModeldGradients(ServedTinyModels):
     """capture_grad: gradients at hook points of a scalar of the logits, against transformers' autograd."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="modeld-grad-")
-        cls.models = {name: tiny_models.make(cls.dir, name, seed=110 + i) for i, name in enumerate(["llama", "gemma2"])}
-        for model in cls.models.values():
-            model[1].requires_grad_(False)
-        cls.modeld = Modeld([{"name": n, "path": p} for n, (p, _) in cls.models.items()], os.path.join(cls.dir, "run"))
-        cls.modeld.wait_all_ready()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.modeld.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+    ARCHITECTURES = ("llama", "gemma2")
+    SEED = 110
 
     HOOKS = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_z", "blocks.2.mlp.hook_post", "blocks.1.hook_attn_out"]
 
