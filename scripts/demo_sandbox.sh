@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Demo: a local sandbox through the gpubox CLI — create it, run commands in it,
 # copy files in and out, look at it, run a batch job and harvest its outputs,
-# run cells in its Jupyter kernel, serve a model from its native model host, and
-# terminate it, saying what each step shows.
+# run cells in its Jupyter kernel, serve a model from its native model host
+# (interventions included), call functions served from it, and terminate it, saying what each step shows.
 # Usage: demo_sandbox.sh PATH/TO/gpubox   (gpubox-agent, and gpubox-modeld when
 # DEMO_MODEL names a model directory, must sit beside it)
 set -euo pipefail
 gpubox=$(realpath "$1")
+root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/gpubox-demo.XXXXXX)
 id=""
 cleanup() {
@@ -119,6 +120,9 @@ if [ -n "${DEMO_MODEL:-}" ]; then
   run "$gpubox" model "$id" tokenize tiny "Hello, sandbox!"
   echo "   tokens stream back as they are generated (KV cache, greedy):"
   run "$gpubox" model "$id" generate tiny "Once upon a time" --max-new-tokens 16 --stream
+  echo "   activations at TransformerLens-named hook points, written to a safetensors file:"
+  run "$gpubox" model "$id" run tiny "Once upon a time" --capture blocks.1.hook_resid_post --capture blocks.0.attn.hook_pattern \
+    --out "$work/acts.safetensors"
   echo "   a model that is not there gets a clear error:"
   set +e
   run "$gpubox" model "$id" info no-such-model
@@ -126,7 +130,37 @@ if [ -n "${DEMO_MODEL:-}" ]; then
   set -e
 fi
 
-say "8. Terminate: SIGTERM to the agent, a grace period, then its cgroups and state are removed."
+say "8. Functions served from the sandbox: interface.py runs in a supervised worker of the agent; local code"
+echo "   calls it through a generated module with the real signatures, over the same authenticated endpoint."
+cat > "$work/interface.py" <<'PY'
+@expose
+def word_count(text: str, *, lower: bool = True) -> dict:
+    """How often each word occurs in text."""
+    counts = {}
+    for word in (text.lower() if lower else text).split():
+        counts[word] = counts.get(word, 0) + 1
+    return counts
+
+@expose
+def countdown(n: int):
+    """Yields n, n-1, ..., 1 (a generator: its items stream)."""
+    yield from range(n, 0, -1)
+PY
+PYTHONPATH="$root/host/python" run /usr/bin/python3 - "$id" "$work/interface.py" <<'PY'
+import inspect, sys
+import gpubox
+from gpubox import served
+lib = served.serve(gpubox.connect(sys.argv[1]), sys.argv[2], "tools")
+print("   word_count%s -> %s" % (inspect.signature(lib.word_count), lib.word_count("the cat saw the Cat")))
+print("   countdown(3) streams", list(lib.countdown(3)))
+try:
+    lib.word_count(42)
+except gpubox.RemoteError as error:
+    print("   a remote exception comes back typed:", error.type, "-", error.remote_message)
+PY
+echo "   AI agents get all of this as MCP tools: gpubox mcp --sandbox $id  (docs/mcp.md)"
+
+say "9. Terminate: SIGTERM to the agent, a grace period, then its cgroups and state are removed."
 run "$gpubox" terminate "$id"
 id=""
 run "$gpubox" ls
