@@ -137,9 +137,10 @@ def main():
     print("| overhead of one capture | %+.1f %% over plain | nnsight %+.1f %%, TransformerLens %+.1f %% over their plain | |"
           % (100 * (one / plain - 1), 100 * (nn_one / hf_plain - 1), 100 * (tl_one / tl_plain - 1)))
     print("| nnsight empty trace | | %.1f ms (%.1f ms over transformers) | |" % (nn_empty * 1e3, (nn_empty - hf_plain) * 1e3))
-    print("| all-layer capture, %d tokens: %.1f MiB of captures | %.1f ms (%.1f ms over plain: %.0f MiB/s) | | |"
-          % (args.long, captured_bytes / 2**20, long_all * 1e3, (long_all - long_plain) * 1e3,
-             captured_bytes / 2**20 / max(long_all - long_plain, 1e-9)))
+    extra = long_all - long_plain
+    speed = "%.0f MiB/s over plain" % (captured_bytes / 2**20 / extra) if extra > 0 else "within the noise of plain"
+    print("| all-layer capture, %d tokens: %.1f MiB of captures | %.1f ms (plain %.1f ms: %s) | | |"
+          % (args.long, captured_bytes / 2**20, long_all * 1e3, long_plain * 1e3, speed))
     print("| generate %d tokens, steered at every step | %.1f ms (plain %.1f ms: %+.1f %%) | | |"
           % (args.new_tokens, gen_steered * 1e3, gen_plain * 1e3, 100 * (gen_steered / gen_plain - 1)))
 
