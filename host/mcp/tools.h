@@ -44,6 +44,9 @@ Result<json> call_sandbox(ToolEnv& env, const json& arguments, const std::string
 Result<json> call_sandbox_cancellable(ToolEnv& env, const json& arguments, const std::string& method, const json& params,
                                       std::chrono::milliseconds wait, CallContext& context);
 // Bytes of a result field (msgpack bin or str) as a string.
+// Sends CANCEL for request id (best effort: the request may have ended already).
+void send_cancel(rpc::Client& client, std::uint64_t id);
+
 std::string bytes_of(const json& value);
 // Valid UTF-8?
 bool is_utf8(const std::string& text);

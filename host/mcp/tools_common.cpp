@@ -30,6 +30,13 @@ Result<json> call_sandbox(ToolEnv& env, const json& arguments, const std::string
   return result;
 }
 
+void send_cancel(rpc::Client& client, std::uint64_t id) {
+  rpc::Header cancel;
+  cancel.id = id;
+  cancel.kind = rpc::Kind::cancel;
+  (void)client.send_message(cancel, json::object());
+}
+
 Result<json> call_sandbox_cancellable(ToolEnv& env, const json& arguments, const std::string& method, const json& params,
                                       std::chrono::milliseconds wait, CallContext& context) {
   auto record = env.sandboxes.resolve(arguments);
@@ -49,10 +56,7 @@ Result<json> call_sandbox_cancellable(ToolEnv& env, const json& arguments, const
   auto give_up = std::chrono::steady_clock::now() + wait;
   while (true) {
     if (context.cancelled() || std::chrono::steady_clock::now() > give_up) {
-      rpc::Header cancel;
-      cancel.id = id;
-      cancel.kind = rpc::Kind::cancel;
-      (void)client.send_message(cancel, json::object());
+      send_cancel(client, id);
       lease->discard();
       return Status(ErrorCode::cancelled, context.cancelled() ? method + " cancelled" : method + " did not answer in time");
     }

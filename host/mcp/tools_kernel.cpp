@@ -127,10 +127,7 @@ ToolResult execute(ToolEnv& env, const json& args, CallContext& context) {
     }
     if (interrupted && Clock::now() - interrupted_at > std::chrono::seconds(10)) {
       // A cell that ignores the interrupt: stop waiting; CANCEL makes the agent interrupt it again.
-      rpc::Header cancel;
-      cancel.id = id;
-      cancel.kind = rpc::Kind::cancel;
-      (void)client.send_message(cancel, json::object());
+      send_cancel(client, id);
       lease->discard();
       return ToolResult::error("the cell ignored the interrupt and was cancelled");
     }

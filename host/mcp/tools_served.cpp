@@ -68,10 +68,7 @@ ToolResult call_function(Lease& lease, const std::string& service, const std::st
   auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(call.timeout_ms + 30'000);
   while (true) {
     if (context.cancelled() || std::chrono::steady_clock::now() > give_up) {
-      rpc::Header cancel;
-      cancel.id = id;
-      cancel.kind = rpc::Kind::cancel;
-      (void)client.send_message(cancel, json::object());
+      send_cancel(client, id);
       lease.discard();
       return ToolResult::error(context.cancelled() ? "cancelled" : "serve.call did not answer in time");
     }

@@ -2,32 +2,18 @@
 sandbox made with the real CLI (one per test class), and the environment a
 `gpubox mcp` child needs. Any Python 3 (Debian's or the venv's)."""
 
-import ctypes
 import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 CLI = os.environ.get("GPUBOX_CLI", "")
 AGENT = os.environ.get("GPUBOX_AGENT", "")
 DEBIAN_PYTHON = "/usr/bin/python3"
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper():
-    # The agents the CLI detaches are reparented here and reaped, as init would reap them.
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def reap_orphans():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from local_children import become_subreaper, reap_orphans  # noqa: E402,F401
 
 
 class SandboxHome:
