@@ -30,17 +30,24 @@ std::string workspace_setup_code(const std::string& dir) {
 }
 
 std::string hooks_toolkit_setup_code() {
-  return "import importlib.util as _gpubox_util, sys as _gpubox_sys, types as _gpubox_types\n"
-         "if _gpubox_util.find_spec('gpubox') is None and 'gpubox' not in _gpubox_sys.modules:\n"
-         "    _gpubox_package = _gpubox_types.ModuleType('gpubox')\n"
-         "    _gpubox_package.__path__ = []\n"
-         "    _gpubox_package.hooks = _gpubox_types.ModuleType('gpubox.hooks')\n"
-         "    _gpubox_package.hooks.__file__ = '<gpubox-hooks>'\n"
-         "    exec(compile(" + py_string(kHooksToolkitSource) + ", '<gpubox-hooks>', 'exec'), _gpubox_package.hooks.__dict__)\n"
-         "    _gpubox_sys.modules['gpubox'] = _gpubox_package\n"
-         "    _gpubox_sys.modules['gpubox.hooks'] = _gpubox_package.hooks\n"
-         "    del _gpubox_package\n"
-         "del _gpubox_util, _gpubox_sys, _gpubox_types\n";
+  // A finder at the end of sys.meta_path: it is asked only when no other finds gpubox (the image has no
+  // gpubox package), and compiles the toolkit only when a cell first imports it.
+  return "import sys as _gpubox_sys\n"
+         "class _GpuboxHooksFinder:\n"
+         "    source = " + py_string(kHooksToolkitSource) + "\n"
+         "    def find_spec(self, name, path=None, target=None):\n"
+         "        if name not in ('gpubox', 'gpubox.hooks'):\n"
+         "            return None\n"
+         "        import importlib.util\n"
+         "        return importlib.util.spec_from_loader(name, self, origin='<gpubox-hooks>', is_package=name == 'gpubox')\n"
+         "    def create_module(self, spec):\n"
+         "        return None\n"
+         "    def exec_module(self, module):\n"
+         "        if module.__name__ == 'gpubox.hooks':\n"
+         "            module.__file__ = '<gpubox-hooks>'\n"
+         "            exec(compile(self.source, '<gpubox-hooks>', 'exec'), module.__dict__)\n"
+         "_gpubox_sys.meta_path.append(_GpuboxHooksFinder())\n"
+         "del _gpubox_sys, _GpuboxHooksFinder\n";
 }
 
 std::string models_setup_code(const std::vector<ModelLoad>& loads) {

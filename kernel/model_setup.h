@@ -54,8 +54,9 @@ nlohmann::json pending_model_report(const std::vector<ModelLoad>& loads);
 extern const char kModelLoaderSource[];
 
 // Python that makes `from gpubox import hooks` work in the kernel: the embedded
-// toolkit (host/python/gpubox/hooks.py) as module gpubox.hooks, unless the
-// image has the gpubox package itself (which holds the same file).
+// toolkit (host/python/gpubox/hooks.py) as module gpubox.hooks, compiled at
+// its first import, unless the image has the gpubox package itself (which
+// holds the same file).
 std::string hooks_toolkit_setup_code();
 
 // The embedded host/python/gpubox/hooks.py.
