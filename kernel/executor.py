@@ -430,6 +430,16 @@ class PlainBackend:
 _LAZY_MODULES = frozenset({"asyncio", "pexpect", "stack_data", "uuid", "sqlite3"})
 
 
+class _DeferredJedi:
+    """The loader of jedi while IPython is imported: loading fails."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        raise ModuleNotFoundError("jedi is loaded at the first completion", name=module.__name__)
+
+
 class _DeferredImports:
     """While IPython is imported: the modules of _LAZY_MODULES load lazily, and
     jedi looks absent (IPython's completer then starts without it; the first
@@ -439,7 +449,11 @@ class _DeferredImports:
 
     def find_spec(self, name, path, target=None):
         if name == "jedi" or name.startswith("jedi."):
-            raise ModuleNotFoundError("jedi is loaded at the first completion", name=name)
+            # A spec whose loading fails: `import jedi` raises ImportError (IPython 8
+            # imports it at once), while importlib.util.find_spec, which IPython 9
+            # asks before importing jedi lazily itself, still sees it installed.
+            import importlib.machinery
+            return importlib.machinery.ModuleSpec(name, _DeferredJedi())
         if name not in _LAZY_MODULES:
             return None
         import importlib.machinery

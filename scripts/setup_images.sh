@@ -8,11 +8,16 @@
 #
 # Bases (bump the tag when a recipe changes):
 #   localhost/gpubox-base-minbase:bookworm-1  debootstrap --variant=minbase bookworm, no Python
-#   localhost/gpubox-base-python:bookworm-2   minbase + python3, IPython and comm: the stand-in
-#                                             for the CUDA + PyTorch base (no torch, no matplotlib:
-#                                             Debian's matplotlib drags in a compiler, boost and
-#                                             scipy, 1.4 GB; image/README.md)
 #   localhost/gpubox-base-busybox:1           a root with busybox-static only
+#   localhost/gpubox-base-torch:bookworm-1    minbase + python3 with a venv on PATH (/opt/python)
+#                                             holding PyPI's torch: the CUDA + PyTorch stand-in
+#                                             (rebuilt when tests/image/python-standin.lock changes)
+#
+# The wheelhouse: every wheel of tests/image/python-standin.lock, downloaded
+# by build/venv's pip (from its cache or PyPI) into $GPUBOX_WHEELHOUSE
+# (default /var/cache/gpubox/wheels, outside the checkout like pip's cache).
+# The torch base installs from it and the image tests mount it into their
+# builds (PYTHON_SETUP=pip), so no image build goes to a registry but Debian's.
 set -euo pipefail
 mirror=${GPUBOX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
@@ -58,16 +63,6 @@ if ! have "$minbase"; then
   tar -C "$work/minbase" -c . | podman import --change 'CMD ["/bin/bash"]' - "$minbase" >/dev/null 2>&1
 fi
 
-python=localhost/gpubox-base-python:bookworm-2
-if ! have "$python"; then
-  echo "setup_images: building $python (once)"
-  printf '%s\n' "FROM $minbase" \
-    "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \\" \
-    "    python3 python3-ipython python3-comm >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*" \
-    > "$work/Containerfile.python"
-  podman build --isolation chroot -q -t "$python" -f "$work/Containerfile.python" "$work" >/dev/null
-fi
-
 busybox=localhost/gpubox-base-busybox:1
 if ! have "$busybox"; then
   echo "setup_images: building $busybox (once)"
@@ -81,4 +76,33 @@ if ! have "$busybox"; then
   echo 'root:x:0:' > "$work/busybox/etc/group"
   tar -C "$work/busybox" -c . | podman import --change 'CMD ["/bin/sh"]' - "$busybox" >/dev/null 2>&1
 fi
-echo "setup_images: ok ($minbase $python $busybox)"
+lock="$(cd "$(dirname "$0")/.." && pwd)/tests/image/python-standin.lock"
+lock_key=$(sha256sum "$lock" | cut -c1-16)
+wheelhouse=${GPUBOX_WHEELHOUSE:-/var/cache/gpubox/wheels}
+if [ "$(cat "$wheelhouse/.gpubox-lock" 2>/dev/null)" != "$lock_key" ]; then
+  echo "setup_images: downloading the stand-in's wheels into $wheelhouse (once; about 3 GB)"
+  mkdir -p "$wheelhouse"
+  "$(dirname "$0")/../build/venv/bin/pip" download -q --no-input --no-deps -d "$wheelhouse" -r "$lock"
+  echo "$lock_key" > "$wheelhouse/.gpubox-lock"
+fi
+
+# Rebuilt when its recipe or the lock changes (the label holds their key).
+torch=localhost/gpubox-base-torch:bookworm-1
+torch_version=$(sed -n 's/^torch==//p' "$lock")
+printf '%s\n' "FROM $minbase" \
+  "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \\" \
+  "    python3 python3-venv >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*" \
+  "RUN python3 -m venv /opt/python && /opt/python/bin/pip install -q --no-cache-dir --no-index \\" \
+  "    --find-links /wheels torch==$torch_version" \
+  "ENV PATH=/opt/python/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+  > "$work/Containerfile.torch"
+torch_key=$(cat "$lock" "$work/Containerfile.torch" | sha256sum | cut -c1-16)
+torch_was=$(podman image inspect --format '{{.Id}} {{index .Labels "gpubox.recipe"}}' "$torch" 2>/dev/null || true)
+if [ "${torch_was#* }" != "$torch_key" ]; then
+  echo "setup_images: building $torch with torch $torch_version (once; a few minutes)"
+  podman build --isolation chroot -q --volume "$wheelhouse:/wheels:ro" --label "gpubox.recipe=$torch_key" \
+    -t "$torch" -f "$work/Containerfile.torch" "$work" >/dev/null
+  # The base this one replaced (podman's storage outlives a checkout).
+  [ -z "$torch_was" ] || podman rmi "${torch_was%% *}" >/dev/null 2>&1 || true
+fi
+echo "setup_images: ok ($minbase $busybox $torch)"

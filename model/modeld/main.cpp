@@ -1,6 +1,8 @@
 // gpubox-modeld --endpoint ipc://PATH --config FILE: loads the models FILE
 // names and serves model.*, gpu.* and modeld.status on the endpoint until
 // SIGTERM or SIGINT. Started and supervised by gpubox-agent.
+// gpubox-modeld --torch-version: prints the LibTorch version it was built
+// against (image/Dockerfile checks it against the image's torch).
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -13,11 +15,12 @@
 #include "model/modeld/methods.h"
 #include "model/modeld/model_host.h"
 #include "rpc/server.h"
+#include "torch/csrc/api/include/torch/version.h"  // macros only: TORCH_VERSION
 
 namespace {
 
 int usage(const char* why) {
-  std::fprintf(stderr, "gpubox-modeld: %s\nusage: gpubox-modeld --endpoint ipc://PATH --config FILE\n", why);
+  std::fprintf(stderr, "gpubox-modeld: %s\nusage: gpubox-modeld --endpoint ipc://PATH --config FILE | --torch-version\n", why);
   return 2;
 }
 
@@ -27,6 +30,10 @@ int main(int argc, char** argv) {
   std::string endpoint, config;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--torch-version" && argc == 2) {
+      std::printf("%s\n", TORCH_VERSION);
+      return 0;
+    }
     if ((arg == "--endpoint" || arg == "--config") && i + 1 < argc) {
       (arg == "--endpoint" ? endpoint : config) = argv[++i];
     } else {

@@ -3,11 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "host/container_engine.h"
 
@@ -23,7 +25,7 @@ namespace gpubox::testing {
 namespace fs = std::filesystem;
 using host::run_engine;
 
-const TestImage kTestImagePython = {"python", "localhost/gpubox-base-python:bookworm-2", true};
+const TestImage kTestImagePython = {"python", "localhost/gpubox-base-torch:bookworm-1", true};
 const TestImage kTestImageMinbase = {"minbase", "localhost/gpubox-base-minbase:bookworm-1", false};
 const TestImage kTestImageBusybox = {"busybox", "localhost/gpubox-base-busybox:1", false};
 
@@ -39,21 +41,50 @@ const std::string& podman_problem() {
   return problem;
 }
 
+std::string wheelhouse() {
+  const char* set = std::getenv("GPUBOX_WHEELHOUSE");
+  return set && *set ? set : "/var/cache/gpubox/wheels";
+}
+
 namespace {
 
-// What the image is made of: the Dockerfile, the base and this agent binary
-// (size and modification time). Every test process builds the images it
-// uses; one whose label holds this key is current and is not built again
-// (a cached podman build still takes seconds here).
-std::string recipe_key(const TestImage& image) {
-  std::ifstream dockerfile(std::string(GPUBOX_SOURCE_DIR) + "/image/Dockerfile");
+std::string text_of_file(const std::string& path) {
+  std::ifstream file(path);
   std::stringstream text;
-  text << dockerfile.rdbuf();
-  struct stat agent {};
-  ::stat(GPUBOX_AGENT_PATH, &agent);
-  std::string key = text.str() + "|" + image.base + "|" + std::to_string(agent.st_size) + "|" +
-                    std::to_string(agent.st_mtim.tv_sec) + "." + std::to_string(agent.st_mtim.tv_nsec);
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string stamp_of(const std::string& path) {
+  struct stat info {};
+  ::stat(path.c_str(), &info);
+  return std::to_string(info.st_size) + "|" + std::to_string(info.st_mtim.tv_sec) + "." +
+         std::to_string(info.st_mtim.tv_nsec);
+}
+
+// gpubox-modeld beside the agent (the build puts them in one directory).
+std::string modeld_path() { return fs::path(GPUBOX_AGENT_PATH).parent_path() / "gpubox-modeld"; }
+
+// What the image is made of: the Dockerfile, the base, the agent binary
+// (size and modification time) and, with Python, the stand-in's lock and
+// gpubox-modeld. Every test process builds the images it uses; one whose
+// label holds this key is current and is not built again (a cached podman
+// build still takes seconds here).
+std::string recipe_key(const TestImage& image) {
+  std::string key = text_of_file(std::string(GPUBOX_SOURCE_DIR) + "/image/Dockerfile") + "|" + image.base + "|" +
+                    stamp_of(GPUBOX_AGENT_PATH);
+  if (image.has_python) {
+    key += "|" + text_of_file(std::string(GPUBOX_SOURCE_DIR) + "/tests/image/python-standin.lock") + "|" +
+           stamp_of(modeld_path());
+  }
   return std::to_string(std::hash<std::string>{}(key));
+}
+
+// A binary into the build context, without its debug info (the agent: 75 MB -> 8 MB).
+void put_stripped(const std::string& binary, const std::string& context) {
+  std::string copy = context + "/" + fs::path(binary).filename().string();
+  auto stripped = run_engine("strip", {"-o", copy, binary});
+  if (!stripped || stripped->status != 0) fs::copy_file(binary, copy, fs::copy_options::overwrite_existing);
 }
 
 }  // namespace
@@ -67,18 +98,26 @@ std::string build_test_image(const TestImage& image) {
   if (current && current->status == 0 && current->out == key + "\n") return outcome = "";
   auto base = run_engine("podman", {"image", "exists", image.base});
   if (!base || base->status != 0) return outcome = std::string("base ") + image.base + " is missing: run scripts/setup_images.sh";
-  // The context holds only the agent, without its debug info (75 MB -> 8 MB): nothing else goes to the build.
+  if (image.has_python && !fs::exists(modeld_path())) return outcome = "no gpubox-modeld at " + modeld_path();
+  if (image.has_python && !fs::exists(wheelhouse() + "/.gpubox-lock")) {
+    return outcome = "no wheelhouse at " + wheelhouse() + ": run scripts/setup_images.sh";
+  }
+  // The context holds only the binaries: nothing else goes to the build.
   std::string context = "/tmp/gpubox-image-context-" + std::to_string(::getpid());
   fs::create_directories(context);
-  std::string agent = context + "/gpubox-agent";
-  auto stripped = run_engine("strip", {"-o", agent, GPUBOX_AGENT_PATH});
-  if (!stripped || stripped->status != 0) fs::copy_file(GPUBOX_AGENT_PATH, agent, fs::copy_options::overwrite_existing);
-  auto build = run_engine("podman",
-                          {"build", "--isolation", "chroot", "-q", "-f", std::string(GPUBOX_SOURCE_DIR) + "/image/Dockerfile",
-                           "--build-arg", "AGENT_FROM=context", "--build-arg", std::string("BASE=") + image.base,
-                           "--build-arg", "PYTHON_SETUP=none", "--label", "gpubox.test.recipe=" + key, "--layers=false",
-                           "-t", test_image_tag(image), context},
-                          std::chrono::seconds(300));
+  put_stripped(GPUBOX_AGENT_PATH, context);
+  std::vector<std::string> args = {"build", "--isolation", "chroot", "-q", "-f",
+                                   std::string(GPUBOX_SOURCE_DIR) + "/image/Dockerfile", "--build-arg", "AGENT_FROM=context",
+                                   "--build-arg", std::string("BASE=") + image.base};
+  if (image.has_python) {
+    put_stripped(modeld_path(), context);
+    args.insert(args.end(), {"--build-arg", "PYTHON_SETUP=pip", "--build-arg", "MODELD_FROM=context", "--build-arg",
+                             "PIP_OPTIONS=--no-index --find-links /wheels", "--volume", wheelhouse() + ":/wheels:ro"});
+  } else {
+    args.insert(args.end(), {"--build-arg", "PYTHON_SETUP=none", "--build-arg", "MODELD_FROM=none"});
+  }
+  args.insert(args.end(), {"--label", "gpubox.test.recipe=" + key, "--layers=false", "-t", test_image_tag(image), context});
+  auto build = run_engine("podman", args, std::chrono::seconds(900));
   // The image this one replaced (a machine's podman storage outlives its CI runs).
   (void)run_engine("podman", {"image", "prune", "--force", "--filter", "label=gpubox.test.recipe"});
   std::error_code ignored;
