@@ -25,11 +25,18 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 
-# deb-src for the same suites as the binary sources, so `apt-get source` works.
+# deb-src for the same suites as the binary sources, so `apt-get source` works:
+# from Debian's deb822 debian.sources (its images, its installer today) or,
+# on a root made by debootstrap, from the one-line sources.list.
 src_list=/etc/apt/sources.list.d/gpubox-deb-src.sources
+src_lines=/etc/apt/sources.list.d/gpubox-deb-src.list
 need_update=0
-if [ ! -f "$src_list" ]; then
-  sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$src_list"
+if [ ! -f "$src_list" ] && [ ! -f "$src_lines" ]; then
+  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$src_list"
+  else
+    sed -n 's/^deb /deb-src /p' /etc/apt/sources.list > "$src_lines"
+  fi
   need_update=1
 fi
 # libzmq's build flags; the cached build is redone whenever they change.

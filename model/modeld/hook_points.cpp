@@ -71,4 +71,10 @@ std::vector<hooks::HookShape> request_shapes(const std::vector<HookPointInfo>& p
   return shapes;
 }
 
+void keep_last_position_after_blocks(std::vector<hooks::HookShape>& shapes) {
+  for (auto& shape : shapes) {
+    if (shape.name == "ln_final.hook_normalized" || shape.name == "logits") shape.dims[shape.position_axis] = 1;
+  }
+}
+
 }  // namespace gpubox::modeld

@@ -41,4 +41,8 @@ std::vector<HookPointInfo> hook_points(const Architecture& architecture);
 std::vector<hooks::HookShape> request_shapes(const std::vector<HookPointInfo>& points, std::int64_t batch,
                                             std::int64_t tokens, std::int64_t keys);
 
+// With last_only the decoder keeps only the last position before the final
+// norm: the points after it (ln_final.hook_normalized, logits) get 1 position.
+void keep_last_position_after_blocks(std::vector<hooks::HookShape>& shapes);
+
 }  // namespace gpubox::modeld

@@ -264,7 +264,7 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
   if (!request) return request.status();
   const LoadedModel& m = *request->model;
   const auto& prompts = request->prompts;
-  bool last_only = with_ops ? false : params.boolean("last_only").value_or(false);
+  bool last_only = params.boolean("last_only").value_or(false);
   std::string logits_dtype = params.string("logits_dtype").value_or("float32");
   const json* ops = with_ops ? params.raw("ops") : nullptr;
   const json* grad_of = with_ops ? params.raw("grad_of") : nullptr;
@@ -281,12 +281,16 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
     points = hook_points(m.architecture);
     std::vector<std::size_t> attachment_bytes;
     for (const auto& frame : ctx.attachments()) attachment_bytes.push_back(frame.size());
-    auto decoded = hooks::decode_plan(*ops, request_shapes(points, static_cast<std::int64_t>(prompts.size()), tokens, tokens),
-                                      attachment_bytes);
+    auto shapes = request_shapes(points, static_cast<std::int64_t>(prompts.size()), tokens, tokens);
+    if (last_only) keep_last_position_after_blocks(shapes);
+    auto decoded = hooks::decode_plan(*ops, shapes, attachment_bytes);
     if (!decoded) return decoded.status();
     plan = std::move(*decoded);
   }
   std::optional<GradientTarget> target;
+  if (grad_of && last_only) {
+    return Status(ErrorCode::invalid_request, "params.last_only: not with grad_of (its positions index every position's logits)");
+  }
   if (grad_of) {
     if (plan.grad_count() == 0) return Status(ErrorCode::invalid_request, "params.grad_of: no capture_grad op asks for a gradient");
     auto decoded = decode_gradient_target(*grad_of, m.architecture.vocab_size, tokens);

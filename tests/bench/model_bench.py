@@ -12,6 +12,10 @@ in brackets, the spread (min-max) as the noise.
     transformers  a fresh `python -c`: interpreter start, `import torch,
                   transformers` (imports counted), from_pretrained, one
                   forward of the same 8 tokens, until it prints "done"
+    modeld, run-time load  the same modeld process, the model unloaded after
+                  the rest of its round: model.load -> ready -> the answer of a
+                  first model.forward (8 tokens): the load a running sandbox
+                  does, without the process start and LibTorch's own loading
     cat           `cat model files > /dev/null`
   forward tok/s   a 128-token prompt, logits of every position (both),
                   modeld through model.forward (RPC and the float32 logits'
@@ -105,6 +109,9 @@ class Modeld:
     def wait_ready(self):
         self.client = connect(self.endpoint, self.process)
         self.listening = time.perf_counter() - self.start
+        self.wait_loaded()
+
+    def wait_loaded(self):
         while True:
             try:
                 status = self.client.call("modeld.status", timeout=5)
@@ -117,6 +124,11 @@ class Modeld:
             if model["state"] == "failed":
                 raise RuntimeError("modeld failed to load: %s" % model.get("error"))
             time.sleep(0.002)
+
+    def reload(self, model_dir, device, dtype):
+        """model.unload, then model.load of the same checkpoint (returns at once; loads in the background)."""
+        self.client.call("model.unload", model="bench")
+        self.client.call("model.load", name="bench", path=model_dir, device=device, dtype=dtype)
 
     def forward(self, ids, last_only=False):
         result = self.client.call("model.forward", timeout=600, model="bench", ids=ids, last_only=last_only)
@@ -201,6 +213,11 @@ def one_round(args, files, hf_model, prompt128, prompt16):
                 r["modeld_generate%d_tps" % batch] = batch * args.new_tokens / elapsed
                 r["modeld_tokens%d" % batch] = tokens[0]
             r["rss_after"] = vm_rss(m.process.pid)
+            start = time.perf_counter()
+            m.reload(args.model_dir, args.device, args.dtype)
+            m.wait_loaded()
+            m.forward([FIRST_IDS], last_only=True)
+            r["modeld_runtime_load_s"] = time.perf_counter() - start
         finally:
             m.stop()
     r["hf_load_s"] = transformers_load_seconds(args.model_dir, args.threads, args.dtype, args.device)
@@ -291,6 +308,8 @@ def main():
     print("| modeld: minor page faults to first logits | %.0f | | |" % med("modeld_load_faults")[0])
     cat = med("cat_s")[0]
     print("| `cat` the files | %s | | modeld / cat = %.2f× |" % (cell("cat_s", "s"), med("modeld_load_s")[0] / cat))
+    print("| modeld: run-time model.load to first logits (process running) | %s | | modeld / cat = %.2f× |"
+          % (cell("modeld_runtime_load_s", "s"), med("modeld_runtime_load_s")[0] / cat))
     held = med("held_bytes")[0]  # the weights as modeld holds them (after a cast)
     for key, label in (("rss_ready", "ready"), ("rss_first_logits", "after first logits"), ("rss_after", "after the bench")):
         rss = med(key)[0]

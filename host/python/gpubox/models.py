@@ -128,7 +128,7 @@ class Model:
 
     def run(self, ids=None, text=None, ops: Sequence[dict] = (), capture: Sequence[str] = (),
             add: Optional[Dict[str, Any]] = None, logits_dtype: str = "float32",
-            grad_of: Optional[dict] = None, timeout: Optional[float] = None) -> dict:
+            grad_of: Optional[dict] = None, last_only: bool = False, timeout: Optional[float] = None) -> dict:
         """A forward pass with interventions (hooks/README.md), in one round trip:
         ops applied in order at their hook points (tensor fields may be numpy
         arrays or torch tensors), add={hook: (vector, scale)} steering first,
@@ -136,10 +136,14 @@ class Model:
         "captures" (a list of (hook, tensor) in op order); each captured tensor
         is also under its hook name (the last capture of a name wins). With
         capture_grad ops and grad_of (e.g. {"logit_diff": {"tokens": [a, b]}}),
-        "grads" lists (hook, gradient) and "grad_of_value" is the scalar."""
+        "grads" lists (hook, gradient) and "grad_of_value" is the scalar.
+        last_only: the logits of the last position only (what a capture run
+        that wants the activations needs; ln_final and logits ops see 1 position)."""
         from .interventions import encode_ops
         wire, attachments = encode_ops(ops, capture, add)
         params: Dict[str, Any] = {"model": self.name, "ops": wire, "logits_dtype": logits_dtype}
+        if last_only:
+            params["last_only"] = True
         if grad_of is not None:
             params["grad_of"] = grad_of
         if (ids is None) == (text is None):

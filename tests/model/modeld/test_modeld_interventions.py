@@ -199,6 +199,27 @@ class ModeldInterventions(ServedTinyModels):
         np.testing.assert_allclose(r["blocks.0.hook_resid_post"].numpy(),
                                    plain["blocks.0.hook_resid_post"].numpy() + 2.0 * vector, rtol=0, atol=1e-5)
 
+    def test_last_only_returns_the_last_position_with_the_same_captures(self):
+        for name in ARCHITECTURES:
+            with self.subTest(architecture=name):
+                capture = ["blocks.1.hook_resid_post", "ln_final.hook_normalized", "logits"]
+                full = self.model(name).run(ids=CLEAN, capture=capture)
+                last = self.model(name).run(ids=CLEAN, capture=capture, last_only=True)
+                self.assertEqual(tuple(last["logits"].shape), (1, 1, full["logits"].shape[-1]))
+                # The blocks run on every position either way: their captures are bit-equal.
+                np.testing.assert_array_equal(last["blocks.1.hook_resid_post"].numpy(),
+                                              full["blocks.1.hook_resid_post"].numpy())
+                # After the blocks only the last position is computed, by a smaller matrix product.
+                for hook in ("ln_final.hook_normalized", "logits"):
+                    self.assertEqual(last[hook].shape[1], 1)
+                    self.assertLess(relative_error(last[hook].numpy(), full[hook].numpy()[:, -1:]), 1e-6)
+                self.assertLess(relative_error(last["logits"].numpy(), full["logits"].numpy()[:, -1:]), 1e-6)
+        with self.assertRaisesRegex(RpcError, "positions"):  # position 3 does not exist after narrowing
+            self.model("gpt2").run(ids=CLEAN, ops=[{"op": "zero", "hook": "logits", "positions": [3]}], last_only=True)
+        with self.assertRaisesRegex(RpcError, "last_only"):
+            self.model("gpt2").run(ids=CLEAN, ops=[{"op": "capture_grad", "hook": "blocks.0.hook_resid_post"}],
+                                   grad_of={"loss": {}}, last_only=True)
+
     def test_bad_editing_ops_are_refused_and_run_nothing(self):
         vector = np.zeros(64, np.float32)
         cases = [
