@@ -2,12 +2,17 @@
 """Interventions bench: gpubox-modeld's model.run / model.generate with ops
 beside nnsight and TransformerLens doing the same on the same random Llama
 model (transformers' eager mode underneath both), figures from one run with
-their ratios. Each figure is the median of --repeat calls after one warm-up.
+their ratios. Each figure is the median of --repeat calls after one warm-up;
+the 128-token forwards of every engine are interleaved (round r runs each of
+them once, in turn), so load that comes and goes on this machine falls on
+all of them alike, and an engine never follows its own call.
 
   plain forward       model.run without ops (= model.forward) | HF model(ids)
   one capture         + capture of blocks.L/2.hook_resid_post  | nnsight trace
                       with one .save() | TransformerLens run_with_cache with a
                       names_filter of that one name
+  one capture, last-position logits   the same with last_only (what a run
+                      for the activation needs: 32 KiB of logits, not 4 MiB)
   all-layer capture   every layer's hook_resid_post of a --long-token prompt
                       (their bytes / the wall time: the speed they reach the
                       caller at) | TransformerLens run_with_cache of the same
@@ -41,6 +46,20 @@ from modeld_process import Modeld  # noqa: E402
 CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
               num_key_value_heads=4, max_position_embeddings=2048, bos_token_id=1, eos_token_id=2)
 TOKENIZER = os.path.join(ROOT, "tests", "assets", "node_modules", "@lenml", "tokenizer-gpt2", "models", "tokenizer.json")
+
+
+def interleaved_medians(fns, repeat):
+    """{name: median seconds} of fns ({name: fn}), each warmed up once, then called
+    once per round in turn for repeat rounds."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def median_seconds(fn, repeat):
@@ -85,10 +104,6 @@ def main():
                 return fn()
         return run
 
-    plain = median_seconds(lambda: ours.run(ids=ids.tolist()), args.repeat)
-    one = median_seconds(lambda: ours.run(ids=ids.tolist(), capture=[hook]), args.repeat)
-    hf_plain = median_seconds(no_grad(lambda: hf(ids)), args.repeat)
-
     from nnsight import LanguageModel
     lm = LanguageModel(hf, tokenizer=tf.PreTrainedTokenizerFast(tokenizer_file=TOKENIZER))
 
@@ -100,16 +115,26 @@ def main():
     def nnsight_empty():
         with torch.no_grad(), lm.trace(ids):
             pass
-    nn_one = median_seconds(nnsight_one, args.repeat)
-    nn_empty = median_seconds(nnsight_empty, args.repeat)
 
     from transformer_lens.model_bridge import TransformerBridge
     bridge = TransformerBridge.boot_transformers(path, hf_model=hf, device="cpu")
-    tl_one = median_seconds(no_grad(lambda: bridge.run_with_cache(ids, names_filter=[hook])), args.repeat)
-    tl_plain = median_seconds(no_grad(lambda: bridge(ids)), args.repeat)
+    id_rows = ids.tolist()
+    t = interleaved_medians({
+        "plain": lambda: ours.run(ids=id_rows),
+        "one": lambda: ours.run(ids=id_rows, capture=[hook]),
+        "one_last": lambda: ours.run(ids=id_rows, capture=[hook], last_only=True),
+        "hf_plain": no_grad(lambda: hf(ids)),
+        "nn_one": nnsight_one,
+        "nn_empty": nnsight_empty,
+        "tl_one": no_grad(lambda: bridge.run_with_cache(ids, names_filter=[hook])),
+        "tl_plain": no_grad(lambda: bridge(ids)),
+    }, args.repeat)
+    plain, one, one_last, hf_plain = t["plain"], t["one"], t["one_last"], t["hf_plain"]
+    nn_one, nn_empty, tl_one, tl_plain = t["nn_one"], t["nn_empty"], t["tl_one"], t["tl_plain"]
 
     rows.append(("plain forward, %d tokens" % args.tokens, plain, [("transformers", hf_plain), ("TransformerLens", tl_plain)]))
     rows.append(("one capture", one, [("nnsight", nn_one), ("TransformerLens", tl_one)]))
+    rows.append(("one capture, last-position logits", one_last, [("nnsight", nn_one), ("TransformerLens", tl_one)]))
 
     long_all = median_seconds(lambda: ours.run(ids=long_ids.tolist(), capture=all_layers), max(3, args.repeat // 2))
     long_plain = median_seconds(lambda: ours.run(ids=long_ids.tolist()), max(3, args.repeat // 2))
