@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "agent/log.h"
+#include "agent/serve/memfd_pool.h"
 #include "agent/serve/worker_wire.h"
 #include "rpc/fd.h"
 
@@ -89,9 +90,23 @@ struct PendingCall {
 
 // One worker process: its channel, output pipes, exit status and calls in flight.
 struct WorkerProcess {
+  // One message to the worker, after a "released" one naming the worker's
+  // memfds the agent no longer maps (so it can reuse them). The large
+  // attachments go into a warm memfd of the pool when one can be had.
   Status send(const json& body, const std::vector<zmq::message_t>& attachments = {}) {
     std::lock_guard lock(write_mutex);
-    return write_message(channel.get(), body, attachments);
+    if (auto files = unmapped->take(); !files.empty()) {
+      if (Status sent = write_message(channel.get(), released_body(files)); !sent) return sent;
+    }
+    std::optional<MemfdPool::Lease> lease;
+    if (std::uint64_t extent = memfd_extent(attachments)) {
+      auto lent = pool.lend(extent);
+      if (lent) lease = std::move(*lent);
+    }
+    MemfdTarget target = lease ? lease->target() : MemfdTarget{};
+    Status sent = write_message(channel.get(), body, attachments, lease ? &target : nullptr);
+    if (!sent && lease) pool.give_back(lease->slot->id);  // the worker may never have got it
+    return sent;
   }
   // Registers a call; false when the process has already ended.
   bool add(std::uint64_t id, std::shared_ptr<PendingCall> call) {
@@ -117,6 +132,8 @@ struct WorkerProcess {
   Fd exited;  // eventfd: readable once the process was reaped
   std::thread log_thread;
   std::mutex write_mutex;  // one message at a time on the channel
+  MemfdPool pool;          // the agent's memfds for the worker's inputs
+  std::shared_ptr<ReleaseList> unmapped = std::make_shared<ReleaseList>();  // the worker's, no longer mapped here
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -302,13 +319,17 @@ bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
     }
     log::info("serve worker ready", {{"service", options_.name}, {"pid", static_cast<long long>(process->pid)}});
     while (true) {
-      auto message = read_message(process->channel.get(), process->exited.get());
+      auto message = read_message(process->channel.get(), process->exited.get(), process->unmapped);
       if (!message) {
         log::warn("serve worker sent a malformed message; it is ended",
                   {{"service", options_.name}, {"error", message.status().message()}});
         break;
       }
       if (!*message) break;
+      if (body_string((*message)->body, "op") == "released") {
+        for (const FileId& file : released_files((*message)->body)) process->pool.give_back(file);
+        continue;
+      }
       deliver(*process, std::move((*message)->body), std::move((*message)->attachments));
     }
   } else {

@@ -10,10 +10,14 @@
 # in one memfd per message instead (passed with SCM_RIGHTS with the prefix;
 # their length has bit 63 set; each starts on a page boundary): a received
 # tensor is built on the mapped memfd (no copy), a result tensor is written
-# into one (one copy) that the agent maps as its outgoing frames.
+# into one (one copy) that the agent maps as its outgoing frames. Memfds are
+# reused while warm: each side tells the other which of its memfds it no
+# longer maps ({"op": "released", "files": [[st_dev, st_ino], ...]}, sent
+# before the next message), and only those are written again.
 
 import array
 import builtins
+import collections
 import ctypes
 import fcntl
 import mmap
@@ -27,6 +31,7 @@ import threading
 import traceback
 import types
 import typing
+import weakref
 
 FRAME_BYTES = 64 << 20   # one attachment at most: one ZeroMQ frame of the agent's limit
 MEMFD_THRESHOLD = int(os.environ.get("GPUBOX_SERVE_MEMFD_THRESHOLD") or 256 << 10)  # attachments this big travel in the memfd
@@ -310,12 +315,63 @@ def from_wire(value, frames):
 
 # -- the channel -----------------------------------------------------------------
 
+def file_id(fd):
+    info = os.fstat(fd)
+    return [info.st_dev, info.st_ino]
+
+
+class ResultMemfds:
+    """Warm memfds for the large attachments the worker sends, mapped here;
+    each is lent to one message and back once the agent has released it.
+    Sealed against shrinking (the agent maps them). Any thread."""
+
+    MAX_SLOTS = 4
+    MAX_BYTES = 512 << 20
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.slots = []  # [fd, mmap, size, file id, lent]; guarded by lock
+
+    def lend(self, size):
+        """A slot of at least size bytes, or None (the caller makes a one-off)."""
+        size = (size + PAGE - 1) // PAGE * PAGE
+        with self.lock:
+            idle = [slot for slot in self.slots if not slot[4]]
+            fitting = [slot for slot in idle if slot[2] >= size]
+            total = sum(slot[2] for slot in self.slots)
+            if fitting:
+                slot = min(fitting, key=lambda slot: slot[2])
+            elif idle and total - max(idle, key=lambda slot: slot[2])[2] + size <= self.MAX_BYTES:
+                slot = max(idle, key=lambda slot: slot[2])
+                os.ftruncate(slot[0], size)
+                slot[1].close()
+                slot[1], slot[2] = mmap.mmap(slot[0], size), size
+            elif len(self.slots) < self.MAX_SLOTS and total + size <= self.MAX_BYTES:
+                fd = os.memfd_create("gpubox-serve-out", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+                os.ftruncate(fd, size)
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+                slot = [fd, mmap.mmap(fd, size), size, file_id(fd), False]
+                self.slots.append(slot)
+            else:
+                return None
+            slot[4] = True
+            return slot
+
+    def give_back(self, files):
+        with self.lock:
+            for slot in self.slots:
+                if slot[3] in files:
+                    slot[4] = False
+
+
 class Channel:
     """fd 3. One reader (the main thread); writers take the lock."""
 
     def __init__(self):
         self.sock = socket.socket(fileno=3)
         self.lock = threading.Lock()
+        self.released = collections.deque()  # the agent's memfds no longer mapped here (any thread appends)
+        self.memfds = ResultMemfds()
 
     def _fill(self, view):
         while len(view):
@@ -357,10 +413,18 @@ class Channel:
             body = unpack(self._exact(body_len))
             mapped = None
             if memfd is not None:
-                size = os.fstat(memfd).st_size
-                # Private: the tensors built on it may be written to (copy on write).
-                mapped = memoryview(mmap.mmap(memfd, size, flags=mmap.MAP_PRIVATE,
-                                              prot=mmap.PROT_READ | mmap.PROT_WRITE)) if size else memoryview(b"")
+                extent = 0
+                for length in lengths:
+                    if length & IN_MEMFD:
+                        extent = (extent + (length & ~IN_MEMFD) + PAGE - 1) // PAGE * PAGE
+                mapped = memoryview(b"")
+                if extent:
+                    # Only this message's part. Private: the tensors built on it may be
+                    # written to (copy on write); once nothing here maps it, the agent
+                    # may reuse the memfd.
+                    mapping = mmap.mmap(memfd, extent, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+                    weakref.finalize(mapping, self.released.append, file_id(memfd))
+                    mapped = memoryview(mapping)
         finally:
             if memfd is not None:
                 os.close(memfd)
@@ -398,9 +462,18 @@ class Channel:
 
     def send_packed(self, packed, frames=()):
         lengths, memfd, end = [], None, 0
+        extent = sum((len(frame) + PAGE - 1) // PAGE * PAGE for frame in frames if len(frame) >= MEMFD_THRESHOLD)
+        slot = self.memfds.lend(extent) if extent else None
         try:
             for frame in frames:
                 length = len(frame)
+                if length >= MEMFD_THRESHOLD and slot is not None:
+                    memfd, next_end = slot[0], (end + length + PAGE - 1) // PAGE * PAGE
+                    slot[1][end:end + length] = frame
+                    slot[1][end + length:next_end] = bytes(next_end - end - length)  # nothing of an earlier message
+                    end = next_end
+                    lengths.append(length | IN_MEMFD)
+                    continue
                 if length >= MEMFD_THRESHOLD:
                     if memfd is None:
                         memfd = os.memfd_create("gpubox-serve", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -410,12 +483,13 @@ class Channel:
                     end = (end + length + PAGE - 1) // PAGE * PAGE
                     length |= IN_MEMFD
                 lengths.append(length)
-            if memfd is not None:
+            if memfd is not None and slot is None:
                 # Sealed: the agent maps it, so it must never shrink under that mapping.
                 fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE |
                             fcntl.F_SEAL_SEAL)
             head = struct.pack("<II", len(packed), len(frames)) + b"".join(struct.pack("<Q", n) for n in lengths)
             with self.lock:
+                self._send_released()
                 message = head + packed
                 if memfd is not None:
                     sent = self.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
@@ -425,9 +499,23 @@ class Channel:
                 for frame in frames:
                     if 0 < len(frame) < MEMFD_THRESHOLD:
                         self.sock.sendall(frame)
+        except BaseException:
+            if slot is not None:
+                self.memfds.give_back([slot[3]])
+            raise
         finally:
-            if memfd is not None:
+            if memfd is not None and slot is None:
                 os.close(memfd)
+
+    def _send_released(self):
+        """Tells the agent which of its memfds nothing here maps any more. REQUIRES: self.lock."""
+        files = []
+        while self.released:
+            files.append(self.released.popleft())
+        if files:
+            packed = bytearray()
+            pack({"op": "released", "files": files}, packed)
+            self.sock.sendall(struct.pack("<II", len(packed), 0) + packed)
 
 
 # -- what interface.py sees ------------------------------------------------------
@@ -630,6 +718,8 @@ class Worker:
                     call.cancelled = True
                     if call.thread is not None:
                         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(call.thread), ctypes.py_object(Cancelled))
+        elif op == "released":
+            self.channel.memfds.give_back(body.get("files") or [])
         elif op == "credit":
             with self.lock:
                 call = self.calls.get(call_id)
