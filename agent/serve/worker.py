@@ -1,6 +1,6 @@
 # The serve worker: imports a user's interface.py and runs its @expose
 # functions for the agent (agent/serve/service.cpp), each call in a thread of
-# its own. Shipped inside the agent binary and run with kernel.python; needs
+# its own (the thread that read it: Worker). Shipped inside the agent binary and run with kernel.python; needs
 # only the standard library (msgpack is coded here; numpy and torch are used
 # when interface code passes arrays or tensors).
 #
@@ -675,43 +675,53 @@ class Call:
 
 
 class Worker:
+    """Runs calls. Leader/follower: one thread at a time reads the channel
+    (holding `reading`); a call it reads is registered, then run in that same
+    thread once another has taken over the reading (one is started when none
+    waits), so a call starts without a hand-off between threads and a long
+    one never holds up the channel."""
+
     def __init__(self, channel):
         self.channel = channel
+        self.reading = threading.Lock()
         self.lock = threading.Lock()
         self.calls = {}        # id -> Call; guarded by lock
-        self.idle = 0          # idle pool threads; guarded by lock
-        self.tasks = []        # guarded by lock
-        self.task_ready = threading.Condition(self.lock)
+        self.waiting = 0       # threads waiting to read; guarded by lock
 
-    # A pool that grows whenever no thread is idle: every call runs at once.
-    def submit(self, task):
-        with self.lock:
-            self.tasks.append(task)
-            if self.idle > 0:
-                self.idle -= 1
-                self.task_ready.notify()
-                return
-        threading.Thread(target=self.pool_thread, daemon=True).start()
-
-    def pool_thread(self):
+    def serve(self):
         while True:
             with self.lock:
-                while not self.tasks:
-                    self.task_ready.wait()
-                task = self.tasks.pop(0)
+                self.waiting += 1
+            with self.reading:
+                with self.lock:
+                    self.waiting -= 1
+                while True:
+                    message = self.channel.read()
+                    if message is None:
+                        os._exit(0)
+                    body, frames = message
+                    if body.get("op") != "call":
+                        self.handle(body, frames)  # quick: cancel, credit, released
+                        continue
+                    # Registered before anything else is read: a cancel or credit for it finds it.
+                    call = self.register(body)
+                    break
+                with self.lock:
+                    spare = self.waiting > 0
+            if not spare:
+                threading.Thread(target=self.serve, daemon=True).start()
+            if call is None:
+                continue
             try:
-                task()
+                self.start_call(call, body, frames)
             except BaseException:
                 pass  # a cancellation that landed after the call ended
-            with self.lock:
-                self.idle += 1
+            del body, frames, message, call  # nothing here keeps the arguments' memfd mapped
 
     def handle(self, body, frames):
         op = body.get("op")
         call_id = body.get("id")
-        if op == "call":
-            self.start_call(call_id, body, frames)
-        elif op == "cancel":
+        if op == "cancel":
             with self.lock:
                 call = self.calls.get(call_id)
                 if call is not None:
@@ -727,13 +737,21 @@ class Worker:
                 for _ in range(int(body.get("n", 1))):
                     call.credit.release()
 
-    def start_call(self, call_id, body, frames):
-        name = body.get("function")
+    def register(self, body):
+        """The Call for a call message, in self.calls; None (answered) for an unknown function."""
+        call_id, name = body.get("id"), body.get("function")
         fn = EXPOSED.get(name)
         if fn is None:
             self.channel.send({"op": "error", "id": call_id, "code": "not_found",
                                "message": "no function %r; exposed: %s" % (name, ", ".join(EXPOSED))})
-            return
+            return None
+        call = Call(call_id, name, fn, int(body.get("window", 4)))
+        with self.lock:
+            self.calls[call_id] = call
+        return call
+
+    def start_call(self, call, body, frames):
+        call_id, name = call.id, call.name
         try:
             args = from_wire(body.get("args") or [], frames)
             kwargs = from_wire(body.get("kwargs") or {}, frames)
@@ -741,13 +759,13 @@ class Worker:
                 raise TypeError("args must be a list and kwargs a map")
             SIGNATURES[name].bind(*args, **kwargs)
         except Exception as error:
+            with self.lock:
+                self.calls.pop(call_id, None)
             self.channel.send({"op": "error", "id": call_id, "code": "invalid_request",
                                "message": "%s%s: %s" % (name, SIGNATURES[name], error)})
             return
-        call = Call(call_id, name, fn, int(body.get("window", 4)))
-        with self.lock:
-            self.calls[call_id] = call
-        self.submit(lambda: self.run(call, args, kwargs))
+        del body, frames
+        self.run(call, args, kwargs)
 
     def run(self, call, args, kwargs):
         with self.lock:
@@ -792,6 +810,9 @@ class Worker:
 
     def finish(self, call, body, frames=()):
         with self.lock:
+            if call.thread is not None:
+                # A cancel scheduled but not delivered yet must not land later, in the next call or a read.
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(call.thread), None)
             call.thread = None
             self.calls.pop(call.id, None)
             cancelled = call.cancelled
@@ -843,12 +864,7 @@ def main():
                       "traceback": remote_traceback(error)})
         os._exit(1)
     channel.send({"op": "ready", "functions": functions})
-    worker = Worker(channel)
-    while True:
-        message = channel.read()
-        if message is None:
-            os._exit(0)
-        worker.handle(*message)
+    Worker(channel).serve()
 
 
 main()
