@@ -47,8 +47,9 @@ enum class Got { bytes, eof, aborted };
 Result<Got> read_exact(int fd, int abort_fd, void* into, std::size_t size, std::vector<Fd>* passed = nullptr) {
   char* at = static_cast<char*>(into);
   std::size_t done = 0;
+  bool wait = false;  // first try without waiting: most parts of a message are already there
   while (done < size) {
-    if (abort_fd >= 0) {
+    if (abort_fd >= 0 && wait) {
       pollfd fds[2] = {{fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
       int ready = ::poll(fds, 2, -1);
       if (ready < 0 && errno == EINTR) continue;
@@ -67,8 +68,10 @@ Result<Got> read_exact(int fd, int abort_fd, void* into, std::size_t size, std::
       message.msg_control = control;
       message.msg_controllen = sizeof control;
     }
-    ssize_t n = ::recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    ssize_t n = ::recvmsg(fd, &message, MSG_CMSG_CLOEXEC | (abort_fd >= 0 ? MSG_DONTWAIT : 0));
     if (n < 0 && errno == EINTR) continue;
+    wait = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (wait) continue;
     if (passed && n > 0) {
       for (cmsghdr* header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
         if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
