@@ -28,6 +28,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import traceback
 import types
 import typing
@@ -674,49 +675,85 @@ class Call:
         self.generator = inspect.isgeneratorfunction(fn)
 
 
+HANDOFF_S = 0.002  # a call that runs longer than this hands the channel to another thread
+IDLE_S = 1.0       # this long without a call, the next thread in line sleeps until one comes
+
+
 class Worker:
-    """Runs calls. Leader/follower: one thread at a time reads the channel
-    (holding `reading`); a call it reads is registered, then run in that same
-    thread once another has taken over the reading (one is started when none
-    waits), so a call starts without a hand-off between threads and a long
-    one never holds up the channel."""
+    """Runs calls, each in a thread of its own. One thread at a time reads
+    the channel (the reader) and runs the calls it reads itself: a quick
+    call costs no hand-off between threads at all. The next thread in line
+    checks every HANDOFF_S while calls come, and takes over the reading from
+    a reader that has been busy in one call that long, so a long call holds
+    up nothing else (a cancel, a credit, another call) for more than a few
+    milliseconds. Threads are started as they are needed."""
 
     def __init__(self, channel):
         self.channel = channel
-        self.reading = threading.Lock()
         self.lock = threading.Lock()
-        self.calls = {}        # id -> Call; guarded by lock
-        self.waiting = 0       # threads waiting to read; guarded by lock
+        self.turn = threading.Condition(self.lock)
+        self.calls = {}          # id -> Call; guarded by lock
+        self.reader = None       # the reading thread's ident; guarded by lock
+        self.busy_since = None   # when the reader began running a call; guarded by lock
+        self.next_up = None      # the thread that takes over from a busy reader; guarded by lock
+        self.last_call = 0.0     # guarded by lock
 
     def serve(self):
+        me = threading.get_ident()
+        with self.lock:
+            self.wait_for_turn(me)
         while True:
+            call, body, frames = self.read_call()
             with self.lock:
-                self.waiting += 1
-            with self.reading:
-                with self.lock:
-                    self.waiting -= 1
-                while True:
-                    message = self.channel.read()
-                    if message is None:
-                        os._exit(0)
-                    body, frames = message
-                    if body.get("op") != "call":
-                        self.handle(body, frames)  # quick: cancel, credit, released
-                        continue
-                    # Registered before anything else is read: a cancel or credit for it finds it.
-                    call = self.register(body)
-                    break
-                with self.lock:
-                    spare = self.waiting > 0
-            if not spare:
+                now = time.monotonic()
+                if now - self.last_call >= IDLE_S:
+                    self.turn.notify_all()  # the next in line checks on this call
+                self.busy_since = self.last_call = now
+                alone = self.next_up is None
+            if alone:
                 threading.Thread(target=self.serve, daemon=True).start()
-            if call is None:
+            if call is not None:
+                try:
+                    self.start_call(call, body, frames)
+                except BaseException:
+                    pass  # a cancellation that landed after the call ended
+            del call, body, frames  # nothing here keeps the arguments' memfd mapped
+            with self.lock:
+                if self.reader == me:
+                    self.busy_since = None  # still the reader: read on
+                else:
+                    self.wait_for_turn(me)
+
+    def wait_for_turn(self, me):
+        """Returns once this thread is the reader. REQUIRES: self.lock."""
+        while True:
+            if self.reader is None:
+                self.reader = me
+                return
+            if self.next_up is None:
+                self.next_up = me
+            if self.next_up != me:
+                self.turn.wait()
                 continue
-            try:
-                self.start_call(call, body, frames)
-            except BaseException:
-                pass  # a cancellation that landed after the call ended
-            del body, frames, message, call  # nothing here keeps the arguments' memfd mapped
+            if self.busy_since is not None and time.monotonic() - self.busy_since >= HANDOFF_S:
+                self.reader, self.busy_since, self.next_up = me, None, None
+                self.turn.notify()  # another thread becomes the next in line
+                return
+            active = time.monotonic() - self.last_call < IDLE_S
+            self.turn.wait(HANDOFF_S if active else None)
+
+    def read_call(self):
+        """As the reader: handles messages until a call comes, registered
+        before anything else is read (a cancel or credit for it finds it).
+        (call or None when it was answered already, body, frames)."""
+        while True:
+            message = self.channel.read()
+            if message is None:
+                os._exit(0)
+            body, frames = message
+            if body.get("op") == "call":
+                return self.register(body), body, frames
+            self.handle(body, frames)  # quick: cancel, credit, released
 
     def handle(self, body, frames):
         op = body.get("op")
