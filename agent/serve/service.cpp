@@ -92,7 +92,13 @@ std::optional<Result<json>> outcome(WireMessage& message, rpc::CallContext& call
 
 // One call in flight to a worker: what the supervision thread delivers for it.
 struct PendingCall {
-  PendingCall() : event(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  // The handler thread's own eventfd, reused by its calls (drained before
+  // each wait); shared, so a late signal never lands on a closed descriptor.
+  PendingCall() : event_fd(thread_event()), event(event_fd->get()) {}
+  static std::shared_ptr<Fd> thread_event() {
+    thread_local auto fd = std::make_shared<Fd>(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    return fd;
+  }
   // A call that streams nothing (a plain function's) is answered right here,
   // on the supervision thread, while its handler still waits in relay(): one
   // thread wake-up fewer on its way back. False: push() it for relay().
@@ -103,7 +109,7 @@ struct PendingCall {
     if (!result) return false;
     direct->answer(*result);
     answered = true;
-    signal_event(event.get());
+    signal_event(event);
     return true;
   }
   // relay() is done: nothing answers the call from now on.
@@ -116,21 +122,22 @@ struct PendingCall {
       std::lock_guard lock(mutex);
       inbox.push_back(std::move(message));
     }
-    signal_event(event.get());
+    signal_event(event);
   }
   void fail(Status reason) {
     {
       std::lock_guard lock(mutex);
       failed = std::move(reason);
     }
-    signal_event(event.get());
+    signal_event(event);
   }
 
   std::mutex mutex;
   // State below is protected by mutex.
   std::deque<WireMessage> inbox;
   std::optional<Status> failed;  // the worker ended
-  Fd event;                      // readable once something was pushed (or the call answered)
+  const std::shared_ptr<Fd> event_fd;
+  const int event;  // readable once something was pushed (or the call answered)
 
   std::mutex answer_mutex;
   // State below is protected by answer_mutex.
@@ -501,7 +508,7 @@ Result<json> Service::call(rpc::CallContext& call) {
 Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, PendingCall& pending, std::uint64_t id) {
   auto cancel_worker = [&] { (void)process.send({{"op", "cancel"}, {"id", id}}); };
   while (true) {
-    drain_event(pending.event.get());
+    drain_event(pending.event);
     std::deque<WireMessage> messages;
     std::optional<Status> failed;
     {
@@ -526,7 +533,7 @@ Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, Pend
       }
     }
     if (failed) return *failed;
-    pollfd fds[2] = {{pending.event.get(), POLLIN, 0}, {call.stop_fd(), POLLIN, 0}};
+    pollfd fds[2] = {{pending.event, POLLIN, 0}, {call.stop_fd(), POLLIN, 0}};
     if (::poll(fds, 2, 1000) < 0 && errno != EINTR) return Status::from_errno(errno, "serve.call: poll");
     if (fds[1].revents & POLLIN) {
       cancel_worker();

@@ -44,10 +44,12 @@ enum class Got { bytes, eof, aborted };
 
 // Fills size bytes; eof/aborted only before the first byte arrived. A file
 // descriptor passed along (SCM_RIGHTS) lands in *passed when it is given.
+// A message's first part (its prefix) is waited for; the rest is usually
+// there already, so it is read before polling.
 Result<Got> read_exact(int fd, int abort_fd, void* into, std::size_t size, std::vector<Fd>* passed = nullptr) {
   char* at = static_cast<char*>(into);
   std::size_t done = 0;
-  bool wait = false;  // first try without waiting: most parts of a message are already there
+  bool wait = passed != nullptr;
   while (done < size) {
     if (abort_fd >= 0 && wait) {
       pollfd fds[2] = {{fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
