@@ -81,12 +81,19 @@ bool CallState::finish() {
 }
 
 CallContext::CallContext(std::shared_ptr<CallState> state, nlohmann::json params,
-                         std::vector<zmq::message_t> attachments, std::string peer, Send send)
+                         std::vector<zmq::message_t> attachments, std::string peer, Send send, Finish finish)
     : state_(std::move(state)),
       params_(std::move(params)),
       attachments_(std::move(attachments)),
       peer_(std::move(peer)),
-      send_(std::move(send)) {}
+      send_(std::move(send)),
+      finish_(std::move(finish)) {}
+
+bool CallContext::answer(const Result<nlohmann::json>& result) {
+  if (!finish_ || !state_->finish()) return false;
+  finish_(result, *this);
+  return true;
+}
 
 Status CallContext::stop_reason() const {
   std::lock_guard lock(state_->mutex);

@@ -79,8 +79,10 @@ struct CallState {
 class CallContext {
  public:
   using Send = std::function<void(Outgoing&&)>;
+  // Sends the RESULT or ERROR that ends the call (the server's; absent for inline methods).
+  using Finish = std::function<void(const Result<nlohmann::json>&, CallContext&)>;
   CallContext(std::shared_ptr<CallState> state, nlohmann::json params, std::vector<zmq::message_t> attachments,
-              std::string peer, Send send);
+              std::string peer, Send send, Finish finish = nullptr);
 
   std::uint64_t id() const { return state_->id; }
   const std::string& method() const { return state_->method; }
@@ -115,12 +117,22 @@ class CallContext {
   void set_error_details(nlohmann::json details) { error_details_ = std::move(details); }
   const nlohmann::json& error_details() const { return error_details_; }
 
+  // Ends the call now with result (and the result attachments / error details
+  // set so far), from any thread, while the handler is still running — so an
+  // answer that arrives on another thread (a served function's) goes out
+  // without waking the handler's thread first. The handler's own return value
+  // is then ignored; it must not return before answer() has. False when the
+  // call had already ended (answered, cancelled, past its deadline) or cannot
+  // be answered early (an inline method).
+  bool answer(const Result<nlohmann::json>& result);
+
  private:
   std::shared_ptr<CallState> state_;
   nlohmann::json params_;
   std::vector<zmq::message_t> attachments_;
   std::string peer_;
   Send send_;
+  Finish finish_;
   std::vector<zmq::message_t> result_attachments_;
   nlohmann::json error_details_;
 };

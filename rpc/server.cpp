@@ -427,7 +427,10 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
   auto send = [this, socket, routing_id, state](Outgoing&& out) {
     enqueue(Queued{socket, routing_id, std::move(out), state, false});
   };
-  auto call_context = std::make_shared<CallContext>(state, std::move(body), std::move(attachments), peer, send);
+  auto finish = [this, socket, routing_id, state](const Result<nlohmann::json>& result, CallContext& call) {
+    enqueue(Queued{socket, routing_id, finish_message(state->id, result, call), state, /*final=*/true});
+  };
+  auto call_context = std::make_shared<CallContext>(state, std::move(body), std::move(attachments), peer, send, finish);
 
   calls.emplace(key, state);
   ++in_flight_per_peer[{socket, routing_id}];
@@ -436,8 +439,7 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
 
   auto run = [this, socket, routing_id, call_context, state, handler = &method->handler] {
     Result<nlohmann::json> result = run_handler(*handler, *call_context);
-    if (!state->finish()) return;  // already answered: cancelled, deadline, shutdown
-    enqueue(Queued{socket, routing_id, finish_message(state->id, result, *call_context), state, /*final=*/true});
+    call_context->answer(result);  // unless already answered: early, cancelled, deadline, shutdown
   };
   pool.submit(std::move(run));
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "agent/log.h"
+#include "agent/serve/memfd_pool.h"
 #include "agent/serve/worker_wire.h"
 #include "rpc/fd.h"
 
@@ -62,36 +63,107 @@ std::string body_string(const json& body, const char* key) {
 
 }  // namespace
 
+namespace {
+
+// The end of a call from the worker's message that ends it: the RESULT's
+// value (its tensors set as the result attachments), or the error (a raised
+// exception's details set); nullopt for a message that does not end the call.
+std::optional<Result<json>> outcome(WireMessage& message, rpc::CallContext& call) {
+  std::string op = body_string(message.body, "op");
+  if (op == "result") {
+    if (message.body.contains("items")) return Result<json>(json{{"items", message.body["items"]}});
+    call.set_result_attachments(std::move(message.attachments));
+    return Result<json>(json{{"value", message.body.value("value", json())}});
+  }
+  if (op == "raised") {
+    std::string type = body_string(message.body, "type");
+    std::string text = body_string(message.body, "message");
+    call.set_error_details({{"type", type}, {"message", text}, {"traceback", body_string(message.body, "traceback")}});
+    return Result<json>(Status(ErrorCode::raised, type + (text.empty() ? "" : ": " + text)));
+  }
+  if (op == "error") {
+    auto code = error_code_from_name(body_string(message.body, "code"));
+    return Result<json>(Status(code.value_or(ErrorCode::internal), body_string(message.body, "message")));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 // One call in flight to a worker: what the supervision thread delivers for it.
 struct PendingCall {
-  PendingCall() : event(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  // The handler thread's own eventfd, reused by its calls (drained before
+  // each wait); shared, so a late signal never lands on a closed descriptor.
+  PendingCall() : event_fd(thread_event()), event(event_fd->get()) {}
+  static std::shared_ptr<Fd> thread_event() {
+    thread_local auto fd = std::make_shared<Fd>(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    return fd;
+  }
+  // A call that streams nothing (a plain function's) is answered right here,
+  // on the supervision thread, while its handler still waits in relay(): one
+  // thread wake-up fewer on its way back. False: push() it for relay().
+  bool answer(WireMessage& message) {
+    std::lock_guard lock(answer_mutex);
+    if (!direct || answered) return false;
+    auto result = outcome(message, *direct);
+    if (!result) return false;
+    direct->answer(*result);
+    answered = true;
+    signal_event(event);
+    return true;
+  }
+  // relay() is done: nothing answers the call from now on.
+  void close() {
+    std::lock_guard lock(answer_mutex);
+    direct = nullptr;
+  }
   void push(WireMessage message) {
     {
       std::lock_guard lock(mutex);
       inbox.push_back(std::move(message));
     }
-    signal_event(event.get());
+    signal_event(event);
   }
   void fail(Status reason) {
     {
       std::lock_guard lock(mutex);
       failed = std::move(reason);
     }
-    signal_event(event.get());
+    signal_event(event);
   }
 
   std::mutex mutex;
   // State below is protected by mutex.
   std::deque<WireMessage> inbox;
   std::optional<Status> failed;  // the worker ended
-  Fd event;                      // readable once something was pushed
+  const std::shared_ptr<Fd> event_fd;
+  const int event;  // readable once something was pushed (or the call answered)
+
+  std::mutex answer_mutex;
+  // State below is protected by answer_mutex.
+  rpc::CallContext* direct = nullptr;  // the call, while its handler waits and it may be answered here
+  bool answered = false;
 };
 
 // One worker process: its channel, output pipes, exit status and calls in flight.
 struct WorkerProcess {
+  // One message to the worker, after a "released" one naming the worker's
+  // memfds the agent no longer maps (so it can reuse them). The large
+  // attachments go into a warm memfd of the pool when one can be had.
   Status send(const json& body, const std::vector<zmq::message_t>& attachments = {}) {
     std::lock_guard lock(write_mutex);
-    return write_message(channel.get(), body, attachments);
+    if (auto files = unmapped->take(); !files.empty()) {
+      if (Status sent = write_message(channel.get(), released_body(files)); !sent) return sent;
+    }
+    std::optional<MemfdPool::Lease> lease;
+    if (std::uint64_t extent = memfd_extent(attachments)) {
+      auto lent = pool.lend(extent);
+      if (lent) lease = std::move(*lent);
+    }
+    MemfdTarget target = lease ? lease->target() : MemfdTarget{};
+    Status sent = write_message(channel.get(), body, attachments, lease ? &target : nullptr);
+    if (!sent && lease) pool.give_back(lease->slot->id);  // the worker may never have got it
+    return sent;
   }
   // Registers a call; false when the process has already ended.
   bool add(std::uint64_t id, std::shared_ptr<PendingCall> call) {
@@ -117,6 +189,8 @@ struct WorkerProcess {
   Fd exited;  // eventfd: readable once the process was reaped
   std::thread log_thread;
   std::mutex write_mutex;  // one message at a time on the channel
+  MemfdPool pool;          // the agent's memfds for the worker's inputs
+  std::shared_ptr<ReleaseList> unmapped = std::make_shared<ReleaseList>();  // the worker's, no longer mapped here
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -302,13 +376,17 @@ bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
     }
     log::info("serve worker ready", {{"service", options_.name}, {"pid", static_cast<long long>(process->pid)}});
     while (true) {
-      auto message = read_message(process->channel.get(), process->exited.get());
+      auto message = read_message(process->channel.get(), process->exited.get(), process->unmapped);
       if (!message) {
         log::warn("serve worker sent a malformed message; it is ended",
                   {{"service", options_.name}, {"error", message.status().message()}});
         break;
       }
       if (!*message) break;
+      if (body_string((*message)->body, "op") == "released") {
+        for (const FileId& file : released_files((*message)->body)) process->pool.give_back(file);
+        continue;
+      }
       deliver(*process, std::move((*message)->body), std::move((*message)->attachments));
     }
   } else {
@@ -370,13 +448,16 @@ void Service::deliver(WorkerProcess& process, json body, std::vector<zmq::messag
   if (id == body.end() || !id->is_number_unsigned()) return;
   auto call = process.find(id->get<std::uint64_t>());
   if (!call) return;  // a call that has ended (cancelled, timed out)
-  call->push(WireMessage{std::move(body), std::move(attachments)});
+  WireMessage message{std::move(body), std::move(attachments)};
+  if (call->answer(message)) return;
+  call->push(std::move(message));
 }
 
 Result<json> Service::call(rpc::CallContext& call) {
   const json& params = call.params();
   std::string function = params["function"].get<std::string>();
   std::shared_ptr<WorkerProcess> process;
+  bool streams = true;  // a generator function: its items go out before its result, through relay()
   {
     std::unique_lock lock(mutex_);
     while (state_ == "starting" || state_ == "restarting") {
@@ -391,7 +472,10 @@ Result<json> Service::call(rpc::CallContext& call) {
     std::string names;
     for (const auto& entry : functions_) {
       std::string name = entry.value("name", "");
-      if (name == function) known = true;
+      if (name == function) {
+        known = true;
+        streams = entry.value("is_generator", true);
+      }
       names += (names.empty() ? "" : ", ") + name;
     }
     if (!known) {
@@ -401,6 +485,7 @@ Result<json> Service::call(rpc::CallContext& call) {
     process = process_;
   }
   auto pending = std::make_shared<PendingCall>();
+  if (!streams) pending->direct = &call;
   std::uint64_t id = next_id_++;
   if (!process->add(id, pending)) {
     return Status(ErrorCode::unavailable, "the serve worker of '" + options_.name + "' has just ended; try again");
@@ -410,10 +495,12 @@ Result<json> Service::call(rpc::CallContext& call) {
                   {"kwargs", params.contains("kwargs") ? params["kwargs"] : json::object()},
                   {"window", kItemWindow}};
   if (Status sent = process->send(request, call.attachments()); !sent) {
+    pending->close();
     process->remove(id);
     return Status(ErrorCode::unavailable, "cannot reach the serve worker of '" + options_.name + "': " + sent.message());
   }
   Result<json> result = relay(call, *process, *pending, id);
+  pending->close();  // before the handler returns: CallContext::answer's contract
   process->remove(id);
   return result;
 }
@@ -421,7 +508,7 @@ Result<json> Service::call(rpc::CallContext& call) {
 Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, PendingCall& pending, std::uint64_t id) {
   auto cancel_worker = [&] { (void)process.send({{"op", "cancel"}, {"id", id}}); };
   while (true) {
-    drain_event(pending.event.get());
+    drain_event(pending.event);
     std::deque<WireMessage> messages;
     std::optional<Status> failed;
     {
@@ -429,31 +516,24 @@ Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, Pend
       messages.swap(pending.inbox);
       failed = pending.failed;
     }
+    {
+      std::lock_guard lock(pending.answer_mutex);
+      if (pending.answered) return json();  // answered by the supervision thread: this value is ignored
+    }
     for (auto& message : messages) {
-      std::string op = body_string(message.body, "op");
-      if (op == "item") {
+      if (body_string(message.body, "op") == "item") {
         Status sent = call.send_data(json{{"item", message.body.value("item", json())}}, std::move(message.attachments));
         if (!sent) {
           cancel_worker();
           return sent;
         }
         (void)process.send({{"op", "credit"}, {"id", id}, {"n", 1}});
-      } else if (op == "result") {
-        if (message.body.contains("items")) return json{{"items", message.body["items"]}};
-        call.set_result_attachments(std::move(message.attachments));
-        return json{{"value", message.body.value("value", json())}};
-      } else if (op == "raised") {
-        std::string type = body_string(message.body, "type");
-        std::string text = body_string(message.body, "message");
-        call.set_error_details({{"type", type}, {"message", text}, {"traceback", body_string(message.body, "traceback")}});
-        return Status(ErrorCode::raised, type + (text.empty() ? "" : ": " + text));
-      } else if (op == "error") {
-        auto code = error_code_from_name(body_string(message.body, "code"));
-        return Status(code.value_or(ErrorCode::internal), body_string(message.body, "message"));
+      } else if (auto result = outcome(message, call)) {
+        return std::move(*result);
       }
     }
     if (failed) return *failed;
-    pollfd fds[2] = {{pending.event.get(), POLLIN, 0}, {call.stop_fd(), POLLIN, 0}};
+    pollfd fds[2] = {{pending.event, POLLIN, 0}, {call.stop_fd(), POLLIN, 0}};
     if (::poll(fds, 2, 1000) < 0 && errno != EINTR) return Status::from_errno(errno, "serve.call: poll");
     if (fds[1].revents & POLLIN) {
       cancel_worker();

@@ -1,6 +1,6 @@
 # The serve worker: imports a user's interface.py and runs its @expose
 # functions for the agent (agent/serve/service.cpp), each call in a thread of
-# its own. Shipped inside the agent binary and run with kernel.python; needs
+# its own (the thread that read it: Worker). Shipped inside the agent binary and run with kernel.python; needs
 # only the standard library (msgpack is coded here; numpy and torch are used
 # when interface code passes arrays or tensors).
 #
@@ -10,10 +10,14 @@
 # in one memfd per message instead (passed with SCM_RIGHTS with the prefix;
 # their length has bit 63 set; each starts on a page boundary): a received
 # tensor is built on the mapped memfd (no copy), a result tensor is written
-# into one (one copy) that the agent maps as its outgoing frames.
+# into one (one copy) that the agent maps as its outgoing frames. Memfds are
+# reused while warm: each side tells the other which of its memfds it no
+# longer maps ({"op": "released", "files": [[st_dev, st_ino], ...]}, sent
+# before the next message), and only those are written again.
 
 import array
 import builtins
+import collections
 import ctypes
 import fcntl
 import mmap
@@ -24,9 +28,11 @@ import socket
 import struct
 import sys
 import threading
+import time
 import traceback
 import types
 import typing
+import weakref
 
 FRAME_BYTES = 64 << 20   # one attachment at most: one ZeroMQ frame of the agent's limit
 MEMFD_THRESHOLD = int(os.environ.get("GPUBOX_SERVE_MEMFD_THRESHOLD") or 256 << 10)  # attachments this big travel in the memfd
@@ -310,12 +316,63 @@ def from_wire(value, frames):
 
 # -- the channel -----------------------------------------------------------------
 
+def file_id(fd):
+    info = os.fstat(fd)
+    return [info.st_dev, info.st_ino]
+
+
+class ResultMemfds:
+    """Warm memfds for the large attachments the worker sends, mapped here;
+    each is lent to one message and back once the agent has released it.
+    Sealed against shrinking (the agent maps them). Any thread."""
+
+    MAX_SLOTS = 4
+    MAX_BYTES = 512 << 20
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.slots = []  # [fd, mmap, size, file id, lent]; guarded by lock
+
+    def lend(self, size):
+        """A slot of at least size bytes, or None (the caller makes a one-off)."""
+        size = (size + PAGE - 1) // PAGE * PAGE
+        with self.lock:
+            idle = [slot for slot in self.slots if not slot[4]]
+            fitting = [slot for slot in idle if slot[2] >= size]
+            total = sum(slot[2] for slot in self.slots)
+            if fitting:
+                slot = min(fitting, key=lambda slot: slot[2])
+            elif idle and total - max(idle, key=lambda slot: slot[2])[2] + size <= self.MAX_BYTES:
+                slot = max(idle, key=lambda slot: slot[2])
+                os.ftruncate(slot[0], size)
+                slot[1].close()
+                slot[1], slot[2] = mmap.mmap(slot[0], size), size
+            elif len(self.slots) < self.MAX_SLOTS and total + size <= self.MAX_BYTES:
+                fd = os.memfd_create("gpubox-serve-out", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+                os.ftruncate(fd, size)
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+                slot = [fd, mmap.mmap(fd, size), size, file_id(fd), False]
+                self.slots.append(slot)
+            else:
+                return None
+            slot[4] = True
+            return slot
+
+    def give_back(self, files):
+        with self.lock:
+            for slot in self.slots:
+                if slot[3] in files:
+                    slot[4] = False
+
+
 class Channel:
     """fd 3. One reader (the main thread); writers take the lock."""
 
     def __init__(self):
         self.sock = socket.socket(fileno=3)
         self.lock = threading.Lock()
+        self.released = collections.deque()  # the agent's memfds no longer mapped here (any thread appends)
+        self.memfds = ResultMemfds()
 
     def _fill(self, view):
         while len(view):
@@ -357,10 +414,18 @@ class Channel:
             body = unpack(self._exact(body_len))
             mapped = None
             if memfd is not None:
-                size = os.fstat(memfd).st_size
-                # Private: the tensors built on it may be written to (copy on write).
-                mapped = memoryview(mmap.mmap(memfd, size, flags=mmap.MAP_PRIVATE,
-                                              prot=mmap.PROT_READ | mmap.PROT_WRITE)) if size else memoryview(b"")
+                extent = 0
+                for length in lengths:
+                    if length & IN_MEMFD:
+                        extent = (extent + (length & ~IN_MEMFD) + PAGE - 1) // PAGE * PAGE
+                mapped = memoryview(b"")
+                if extent:
+                    # Only this message's part. Private: the tensors built on it may be
+                    # written to (copy on write); once nothing here maps it, the agent
+                    # may reuse the memfd.
+                    mapping = mmap.mmap(memfd, extent, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+                    weakref.finalize(mapping, self.released.append, file_id(memfd))
+                    mapped = memoryview(mapping)
         finally:
             if memfd is not None:
                 os.close(memfd)
@@ -398,9 +463,18 @@ class Channel:
 
     def send_packed(self, packed, frames=()):
         lengths, memfd, end = [], None, 0
+        extent = sum((len(frame) + PAGE - 1) // PAGE * PAGE for frame in frames if len(frame) >= MEMFD_THRESHOLD)
+        slot = self.memfds.lend(extent) if extent else None
         try:
             for frame in frames:
                 length = len(frame)
+                if length >= MEMFD_THRESHOLD and slot is not None:
+                    memfd, next_end = slot[0], (end + length + PAGE - 1) // PAGE * PAGE
+                    slot[1][end:end + length] = frame
+                    slot[1][end + length:next_end] = bytes(next_end - end - length)  # nothing of an earlier message
+                    end = next_end
+                    lengths.append(length | IN_MEMFD)
+                    continue
                 if length >= MEMFD_THRESHOLD:
                     if memfd is None:
                         memfd = os.memfd_create("gpubox-serve", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -410,12 +484,13 @@ class Channel:
                     end = (end + length + PAGE - 1) // PAGE * PAGE
                     length |= IN_MEMFD
                 lengths.append(length)
-            if memfd is not None:
+            if memfd is not None and slot is None:
                 # Sealed: the agent maps it, so it must never shrink under that mapping.
                 fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE |
                             fcntl.F_SEAL_SEAL)
             head = struct.pack("<II", len(packed), len(frames)) + b"".join(struct.pack("<Q", n) for n in lengths)
             with self.lock:
+                self._send_released()
                 message = head + packed
                 if memfd is not None:
                     sent = self.sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
@@ -425,9 +500,23 @@ class Channel:
                 for frame in frames:
                     if 0 < len(frame) < MEMFD_THRESHOLD:
                         self.sock.sendall(frame)
+        except BaseException:
+            if slot is not None:
+                self.memfds.give_back([slot[3]])
+            raise
         finally:
-            if memfd is not None:
+            if memfd is not None and slot is None:
                 os.close(memfd)
+
+    def _send_released(self):
+        """Tells the agent which of its memfds nothing here maps any more. REQUIRES: self.lock."""
+        files = []
+        while self.released:
+            files.append(self.released.popleft())
+        if files:
+            packed = bytearray()
+            pack({"op": "released", "files": files}, packed)
+            self.sock.sendall(struct.pack("<II", len(packed), 0) + packed)
 
 
 # -- what interface.py sees ------------------------------------------------------
@@ -586,50 +675,98 @@ class Call:
         self.generator = inspect.isgeneratorfunction(fn)
 
 
+HANDOFF_S = 0.002  # a call that runs longer than this hands the channel to another thread
+IDLE_S = 1.0       # this long without a call, the next thread in line sleeps until one comes
+
+
 class Worker:
+    """Runs calls, each in a thread of its own. One thread at a time reads
+    the channel (the reader) and runs the calls it reads itself: a quick
+    call costs no hand-off between threads at all. The next thread in line
+    checks every HANDOFF_S while calls come, and takes over the reading from
+    a reader that has been busy in one call that long, so a long call holds
+    up nothing else (a cancel, a credit, another call) for more than a few
+    milliseconds. Threads are started as they are needed."""
+
     def __init__(self, channel):
         self.channel = channel
         self.lock = threading.Lock()
-        self.calls = {}        # id -> Call; guarded by lock
-        self.idle = 0          # idle pool threads; guarded by lock
-        self.tasks = []        # guarded by lock
-        self.task_ready = threading.Condition(self.lock)
+        self.turn = threading.Condition(self.lock)
+        self.calls = {}          # id -> Call; guarded by lock
+        self.reader = None       # the reading thread's ident; guarded by lock
+        self.busy_since = None   # when the reader began running a call; guarded by lock
+        self.next_up = None      # the thread that takes over from a busy reader; guarded by lock
+        self.last_call = 0.0     # guarded by lock
 
-    # A pool that grows whenever no thread is idle: every call runs at once.
-    def submit(self, task):
+    def serve(self):
+        me = threading.get_ident()
         with self.lock:
-            self.tasks.append(task)
-            if self.idle > 0:
-                self.idle -= 1
-                self.task_ready.notify()
-                return
-        threading.Thread(target=self.pool_thread, daemon=True).start()
-
-    def pool_thread(self):
+            self.wait_for_turn(me)
         while True:
+            call, body, frames = self.read_call()
             with self.lock:
-                while not self.tasks:
-                    self.task_ready.wait()
-                task = self.tasks.pop(0)
-            try:
-                task()
-            except BaseException:
-                pass  # a cancellation that landed after the call ended
+                now = time.monotonic()
+                if now - self.last_call >= IDLE_S:
+                    self.turn.notify_all()  # the next in line checks on this call
+                self.busy_since = self.last_call = now
+                alone = self.next_up is None
+            if alone:
+                threading.Thread(target=self.serve, daemon=True).start()
+            if call is not None:
+                try:
+                    self.start_call(call, body, frames)
+                except BaseException:
+                    pass  # a cancellation that landed after the call ended
+            del call, body, frames  # nothing here keeps the arguments' memfd mapped
             with self.lock:
-                self.idle += 1
+                if self.reader == me:
+                    self.busy_since = None  # still the reader: read on
+                else:
+                    self.wait_for_turn(me)
+
+    def wait_for_turn(self, me):
+        """Returns once this thread is the reader. REQUIRES: self.lock."""
+        while True:
+            if self.reader is None:
+                self.reader = me
+                return
+            if self.next_up is None:
+                self.next_up = me
+            if self.next_up != me:
+                self.turn.wait()
+                continue
+            if self.busy_since is not None and time.monotonic() - self.busy_since >= HANDOFF_S:
+                self.reader, self.busy_since, self.next_up = me, None, None
+                self.turn.notify()  # another thread becomes the next in line
+                return
+            active = time.monotonic() - self.last_call < IDLE_S
+            self.turn.wait(HANDOFF_S if active else None)
+
+    def read_call(self):
+        """As the reader: handles messages until a call comes, registered
+        before anything else is read (a cancel or credit for it finds it).
+        (call or None when it was answered already, body, frames)."""
+        while True:
+            message = self.channel.read()
+            if message is None:
+                os._exit(0)
+            body, frames = message
+            if body.get("op") == "call":
+                return self.register(body), body, frames
+            self.handle(body, frames)  # quick: cancel, credit, released
 
     def handle(self, body, frames):
         op = body.get("op")
         call_id = body.get("id")
-        if op == "call":
-            self.start_call(call_id, body, frames)
-        elif op == "cancel":
+        if op == "cancel":
             with self.lock:
                 call = self.calls.get(call_id)
                 if call is not None:
                     call.cancelled = True
                     if call.thread is not None:
                         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(call.thread), ctypes.py_object(Cancelled))
+        elif op == "released":
+            self.channel.memfds.give_back(body.get("files") or [])
         elif op == "credit":
             with self.lock:
                 call = self.calls.get(call_id)
@@ -637,13 +774,21 @@ class Worker:
                 for _ in range(int(body.get("n", 1))):
                     call.credit.release()
 
-    def start_call(self, call_id, body, frames):
-        name = body.get("function")
+    def register(self, body):
+        """The Call for a call message, in self.calls; None (answered) for an unknown function."""
+        call_id, name = body.get("id"), body.get("function")
         fn = EXPOSED.get(name)
         if fn is None:
             self.channel.send({"op": "error", "id": call_id, "code": "not_found",
                                "message": "no function %r; exposed: %s" % (name, ", ".join(EXPOSED))})
-            return
+            return None
+        call = Call(call_id, name, fn, int(body.get("window", 4)))
+        with self.lock:
+            self.calls[call_id] = call
+        return call
+
+    def start_call(self, call, body, frames):
+        call_id, name = call.id, call.name
         try:
             args = from_wire(body.get("args") or [], frames)
             kwargs = from_wire(body.get("kwargs") or {}, frames)
@@ -651,13 +796,13 @@ class Worker:
                 raise TypeError("args must be a list and kwargs a map")
             SIGNATURES[name].bind(*args, **kwargs)
         except Exception as error:
+            with self.lock:
+                self.calls.pop(call_id, None)
             self.channel.send({"op": "error", "id": call_id, "code": "invalid_request",
                                "message": "%s%s: %s" % (name, SIGNATURES[name], error)})
             return
-        call = Call(call_id, name, fn, int(body.get("window", 4)))
-        with self.lock:
-            self.calls[call_id] = call
-        self.submit(lambda: self.run(call, args, kwargs))
+        del body, frames
+        self.run(call, args, kwargs)
 
     def run(self, call, args, kwargs):
         with self.lock:
@@ -702,6 +847,9 @@ class Worker:
 
     def finish(self, call, body, frames=()):
         with self.lock:
+            if call.thread is not None:
+                # A cancel scheduled but not delivered yet must not land later, in the next call or a read.
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(call.thread), None)
             call.thread = None
             self.calls.pop(call.id, None)
             cancelled = call.cancelled
@@ -753,12 +901,7 @@ def main():
                       "traceback": remote_traceback(error)})
         os._exit(1)
     channel.send({"op": "ready", "functions": functions})
-    worker = Worker(channel)
-    while True:
-        message = channel.read()
-        if message is None:
-            os._exit(0)
-        worker.handle(*message)
+    Worker(channel).serve()
 
 
 main()

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "rpc/fd.h"
 #include "rpc/protocol.h"
@@ -43,11 +44,14 @@ enum class Got { bytes, eof, aborted };
 
 // Fills size bytes; eof/aborted only before the first byte arrived. A file
 // descriptor passed along (SCM_RIGHTS) lands in *passed when it is given.
+// A message's first part (its prefix) is waited for; the rest is usually
+// there already, so it is read before polling.
 Result<Got> read_exact(int fd, int abort_fd, void* into, std::size_t size, std::vector<Fd>* passed = nullptr) {
   char* at = static_cast<char*>(into);
   std::size_t done = 0;
+  bool wait = passed != nullptr;
   while (done < size) {
-    if (abort_fd >= 0) {
+    if (abort_fd >= 0 && wait) {
       pollfd fds[2] = {{fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
       int ready = ::poll(fds, 2, -1);
       if (ready < 0 && errno == EINTR) continue;
@@ -66,8 +70,10 @@ Result<Got> read_exact(int fd, int abort_fd, void* into, std::size_t size, std::
       message.msg_control = control;
       message.msg_controllen = sizeof control;
     }
-    ssize_t n = ::recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    ssize_t n = ::recvmsg(fd, &message, MSG_CMSG_CLOEXEC | (abort_fd >= 0 ? MSG_DONTWAIT : 0));
     if (n < 0 && errno == EINTR) continue;
+    wait = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (wait) continue;
     if (passed && n > 0) {
       for (cmsghdr* header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
         if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
@@ -97,12 +103,33 @@ Status read_rest(int fd, int abort_fd, void* into, std::size_t size) {
   return Status::ok();
 }
 
-void unmap_frame(void* data, void* hint) { ::munmap(data, reinterpret_cast<std::size_t>(hint)); }
+std::uint64_t page_round(std::uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 
-// A ZeroMQ frame on length bytes of the passed memfd at offset, mapped, not
-// copied. The memfd must be sealed against shrinking: the peer cannot truncate
-// it under the mapping (which would fault the agent).
-Result<zmq::message_t> map_frame(const std::vector<Fd>& passed, std::uint64_t offset, std::uint64_t length) {
+// Shared by the frames mapped from one passed memfd: the last one to go
+// reports the memfd as released.
+struct Unmapped {
+  ~Unmapped() {
+    if (list) list->add(id);
+  }
+  std::shared_ptr<ReleaseList> list;
+  FileId id;
+};
+
+struct MappedFrame {
+  std::size_t length;
+  std::shared_ptr<Unmapped> unmapped;
+};
+
+void unmap_frame(void* data, void* hint) {
+  auto* frame = static_cast<MappedFrame*>(hint);
+  ::munmap(data, frame->length);
+  delete frame;
+}
+
+// The passed memfd, checked: sealed against shrinking (the peer cannot
+// truncate it under a mapping, which would fault the agent) and long enough.
+Result<std::shared_ptr<Unmapped>> check_memfd(const std::vector<Fd>& passed, std::uint64_t needed,
+                                              std::shared_ptr<ReleaseList> list) {
   if (passed.size() != 1) return Status(ErrorCode::invalid_request, "an attachment in a memfd came without exactly one memfd");
   int memfd = passed[0].get();
   int seals = ::fcntl(memfd, F_GET_SEALS);
@@ -110,16 +137,61 @@ Result<zmq::message_t> map_frame(const std::vector<Fd>& passed, std::uint64_t of
     return Status(ErrorCode::invalid_request, "the passed memfd is not sealed against shrinking (F_SEAL_SHRINK)");
   }
   struct stat info{};
-  if (::fstat(memfd, &info) != 0 || static_cast<std::uint64_t>(info.st_size) < offset + length) {
+  if (::fstat(memfd, &info) != 0 || static_cast<std::uint64_t>(info.st_size) < needed) {
     return Status(ErrorCode::invalid_request, "the passed memfd is shorter than its attachments");
   }
+  auto unmapped = std::make_shared<Unmapped>();
+  unmapped->list = std::move(list);
+  unmapped->id = {static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino)};
+  return unmapped;
+}
+
+// A ZeroMQ frame on length bytes of the checked memfd at offset, mapped, not copied.
+Result<zmq::message_t> map_frame(int memfd, std::uint64_t offset, std::uint64_t length, std::shared_ptr<Unmapped> unmapped) {
   if (length == 0) return zmq::message_t();
   void* data = ::mmap(nullptr, length, PROT_READ, MAP_SHARED | MAP_POPULATE, memfd, static_cast<off_t>(offset));
   if (data == MAP_FAILED) return Status::from_errno(errno, "serve: mapping a memfd");
-  return zmq::message_t(data, length, unmap_frame, reinterpret_cast<void*>(static_cast<std::size_t>(length)));
+  auto* hint = new MappedFrame{static_cast<std::size_t>(length), std::move(unmapped)};
+  return zmq::message_t(data, length, unmap_frame, hint);
 }
 
 }  // namespace
+
+void ReleaseList::add(FileId id) {
+  std::lock_guard lock(mutex_);
+  files_.push_back(id);
+}
+
+std::vector<FileId> ReleaseList::take() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(files_, {});
+}
+
+nlohmann::json released_body(const std::vector<FileId>& files) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const FileId& file : files) list.push_back({file.dev, file.ino});
+  return {{"op", "released"}, {"files", std::move(list)}};
+}
+
+std::vector<FileId> released_files(const nlohmann::json& body) {
+  std::vector<FileId> files;
+  auto list = body.find("files");
+  if (list == body.end() || !list->is_array()) return files;
+  for (const auto& entry : *list) {
+    if (entry.is_array() && entry.size() == 2 && entry[0].is_number_unsigned() && entry[1].is_number_unsigned()) {
+      files.push_back({entry[0].get<std::uint64_t>(), entry[1].get<std::uint64_t>()});
+    }
+  }
+  return files;
+}
+
+std::uint64_t memfd_extent(const std::vector<zmq::message_t>& attachments) {
+  std::uint64_t end = 0;
+  for (const auto& attachment : attachments) {
+    if (attachment.size() >= memfd_threshold()) end = page_round(end + attachment.size());
+  }
+  return end;
+}
 
 std::string encode_prefix(std::size_t body_bytes, const std::vector<std::uint64_t>& lengths) {
   std::string out;
@@ -159,7 +231,8 @@ Result<std::vector<std::uint64_t>> parse_lengths(std::string_view bytes, std::ui
   return lengths;
 }
 
-Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::message_t>& attachments) {
+Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::message_t>& attachments,
+                     const MemfdTarget* target) {
   std::string packed;
   nlohmann::json::to_msgpack(body, packed);
   std::vector<std::uint64_t> lengths;
@@ -167,6 +240,14 @@ Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::
   std::uint64_t memfd_end = 0;
   for (const auto& attachment : attachments) {
     std::uint64_t length = attachment.size();
+    if (length >= memfd_threshold() && target) {
+      std::memcpy(target->data + memfd_end, attachment.data(), length);
+      std::uint64_t next = page_round(memfd_end + length);
+      std::memset(target->data + memfd_end + length, 0, next - memfd_end - length);
+      memfd_end = next;
+      lengths.push_back(length | kInMemfd);
+      continue;
+    }
     if (length >= memfd_threshold()) {
       if (!memfd.valid()) {
         memfd = Fd(::memfd_create("gpubox-serve", MFD_CLOEXEC | MFD_ALLOW_SEALING));
@@ -179,7 +260,7 @@ Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::
         if (n <= 0) return Status::from_errno(n < 0 ? errno : EIO, "serve: writing a memfd");
         done += static_cast<std::uint64_t>(n);
       }
-      memfd_end = (memfd_end + length + kPage - 1) / kPage * kPage;
+      memfd_end = page_round(memfd_end + length);
       length |= kInMemfd;
     }
     lengths.push_back(length);
@@ -197,8 +278,9 @@ Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::
       parts.push_back({const_cast<void*>(attachment.data()), attachment.size()});
     }
   }
+  int passed = target && memfd_end ? target->fd : memfd.get();
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  bool fd_sent = !memfd.valid();
+  bool fd_sent = passed < 0;
   std::size_t first = 0;
   while (first < parts.size()) {
     msghdr message{};
@@ -212,7 +294,6 @@ Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::
       header->cmsg_level = SOL_SOCKET;
       header->cmsg_type = SCM_RIGHTS;
       header->cmsg_len = CMSG_LEN(sizeof(int));
-      int passed = memfd.get();
       std::memcpy(CMSG_DATA(header), &passed, sizeof passed);
     }
     // MSG_NOSIGNAL: a worker that died is an EPIPE here, never a SIGPIPE for the agent.
@@ -230,7 +311,7 @@ Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::
   return Status::ok();
 }
 
-Result<std::optional<WireMessage>> read_message(int fd, int abort_fd) {
+Result<std::optional<WireMessage>> read_message(int fd, int abort_fd, std::shared_ptr<ReleaseList> unmapped) {
   char head[kPrefixBytes];
   std::vector<Fd> passed;
   auto got = read_exact(fd, abort_fd, head, sizeof head, &passed);
@@ -248,14 +329,26 @@ Result<std::optional<WireMessage>> read_message(int fd, int abort_fd) {
   if (!body) return body.status();
   WireMessage message;
   message.body = std::move(*body);
+  std::uint64_t extent = 0, needed = 0;  // where the last attachment in the memfd ends: rounded, exact
+  for (std::uint64_t length : *lengths) {
+    if (!(length & kInMemfd)) continue;
+    needed = extent + (length & ~kInMemfd);
+    extent = page_round(needed);
+  }
+  std::shared_ptr<Unmapped> memfd;
+  if (extent) {
+    auto checked = check_memfd(passed, needed, std::move(unmapped));
+    if (!checked) return checked.status();
+    memfd = std::move(*checked);
+  }
   std::uint64_t memfd_end = 0;
   for (std::uint64_t length : *lengths) {
     if (length & kInMemfd) {
       length &= ~kInMemfd;
-      auto frame = map_frame(passed, memfd_end, length);
+      auto frame = map_frame(passed[0].get(), memfd_end, length, memfd);
       if (!frame) return frame.status();
       message.attachments.push_back(std::move(*frame));
-      memfd_end = (memfd_end + length + kPage - 1) / kPage * kPage;
+      memfd_end = page_round(memfd_end + length);
       continue;
     }
     zmq::message_t frame(static_cast<std::size_t>(length));

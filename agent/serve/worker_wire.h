@@ -8,10 +8,15 @@
 // contiguous mapping on the other side. The agent maps a worker's memfd
 // (sealed against shrinking, so a mapping can never fault) as the ZeroMQ
 // frames it sends on: one copy per hop, no re-encoding, nothing in between.
-// Stateless functions; any thread.
+// Either side may reuse a memfd for later messages once the other has said
+// that its mappings of it are gone: an {"op": "released", "files": [[dev,
+// ino], ...]} message (MemfdPool on the agent's side). Functions are
+// stateless and may be called from any thread; ReleaseList is thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +37,41 @@ inline constexpr std::uint64_t kMemfdThreshold = 256 << 10;
 inline constexpr std::uint64_t kInMemfd = 1ull << 63;  // a length's flag: the bytes are in the memfd
 inline constexpr std::uint64_t kPage = 4096;
 
+// A file's identity (st_dev, st_ino): how both sides name a memfd in "released".
+struct FileId {
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  bool operator==(const FileId& other) const { return dev == other.dev && ino == other.ino; }
+};
+
+// The peer's memfds whose last mapping here has gone (a frame's ZeroMQ free
+// function adds them, from any thread), until the next "released" message.
+class ReleaseList {
+ public:
+  void add(FileId id);
+  std::vector<FileId> take();
+
+ private:
+  std::mutex mutex_;
+  std::vector<FileId> files_;  // guarded by mutex_
+};
+
+// The "released" message's body for files.
+nlohmann::json released_body(const std::vector<FileId>& files);
+// Its files; malformed entries are skipped.
+std::vector<FileId> released_files(const nlohmann::json& body);
+
+// A memfd mapped here that write_message fills instead of making a fresh one:
+// sealed against shrinking, at least memfd_extent(attachments) long.
+struct MemfdTarget {
+  int fd = -1;
+  char* data = nullptr;
+};
+
+// How many bytes of a memfd the attachments that go in one take (0: none
+// does): each starts on a page boundary; the end is rounded up to a page.
+std::uint64_t memfd_extent(const std::vector<zmq::message_t>& attachments);
+
 struct WireMessage {
   nlohmann::json body;
   std::vector<zmq::message_t> attachments;
@@ -50,12 +90,19 @@ Result<Prefix> parse_prefix(std::string_view bytes);
 Result<std::vector<std::uint64_t>> parse_lengths(std::string_view bytes, std::uint32_t count);
 
 // Writes one whole message (blocking; retries short writes and EINTR).
-// fd must be a socket (sendmsg).
-Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::message_t>& attachments = {});
+// fd must be a socket (sendmsg). The large attachments go into target when
+// one is given (the gaps between them zeroed: nothing of an earlier message
+// stays within the extent), else into a fresh memfd sealed for good.
+Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::message_t>& attachments = {},
+                     const MemfdTarget* target = nullptr);
 
 // Reads one message, blocking. Returns nullopt on end of file before a
 // message began, or when abort_fd (>= 0) becomes readable while waiting.
-// A malformed message or an end of file inside one is an error.
-Result<std::optional<WireMessage>> read_message(int fd, int abort_fd);
+// A malformed message or an end of file inside one is an error. A passed
+// memfd must be sealed against shrinking; its attachments are mapped, and
+// once the last of their frames is closed the memfd's id goes to unmapped
+// (when given) for the next "released" message.
+Result<std::optional<WireMessage>> read_message(int fd, int abort_fd,
+                                                std::shared_ptr<ReleaseList> unmapped = nullptr);
 
 }  // namespace gpubox::serve

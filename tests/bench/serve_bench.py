@@ -37,7 +37,9 @@ def take(t) -> int:
 
 @expose
 def give(n: int):
-    return BUFFERS.setdefault(n, make(n))
+    if n not in BUFFERS:  # made once: the bench times sending it, not making it
+        BUFFERS[n] = make(n)
+    return BUFFERS[n]
 
 @expose
 def echo(t):

@@ -1,7 +1,9 @@
 // The agent ↔ serve worker frame codec (agent/serve/worker_wire.h) and the
 // bounded output ring (agent/serve/log_ring.h), over a real socketpair.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/serve/log_ring.h"
+#include "agent/serve/memfd_pool.h"
 #include "agent/serve/worker_wire.h"
 #include "rpc/fd.h"
 
@@ -108,6 +111,92 @@ TEST(ServeWire, AnUnsealedMemfdIsRefused) {
   auto got = read_message(b.get(), -1);
   ASSERT_FALSE(got);
   EXPECT_NE(got.status().message().find("F_SEAL_SHRINK"), std::string::npos);
+}
+
+FileId id_of(int fd) {
+  struct stat info{};
+  EXPECT_EQ(::fstat(fd, &info), 0);
+  return {static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino)};
+}
+
+TEST(ServeMemfdPool, LendsSealedMemfdsAndReusesOnlyWhatWasGivenBack) {
+  MemfdPool pool;
+  auto first = pool.lend(3 << 20);
+  ASSERT_TRUE(first) << first.status().message();
+  int seals = ::fcntl(first->slot->fd.get(), F_GET_SEALS);
+  EXPECT_TRUE(seals & F_SEAL_SHRINK);  // the worker cannot truncate it under the agent's mapping
+  EXPECT_TRUE(seals & F_SEAL_SEAL);    // nor seal it against the agent's writes
+  EXPECT_EQ(::ftruncate(first->slot->fd.get(), 4096), -1);
+  EXPECT_GE(first->slot->size, 3u << 20);
+  first->slot->data[(3 << 20) - 1] = 'x';  // mapped, writable
+  FileId lent = first->slot->id;
+  EXPECT_EQ(id_of(first->slot->fd.get()), lent);
+
+  auto second = pool.lend(1 << 20);  // the first is still lent: another memfd
+  ASSERT_TRUE(second);
+  EXPECT_FALSE(second->slot->id == lent);
+  EXPECT_EQ(pool.lent(), 2u);
+
+  pool.give_back(lent);
+  pool.give_back({1, 2});  // unknown: ignored
+  EXPECT_EQ(pool.lent(), 1u);
+  auto third = pool.lend(8 << 20);  // the given-back one, grown
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->slot->id, lent);
+  EXPECT_GE(third->slot->size, 8u << 20);
+  EXPECT_EQ(third->slot->data[(3 << 20) - 1], 'x');  // the same pages
+
+  // Full: what does not fit is a one-off, not kept.
+  std::vector<MemfdPool::Lease> held;
+  for (int i = 0; i < 6; ++i) {
+    auto lease = pool.lend(1 << 20);
+    ASSERT_TRUE(lease);
+    held.push_back(std::move(*lease));
+  }
+  EXPECT_EQ(pool.pooled(), MemfdPool::kMaxSlots);
+  EXPECT_FALSE(held.back().slot->pooled);
+  auto huge = pool.lend(MemfdPool::kMaxPooledBytes);
+  ASSERT_TRUE(huge);
+  EXPECT_FALSE(huge->slot->pooled);
+}
+
+TEST(ServeWire, AReusedMemfdCarriesOnlyTheNewMessage) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Fd a(sv[0]), b(sv[1]);
+  MemfdPool pool;
+  auto lease = pool.lend(4 << 20);
+  ASSERT_TRUE(lease);
+  MemfdTarget target = lease->target();
+  auto send = [&](char fill, std::size_t size) {
+    std::vector<zmq::message_t> attachments;
+    attachments.emplace_back(std::string(size, fill).data(), size);
+    EXPECT_EQ(memfd_extent(attachments), (size + kPage - 1) / kPage * kPage);
+    std::thread writer([&] { EXPECT_TRUE(write_message(a.get(), {{"op", "call"}}, attachments, &target)); });
+    auto unmapped = std::make_shared<ReleaseList>();
+    auto got = read_message(b.get(), -1, unmapped);
+    writer.join();
+    EXPECT_TRUE(got && got->has_value());
+    EXPECT_EQ((*got)->attachments[0].size(), size);
+    EXPECT_EQ((*got)->attachments[0].to_string(), std::string(size, fill));
+    EXPECT_TRUE(unmapped->take().empty());  // the frame still maps it
+    (*got)->attachments.clear();
+    auto released = unmapped->take();  // its last frame gone: the memfd is named for "released"
+    EXPECT_EQ(released.size(), 1u);
+    if (!released.empty()) EXPECT_EQ(released[0], lease->slot->id);
+  };
+  send('a', 3 << 20);
+  send('b', (1 << 20) + 10);
+  // Up to the page end the earlier message's bytes are gone (zeroed), not just hidden by the length.
+  for (std::size_t at = (1 << 20) + 10; at < (1 << 20) + kPage; ++at) ASSERT_EQ(lease->slot->data[at], 0) << at;
+  EXPECT_EQ(lease->slot->data[(1 << 20) + kPage], 'a');  // beyond the extent: not part of the message
+
+  nlohmann::json released = released_body({{1, 2}, {3, 4}});
+  EXPECT_EQ(released["op"], "released");
+  auto files = released_files(released);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[1], (FileId{3, 4}));
+  EXPECT_TRUE(released_files({{"files", {"junk", {1}}}}).empty());
 }
 
 TEST(ServeLogRing, KeepsTheLastBytesAndCountsTheDropped) {

@@ -261,6 +261,7 @@ class Client:
             self._socket.setsockopt(zmq.CURVE_SECRETKEY, secret)
         self._ids = itertools.count(1)
         self._queues: Dict[int, Deque[tuple]] = {}  # messages for open requests, not yet taken
+        self._zero_copy: set = set()  # open requests whose attachments come as memoryviews of the frames
         try:
             self._connect(connect_timeout)
         except BaseException:
@@ -330,10 +331,13 @@ class Client:
         return result
 
     def stream(self, method: str, /, timeout: Optional[float] = None, window: int = DEFAULT_WINDOW, *,
-               params: Optional[dict] = None, attachments: Iterable[bytes] = (), **kwargs: Any) -> Stream:
+               params: Optional[dict] = None, attachments: Iterable[bytes] = (), zero_copy: bool = False,
+               **kwargs: Any) -> Stream:
         """Starts `method` and returns its Stream; params as for call().
         `window` is how many DATA messages the agent may send ahead of the
-        reader."""
+        reader. With `zero_copy` the attachments that arrive for it are
+        read-only memoryviews of the received frames instead of bytes copies
+        (gpubox.served builds result tensors on them)."""
         if not isinstance(window, int) or window < 1:
             raise ValueError("window: expected a positive integer")
         timeout_ms = 0
@@ -346,6 +350,8 @@ class Client:
         request_id = next(self._ids)
         self._send(Header(request_id, Kind.CALL, method, timeout_ms, window), body, attachments)
         self._queues[request_id] = collections.deque()
+        if zero_copy:
+            self._zero_copy.add(request_id)
         return Stream(self, request_id, window, None if timeout is None else timeout + _GRACE_S)
 
     # -- the model host (gpubox/models.py) ---------------------------------
@@ -396,6 +402,7 @@ class Client:
             self._socket.close(linger=0)
         self._context.term()
         self._queues.clear()
+        self._zero_copy.clear()
 
     def __enter__(self) -> "Client":
         return self
@@ -410,8 +417,17 @@ class Client:
             raise RpcError("unavailable", "the client is closed")
         self._socket.send_multipart([encode_header(header), encode_body(body), *attachments])
 
+    def _recv_message(self) -> list:
+        """One multipart message: header and body as bytes, attachments as
+        zmq.Frame (not copied yet: _receive copies them unless zero-copy)."""
+        parts = [self._socket.recv()]
+        while self._socket.getsockopt(zmq.RCVMORE):
+            parts.append(self._socket.recv(copy=len(parts) < 2))
+        return parts
+
     def _forget(self, request_id: int) -> None:
         self._queues.pop(request_id, None)
+        self._zero_copy.discard(request_id)
 
     def _receive(self, request_id: int, wait: Optional[float]) -> Tuple[Header, dict, List[bytes]]:
         """The next message for request_id, buffering those for other open
@@ -427,13 +443,16 @@ class Client:
             if not self._socket.poll(timeout_ms):
                 raise RpcError("unavailable", "no answer from %s within %g s: is the agent still running?"
                                % (self.endpoint, wait))
-            frames = self._socket.recv_multipart()
+            frames = self._recv_message()
             if len(frames) < 2:
                 continue
             try:
                 message = (decode_header(frames[0]), decode_body(frames[1]), frames[2:])
             except ValueError as e:
                 raise RpcError("internal", "the agent sent a malformed message: %s" % e) from None
+            if message[2]:
+                keep = message[0].id in self._zero_copy
+                message = message[:2] + ([f.buffer if keep else f.bytes for f in message[2]],)
             if message[0].id == request_id:
                 return message
             other = self._queues.get(message[0].id)

@@ -18,11 +18,14 @@ import sys
 import types
 from typing import Any, Dict, Iterator, List, Optional
 
+import zmq
+
 from .cli_path import find_cli
 from .client import RpcError
 
 TENSOR_KEY = "__gpubox_tensor__"
 FRAME_BYTES = 64 << 20  # the agent's limit on one frame
+ZERO_COPY_BYTES = 64 << 10  # frames this big are sent from, and received into, tensors without a copy
 
 
 class RemoteError(RpcError):
@@ -67,8 +70,11 @@ def _tensor_to_wire(value: Any, frames: List[Any], keep: List[Any]) -> dict:
         tensor = tensor.contiguous()
         keep.append(tensor)
         nbytes = tensor.numel() * tensor.element_size()
-        view = (memoryview((ctypes.c_char * nbytes).from_address(tensor.data_ptr())).cast("B")
-                if nbytes else memoryview(b""))
+        view = memoryview(b"")
+        if nbytes:
+            memory = (ctypes.c_char * nbytes).from_address(tensor.data_ptr())
+            memory.owner = tensor  # the views (and the frames sent from them) keep the tensor alive
+            view = memoryview(memory).cast("B")
         kind, dtype, shape = "torch", str(tensor.dtype).replace("torch.", ""), list(tensor.shape)
     else:
         np = sys.modules["numpy"]
@@ -83,7 +89,9 @@ def _tensor_to_wire(value: Any, frames: List[Any], keep: List[Any]) -> dict:
     indexes = []
     for start in range(0, max(len(view), 1), FRAME_BYTES):
         indexes.append(len(frames))
-        frames.append(view[start:start + FRAME_BYTES])
+        part = view[start:start + FRAME_BYTES]
+        # Sent from the tensor's own memory, not copied into a frame first.
+        frames.append(zmq.Frame(part, copy=False) if len(part) >= ZERO_COPY_BYTES else part)
     return {TENSOR_KEY: {"kind": kind, "dtype": dtype, "shape": shape, "attachments": indexes}}
 
 
@@ -171,7 +179,8 @@ class Service:
     def call_with(self, function: str, args=(), kwargs=None, timeout: Optional[float] = None) -> Any:
         params, frames, keep = self._params(function, args, kwargs or {})
         try:
-            with self.client.stream("serve.call", timeout=timeout, params=params, attachments=frames) as stream:
+            with self.client.stream("serve.call", timeout=timeout, params=params, attachments=frames,
+                                    zero_copy=True) as stream:
                 for _ in stream:
                     pass  # a generator's items: call() returns nothing of them
                 result = stream.result
@@ -189,7 +198,8 @@ class Service:
     def stream_with(self, function: str, args=(), kwargs=None, timeout: Optional[float] = None) -> Iterator[Any]:
         params, frames, keep = self._params(function, args, kwargs or {})
         try:
-            with self.client.stream("serve.call", timeout=timeout, params=params, attachments=frames) as stream:
+            with self.client.stream("serve.call", timeout=timeout, params=params, attachments=frames,
+                                    zero_copy=True) as stream:
                 del keep
                 for body, attachments in stream:
                     yield from_wire(body.get("item"), attachments)
