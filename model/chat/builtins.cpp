@@ -433,7 +433,7 @@ bool apply_test(Runtime& rt, const std::string& name, const Value& v, const Args
   if (name == "number") return is_number(v);
   if (name == "integer") return v.is(Kind::integer);
   if (name == "float") return v.is(Kind::number);
-  if (name == "mapping") return v.is(Kind::dict);
+  if (name == "mapping") return v.is(Kind::dict) && !v.dict->is_namespace;
   if (name == "iterable") return v.is(Kind::list) || v.is(Kind::dict) || v.is(Kind::string) || v.is(Kind::undefined);
   if (name == "sequence") return v.is(Kind::list) || v.is(Kind::dict) || v.is(Kind::string) || v.is(Kind::undefined);
   if (name == "boolean") return v.is(Kind::boolean);

@@ -165,6 +165,7 @@ Result<std::string> ChatTemplates::apply(const nlohmann::ordered_json& messages,
   }
   if (!chosen) return Status(ErrorCode::invalid_request, "the model has no chat template (tokenizer_config.json has no chat_template)");
   if (!messages.is_array()) return Status(ErrorCode::invalid_request, "messages: expected a list of {role, content} objects");
+  if (messages.empty()) return Status(ErrorCode::invalid_request, "messages: the conversation is empty (give at least one message)");
   if (!tools.is_null() && !tools.is_array()) return Status(ErrorCode::invalid_request, "tools: expected a list of tool schemas");
   if (!kwargs.is_object()) return Status(ErrorCode::invalid_request, "chat template arguments: expected an object");
   for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"}) {
