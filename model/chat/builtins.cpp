@@ -90,7 +90,7 @@ std::string title(const std::string& s) {
   for (auto [b, e] : split_code_points(s)) {
     std::string ch = s.substr(b, e - b);
     std::int32_t cp = decode_at(s, b, e);
-    bool letter = cp >= 0 && (utf8proc_category(cp) <= UTF8PROC_CATEGORY_LO);
+    bool letter = cp >= 0 && utf8proc_category(cp) >= UTF8PROC_CATEGORY_LU && utf8proc_category(cp) <= UTF8PROC_CATEGORY_LO;
     out += letter ? map_case(ch, start) : ch;
     start = !letter;
   }
@@ -397,7 +397,10 @@ Value slice(Runtime& rt, const Value& object, const Value* start, const Value* s
   std::int64_t from = clamp(bound(start, "a slice start"), by > 0 ? 0 : n - 1);
   std::int64_t to = clamp(bound(stop, "a slice stop"), by > 0 ? n : -1);
   std::vector<std::int64_t> picked;
-  for (std::int64_t k = from; by > 0 ? k < to : k > to; k += by) picked.push_back(k);
+  for (std::int64_t k = from; by > 0 ? k < to : k > to;) {
+    picked.push_back(k);
+    if (__builtin_add_overflow(k, by, &k)) break;
+  }
   if (object.is(Kind::list)) {
     std::vector<Value> items;
     for (auto k : picked) items.push_back(object.list->items[static_cast<std::size_t>(k)]);
@@ -421,6 +424,7 @@ bool has_test(const std::string& name) {
 
 bool apply_test(Runtime& rt, const std::string& name, const Value& v, const Args& args) {
   (void)rt;
+  if (!has_test(name)) fail(fmt::format("unknown test \"{}\"", name));
   const Value* arg = args.get(0, "value");
   auto need_arg = [&]() -> const Value& {
     if (!arg) fail(fmt::format("test \"{}\" needs an argument", name));

@@ -117,13 +117,16 @@ class Lexer {
 
   // Tokens up to the closing "}}" or "%}"; returns its whitespace control ('-', '+' or '\0').
   char lex_tag(char close, int tag_line, int tag_col) {
-    int depth = 0;  // open brackets: "}}" inside a dict literal does not end the tag
+    std::string open;  // the brackets not yet closed: "}}" inside a dict literal does not end the tag
     while (true) {
       while (pos_ < src_.size() && is_space(src_[pos_])) step(1);
-      if (pos_ >= src_.size()) fail(tag_line, tag_col, close == '}' ? "unterminated \"{{\"" : "unterminated \"{%\"");
+      if (pos_ >= src_.size()) {
+        std::string tag = close == '}' ? "\"{{\"" : "\"{%\"";
+        fail(tag_line, tag_col, !open.empty() ? "unterminated " + tag + " (a bracket is not closed)" : "unterminated " + tag);
+      }
       char c = src_[pos_];
       auto at = [&](std::size_t k) { return pos_ + k < src_.size() ? src_[pos_ + k] : '\0'; };
-      if (depth == 0) {
+      if (open.empty()) {
         if ((c == '-' || c == '+') && at(1) == close && at(2) == '}') {
           tokens_.push_back({close == '}' ? TokenKind::expr_end : TokenKind::stmt_end, "", line_, col_});
           step(3);
@@ -153,8 +156,9 @@ class Lexer {
         if (op.size() == 1 && std::string_view("+-*/%~<>=()[]{},.:|").find(c) == std::string_view::npos) {
           fail(line, col, fmt::format("unexpected character '{}' in a tag", c));
         }
-        if (c == '(' || c == '[' || c == '{') ++depth;
-        if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
+        if (c == '(' || c == '[' || c == '{') open += c;
+        char opener = c == ')' ? '(' : c == ']' ? '[' : c == '}' ? '{' : '\0';
+        if (opener && !open.empty() && open.back() == opener) open.pop_back();
         step(op.size());
         tokens_.push_back({TokenKind::op, op, line, col});
       }

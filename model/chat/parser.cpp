@@ -79,7 +79,7 @@ class Parser {
       const Token& tok = peek();
       if (tok.kind == TokenKind::eof) {
         if (ends.size() == 0) return body;
-        fail(tok, fmt::format("missing \"{{% {} %}}\"", *ends.begin()));
+        fail(tok, fmt::format("missing \"{{% {} %}}\"", *(ends.end() - 1)));
       }
       if (tok.kind == TokenKind::text) {
         Node n{NodeKind::text, where(tok)};

@@ -147,7 +147,6 @@ void Renderer::exec_for(const Node& node, std::string& out) {
     return;
   }
   Value loop = arena_.dict();
-  Value outer_loop = lookup("loop");
   auto n = static_cast<std::int64_t>(items.size());
   for (std::int64_t k = 0; k < n; ++k) {
     if (++iterations_ > limits_.max_iterations) {
@@ -164,7 +163,6 @@ void Renderer::exec_for(const Node& node, std::string& out) {
     d.set("length", Value::integer(n));
     d.set("previtem", k > 0 ? items[static_cast<std::size_t>(k - 1)] : Value::undefined("loop.previtem"));
     d.set("nextitem", k + 1 < n ? items[static_cast<std::size_t>(k + 1)] : Value::undefined("loop.nextitem"));
-    if (outer_loop.is(Kind::dict)) d.set("depth", Value::integer(1));
     scopes_.emplace_back();
     scopes_.back()["loop"] = loop;
     assign(node, node.targets, items[static_cast<std::size_t>(k)]);
@@ -342,6 +340,7 @@ Value Renderer::eval_binary(const Expr& e) {
     const Value* count = text == &a ? &b : &a;
     if (text && (count->is(Kind::integer) || count->is(Kind::boolean))) {
       std::int64_t times = std::max<std::int64_t>(0, as_int(*count));
+      if (text->s.empty()) return Value::string("");
       if (!text->s.empty() && static_cast<std::uint64_t>(times) > rt_.max_string_bytes / text->s.size()) rt_.check_size(SIZE_MAX);
       std::string out;
       for (std::int64_t k = 0; k < times; ++k) out += text->s;

@@ -97,7 +97,15 @@ bool numeric(const Value& v) { return v.is(Kind::boolean) || v.is(Kind::integer)
 double as_double(const Value& v) { return v.is(Kind::number) ? v.d : static_cast<double>(v.is(Kind::boolean) ? v.b : v.i); }
 }  // namespace
 
-bool equal(const Value& a, const Value& b) {
+namespace {
+bool equal_at(const Value& a, const Value& b, int depth);
+}  // namespace
+
+bool equal(const Value& a, const Value& b) { return equal_at(a, b, 0); }
+
+namespace {
+bool equal_at(const Value& a, const Value& b, int depth) {
+  if (depth > 64) throw TemplateError("a comparison nests deeper than 64 levels (or a value contains itself)");
   if (numeric(a) && numeric(b)) {
     if (!a.is(Kind::number) && !b.is(Kind::number)) return (a.is(Kind::boolean) ? a.b : a.i) == (b.is(Kind::boolean) ? b.b : b.i);
     return as_double(a) == as_double(b);
@@ -110,7 +118,7 @@ bool equal(const Value& a, const Value& b) {
     case Kind::list: {
       if (a.list->items.size() != b.list->items.size()) return false;
       for (std::size_t k = 0; k < a.list->items.size(); ++k) {
-        if (!equal(a.list->items[k], b.list->items[k])) return false;
+        if (!equal_at(a.list->items[k], b.list->items[k], depth + 1)) return false;
       }
       return true;
     }
@@ -119,7 +127,7 @@ bool equal(const Value& a, const Value& b) {
       if (a.dict->items.size() != b.dict->items.size()) return false;
       for (const auto& [k, v] : a.dict->items) {
         const Value* other = b.dict->find(k);
-        if (!other || !equal(v, *other)) return false;
+        if (!other || !equal_at(v, *other, depth + 1)) return false;
       }
       return true;
     }
@@ -127,6 +135,7 @@ bool equal(const Value& a, const Value& b) {
     default: return false;
   }
 }
+}  // namespace
 
 std::string type_name(const Value& v) {
   switch (v.kind) {
