@@ -38,8 +38,8 @@ class ChatTemplate {
   ChatTemplate& operator=(const ChatTemplate&) = delete;
 
   // Renders with `variables` (an object: each key a template variable).
-  // invalid_request naming the line and column, or "chat template raised: MSG"
-  // for raise_exception(MSG); resource_exhausted past a limit.
+  // invalid_request naming the line and column (a limit passed says which),
+  // or "chat template raised: MSG" for raise_exception(MSG).
   Result<std::string> render(const nlohmann::ordered_json& variables) const;
 
  private:
