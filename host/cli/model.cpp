@@ -27,6 +27,7 @@ constexpr char kUsage[] =
     "       gpubox model ID tokenize NAME TEXT\n"
     "       gpubox model ID generate NAME PROMPT|--ids I,J,... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                                [--top-p P] [--seed S] [--stop STR]... [--ignore-eos] [--stream]\n"
+    "                                [--chat [--system TEXT]]\n"
     "       gpubox model ID run NAME PROMPT|--ids I,J,... --capture HOOK... [--out FILE.safetensors]\n"
     "       gpubox model ID load NAME PATH [--dtype D] [--device D] [--hidden] [--wait]\n"
     "       gpubox model ID unload NAME\n"
@@ -34,7 +35,8 @@ constexpr char kUsage[] =
     "  model that is loading (a progress bar on stderr). generate prints the text (the token ids for a model\n"
     "  without a tokenizer); --stream prints it as the tokens arrive. run captures hook points (model.hooks\n"
     "  names, TransformerLens'), prints each tensor's name, dtype and shape, and with --out writes the\n"
-    "  captures to a safetensors file. --json: the methods' results as JSON.\n";
+    "  captures to a safetensors file. --chat sends PROMPT as the user's message (after --system's), rendered\n"
+    "  with the model's chat template (docs/chat_templates.md). --json: the methods' results as JSON.\n";
 
 const std::string kCommand = "model";
 
@@ -156,6 +158,16 @@ std::optional<std::string> prompt_params(const Args& args, const std::string& su
     if (args.positional.size() != 4) return sub + ": expected NAME PROMPT (or NAME --ids I,J,...)";
     params["text"] = args.positional[3];
   }
+  auto system = args.last("--system");
+  if (system && !args.flag("--chat")) return "--system needs --chat";
+  if (args.flag("--chat")) {
+    if (params.contains("ids")) return "--chat needs PROMPT, not --ids";
+    json messages = json::array();
+    if (system) messages.push_back({{"role", "system"}, {"content", *system}});
+    messages.push_back({{"role", "user"}, {"content", params["text"]}});
+    params.erase("text");
+    params["messages"] = messages;
+  }
   return std::nullopt;
 }
 
@@ -270,8 +282,8 @@ int run_load(ModelClient& models, const Args& args, bool as_json) {
 int run_model(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw,
                          {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device",
-                          "--capture", "--out"},
-                         {"--stream", "--ignore-eos", "--hidden", "--wait"});
+                          "--capture", "--out", "--system"},
+                         {"--stream", "--ignore-eos", "--hidden", "--wait", "--chat"});
   if (!args) return fail(kCommand, args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   const auto& p = args->positional;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "hooks/spec.h"
+#include "model/modeld/chat_request.h"
 #include "model/modeld/intervention_hooks.h"
 #include "model/modeld/generation.h"
 #include "model/modeld/gpu_info.h"
@@ -43,14 +44,28 @@ std::string decode(const LoadedModel& model, const std::vector<std::int64_t>& id
   return model.tokenizer->decode(narrow, skip_special);
 }
 
-// Prompts from "ids" (a list, or a list of lists) or "text" (a string or a list of strings).
+// Prompts from "ids" (a list, or a list of lists), "text" (a string or a list
+// of strings) or "messages" (a conversation, or a list of them, rendered with
+// the chat template and encoded without adding special tokens again).
 Result<std::vector<std::vector<std::int64_t>>> read_prompts(const LoadedModel& model, rpc::ParamReader& params,
                                                             bool& batched) {
   const json* ids = params.raw("ids");
   const json* text = params.raw("text");
   auto special = params.boolean("add_special_tokens");
+  auto chat = read_chat_request(params, true);
+  if (!chat) return chat.status();
   if (!params.ok()) return params.status();
-  if ((ids == nullptr) == (text == nullptr)) return Status(ErrorCode::invalid_request, "params: give exactly one of ids or text");
+  if ((ids != nullptr) + (text != nullptr) + chat->has_value() != 1) return Status(ErrorCode::invalid_request, "params: give exactly one of ids, text or messages");
+  if (chat->has_value()) {
+    if (special) return Status(ErrorCode::invalid_request, "params.add_special_tokens: does not apply to messages (the chat template adds them)");
+    if (Status s = need_tokenizer(model); !s) return s;
+    auto texts = render_chat(model.chat.get(), **chat, model.spec.name);
+    if (!texts) return texts.status();
+    batched = (*chat)->batched;
+    std::vector<std::vector<std::int64_t>> prompts;
+    for (const auto& t : *texts) prompts.push_back(encode(model, t, false));
+    return prompts;
+  }
   std::vector<std::vector<std::int64_t>> prompts;
   if (ids) {
     batched = ids->is_array() && !ids->empty() && ids->front().is_array();
@@ -125,8 +140,11 @@ json model_info(const LoadedModel& model) {
                {"context_length", a.max_positions},
                {"eos_token_ids", a.eos_ids},
                {"tokenizer", model.tokenizer != nullptr},
+               {"chat_template", model.chat && model.chat->has_template()},
                {"load_seconds", model.load_seconds},
                {"unexpected_tensors", model.decoder->unexpected_tensors()}};
+  if (model.chat && model.chat->has_template()) info["chat_templates"] = model.chat->names();
+  if (!model.chat_error.empty()) info["chat_template_error"] = model.chat_error;
   if (!model.spec.hidden) info["path"] = model.spec.path;
   return info;
 }
@@ -374,6 +392,25 @@ void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupPro
     if (Status s = params.finish(); !s) return s;
     if (!model) return model.status();
     return model_info(**model);
+  });
+  methods.add("model.chat_template", [&host](rpc::CallContext& ctx) -> Result<json> {
+    rpc::ParamReader params(ctx.params());
+    auto model = find_model(host, params);
+    auto chat = read_chat_request(params, false);
+    if (!chat) return chat.status();
+    if (Status s = params.finish(); !s) return s;
+    if (!model) return model.status();
+    if (!chat->has_value()) return Status(ErrorCode::invalid_request, "params.messages: required");
+    auto texts = render_chat((*model)->chat.get(), **chat, (*model)->spec.name);
+    if (!texts) return texts.status();
+    json text = json::array(), ids = json::array();
+    for (const auto& t : *texts) {
+      text.push_back(t);
+      if ((*model)->tokenizer) ids.push_back(encode(**model, t, false));
+    }
+    json result = {{"text", (*chat)->batched ? text : text[0]}};
+    if ((*model)->tokenizer) result["ids"] = (*chat)->batched ? ids : ids[0];
+    return result;
   });
   methods.add("model.tokenize", [&host](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());

@@ -73,6 +73,9 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgr
     if (!tokenizer) return tokenizer.status();
     model->tokenizer = std::move(*tokenizer);
   }
+  auto chat = chat::ChatTemplates::from_directory(spec.path);
+  if (chat) model->chat = *chat;
+  else model->chat_error = chat.status().message();
   model->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return model;
 }

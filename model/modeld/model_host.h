@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "model/chat/chat_template.h"
 #include "model/modeld/decoder.h"
 #include "model/modeld/host_config.h"
 #include "model/tokenizer/tokenizer.h"
@@ -24,6 +25,8 @@ struct LoadedModel {
   std::unique_ptr<weights::Checkpoint> checkpoint;
   std::unique_ptr<Decoder> decoder;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the directory has no tokenizer.json
+  std::shared_ptr<const chat::ChatTemplates> chat;   // null without tokenizer_config.json or when its template is refused
+  std::string chat_error;                            // why the chat template was refused (the model still loads)
   double load_seconds = 0;
 };
 
@@ -59,7 +62,8 @@ class ModelHost {
   std::vector<std::thread> loaders_;             // guarded by mutex_
 };
 
-// Loads one model directory (config.json, generation_config.json, safetensors, tokenizer.json).
+// Loads one model directory (config.json, generation_config.json, safetensors, tokenizer.json,
+// tokenizer_config.json's chat template).
 Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgress& progress);
 
 }  // namespace gpubox::modeld

@@ -4,6 +4,8 @@
     model.wait_ready()
     out = model.forward(ids=[[1, 2, 3]], last_only=True)   # {"logits": tensor, "lengths": [3], "padding": "left"}
     model.generate("Hello", max_new_tokens=8)               # {"tokens": [...], "text": "...", "finish_reason": ...}
+    model.chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True)  # {"text", "ids"}
+    model.generate(messages=[{"role": "user", "content": "Hi"}])  # rendered with the model's chat template
     for step in model.generate_stream("Hello"):             # {"step": 0, "tokens": [id], "text": ["..."]}
         ...
 
@@ -12,6 +14,7 @@ arrays; both share the received frame's memory where the dtype allows (no
 copy). Like its Client, a Model belongs to one thread.
 """
 
+import json
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -99,6 +102,16 @@ class Model:
             params["add_special_tokens"] = add_special_tokens
         return self.client.call("model.tokenize", params=params)
 
+    def chat_template(self, messages: Sequence, add_generation_prompt: bool = False, tools: Optional[Sequence] = None,
+                      template_name: Optional[str] = None, **template_kwargs) -> dict:
+        """The conversation (a list of {"role", "content", ...}, or a list of them) rendered with
+        the model's chat template as transformers' apply_chat_template renders it, and its ids:
+        {"text", "ids"} (lists for a batch). Extra keyword arguments are template variables
+        (e.g. enable_thinking=False). docs/chat_templates.md lists the supported Jinja."""
+        params = _chat_params(messages, add_generation_prompt, tools, template_name, template_kwargs)
+        params["model"] = self.name
+        return self.client.call("model.chat_template", params=params)
+
     def detokenize(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         return self.client.call("model.detokenize", model=self.name, ids=[int(i) for i in ids],
                                 skip_special_tokens=skip_special_tokens)["text"]
@@ -178,7 +191,10 @@ class Model:
                  **options) -> dict:
         """Generates from a prompt (text, a list of ids, or a batch of either). Options as
         model.generate takes them: max_new_tokens, temperature, top_k, top_p, seed, stop
-        (strings), stop_ids, ignore_eos. Returns {"tokens", "text"?, "finish_reason", "prompt_tokens"}.
+        (strings), stop_ids, ignore_eos; or messages=[{"role", "content"}, ...] in place of the
+        prompt (rendered with the model's chat template, add_generation_prompt true unless
+        given; tools, template_name and template_kwargs as chat_template() takes them).
+        Returns {"tokens", "text"?, "finish_reason", "prompt_tokens"}.
         ops / capture / add as for run(), applied at every forward pass (an op's
         "steps": [pass, ...] limits it: 0 is the prompt's pass, k the one that picks
         token k); then "captures" holds (pass, hook, tensor) in the order produced."""
@@ -219,6 +235,10 @@ class Model:
         elif prompt is not None:
             params["ids"] = _ids(prompt)
         params.update(options)
+        if "messages" in params:  # as JSON text: the key order reaches the template
+            chat = _chat_params(params.pop("messages"), params.pop("add_generation_prompt", True), params.pop("tools", None),
+                                params.pop("template_name", None), params.pop("template_kwargs", {}))
+            params.update(chat)
         attachments = []
         if ops or capture or add:
             from .interventions import encode_ops
@@ -313,6 +333,20 @@ class Trace:
         for saved, (_, tensor) in zip(self._saved, self.result["captures"]):
             saved.value = tensor
         return False
+
+
+def _chat_params(messages, add_generation_prompt, tools, template_name, template_kwargs) -> dict:
+    """The conversation fields of a call, as JSON text so that object keys keep their order
+    (the model host decodes msgpack maps with sorted keys; tojson prints keys as given)."""
+    params: Dict[str, Any] = {"messages": json.dumps(list(messages), ensure_ascii=False),
+                              "add_generation_prompt": bool(add_generation_prompt)}
+    if tools is not None:
+        params["tools"] = json.dumps(list(tools), ensure_ascii=False)
+    if template_name is not None:
+        params["template_name"] = template_name
+    if template_kwargs:
+        params["template_kwargs"] = json.dumps(dict(template_kwargs), ensure_ascii=False)
+    return params
 
 
 def _ids(ids) -> List:

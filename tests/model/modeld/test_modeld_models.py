@@ -163,7 +163,7 @@ class ModeldAgainstTransformers(unittest.TestCase):
             (dict(method="model.forward", model="gpt2", ids=[[1, 320]]), "invalid_request", "outside the vocabulary"),
             (dict(method="model.forward", model="gpt2", ids=[[]]), "invalid_request", "empty"),
             (dict(method="model.forward", model="gpt2", text="hi"), "invalid_request", "no tokenizer.json"),
-            (dict(method="model.forward", model="gpt2"), "invalid_request", "exactly one of ids or text"),
+            (dict(method="model.forward", model="gpt2"), "invalid_request", "exactly one of ids, text or messages"),
             (dict(method="model.generate", model="gpt2", ids=[1], max_new_tokens=-1), "invalid_request", "max_new_tokens"),
             (dict(method="model.load", name="x", path=self.models["gpt2"][0], dtype="int8"), "invalid_request", "int8"),
             (dict(method="model.load", name="x", path="relative/dir"), "invalid_request", "absolute"),
