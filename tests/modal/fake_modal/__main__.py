@@ -1,0 +1,47 @@
+"""python -m fake_modal --url-file FILE [--calls FILE]: serves until SIGTERM.
+
+Writes its URL (http://127.0.0.1:PORT) to FILE once it listens; with --calls,
+appends the name of every RPC the SDK made (one a line), for the tests."""
+
+import argparse
+import asyncio
+import os
+import signal
+
+from grpclib.server import Server
+
+from .blobs import BlobStore
+from .service import FakeModal
+
+
+async def serve(args):
+    blobs = BlobStore()
+    service = FakeModal(blobs, calls_path=args.calls, volumes_dir=args.volumes_dir)
+    server = Server([service])
+    await server.start("127.0.0.1", 0)
+    port = server._server.sockets[0].getsockname()[1]
+    temp = args.url_file + ".tmp"
+    with open(temp, "w") as f:
+        f.write("http://127.0.0.1:%d\n" % port)
+    os.rename(temp, args.url_file)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    await server.wait_closed()
+    await service.close()
+    blobs.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="fake_modal")
+    parser.add_argument("--url-file", required=True)
+    parser.add_argument("--calls")
+    parser.add_argument("--volumes-dir", required=True)
+    asyncio.run(serve(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
