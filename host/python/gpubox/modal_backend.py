@@ -34,7 +34,7 @@ DEFAULT_APP = "gpubox"
 DEFAULT_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 TAG = "gpubox.sandbox"  # the tag holding the gpubox id of each sandbox this backend starts
 INSTALL_HINT = "pip install 'modal>=1.6,<1.7' (or pip install 'gpubox[modal]')"
-TOKEN_HINT = "modal token new (or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)"
+TOKEN_HINT = "`modal token new` (or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)"
 
 
 class BackendError(Exception):
@@ -55,7 +55,7 @@ def sdk():
         raise BackendError("usage", "the Modal backend needs Modal's SDK, which is not installed for %s: %s"
                            % (sys.executable, INSTALL_HINT)) from None
     if not config.get("token_id") or not config.get("token_secret"):
-        raise BackendError("usage", "no Modal token is configured: run `%s`" % TOKEN_HINT)
+        raise BackendError("usage", "no Modal token is configured: run %s" % TOKEN_HINT)
     return modal
 
 
@@ -172,6 +172,22 @@ def _exit_reason(modal, sandbox) -> Optional[Dict[str, Any]]:
     return {"exit_code": code, "reason": reason}
 
 
+def _not_ready(ended: Dict[str, Any]) -> BackendError:
+    return BackendError("failed", "the sandbox's agent %s before it was ready (gpubox runs %s as PID 1 in place of the "
+                        "image's ENTRYPOINT; see docs/modal.md)" % (ended["reason"], AGENT_IN_IMAGE))
+
+
+def _tunnel(sandbox, modal, timeout: float) -> Tuple[str, int]:
+    """The agent port's raw TCP tunnel (host, port); a sandbox that ended first says how."""
+    try:
+        return sandbox.tunnels(timeout=int(max(1, timeout)))[AGENT_PORT].tcp_socket
+    except Exception:
+        ended = _exit_reason(modal, sandbox)
+        if ended:
+            raise _not_ready(ended) from None
+        raise
+
+
 def _await_agent(sandbox, endpoint: str, request: Dict[str, Any], modal) -> None:
     """Returns once the agent answers sys.ping through the tunnel; BackendError when it exits or the time is up."""
     from .client import Client, RpcError
@@ -182,8 +198,7 @@ def _await_agent(sandbox, endpoint: str, request: Dict[str, Any], modal) -> None
     while True:
         ended = _exit_reason(modal, sandbox)
         if ended:
-            raise BackendError("failed", "the sandbox's agent %s before it was ready (the image needs no entrypoint of "
-                               "its own: gpubox runs %s as PID 1; see docs/modal.md)" % (ended["reason"], AGENT_IN_IMAGE))
+            raise _not_ready(ended)
         left = give_up - time.monotonic()
         if left <= 0:
             raise BackendError("failed", "the sandbox's agent did not answer sys.ping on %s within %g s (%s)"
@@ -209,8 +224,7 @@ def create(request: Dict[str, Any]) -> Dict[str, Any]:
     app = _app(modal, request)
     sandbox = modal.Sandbox.create(*args, app=app, **kwargs)
     try:
-        tunnel = sandbox.tunnels(timeout=int(request.get("ready_timeout_s", 120)))[AGENT_PORT]
-        host, port = tunnel.tcp_socket
+        host, port = _tunnel(sandbox, modal, float(request.get("ready_timeout_s", 120)))
         endpoint = "tcp://%s:%d" % (host, port)
         _await_agent(sandbox, endpoint, request, modal)
     except BaseException:
@@ -309,7 +323,7 @@ def main(argv: List[str]) -> int:
     except Exception as e:  # the SDK's errors: AuthError, NotFoundError, InvalidError, ...
         message = "%s: %s" % (type(e).__name__, e)
         if type(e).__name__ == "AuthError":
-            message += " (run `%s`)" % TOKEN_HINT
+            message += " (run %s)" % TOKEN_HINT
         print(json.dumps({"error": {"code": "failed", "message": "Modal: " + message}}))
         return 1
     print(json.dumps(result))

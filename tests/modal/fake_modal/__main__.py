@@ -1,10 +1,15 @@
-"""python -m fake_modal --url-file FILE [--calls FILE]: serves until SIGTERM.
+"""python -m fake_modal --url-file FILE --volumes-dir DIR [--calls FILE] [--blackhole-tunnels]
 
-Writes its URL (http://127.0.0.1:PORT) to FILE once it listens; with --calls,
-appends the name of every RPC the SDK made (one a line), for the tests."""
+Serves until SIGTERM, then removes the containers it started. Writes its URL
+(http://127.0.0.1:PORT) to FILE once it listens; with --calls, appends the
+name of every RPC the SDK made (one a line) and each sandbox's definition;
+Modal Volumes are directories under DIR; FAKE_MODAL_SECRETS (JSON) holds the
+named Modal secrets; with --blackhole-tunnels every tunnel leads to a port
+that accepts and never answers."""
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 
@@ -16,7 +21,15 @@ from .service import FakeModal
 
 async def serve(args):
     blobs = BlobStore()
-    service = FakeModal(blobs, calls_path=args.calls, volumes_dir=args.volumes_dir)
+    blackhole = None
+    if args.blackhole_tunnels:
+        # A port that accepts connections and never says a word: a tunnel whose far end does not answer.
+        held = []
+        hole = await asyncio.start_server(lambda r, w: held.append(w), "127.0.0.1", 0)
+        blackhole = ("127.0.0.1", hole.sockets[0].getsockname()[1])
+    named = json.loads(os.environ.get("FAKE_MODAL_SECRETS", "{}"))  # named Modal secrets: {name: {KEY: VALUE}}
+    service = FakeModal(blobs, calls_path=args.calls, volumes_dir=args.volumes_dir, named_secrets=named,
+                        blackhole=blackhole)
     server = Server([service])
     await server.start("127.0.0.1", 0)
     port = server._server.sockets[0].getsockname()[1]
@@ -40,6 +53,7 @@ def main():
     parser.add_argument("--url-file", required=True)
     parser.add_argument("--calls")
     parser.add_argument("--volumes-dir", required=True)
+    parser.add_argument("--blackhole-tunnels", action="store_true")
     asyncio.run(serve(parser.parse_args()))
 
 

@@ -20,6 +20,22 @@ from modal_proto import api_grpc, api_pb2
 from .sandboxes import FakeSandbox, run_arguments
 
 
+def summary(definition, tags, secret_envs):
+    """What a test checks of a sandbox's definition: each gpubox flag's SDK parameter, and secret *names* only."""
+    d = definition
+    return {
+        "entrypoint_args": list(d.entrypoint_args), "timeout_secs": d.timeout_secs,
+        "gpu": {"type": d.resources.gpu_config.gpu_type, "count": d.resources.gpu_config.count},
+        "milli_cpu": d.resources.milli_cpu, "memory_mb": d.resources.memory_mb,
+        "regions": list(d.scheduler_placement.regions),
+        "network": {"type": d.network_access.network_access_type, "cidrs": list(d.network_access.allowed_cidrs)},
+        "block_network": d.block_network,
+        "volumes": {m.mount_path: m.volume_id for m in d.volume_mounts},
+        "ports": [{"port": p.port, "unencrypted": p.unencrypted} for p in d.open_ports.ports],
+        "tags": tags, "secret_names": sorted({name for env in secret_envs for name in env}),
+        "name": d.name, "idle_timeout_secs": d.idle_timeout_secs}
+
+
 def _new_id(prefix):
     return "%s-%s" % (prefix, uuid.uuid4().hex[:20])
 
@@ -45,7 +61,7 @@ _Base.__abstractmethods__ = frozenset()
 class FakeModal(_Base):
     """The fake control plane's state: apps, images, mounts, secrets, volumes, sandboxes."""
 
-    def __init__(self, blobs, calls_path=None, volumes_dir=None, named_secrets=None):
+    def __init__(self, blobs, calls_path=None, volumes_dir=None, named_secrets=None, blackhole=None):
         self.blobs = blobs
         self.calls_path = calls_path
         self.volumes_dir = volumes_dir
@@ -61,11 +77,11 @@ class FakeModal(_Base):
             self.secrets[self.named_secrets[name]] = dict(values)
         self.volumes = {}      # volume id -> host directory
         self.sandboxes = {}    # sandbox id -> FakeSandbox
-        self.definitions = []  # every api_pb2.Sandbox the SDK sent
         self.tasks = []
-        self.tunnels_blackhole = None
+        self.tunnels_blackhole = blackhole  # (host, port) every tunnel leads to, or None
 
     def _log(self, line):
+        # One line per call (and "definition JSON" per sandbox created), for the tests to read.
         if self.calls_path:
             with open(self.calls_path, "a") as f:
                 f.write(line + "\n")
@@ -203,7 +219,7 @@ class FakeModal(_Base):
         """Registers a sandbox and starts its container in the background."""
         if definition.image_id not in self.images:
             raise GRPCError(Status.NOT_FOUND, "Image %s not found" % definition.image_id)
-        self.definitions.append(definition)
+        self._log("definition " + json.dumps(summary(definition, {t.tag_name: t.tag_value for t in tags}, secret_envs)))
         sandbox = FakeSandbox(_new_id("sb"), app_id, definition, {t.tag_name: t.tag_value for t in tags})
         self.sandboxes[sandbox.id] = sandbox
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR")}
@@ -251,6 +267,8 @@ class FakeModal(_Base):
             host, port = self.tunnels_blackhole
         elif sandbox.tunnel:
             host, port = sandbox.tunnel
+        elif sandbox.ended:
+            raise GRPCError(Status.FAILED_PRECONDITION, "Sandbox %s has already finished" % sandbox.id)
         else:
             raise GRPCError(Status.FAILED_PRECONDITION, "Sandbox %s has no tunnel: %s"
                             % (sandbox.id, sandbox.start_error or "it has no unencrypted port"))
@@ -313,6 +331,17 @@ class FakeModal(_Base):
         self._sandbox(request.sandbox_id).tags = {t.tag_name: t.tag_value for t in request.tags}
         await stream.send_message(empty_pb2.Empty())
 
+    async def SandboxGetTaskId(self, stream):
+        request = await stream.recv_message()
+        self._log("SandboxGetTaskId")
+        sandbox = self._sandbox(request.sandbox_id)
+        await sandbox.started.wait()
+        await sandbox.refresh()
+        response = api_pb2.SandboxGetTaskIdResponse(task_id="ta-" + sandbox.id[3:])
+        if sandbox.ended:
+            response.task_result.CopyFrom(self._result(sandbox))
+        await stream.send_message(response)
+
     async def SandboxTagsGet(self, stream):
         request = await stream.recv_message()
         self._log("SandboxTagsGet")
@@ -332,5 +361,6 @@ class FakeModal(_Base):
 
 # The V2 sandbox calls (the SDK's default for sandboxes without a GPU) take
 # and answer the same messages as V1 for everything gpubox uses.
-for _name in ("SandboxWait", "SandboxGetTunnels", "SandboxTerminate", "SandboxList", "SandboxTagsGet", "SandboxTagsSet"):
+for _name in ("SandboxWait", "SandboxGetTunnels", "SandboxTerminate", "SandboxList", "SandboxTagsGet", "SandboxTagsSet",
+              "SandboxGetTaskId"):
     setattr(FakeModal, _name + "V2", getattr(FakeModal, _name))
