@@ -141,7 +141,7 @@ Result<SandboxRecord> create_modal_sandbox(SandboxStore& store, const ModalSandb
   auto by_modal = [](bool set, const char* what) { return set ? std::string("Modal (") + what + ")" : std::string("Modal's default"); };
   record.spec["limits_enforced_by"] = {{"cpu", by_modal(spec.cpu > 0, "cpu=")},
                                        {"memory", by_modal(spec.memory_mib > 0, "memory=")},
-                                       {"pids", "not limited (Modal sets none)"}};
+                                       {"pids", "Modal sets no pids limit"}};
   if (Status saved = store.save(record); !saved) {
     (void)modal_call("terminate", {{"modal_id", record.spec["modal_id"]}});
     return fail(saved);

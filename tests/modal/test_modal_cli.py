@@ -52,6 +52,11 @@ class ModalSandboxTest(ModalTestCase):
         with open(back) as f:
             self.assertEqual(f.read(), "through the tunnel\n")
 
+        # The Python client reaches it from the store's record too (tcp + CURVE keys).
+        ping = subprocess.run([VENV_PYTHON, "-c", "import gpubox, sys; print(gpubox.connect(sys.argv[1]).call('sys.ping'))",
+                               "life"], env=self.env, capture_output=True, text=True, timeout=60)
+        self.assertIn("'pong': True", ping.stdout, ping.stderr)
+
         cell = json.loads(self.ok("run-code", sandbox, "x = 6 * 7\nprint(x)", "--json"))
         self.assertEqual((cell["status"], cell["stdout"]), ("ok", "42\n"))
 
