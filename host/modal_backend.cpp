@@ -149,6 +149,34 @@ Result<SandboxRecord> create_modal_sandbox(SandboxStore& store, const ModalSandb
   return record;
 }
 
+Result<SandboxRecord> adopt_modal_sandbox(SandboxStore& store, const std::string& modal_id, const rpc::KeyPair& client_keys,
+                                          const std::string& server_key, const std::string& name, const std::string& app) {
+  for (const auto& existing : store.list()) {
+    if (existing.spec.value("modal_id", "") == modal_id) {
+      return Status(ErrorCode::already_exists, "Modal sandbox " + modal_id + " is in the store already as " + existing.id);
+    }
+  }
+  nlohmann::json keys = {{"public_key", client_keys.public_key}, {"secret_key", client_keys.secret_key}};
+  auto adopted = modal_call("adopt", {{"modal_id", modal_id}, {"server_public_key", server_key}, {"client_keys", keys}});
+  if (!adopted) return adopted.status();
+  auto reserved = store.reserve(name, {{"server_key", server_key}, {"app", app}, {"adopted", true}});
+  if (!reserved) return reserved.status();
+  SandboxRecord record = std::move(*reserved);
+  ::rmdir(record.work_dir().c_str());
+  record.backend = "modal";
+  record.endpoint = adopted->value("endpoint", "");
+  record.spec["modal_id"] = modal_id;
+  record.spec["modal"] = {{"modal_id", modal_id}, {"tunnel", adopted->value("tunnel", "")}};
+  record.spec["adopted_tags"] = adopted->value("tags", nlohmann::json::object());
+  Status saved = save_client_keys(record, client_keys);
+  if (saved) saved = store.save(record);
+  if (!saved) {
+    (void)store.remove(record);
+    return saved;
+  }
+  return record;
+}
+
 Status terminate_modal_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
                                bool* killed) {
   if (killed) *killed = false;

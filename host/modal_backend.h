@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "host/sandbox_store.h"
+#include "rpc/keys.h"
 #include "rpc/status.h"
 
 namespace gpubox::host {
@@ -64,6 +65,12 @@ Result<SandboxRecord> create_modal_sandbox(SandboxStore& store, const ModalSandb
 // and removes the record. *killed: Modal had to terminate it.
 Status terminate_modal_sandbox(const SandboxStore& store, const SandboxRecord& record,
                                std::chrono::milliseconds grace, bool* killed = nullptr);
+
+// Records a running Modal sandbox created elsewhere (or before a host
+// restart) under a new gpubox id, once its agent answers with these keys:
+// the client's key pair and the agent's public key.
+Result<SandboxRecord> adopt_modal_sandbox(SandboxStore& store, const std::string& modal_id, const rpc::KeyPair& client_keys,
+                                          const std::string& server_key, const std::string& name, const std::string& app);
 
 // Asks Modal about the running records among these; records it reports
 // ended get spec.modal_ended ({exit_code, reason}) saved, so that their

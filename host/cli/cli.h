@@ -125,6 +125,8 @@ int run_weights(const std::vector<std::string>& args, const Global& global);
 std::vector<std::string> remove_sandbox_kernelspecs(const std::string& sandbox_id);
 // `gpubox mcp`: a stdio MCP server (host/mcp/, docs/mcp.md).
 int run_mcp(const std::vector<std::string>& args, const Global& global);
+// `gpubox adopt MODAL_ID --keys FILE`: a Modal sandbox created elsewhere, into this store (docs/modal.md).
+int run_adopt(const std::vector<std::string>& args, const Global& global);
 // `gpubox logs ID JOB`: args already parsed by run_logs, with two positionals.
 int run_job_logs(const Args& args, const Global& global);
 

@@ -12,6 +12,8 @@ import sys
 import time
 import unittest
 
+import zmq
+
 from modal_harness import CLI, IMAGE, VENV_PYTHON, ModalTestCase, podman
 
 SECRET_VALUE = "tok-7f3a9c-never-in-argv"
@@ -104,6 +106,33 @@ class ModalSandboxTest(ModalTestCase):
         done = json.loads(self.ok("terminate", sandbox, "--json"))
         self.assertEqual(done[0]["was"], "dead")
         self.assertNotIn(sandbox, self.store_ids())
+
+    def test_adopt_after_the_record_is_lost(self):
+        sandbox = self.create("--name", "lost")
+        info = self.record(sandbox)
+        record_dir = os.path.join(self.env["XDG_STATE_HOME"], "gpubox", "sandboxes", sandbox)
+        with open(os.path.join(record_dir, "client_keys.json")) as f:
+            keys = json.load(f)
+        keys["server_key"] = info["spec"]["server_key"]
+        keys_file = os.path.join(self.work, "lost-keys.json")
+        with open(keys_file, "w") as f:
+            json.dump(keys, f)
+        subprocess.run(["rm", "-rf", record_dir], check=True)  # as after a host restart with a fresh store
+        public, secret = zmq.curve_keypair()  # a key pair the agent does not know: refused at once
+        bad = dict(keys, public_key=public.decode(), secret_key=secret.decode())
+        with open(keys_file + ".bad", "w") as f:
+            json.dump(bad, f)
+        ran = self.gpubox("adopt", info["spec"]["modal_id"], "--keys", keys_file + ".bad")
+        self.assertEqual(ran.returncode, 3, ran.stderr)
+        self.assertIn("refused this client's key", ran.stderr)
+        self.assertEqual(self.store_ids(), [])
+        adopted = json.loads(self.ok("adopt", info["spec"]["modal_id"], "--keys", keys_file, "--name", "found", "--json"))
+        self.assertEqual(adopted["modal_id"], info["spec"]["modal_id"])
+        self.assertEqual(self.ok("exec", "found", "--", "echo", "back"), "back\n")
+        ran = self.gpubox("adopt", info["spec"]["modal_id"], "--keys", keys_file)
+        self.assertEqual(ran.returncode, 2)
+        self.assertIn("in the store already", ran.stderr)
+        self.ok("terminate", "found")
 
     def test_ls_remote_lists_the_apps_sandboxes_by_tag(self):
         sandbox = self.create("--app", "gpubox-remote-test")

@@ -1,6 +1,6 @@
 """gpubox's Modal backend: sandboxes on Modal through Modal's official SDK.
 
-    python -m gpubox.modal_backend create|terminate|info|ls|snapshot
+    python -m gpubox.modal_backend create|terminate|info|ls|adopt|snapshot
 
 reads one JSON request on stdin (never argv: the agent's config holds its
 CURVE secret key) and prints one JSON object on stdout: the result, or
@@ -282,6 +282,20 @@ def info(request: Dict[str, Any]) -> Dict[str, Any]:
     return {"sandboxes": {modal_id: _state(modal, modal_id) for modal_id in ids}}
 
 
+def adopt(request: Dict[str, Any]) -> Dict[str, Any]:
+    """A running sandbox started elsewhere (or before a host restart): its tunnel, checked with the given keys."""
+    modal = sdk()
+    sandbox = _sandbox(modal, request)
+    ended = _exit_reason(modal, sandbox)
+    if ended:
+        _fail("modal_id: sandbox %s has ended (%s)" % (request["modal_id"], ended["reason"]))
+    host, port = _tunnel(sandbox, modal, float(request.get("ready_timeout_s", 60)))
+    endpoint = "tcp://%s:%d" % (host, port)
+    _await_agent(sandbox, endpoint, request, modal)
+    return {"modal_id": sandbox.object_id, "endpoint": endpoint, "tunnel": "%s:%d" % (host, port),
+            "tags": sandbox.get_tags()}
+
+
 def ls(request: Dict[str, Any]) -> Dict[str, Any]:
     """The app's running sandboxes that carry gpubox's tag."""
     modal = sdk()
@@ -301,7 +315,7 @@ def snapshot(request: Dict[str, Any]) -> Dict[str, Any]:
     return {"image_id": image.object_id}
 
 
-COMMANDS = {"create": create, "terminate": terminate, "info": info, "ls": ls, "snapshot": snapshot}
+COMMANDS = {"create": create, "terminate": terminate, "info": info, "ls": ls, "adopt": adopt, "snapshot": snapshot}
 
 
 def main(argv: List[str]) -> int:
