@@ -222,7 +222,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
     cloud.memory_mib = spec.limits.memory_mib;
     cloud.agent_config = std::move(spec.agent_config);
     cloud.public_spec = pub;
-    if (from) return usage("--from-snapshot: not with --backend modal yet (docs/modal.md)");
+    if (from) cloud.from_snapshot = from->image;  // its files; the agent is added to it again
   }
   if (container) {
     pub["gpu"] = box.gpus;
@@ -251,7 +251,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
       return fail("create", "--from-snapshot " + from->name + ": " + restored.message(), kExitFailed);
     }
     std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
-                 from->name.c_str(), from->source_id.c_str(), from->kind == "image" || from->has_layer() ? ", installed packages" : "");
+                 from->name.c_str(), from->source_id.c_str(), from->kind != "archive" || from->has_layer() ? ", installed packages" : "");
   }
   if (json) {
     std::cout << nlohmann::json{{"id", created->id}, {"name", created->name}, {"backend", created->backend},

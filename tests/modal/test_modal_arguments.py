@@ -91,7 +91,9 @@ class SandboxArgumentsTest(unittest.TestCase):
 
     def test_from_snapshot_uses_the_snapshots_image(self):
         _, kwargs, notes = backend.sandbox_arguments(request(from_snapshot="im-123"), Recorder())
-        self.assertEqual(repr(kwargs["image"]), "modal.Image.from_id('im-123')")
+        self.assertEqual(repr(kwargs["image"]), "modal.Image.from_id('im-123')"
+                         ".add_local_file('/opt/gpubox/gpubox-agent', '/usr/local/bin/gpubox-agent', copy=True)"
+                         ".entrypoint([]).workdir('/workspace').env({'HOME': '/workspace'})")
         self.assertEqual(notes["image"], "im-123")
 
     def test_bad_fields_are_refused_by_name(self):

@@ -134,6 +134,22 @@ class ModalSandboxTest(ModalTestCase):
         self.assertIn("in the store already", ran.stderr)
         self.ok("terminate", "found")
 
+    def test_snapshot_and_restore(self):
+        sandbox = self.create("--name", "source", "--timeout", "600", "--tag", "team=interp")
+        self.ok("exec", sandbox, "--", "sh", "-c", "echo kept > /workspace/kept.txt && mkdir -p /opt/tool && echo t > /opt/tool/t")
+        taken = json.loads(self.ok("snapshot", sandbox, "--name", "snap1", "--json"))
+        self.assertEqual((taken["kind"], taken["backend"]), ("modal_image", "modal"))
+        self.assertTrue(taken["image"].startswith("im-"))
+        self.assertIn("TaskSnapshotFilesystem", self.fake.calls())  # through the SDK's task command router
+        restored = json.loads(self.ok("--json", "create", "--from-snapshot", "snap1", "--name", "restored"))["id"]
+        self.assertEqual(self.ok("exec", restored, "--", "cat", "/workspace/kept.txt", "/opt/tool/t"), "kept\nt\n")
+        self.assertEqual(self.ok("exec", restored, "--", "cat", "/proc/1/comm"), "gpubox-agent\n")
+        info = self.record(restored)
+        self.assertEqual((info["spec"]["timeout_s"], info["spec"]["tags"]), (600, {"team": "interp"}))
+        self.assertEqual(info["spec"]["modal"]["image"], taken["image"])
+        self.ok("terminate", sandbox, restored)
+        self.ok("snapshots", "rm", "snap1")
+
     def test_ls_remote_lists_the_apps_sandboxes_by_tag(self):
         sandbox = self.create("--app", "gpubox-remote-test")
         modal_id = self.record(sandbox)["spec"]["modal_id"]

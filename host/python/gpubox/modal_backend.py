@@ -83,12 +83,11 @@ def sandbox_arguments(request: Dict[str, Any], modal) -> Tuple[Tuple[str, ...], 
     if not isinstance(config, dict):
         _fail("agent_config: expected an object")
     image_ref = request.get("image") or DEFAULT_IMAGE
-    if request.get("from_snapshot"):
-        image = modal.Image.from_id(request["from_snapshot"])
-    else:
-        # As image/Dockerfile does: the agent, no ENTRYPOINT of the image's own, /workspace as cwd and HOME.
-        image = (modal.Image.from_registry(image_ref).add_local_file(agent, AGENT_IN_IMAGE, copy=True)
-                 .entrypoint([]).workdir(WORKDIR).env({"HOME": WORKDIR}))
+    # A snapshot's image (snapshot_filesystem) holds the sandbox's files; the agent is added again, so it is this CLI's.
+    base = modal.Image.from_id(request["from_snapshot"]) if request.get("from_snapshot") else modal.Image.from_registry(image_ref)
+    # As image/Dockerfile does: the agent, no ENTRYPOINT of the image's own, /workspace as cwd and HOME.
+    image = (base.add_local_file(agent, AGENT_IN_IMAGE, copy=True)
+             .entrypoint([]).workdir(WORKDIR).env({"HOME": WORKDIR}))
     kwargs: Dict[str, Any] = {"image": image, "unencrypted_ports": [AGENT_PORT]}
     notes: Dict[str, Any] = {"image": request.get("from_snapshot") or image_ref}
 
@@ -309,9 +308,12 @@ def ls(request: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def snapshot(request: Dict[str, Any]) -> Dict[str, Any]:
-    """The sandbox's filesystem as a Modal image (restored with from_snapshot in a create request)."""
+    """The sandbox's filesystem as a Modal image (Volumes excluded), restored with from_snapshot in a create request."""
     modal = sdk()
-    image = _sandbox(modal, request).snapshot_filesystem()
+    sandbox = _sandbox(modal, request)
+    if _exit_reason(modal, sandbox):
+        _fail("modal_id: sandbox %s has ended: nothing to snapshot" % request["modal_id"])
+    image = sandbox.snapshot_filesystem(timeout=int(request.get("timeout_s", 300)))
     return {"image_id": image.object_id}
 
 

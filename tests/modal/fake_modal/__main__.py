@@ -16,7 +16,8 @@ import signal
 from grpclib.server import Server
 
 from .blobs import BlobStore
-from .service import FakeModal
+from .router import FakeRouter
+from .service import FakeModal, unsigned_jwt
 
 
 async def serve(args):
@@ -30,9 +31,11 @@ async def serve(args):
     named = json.loads(os.environ.get("FAKE_MODAL_SECRETS", "{}"))  # named Modal secrets: {name: {KEY: VALUE}}
     service = FakeModal(blobs, calls_path=args.calls, volumes_dir=args.volumes_dir, named_secrets=named,
                         blackhole=blackhole)
-    server = Server([service])
+    server = Server([service, FakeRouter(service)])
     await server.start("127.0.0.1", 0)
     port = server._server.sockets[0].getsockname()[1]
+    service.url = "http://127.0.0.1:%d" % port
+    service.jwt = unsigned_jwt()
     temp = args.url_file + ".tmp"
     with open(temp, "w") as f:
         f.write("http://127.0.0.1:%d\n" % port)

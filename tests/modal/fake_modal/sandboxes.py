@@ -9,7 +9,9 @@ tunnel. One asyncio loop."""
 
 import asyncio
 import json
+import os
 import shlex
+import tempfile
 
 
 
@@ -41,8 +43,15 @@ class FakeSandbox:
         self.terminated = False
         self.tunnel = None  # (host, port)
 
-    async def start(self, run_args, env):
+    async def start(self, run_args, env, make_dirs):
         status, out, err = await podman(*run_args, env=env)
+        empty = tempfile.mkdtemp(prefix="fake-modal-dir-")
+        os.chmod(empty, 0o755)
+        for path in make_dirs if status == 0 else []:  # a WORKDIR the base lacks: the build would have made it
+            status, _, err = await podman("cp", empty, "%s:%s" % (self.container, path))
+        os.rmdir(empty)
+        if status == 0:
+            status, out, err = await podman("start", self.container)
         if status != 0:
             self.start_error = err.strip().splitlines()[-1] if err.strip() else "podman run failed"
             self.ended = ("failure", 1, self.start_error)
@@ -80,16 +89,23 @@ class FakeSandbox:
         await podman("stop", "--time", "10", self.container, timeout=60)
         await self.refresh()
 
+    async def commit(self, tag):
+        """The container's file system as an image (bind mounts and volumes excluded, as Modal's snapshot excludes Volumes)."""
+        status, _, err = await podman("commit", "--quiet", self.container, tag, timeout=300)
+        return err.strip() if status != 0 else ""
+
     async def remove(self):
         await podman("rm", "--force", "--volumes", "--time", "0", self.container, timeout=60)
 
 
 def run_arguments(sandbox, image_layers, mount_files, volume_dirs, secret_names):
-    """`podman run` arguments for a sandbox: no secret value in them (env names only)."""
+    """`podman create` arguments for a sandbox (no secret value in them: env names only), and the
+    directories to make in it before it starts."""
     d = sandbox.definition
     base = None
     entrypoint = None
     binds = []
+    make_dirs = []
     for layer in image_layers:
         for command in layer["commands"]:
             word, _, rest = command.partition(" ")
@@ -98,15 +114,15 @@ def run_arguments(sandbox, image_layers, mount_files, volume_dirs, secret_names)
             elif word == "ENTRYPOINT":
                 entrypoint = json.loads(rest)
             elif word == "WORKDIR":
-                # A WORKDIR that the base lacks is made by the build; here an anonymous volume stands in.
-                binds += ["--volume", rest.strip(), "--workdir", rest.strip()]
+                binds += ["--workdir", rest.strip()]
+                make_dirs.append(rest.strip())
             elif word == "ENV":
                 name, _, value = rest.partition("=")
                 binds += ["--env", "%s=%s" % (name, shlex.split(value)[0] if value else "")]
             elif word == "COPY" and layer.get("context_mount_id"):
                 for remote, local in mount_files.get(layer["context_mount_id"], []):
                     binds += ["--volume", "%s:%s:ro" % (local, remote)]
-    args = ["run", "--detach", "--name", sandbox.container, "--label", "fake-modal.sandbox=" + sandbox.id,
+    args = ["create", "--name", sandbox.container, "--label", "fake-modal.sandbox=" + sandbox.id,
             "--hostname", sandbox.id]
     ports = [p.port for p in d.open_ports.ports if p.unencrypted]
     for port in ports:
@@ -125,4 +141,4 @@ def run_arguments(sandbox, image_layers, mount_files, volume_dirs, secret_names)
         args += ["--entrypoint", json.dumps(command[:1])]
         command = command[1:]
     args.append(base)
-    return args + command
+    return args + command, make_dirs

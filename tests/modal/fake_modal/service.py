@@ -17,7 +17,7 @@ from google.protobuf import empty_pb2
 from grpclib import GRPCError, Status
 from modal_proto import api_grpc, api_pb2
 
-from .sandboxes import FakeSandbox, run_arguments
+from .sandboxes import FakeSandbox, podman, run_arguments
 
 
 def summary(definition, tags, secret_envs):
@@ -34,6 +34,13 @@ def summary(definition, tags, secret_envs):
         "ports": [{"port": p.port, "unencrypted": p.unencrypted} for p in d.open_ports.ports],
         "tags": tags, "secret_names": sorted({name for env in secret_envs for name in env}),
         "name": d.name, "idle_timeout_secs": d.idle_timeout_secs}
+
+
+def unsigned_jwt():
+    """An unsigned JWT: the SDK reads only its expiry."""
+    def part(value):
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+    return "%s.%s.fake" % (part({"alg": "none"}), part({"exp": int(time.time()) + 3600}))
 
 
 def _new_id(prefix):
@@ -79,6 +86,9 @@ class FakeModal(_Base):
         self.sandboxes = {}    # sandbox id -> FakeSandbox
         self.tasks = []
         self.tunnels_blackhole = blackhole  # (host, port) every tunnel leads to, or None
+        self.url = ""          # this server's, set once it listens
+        self.jwt = "fake.jwt"  # set by __main__ to an unsigned token with an expiry
+        self.committed = []    # images of snapshots, removed at close
 
     def _log(self, line):
         # One line per call (and "definition JSON" per sandbox created), for the tests to read.
@@ -91,6 +101,8 @@ class FakeModal(_Base):
         for sandbox in self.sandboxes.values():
             await sandbox.started.wait()
             await sandbox.remove()
+        for tag in self.committed:
+            await podman("rmi", "--force", tag)
         shutil.rmtree(self.files_dir, ignore_errors=True)
 
     async def ClientHello(self, stream):
@@ -227,9 +239,9 @@ class FakeModal(_Base):
         for values in secret_envs:
             env.update(values)
             names += [n for n in values if n not in names]
-        args = run_arguments(sandbox, self._layers(definition.image_id), self.mounts, self.volumes, names)
+        args, make_dirs = run_arguments(sandbox, self._layers(definition.image_id), self.mounts, self.volumes, names)
         self._log("podman " + " ".join(args))
-        self.tasks.append(asyncio.ensure_future(sandbox.start(args, env)))
+        self.tasks.append(asyncio.ensure_future(sandbox.start(args, env, make_dirs)))
         return sandbox
 
     async def SandboxCreate(self, stream):
@@ -342,6 +354,27 @@ class FakeModal(_Base):
             response.task_result.CopyFrom(self._result(sandbox))
         await stream.send_message(response)
 
+    async def SandboxGetCommandRouterAccess(self, stream):
+        request = await stream.recv_message()
+        self._log("SandboxGetCommandRouterAccess")
+        # The task command router is served on this same port (router.py); plain http is what the SDK allows on loopback.
+        await stream.send_message(api_pb2.SandboxGetCommandRouterAccessResponse(url=self.url, jwt=self.jwt))
+
+    async def snapshot(self, task_id):
+        """TaskSnapshotFilesystem: the task's container committed, registered as an image."""
+        sandbox = next((s for s in self.sandboxes.values() if "ta-" + s.id[3:] == task_id), None)
+        if sandbox is None:
+            raise GRPCError(Status.NOT_FOUND, "Task %s not found" % task_id)
+        image_id = _new_id("im")
+        tag = "localhost/fake-modal-snapshot:" + image_id
+        problem = await sandbox.commit(tag)
+        if problem:
+            raise GRPCError(Status.INTERNAL, "snapshot failed: " + problem)
+        self.images[image_id] = {"parent": None, "commands": ["FROM " + tag], "context_mount_id": "", "registry": True}
+        self.committed.append(tag)
+        self._log("snapshot %s %s" % (image_id, tag))
+        return image_id
+
     async def SandboxTagsGet(self, stream):
         request = await stream.recv_message()
         self._log("SandboxTagsGet")
@@ -352,11 +385,7 @@ class FakeModal(_Base):
     async def AuthTokenGet(self, stream):
         await stream.recv_message()
         self._log("AuthTokenGet")
-        # An unsigned JWT: the SDK reads only its expiry.
-        def part(value):
-            return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-        token = "%s.%s.fake" % (part({"alg": "none"}), part({"exp": int(time.time()) + 3600}))
-        await stream.send_message(api_pb2.AuthTokenGetResponse(token=token))
+        await stream.send_message(api_pb2.AuthTokenGetResponse(token=unsigned_jwt()))
 
 
 # The V2 sandbox calls (the SDK's default for sandboxes without a GPU) take
