@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Modal backend against a real Modal account: create (CPU, then a GPU
 # when GPUBOX_MODAL_GPU is set, e.g. T4 or H100), exec, run-code, a job with
-# its result, terminate. Skips (exit 0) unless MODAL_TOKEN_ID is set. It costs
+# its result, snapshot and a sandbox restored from it, terminate. Skips (exit 0) unless MODAL_TOKEN_ID is set. It costs
 # a few cents of Modal time; every sandbox it starts is terminated on exit.
 #
 #   MODAL_TOKEN_ID=... MODAL_TOKEN_SECRET=... tests/modal/check_real_modal.sh [build/bin/gpubox]
@@ -49,6 +49,14 @@ check() {  # check LABEL CREATE-ARGS...
   out=$(mktemp -d)/result
   "$cli" result "$id" "$job" --out "$out" >/dev/null || fail "$label: result"
   [ "$(cat "$out/out/r.txt")" = harvested ] || fail "$label: the job's output"
+  "$cli" exec "$id" -- sh -c 'echo snapshotted > /workspace/kept.txt' || fail "$label: write a file"
+  "$cli" snapshot "$id" --name "check-$label-$$" >/dev/null || fail "$label: snapshot"
+  local restored
+  restored=$("$cli" create --from-snapshot "check-$label-$$" 2>/dev/null) || fail "$label: create --from-snapshot"
+  created+=("$restored")
+  [ "$("$cli" exec "$restored" -- cat /workspace/kept.txt)" = snapshotted ] || fail "$label: the snapshot's file"
+  "$cli" terminate "$restored" >/dev/null || fail "$label: terminate the restored sandbox"
+  "$cli" snapshots rm "check-$label-$$" >/dev/null || true
   if [ -n "${GPUBOX_MODAL_GPU:-}" ] && [ "$label" = gpu ]; then
     "$cli" exec "$id" -- nvidia-smi -L || fail "gpu: nvidia-smi"
   fi
