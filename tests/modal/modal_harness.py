@@ -90,11 +90,28 @@ class FakeModal:
         self.log.close()
 
 
+NAMED_SECRETS = {"shared": {"SHARED_KEY": "shared-value-31337"}}
+_shared = {}  # the fake most test classes share (one agent upload), stopped by stop_shared_fake
+
+
+def shared_fake():
+    if "fake" not in _shared:
+        _shared["work"] = tempfile.mkdtemp(prefix="gpubox-modal-fake-")
+        _shared["fake"] = FakeModal(_shared["work"], secrets=NAMED_SECRETS)
+    return _shared["fake"]
+
+
+def stop_shared_fake():
+    """For tearDownModule: ends the shared fake and the containers it started."""
+    if "fake" in _shared:
+        _shared.pop("fake").stop()
+        shutil.rmtree(_shared.pop("work"), ignore_errors=True)
+
+
 class ModalTestCase(unittest.TestCase):
-    """A fake control plane and a private store per test class."""
+    """A private store per test class, on the shared fake control plane (its own one with blackhole)."""
 
     blackhole = False
-    named_secrets = {"shared": {"SHARED_KEY": "shared-value-31337"}}
 
     @classmethod
     def setUpClass(cls):
@@ -102,7 +119,8 @@ class ModalTestCase(unittest.TestCase):
         if why:
             raise unittest.SkipTest(why)
         cls.work = tempfile.mkdtemp(prefix="gpubox-modal-test-")
-        cls.fake = FakeModal(cls.work, blackhole=cls.blackhole, secrets=cls.named_secrets)
+        cls.own_fake = cls.blackhole
+        cls.fake = FakeModal(cls.work, blackhole=True, secrets=NAMED_SECRETS) if cls.blackhole else shared_fake()
         cls.home = os.path.join(cls.work, "home")
         os.makedirs(cls.home)
         cls.env = {k: v for k, v in os.environ.items() if not k.startswith("MODAL_")}
@@ -116,7 +134,8 @@ class ModalTestCase(unittest.TestCase):
             return
         subprocess.run([CLI, "terminate", "--all"], env=cls.env, capture_output=True, timeout=120)
         left = cls.fake.containers(running_only=True)
-        cls.fake.stop()
+        if cls.own_fake:
+            cls.fake.stop()
         shutil.rmtree(cls.work, ignore_errors=True)
         assert not left, "sandboxes left running after terminate --all: %s" % left
 

@@ -14,9 +14,13 @@ import unittest
 
 import zmq
 
-from modal_harness import CLI, IMAGE, VENV_PYTHON, ModalTestCase, podman
+from modal_harness import IMAGE, VENV_PYTHON, ModalTestCase, podman, stop_shared_fake
 
 SECRET_VALUE = "tok-7f3a9c-never-in-argv"
+
+
+def tearDownModule():
+    stop_shared_fake()
 
 
 class ModalSandboxTest(ModalTestCase):
@@ -248,24 +252,27 @@ class ModalFailuresTest(ModalTestCase):
         self.assertEqual({k: v for k, v in self.fake.containers(running_only=True).items() if k not in before}, {})
 
     def test_missing_token(self):
+        before = self.fake.containers()
         env = {k: v for k, v in self.env.items() if k not in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET")}
         calls = len(self.fake.calls())
         ran = self.gpubox("create", "--backend", "modal", "--image", IMAGE, env=env)
         self.assertEqual(ran.returncode, 2, ran.stderr)
         self.assertIn("no Modal token is configured: run `modal token new`", ran.stderr)
         self.assertEqual(self.fake.calls()[calls:], [])  # refused before any call to Modal
-        self.assert_nothing_left({})
+        self.assert_nothing_left(before)
 
     def test_missing_modal_package(self):
         bare = "/usr/bin/python3"  # Debian's: pyzmq and msgpack, no modal
         if subprocess.run([bare, "-c", "import modal"], capture_output=True).returncode == 0:
             self.skipTest("%s has modal" % bare)
+        before = self.fake.containers()
         ran = self.gpubox("create", "--backend", "modal", "--image", IMAGE, env=dict(self.env, GPUBOX_PYTHON=bare))
         self.assertEqual(ran.returncode, 2, ran.stderr)
         self.assertIn("pip install 'modal>=1.6,<1.7'", ran.stderr)
-        self.assert_nothing_left({})
+        self.assert_nothing_left(before)
 
     def test_bad_flags_are_refused_before_modal(self):
+        before = self.fake.containers()
         for args, words in ((["--gpu", "H100:99"], "--gpu"), (["--volume", "w:relative"], "--volume"),
                             (["--network", "bridge"], "--network"), (["--mount", "/tmp:/x"], "--mount"),
                             (["--tag", "novalue"], "--tag"), (["--timeout", "100000"], "--timeout")):
@@ -274,7 +281,7 @@ class ModalFailuresTest(ModalTestCase):
             self.assertIn(words, ran.stderr)
         ran = self.gpubox("create", "--region", "us-east")
         self.assertIn("--region: only with --backend modal", ran.stderr)
-        self.assert_nothing_left({})
+        self.assert_nothing_left(before)
 
     def test_agent_that_exits_at_start(self):
         before = self.fake.containers()
