@@ -88,8 +88,9 @@ Result<nlohmann::json> modal_call(const std::string& command, const nlohmann::js
   auto result = nlohmann::json::parse(line, nullptr, false);
   if (!result.is_object()) {
     std::string why = ran->error_line();
-    if (why.find("No module named gpubox") != std::string::npos || why.find("No module named 'gpubox'") != std::string::npos) {
-      why = python + " cannot import gpubox: pip install 'gpubox[modal]' (host/python), or set GPUBOX_PYTHON";
+    if (why.find("ModuleNotFoundError") != std::string::npos) {  // gpubox or its pyzmq/msgpack
+      return Status(ErrorCode::invalid_request, "--backend modal: " + python + " cannot run the Modal backend (" + why +
+                                                    "): pip install 'gpubox[modal]', or set GPUBOX_PYTHON to a Python that has it");
     }
     return Status(ErrorCode::internal, "the Modal backend (" + python + " -m gpubox.modal_backend " + command + ") failed: " + why);
   }
