@@ -76,7 +76,7 @@ def main():
         first, sandbox = timed([modal_harness.CLI, "create", *modal_args], env)  # uploads the agent once
         timed([modal_harness.CLI, "terminate", sandbox], env)
         rows = [("modal (fake control plane)",) + backend_figures("m", modal_args, env, args.runs)]
-        podman_image = "localhost/gpubox-test-python"
+        podman_image = modal_harness.IMAGE
         if modal_harness.podman("image", "exists", podman_image).returncode == 0:
             rows.append(("podman",) + backend_figures("p", ["--backend", "podman", "--image", podman_image], env,
                                                       args.runs))

@@ -2,8 +2,10 @@
 (fake_modal/, the real SDK pointed at it with MODAL_SERVER_URL and test
 credentials), a private gpubox store, and the real `gpubox` CLI run with the
 environment a user of the Modal backend would have. The sandboxes run the
-local base image of scripts/setup_images.sh (no image is built: the SDK's
-add_local_file adds the agent, as on Modal)."""
+image the podman tests build (tests/image, the CTest fixture test_images:
+localhost/gpubox-test-python, the CUDA + PyTorch stand-in); the SDK's
+add_local_file adds this build's agent over the one it holds and its
+ENTRYPOINT is cleared, as with any registry image on Modal."""
 
 import json
 import os
@@ -18,7 +20,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = os.environ.get("GPUBOX_CLI", "")
 VENV_PYTHON = os.environ.get("GPUBOX_VENV_PYTHON", sys.executable)
-IMAGE = os.environ.get("GPUBOX_MODAL_TEST_IMAGE", "localhost/gpubox-base-python:bookworm-2")
+IMAGE = os.environ.get("GPUBOX_MODAL_TEST_IMAGE", "localhost/gpubox-test-python:latest")
 
 
 def podman(*args, check=False):
@@ -32,7 +34,7 @@ def problem():
     if shutil.which("podman") is None:
         return "podman is not installed (scripts/setup_images.sh)"
     if podman("image", "exists", IMAGE).returncode != 0:
-        return "the base image %s is missing (scripts/setup_images.sh)" % IMAGE
+        return "the image %s is missing (ctest -R image_build_test_images builds it)" % IMAGE
     if subprocess.run([VENV_PYTHON, "-c", "import modal, grpclib"], capture_output=True).returncode != 0:
         return "%s has no modal SDK (scripts/setup_python.sh)" % VENV_PYTHON
     return ""
