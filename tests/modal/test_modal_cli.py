@@ -307,7 +307,9 @@ class ModalTunnelNeverAnswersTest(ModalTestCase):
         elapsed = time.monotonic() - started
         self.assertEqual(ran.returncode, 3, ran.stderr)
         self.assertIn("did not answer sys.ping", ran.stderr)
-        self.assertLess(elapsed, 30)
+        self.assertIn("within 3 s", ran.stderr)
+        # Well under the 120 s default: --ready-timeout held (the rest is the SDK's start and the agent upload, slow under load).
+        self.assertLess(elapsed, 100)
         self.assertIn("SandboxTerminate", self.fake.calls())
         self.assertEqual(self.fake.containers(running_only=True), {})
         self.assertEqual(self.store_ids(), [])
