@@ -46,9 +46,19 @@ std::string EngineRun::error_line() const {
 bool engine_on_path(const std::string& engine) { return !find_on_path(engine).empty(); }
 
 Result<EngineRun> run_engine(const std::string& engine, const std::vector<std::string>& args,
-                             std::chrono::milliseconds timeout) {
+                             std::chrono::milliseconds timeout, const std::string* input) {
   std::string program = find_on_path(engine);
   if (program.empty()) return Status(ErrorCode::invalid_request, "'" + engine + "' was not found on PATH");
+  Fd in_read;
+  if (input) {
+    // The whole input fits the pipe's buffer, so writing it before the child reads cannot block.
+    int in_pipe[2];
+    if (input->size() > 65536) return Status(ErrorCode::invalid_request, "the input for " + engine + " exceeds 64 KiB");
+    if (::pipe2(in_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe2");
+    in_read = Fd(in_pipe[0]);
+    Fd in_write(in_pipe[1]);
+    if (write_fully(in_write.get(), input->data(), input->size()) != 0) return Status::from_errno(errno, "write");
+  }
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe2");
   Fd out_read(out_pipe[0]), out_write(out_pipe[1]);
@@ -57,7 +67,11 @@ Result<EngineRun> run_engine(const std::string& engine, const std::vector<std::s
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  if (input) {
+    posix_spawn_file_actions_adddup2(&actions, in_read.get(), 0);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  }
   posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
   posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
   // The child starts with the default signal mask and dispositions, whatever the CLI blocked.
@@ -81,6 +95,7 @@ Result<EngineRun> run_engine(const std::string& engine, const std::vector<std::s
   if (spawned != 0) return Status::from_errno(spawned, "cannot run " + program);
   out_write.reset();
   err_write.reset();
+  in_read.reset();
 
   EngineRun run;
   auto deadline = Clock::now() + timeout;

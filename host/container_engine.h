@@ -20,11 +20,14 @@ struct EngineRun {
   std::string error_line() const;
 };
 
-// Runs `engine ARGS...` with stdin from /dev/null, waits up to timeout (then
-// kills it: deadline_exceeded) and returns what it printed. invalid_request
-// when the engine is not on PATH. A non-zero exit is a result, not an error.
+// Runs `engine ARGS...` with stdin from /dev/null (or, with input, a pipe
+// holding input, at most 64 KiB: how secrets reach a child without argv),
+// waits up to timeout (then kills it: deadline_exceeded) and returns what it
+// printed. invalid_request when the engine is not on PATH. A non-zero exit is
+// a result, not an error. Any program may be run this way (the Modal backend's Python).
 Result<EngineRun> run_engine(const std::string& engine, const std::vector<std::string>& args,
-                             std::chrono::milliseconds timeout = std::chrono::seconds(120));
+                             std::chrono::milliseconds timeout = std::chrono::seconds(120),
+                             const std::string* input = nullptr);
 
 // True when `engine` names an executable on PATH.
 bool engine_on_path(const std::string& engine);

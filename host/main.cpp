@@ -14,7 +14,7 @@ constexpr char kUsage[] =
     "usage: gpubox [--json] COMMAND ...\n"
     "commands:\n"
     "  create [options]                   create a sandbox and print its id (gpubox create --help);\n"
-    "                                     --backend local|podman|docker, --from-snapshot NAME\n"
+    "                                     --backend local|podman|docker|modal, --from-snapshot NAME\n"
     "  ls                                 list sandboxes and their state (a dead one: how it ended)\n"
     "  info ID                            a sandbox's limits, state and agent\n"
     "  exec ID [-i] [-t] [options] -- CMD ARGS...\n"
@@ -43,6 +43,7 @@ constexpr char kUsage[] =
     "                                     a safetensors file's (or model directory's) tensors and sha256s, or\n"
     "                                     values; no sandbox needed, nothing in the file is run\n"
     "  mcp [--sandbox ID] [--service NAME] an MCP server on stdio for AI agents (gpubox mcp --help, docs/mcp.md)\n"
+    "  adopt MODAL_ID --keys FILE         record a Modal sandbox created elsewhere (gpubox adopt --help, docs/modal.md)\n"
     "ID is a sandbox's id, a unique prefix of it, or its name.\n"
     "--json: output for programs; errors too, as {\"error\": {\"code\", \"message\", ...}} on stdout.\n"
     "exit codes: 0 ok, 1 the remote command or call failed, 2 usage or config error (or unknown sandbox),\n"
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
     if (command == "weights") return run_weights(args, global);
     if (command == "model") return run_model(args, global);
     if (command == "mcp") return run_mcp(args, global);
+    if (command == "adopt") return run_adopt(args, global);
   } catch (const std::exception& e) {
     return fail(command, std::string("internal error: ") + e.what(), kExitFailed);
   }

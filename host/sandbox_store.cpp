@@ -71,6 +71,11 @@ bool valid_sandbox_name(const std::string& name) {
 }
 
 std::string SandboxRecord::state() const {
+  // A Modal sandbox's agent is no process of this host: Modal's last word, as refresh_modal_states saved it.
+  if (backend == "modal") {
+    if (spec.contains("modal_ended")) return "dead";
+    return spec.value("modal_id", "").empty() ? "creating" : "running";
+  }
   if (agent.pid <= 0) return "creating";
   return process_alive(agent) ? "running" : "dead";
 }

@@ -31,7 +31,8 @@ struct SandboxRecord {
   nlohmann::json spec = nlohmann::json::object();
 
   // "running" when the agent lives, "dead" when it exited (or its pid now
-  // names another process), "creating" before the agent was started.
+  // names another process), "creating" before the agent was started. For
+  // backend "modal": what Modal said last (spec.modal_ended; modal_backend.h).
   std::string state() const;
   std::string agent_dir() const { return dir + "/agent"; }
   std::string work_dir() const { return dir + "/work"; }

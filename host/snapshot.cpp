@@ -15,6 +15,7 @@
 #include "host/container_engine.h"
 #include "host/layer_archive.h"
 #include "host/local_backend.h"
+#include "host/modal_backend.h"
 #include "host/sandbox_root.h"
 #include "rpc/safe_extractor.h"
 #include "rpc/fd.h"
@@ -78,6 +79,14 @@ Status commit_container(const SandboxRecord& record, Snapshot& snapshot) {
   auto size = run_engine(engine, {"image", "inspect", "--format", "{{.Size}}", snapshot.image});
   if (size && size->status == 0) snapshot.size_bytes = std::strtoull(size->out.c_str(), nullptr, 10);
   return Status::ok();
+}
+
+// Modal's snapshot_filesystem: the sandbox's files as a Modal image (Volumes excluded), kept by Modal.
+Status snapshot_modal(const SandboxRecord& record, Snapshot& snapshot) {
+  auto taken = modal_call("snapshot", {{"modal_id", record.spec.value("modal_id", "")}}, std::chrono::minutes(10));
+  if (!taken) return taken.status();
+  snapshot.image = taken->value("image_id", "");
+  return snapshot.image.empty() ? Status(ErrorCode::internal, "Modal returned no image for the snapshot") : Status::ok();
 }
 
 // Stages the local sandbox's work dir (the jobs' stager: tar + zstd, sha256 manifest).
@@ -172,16 +181,19 @@ Result<Snapshot> take_snapshot(const SandboxStore& store, const SandboxRecord& r
     if (errno == EEXIST) return Status(ErrorCode::already_exists, "a snapshot named '" + name + "' exists already");
     return Status::from_errno(errno, "cannot create '" + snapshot.dir + "'");
   }
-  snapshot.kind = record.backend == "local" ? "archive" : "image";
+  snapshot.kind = record.backend == "local" ? "archive" : record.backend == "modal" ? "modal_image" : "image";
   snapshot.backend = record.backend;
   snapshot.source_id = record.id;
   snapshot.source_name = record.name;
   snapshot.spec = record.spec;
-  for (const char* transient : {"relay", "container", "server_key", "limit_plan", "limits_enforced_by", "root_mount_points"}) {
+  for (const char* transient : {"relay", "container", "server_key", "limit_plan", "limits_enforced_by", "root_mount_points",
+                                "modal_id", "modal", "modal_ended", "adopted_tags"}) {
     snapshot.spec.erase(transient);
   }
   snapshot.created_at = static_cast<double>(std::time(nullptr));
-  Status taken = snapshot.kind == "image" ? commit_container(record, snapshot) : archive_local(store, record, snapshot);
+  Status taken = snapshot.kind == "image"         ? commit_container(record, snapshot)
+                 : snapshot.kind == "modal_image" ? snapshot_modal(record, snapshot)
+                                                  : archive_local(store, record, snapshot);
   if (taken) taken = write_private(snapshot.config_path(), record.spec.value("agent_config", nlohmann::json::object()).dump(2));
   if (taken) taken = write_private(snapshot.dir + "/snapshot.json", snapshot.to_json().dump(2) + "\n");
   if (!taken) {
@@ -239,6 +251,16 @@ std::vector<std::string> snapshot_create_args(const Snapshot& snapshot) {
   if (spec.value("cpu", 0.0) > 0) args.insert(args.end(), {"--cpu", number(spec["cpu"])});
   if (spec.value("memory_mib", 0ULL) > 0) args.insert(args.end(), {"--memory", number(spec["memory_mib"])});
   if (spec.value("pids", 0ULL) > 0) args.insert(args.end(), {"--pids", number(spec["pids"])});
+  if (snapshot.kind == "modal_image") {  // the Modal flags; the image is the snapshot's own (create_sandbox)
+    if (!spec.value("app", "").empty()) args.insert(args.end(), {"--app", spec.value("app", "")});
+    if (!spec.value("region", "").empty()) args.insert(args.end(), {"--region", spec.value("region", "")});
+    for (const auto& volume : spec.value("volumes", nlohmann::json::array())) args.insert(args.end(), {"--volume", volume});
+    for (const auto& name : spec.value("modal_secrets", nlohmann::json::array())) args.insert(args.end(), {"--modal-secret", name});
+    const nlohmann::json tags = spec.value("tags", nlohmann::json::object());  // held: items() refers into it
+    for (const auto& [key, value] : tags.items()) {
+      args.insert(args.end(), {"--tag", key + "=" + value.get<std::string>()});
+    }
+  }
   if (spec.contains("network")) args.insert(args.end(), {"--network", spec.value("network", "none")});
   if (spec.value("timeout_s", 0.0) > 0) args.insert(args.end(), {"--timeout", number(spec["timeout_s"])});
   if (spec.value("idle_timeout_s", 0.0) > 0) args.insert(args.end(), {"--idle-timeout", number(spec["idle_timeout_s"])});

@@ -8,7 +8,9 @@
 // (host/layer_archive.h) whose sha256 the record keeps; snapshots from before
 // the layer was kept hold the work dir alone and restore so. Either keeps the sandbox's settings
 // (limits, network, timeouts, mounts, env, secret *names*, its agent config
-// without secrets); none keeps running processes. One thread.
+// without secrets); none keeps running processes. A Modal sandbox's is
+// Modal's snapshot_filesystem, an image Modal keeps (30 days), whose id the
+// record holds. One thread.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -23,11 +25,11 @@ namespace gpubox::host {
 
 struct Snapshot {
   std::string name;
-  std::string kind;        // "image" (podman, docker) or "archive" (local)
+  std::string kind;        // "image" (podman, docker), "archive" (local) or "modal_image" (modal)
   std::string backend;     // the source sandbox's
   std::string source_id;
   std::string source_name;
-  std::string image;       // kind image: the committed image
+  std::string image;       // kind image: the committed image; modal_image: the Modal image id (im-...)
   std::string dir;         // STORE/snapshots/NAME
   double created_at = 0;
   std::uint64_t size_bytes = 0;  // the archives', or the image's as the engine reports it

@@ -171,6 +171,13 @@ Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record
   options->connect_timeout = std::chrono::milliseconds(5'000);
   auto client = rpc::Client::connect(*options);
   if (!client) {
+    // A Modal sandbox's end is known only by asking Modal.
+    SandboxRecord latest = record;
+    auto store = SandboxStore::open_default();
+    if (record.backend == "modal" && store && refresh_modal_states(*store, {&latest}) && latest.state() == "dead") {
+      return Status(ErrorCode::unavailable, "sandbox " + record.id + " is dead: " + sandbox_end(latest).message +
+                                                "; `gpubox terminate " + record.id + "` removes it");
+    }
     return Status(ErrorCode::unavailable, "sandbox " + record.id + " does not answer: " + client.status().message());
   }
   return client;

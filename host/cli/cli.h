@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "host/container_backend.h"
+#include "host/modal_backend.h"
 #include "host/sandbox_store.h"
 #include "host/snapshot.h"
 #include "rpc/client.h"
@@ -108,6 +109,9 @@ int run_create_from_snapshot(const std::vector<std::string>& args, const Global&
 // The podman|docker flags of `gpubox create` (--image, --publish, --gpu, --ready-timeout) into *spec;
 // invalid_request naming the flag, also for one given without a container backend.
 Status parse_container_flags(const Args& args, bool container, ContainerSandboxSpec* spec);
+// The Modal flags of `gpubox create` (--app, --image, --gpu, --region, --volume, --modal-secret, --tag,
+// --network, --ready-timeout) into *spec; invalid_request naming the flag, also for one given without modal.
+Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec);
 // Stops and removes a sandbox of any backend (local_backend.h, container_backend.h).
 Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
                          bool* killed = nullptr);
@@ -121,6 +125,8 @@ int run_weights(const std::vector<std::string>& args, const Global& global);
 std::vector<std::string> remove_sandbox_kernelspecs(const std::string& sandbox_id);
 // `gpubox mcp`: a stdio MCP server (host/mcp/, docs/mcp.md).
 int run_mcp(const std::vector<std::string>& args, const Global& global);
+// `gpubox adopt MODAL_ID --keys FILE`: a Modal sandbox created elsewhere, into this store (docs/modal.md).
+int run_adopt(const std::vector<std::string>& args, const Global& global);
 // `gpubox logs ID JOB`: args already parsed by run_logs, with two positionals.
 int run_job_logs(const Args& args, const Global& global);
 

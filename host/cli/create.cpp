@@ -13,17 +13,21 @@
 #include "host/cli/cli.h"
 #include "host/container_backend.h"
 #include "host/local_backend.h"
+#include "host/modal_backend.h"
 #include "host/snapshot.h"
 
 namespace gpubox::host::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gpubox create [--backend local|podman|docker] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
+    "usage: gpubox create [--backend local|podman|docker|modal] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
     "                     [--timeout S] [--idle-timeout S] [--network none|host|bridge] [--env K=V]... [--secret NAME]...\n"
     "                     [--mount LOCAL:SANDBOX[:ro]]... [--gpu GPUS] [--json]\n"
     "       local:         [--userns]\n"
     "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--ready-timeout S]\n"
+    "       modal:         [--app NAME] [--image REF] [--gpu TYPE[:N]] [--region R[,R...]] [--volume NAME:/path]...\n"
+    "                      [--modal-secret NAME]... [--tag K=V]... [--network none|open|allow:CIDR,...] [--ready-timeout S]\n"
+    "                      (no --mount, --publish, --pids; docs/modal.md)\n"
     "       gpubox create --from-snapshot NAME [options]   a new sandbox from a snapshot (gpubox snapshots);\n"
     "                     its settings first, the options given override them\n"
     "  --network   local: none (loopback only, default) or host; podman|docker: none (loopback only, default;\n"
@@ -46,7 +50,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   auto parsed = parse_args(raw,
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
                             "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",
-                            "--ready-timeout"},
+                            "--ready-timeout", "--app", "--region", "--volume", "--modal-secret", "--tag"},
                            {"--userns"});
   if (!parsed) return usage(parsed.status().message());
   if (parsed->flag("--help")) return show_usage(kUsage);
@@ -55,16 +59,21 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   if (!args.positional.empty() || args.has_double_dash) return usage("unexpected argument '" + (args.positional.empty() ? "--" : args.positional[0]) + "'");
 
   std::string backend = args.last("--backend").value_or("local");
-  if (backend != "local" && backend != "podman" && backend != "docker") {
-    return usage("--backend: '" + backend + "' is not available; this build has local, podman and docker");
+  if (backend != "local" && backend != "podman" && backend != "docker" && backend != "modal") {
+    return usage("--backend: '" + backend + "' is not available; this build has local, podman, docker and modal");
   }
-  bool container = backend != "local";
+  bool modal = backend == "modal";
+  bool container = backend != "local" && !modal;
   if (from && backend != from->backend) {
     return usage("--from-snapshot " + from->name + ": a " + from->backend + " snapshot makes a " + from->backend + " sandbox");
   }
   ContainerSandboxSpec box;
   box.engine = backend;
-  if (Status flags = parse_container_flags(args, container, &box); !flags) return usage(flags.message());
+  if (!modal) {
+    if (Status flags = parse_container_flags(args, container, &box); !flags) return usage(flags.message());
+  }
+  ModalSandboxSpec cloud;
+  if (Status flags = parse_modal_flags(args, modal, &cloud); !flags) return usage(flags.message());
 
   LocalSandboxSpec spec;
   spec.agent_path = default_agent_path();
@@ -106,7 +115,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   if (!pids_value || *pids_value != static_cast<double>(static_cast<std::uint64_t>(*pids_value))) {
     return usage("--pids: expected a whole number from 8 to 4194304, got '" + pids + "'");
   }
-  spec.limits.pids = static_cast<std::uint64_t>(*pids_value);
+  spec.limits.pids = modal ? 0 : static_cast<std::uint64_t>(*pids_value);  // Modal sets no pids limit
   for (const char* flag : {"--timeout", "--idle-timeout"}) {
     if (auto text = args.last(flag)) {
       auto value = parse_number(*text, 0, 604800);
@@ -115,13 +124,13 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
     }
   }
   std::string network = args.last("--network").value_or("none");
-  if (network != "none" && network != (container ? "bridge" : "host")) {
+  if (!modal && network != "none" && network != (container ? "bridge" : "host")) {
     return usage("--network: expected none or " + std::string(container ? "bridge" : "host") + ", got '" + network + "'");
   }
   spec.network_none = network == "none";
   spec.user_namespace = args.flag("--userns");
   if (container && spec.user_namespace) return usage("--userns: only with the local backend (an engine maps users itself)");
-  if (auto gpu = args.last("--gpu"); gpu && !container) {  // a container's --gpu goes to the engine (parse_container_flags)
+  if (auto gpu = args.last("--gpu"); gpu && !container && !modal) {  // a container's or Modal's --gpu: their own parsers
     auto gpus = plan_gpus(*gpu);
     if (!gpus) return usage(gpus.status().message());
     spec.gpus = std::move(*gpus);
@@ -196,6 +205,25 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
 
   auto store = SandboxStore::open_default();
   if (!store) return usage(store.status().message());
+  if (modal) {
+    // --timeout is Modal's container timeout and the agent's own deadline (3600 s unless given).
+    cloud.timeout_s = config.contains("lifecycle") ? config["lifecycle"].value("timeout_seconds", 3600.0) : 3600.0;
+    if (cloud.timeout_s < 1 || cloud.timeout_s > 86400) return usage("--timeout: Modal allows 1 to 86400 seconds");
+    pub["timeout_s"] = cloud.timeout_s;
+    pub["gpu"] = cloud.gpu;
+    pub["region"] = cloud.region;
+    pub["volumes"] = nlohmann::json::array();
+    for (const auto& volume : cloud.volumes) pub["volumes"].push_back(volume.name + ":" + volume.path);
+    pub["modal_secrets"] = cloud.modal_secrets;
+    pub["tags"] = cloud.tags;
+    cloud.name = spec.name;
+    cloud.agent_path = spec.agent_path;
+    cloud.cpu = spec.limits.cpus;
+    cloud.memory_mib = spec.limits.memory_mib;
+    cloud.agent_config = std::move(spec.agent_config);
+    cloud.public_spec = pub;
+    if (from) cloud.from_snapshot = from->image;  // its files; the agent is added to it again
+  }
   if (container) {
     pub["gpu"] = box.gpus;
     pub["publish"] = box.publish_ip + ":" + std::to_string(box.publish_port);
@@ -213,7 +241,9 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
       return restored ? restored : Status(restored.code(), "--from-snapshot " + from->name + ": " + restored.message());
     };
   }
-  auto created = container ? create_container_sandbox(*store, box) : create_local_sandbox(*store, spec);
+  auto created = modal       ? create_modal_sandbox(*store, cloud)
+                 : container ? create_container_sandbox(*store, box)
+                             : create_local_sandbox(*store, spec);
   if (!created) return fail("create", created.status(), exit_code_for(created.status()));
   if (from) {
     if (Status restored = restore_snapshot_files(*from, *created); !restored) {
@@ -221,7 +251,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
       return fail("create", "--from-snapshot " + from->name + ": " + restored.message(), kExitFailed);
     }
     std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
-                 from->name.c_str(), from->source_id.c_str(), from->kind == "image" || from->has_layer() ? ", installed packages" : "");
+                 from->name.c_str(), from->source_id.c_str(), from->kind != "archive" || from->has_layer() ? ", installed packages" : "");
   }
   if (json) {
     std::cout << nlohmann::json{{"id", created->id}, {"name", created->name}, {"backend", created->backend},

@@ -107,7 +107,8 @@ Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIden
           }
         }
         if (!(items[0].revents & ZMQ_POLLIN)) {
-          if (!process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the command ran");
+          // pid 0: the agent is no process of this host (Modal).
+          if (agent.pid > 0 && !process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the command ran");
           continue;
         }
         got = client.try_receive(id);

@@ -68,20 +68,50 @@ void print_isolation(const nlohmann::json& isolation) {
   std::printf("gpus:        %s\n", gpus.empty() ? "none" : join(gpus).c_str());
 }
 
+// `gpubox ls --remote`: what Modal runs in the app, by gpubox's tag, beside the local records.
+int list_remote(const Args& args, const Global& global, const SandboxStore& store) {
+  auto listed = modal_call("ls", {{"app", args.last("--app").value_or("gpubox")}}, std::chrono::seconds(60));
+  if (!listed) return fail("ls", listed.status(), exit_code_for(listed.status()));
+  std::map<std::string, std::string> known;
+  for (const auto& record : store.list()) known[record.spec.value("modal_id", "")] = record.id;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& sandbox : (*listed)["sandboxes"]) {
+    std::string modal_id = sandbox.value("modal_id", "");
+    rows.push_back({{"modal_id", modal_id}, {"gpubox_id", sandbox.value("gpubox_id", "")},
+                    {"in_store", known.count(modal_id) > 0}, {"tags", sandbox.value("tags", nlohmann::json::object())}});
+  }
+  if (global.json || args.flag("--json")) {
+    std::cout << rows.dump() << "\n";
+    return kExitOk;
+  }
+  std::printf("%-28s  %-12s  %s\n", "MODAL ID", "GPUBOX ID", "HERE");
+  for (const auto& row : rows) {
+    std::printf("%-28s  %-12s  %s\n", row["modal_id"].get<std::string>().c_str(), row["gpubox_id"].get<std::string>().c_str(),
+                row["in_store"].get<bool>() ? "yes" : "no (gpubox adopt, not built yet)");
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_ls(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] =
-      "usage: gpubox ls [--json]\n"
+      "usage: gpubox ls [--json] [--remote [--app NAME]]\n"
       "  STATE is creating, running, or dead with how it ended (terminated, shut down, idle timeout,\n"
-      "  lease expired, deadline, command ended, out of memory, agent crashed).\n";
-  auto args = parse_args(raw, {}, {});
+      "  lease expired, deadline, command ended, out of memory, agent crashed, ended on modal).\n"
+      "  --remote: the Modal app's running sandboxes that gpubox started (by their gpubox.sandbox tag).\n";
+  auto args = parse_args(raw, {"--app"}, {"--remote"});
   if (!args) return fail("ls", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (!args->positional.empty()) return fail("ls", "unexpected argument '" + args->positional[0] + "'", kExitUsage, kUsage);
   auto store = SandboxStore::open_default();
   if (!store) return fail("ls", store.status(), kExitUsage);
+  if (args->flag("--remote")) return list_remote(*args, global, *store);
   auto records = store->list();
+  std::vector<SandboxRecord*> pointers;
+  for (auto& record : records) pointers.push_back(&record);
+  Status refreshed = refresh_modal_states(*store, pointers);
+  if (!refreshed) std::fprintf(stderr, "gpubox ls: Modal's states could not be read: %s\n", refreshed.message().c_str());
   if (global.json || args->flag("--json")) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& record : records) list.push_back(summary(record));
@@ -104,6 +134,11 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   if (args->positional.size() != 1) return fail("info", "expected one sandbox id or name", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("info", record.status(), exit_code_for(record.status()));
+  if (record->backend == "modal") {
+    auto store = SandboxStore::open_default();
+    Status refreshed = store ? refresh_modal_states(*store, {&*record}) : store.status();
+    if (!refreshed) std::fprintf(stderr, "gpubox info: Modal's state could not be read: %s\n", refreshed.message().c_str());
+  }
 
   nlohmann::json info = summary(*record);
   info["spec"] = record->spec;
@@ -140,13 +175,24 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   if (info.contains("ended")) std::printf("ended:       %s\n", info["ended"].value("message", "").c_str());
   std::printf("created:     %s\n", age(record->created_at).c_str());
   std::printf("endpoint:    %s\n", record->endpoint.c_str());
-  std::printf("agent pid:   %d (host)\n", record->agent.pid);
-  std::printf("network:     %s\n", spec.value("network", "none").c_str());
-  if (spec.contains("image")) {
+  if (record->backend == "modal") {
+    const auto& modal = spec.value("modal", nlohmann::json::object());
+    std::printf("modal:       %s (app %s)\n", text(modal.value("modal_id", nlohmann::json(""))).c_str(),
+                spec.value("app", "").c_str());
+    std::printf("tunnel:      %s (raw TCP, CURVE-secured)\n", text(modal.value("tunnel", nlohmann::json(""))).c_str());
+    std::printf("gpu:         %s\n", spec.value("gpu", "").empty() ? "none" : spec.value("gpu", "").c_str());
+    std::printf("region:      %s\n", spec.value("region", "").empty() ? "any" : spec.value("region", "").c_str());
+    std::printf("image:       %s\n", text(modal.value("image", nlohmann::json(""))).c_str());
+    std::printf("network:     %s\n", text(modal.value("network", nlohmann::json(""))).c_str());
+  } else {
+    std::printf("agent pid:   %d (host)\n", record->agent.pid);
+    std::printf("network:     %s\n", spec.value("network", "none").c_str());
+  }
+  if (spec.contains("image") && record->backend != "modal") {
     std::printf("image:       %s (%s container %s)\n", text(spec["image"]).c_str(), record->backend.c_str(),
                 text(spec.value("container", nlohmann::json(""))).c_str());
   }
-  print_isolation(info["isolation"]);
+  if (record->backend != "modal") print_isolation(info["isolation"]);
   auto enforced = spec.value("limits_enforced_by", nlohmann::json::object());
   auto limit_line = [&](const char* label, const char* key, const std::string& value) {
     std::printf("%-12s %s  (%s)\n", label, value.c_str(), text(enforced.value(key, nlohmann::json("?"))).c_str());
@@ -191,6 +237,11 @@ int run_logs(const std::vector<std::string>& raw, const Global& global) {
   if (args->positional.size() != 1) return fail("logs", "expected a sandbox id or name, and optionally a JOB", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("logs", record.status(), exit_code_for(record.status()));
+  if (record->backend == "modal") {
+    return fail("logs", "a Modal sandbox keeps its agent's log inside it: `gpubox exec " + record->id +
+                            " -- cat /run/gpubox/agent.log` (Modal's dashboard shows it too); job logs: gpubox logs " +
+                            record->id + " JOB", kExitUsage);
+  }
   bool follow = args->flag("-f") || args->flag("--follow");
   std::string path = record->agent_dir() + "/agent.log";
   std::ifstream in(path, std::ios::binary);

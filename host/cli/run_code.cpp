@@ -220,7 +220,8 @@ Result<Result<json>> run_cell(rpc::Client& client, const ProcessIdentity& agent,
     }
     if (!got) {
       if (got.status().code() != ErrorCode::unavailable) return got.status();
-      if (!process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the cell ran");
+      // pid 0: the agent is no process of this host (Modal).
+      if (agent.pid > 0 && !process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the cell ran");
       continue;
     }
     switch (got->kind) {

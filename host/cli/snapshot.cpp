@@ -16,7 +16,8 @@ int run_snapshot(const std::vector<std::string>& raw, const Global& global) {
       "usage: gpubox snapshot ID|NAME [--name SNAPSHOT] [--json]\n"
       "  a container's file system (files, installed packages) committed as an image, or a local\n"
       "  sandbox's work dir and its root's upper layer (what it installed, changed or deleted outside\n"
-      "  the work dir) archived (tar + zstd, sha256-checked), with the sandbox's settings;\n"
+      "  the work dir) archived (tar + zstd, sha256-checked), or a Modal sandbox's file system as a Modal\n"
+      "  image (snapshot_filesystem; Volumes are not in it), with the sandbox's settings;\n"
       "  running processes are not kept. gpubox create --from-snapshot SNAPSHOT restores it.\n";
   auto args = parse_args(raw, {"--name"}, {});
   if (!args) return fail("snapshot", args.status().message(), kExitUsage, kUsage);
@@ -34,7 +35,7 @@ int run_snapshot(const std::vector<std::string>& raw, const Global& global) {
   } else {
     std::printf("%s\n", snapshot->name.c_str());
     std::fprintf(stderr, "gpubox snapshot: %s of %s (%s, %.1f MiB); running processes are not part of it\n",
-                 snapshot->name.c_str(), record->id.c_str(), snapshot->kind == "image"  ? snapshot->image.c_str()
+                 snapshot->name.c_str(), record->id.c_str(), snapshot->kind != "archive" ? snapshot->image.c_str()
                  : snapshot->has_layer() ? "work dir and root layer archives"
                                          : "work dir archive",
                  static_cast<double>(snapshot->size_bytes) / 1048576.0);

@@ -46,8 +46,12 @@ def sandboxes() -> List[dict]:
         except (OSError, ValueError):
             continue
         pid = record.get("agent_pid", 0)
-        record["state"] = ("creating" if pid <= 0 else
-                           "running" if _alive(pid, record.get("agent_start_time", -1)) else "dead")
+        spec = record.get("spec", {})
+        if record.get("backend") == "modal":  # no host process: what Modal said last (`gpubox ls` asks it)
+            record["state"] = "dead" if "modal_ended" in spec else "running" if spec.get("modal_id") else "creating"
+        else:
+            record["state"] = ("creating" if pid <= 0 else
+                               "running" if _alive(pid, record.get("agent_start_time", -1)) else "dead")
         records.append(record)
     return sorted(records, key=lambda r: r.get("created_at", 0))
 

@@ -1,0 +1,38 @@
+"""The fake's task command router (modal_proto.task_command_router_grpc): the
+per-task service the SDK reaches through SandboxGetCommandRouterAccess. Only
+TaskSnapshotFilesystem (Sandbox.snapshot_filesystem) is answered; the rest
+answers UNIMPLEMENTED, logged. One asyncio loop."""
+
+from grpclib import GRPCError, Status
+from modal_proto import task_command_router_grpc, task_command_router_pb2
+
+
+class _Base(task_command_router_grpc.TaskCommandRouterBase):
+    """Every method of the service, answering UNIMPLEMENTED."""
+
+
+def _unimplemented(name):
+    async def method(self, stream):
+        self.service._log("UNIMPLEMENTED router " + name)
+        await stream.recv_message()
+        raise GRPCError(Status.UNIMPLEMENTED, "the fake task command router has no " + name)
+    method.__name__ = name
+    return method
+
+
+for _name in list(_Base.__abstractmethods__):
+    setattr(_Base, _name, _unimplemented(_name))
+_Base.__abstractmethods__ = frozenset()
+
+
+class FakeRouter(_Base):
+    """Routes each call to the control plane's state (service.FakeModal)."""
+
+    def __init__(self, service):
+        self.service = service
+
+    async def TaskSnapshotFilesystem(self, stream):
+        request = await stream.recv_message()
+        self.service._log("TaskSnapshotFilesystem")
+        image_id = await self.service.snapshot(request.task_id)
+        await stream.send_message(task_command_router_pb2.TaskSnapshotFilesystemResponse(image_id=image_id))
