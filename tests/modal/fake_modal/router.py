@@ -3,26 +3,16 @@ per-task service the SDK reaches through SandboxGetCommandRouterAccess. Only
 TaskSnapshotFilesystem (Sandbox.snapshot_filesystem) is answered; the rest
 answers UNIMPLEMENTED, logged. One asyncio loop."""
 
-from grpclib import GRPCError, Status
 from modal_proto import task_command_router_grpc, task_command_router_pb2
+
+from .unimplemented import answer_unimplemented
 
 
 class _Base(task_command_router_grpc.TaskCommandRouterBase):
     """Every method of the service, answering UNIMPLEMENTED."""
 
 
-def _unimplemented(name):
-    async def method(self, stream):
-        self.service._log("UNIMPLEMENTED router " + name)
-        await stream.recv_message()
-        raise GRPCError(Status.UNIMPLEMENTED, "the fake task command router has no " + name)
-    method.__name__ = name
-    return method
-
-
-for _name in list(_Base.__abstractmethods__):
-    setattr(_Base, _name, _unimplemented(_name))
-_Base.__abstractmethods__ = frozenset()
+answer_unimplemented(_Base, "task command router", lambda router: router.service._log)
 
 
 class FakeRouter(_Base):

@@ -17,6 +17,8 @@ from google.protobuf import empty_pb2
 from grpclib import GRPCError, Status
 from modal_proto import api_grpc, api_pb2
 
+from .unimplemented import answer_unimplemented
+
 from .sandboxes import FakeSandbox, podman, run_arguments
 
 
@@ -51,18 +53,7 @@ class _Base(api_grpc.ModalClientBase):
     """Every abstract method of the service, answering UNIMPLEMENTED."""
 
 
-def _unimplemented(name):
-    async def method(self, stream):
-        self._log("UNIMPLEMENTED " + name)
-        await stream.recv_message()
-        raise GRPCError(Status.UNIMPLEMENTED, "the fake Modal control plane has no " + name)
-    method.__name__ = name
-    return method
-
-
-for _name in list(_Base.__abstractmethods__):
-    setattr(_Base, _name, _unimplemented(_name))
-_Base.__abstractmethods__ = frozenset()
+answer_unimplemented(_Base, "Modal control plane", lambda modal: modal._log)
 
 
 class FakeModal(_Base):
