@@ -4,35 +4,27 @@ Run by ctest (cli_python_connect) with Debian's /usr/bin/python3; needs root,
 GPUBOX_CLI and GPUBOX_AGENT naming the binaries, PYTHONPATH=host/python.
 """
 
-import ctypes
 import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
-import gpubox
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from local_children import become_subreaper, reap_orphans  # noqa: E402
+import gpubox  # noqa: E402
 
 CLI = os.environ.get("GPUBOX_CLI", "")
-PR_SET_CHILD_SUBREAPER = 36
 
 
 def setUpModule():
     # The agents the CLI detaches are reparented here and reaped in tearDown,
     # as init would reap them.
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    become_subreaper()
 
-
-def reap_orphans():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 @unittest.skipUnless(CLI and os.geteuid() == 0, "needs GPUBOX_CLI and root")

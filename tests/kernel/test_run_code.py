@@ -7,12 +7,12 @@ its name and path absent from kernel.info, sys.info and model_info.
 
 Run by ctest with Debian's /usr/bin/python3; needs root, GPUBOX_CLI naming the CLI.
 """
-import ctypes
 import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -21,19 +21,11 @@ import torch
 
 from tiny_models import TinyNet
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from local_children import become_subreaper, reap_orphans  # noqa: E402
+
 CLI = os.environ.get("GPUBOX_CLI", "")
-PR_SET_CHILD_SUBREAPER = 36
 HIDDEN_NAME = "secret-llama-7b"
-
-
-def reap_orphans():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 @unittest.skipUnless(CLI and os.geteuid() == 0, "needs GPUBOX_CLI and root")
@@ -41,7 +33,7 @@ class RunCodeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         # The agents the CLI detaches are reparented here and reaped, as init would.
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        become_subreaper()
         cls.scratch = tempfile.mkdtemp(prefix="gpubox-run-code-")
         cls.env = dict(os.environ, XDG_STATE_HOME=os.path.join(cls.scratch, "state"))
         models = os.path.join(cls.scratch, "models")
