@@ -29,7 +29,11 @@ const TestImage kTestImagePython = {"python", "localhost/gpubox-base-torch:bookw
 const TestImage kTestImageMinbase = {"minbase", "localhost/gpubox-base-minbase:bookworm-1", false};
 const TestImage kTestImageBusybox = {"busybox", "localhost/gpubox-base-busybox:1", false};
 
-std::string test_image_tag(const TestImage& image) { return std::string("localhost/gpubox-test-") + image.name + ":latest"; }
+// GPUBOX_TEST_IMAGE_VERSION (default "latest") lets two checkouts on one machine keep their own test images.
+std::string test_image_tag(const TestImage& image) {
+  const char* version = std::getenv("GPUBOX_TEST_IMAGE_VERSION");
+  return std::string("localhost/gpubox-test-") + image.name + ":" + (version && *version ? version : "latest");
+}
 
 const std::string& podman_problem() {
   static const std::string problem = [] {

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python_models"))
 from model_harness import CLI, FIXTURE, fixture  # noqa: E402
 import gpubox  # noqa: E402
 
-IMAGE = "localhost/gpubox-test-python:latest"
+IMAGE = "localhost/gpubox-test-python:" + (os.environ.get("GPUBOX_TEST_IMAGE_VERSION") or "latest")
 
 
 class ModelInImageTest(unittest.TestCase):

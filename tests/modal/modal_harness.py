@@ -20,7 +20,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = os.environ.get("GPUBOX_CLI", "")
 VENV_PYTHON = os.environ.get("GPUBOX_VENV_PYTHON", sys.executable)
-IMAGE = os.environ.get("GPUBOX_MODAL_TEST_IMAGE", "localhost/gpubox-test-python:latest")
+IMAGE = os.environ.get("GPUBOX_MODAL_TEST_IMAGE") or (
+    "localhost/gpubox-test-python:" + (os.environ.get("GPUBOX_TEST_IMAGE_VERSION") or "latest"))
 
 
 def podman(*args, check=False):
