@@ -68,19 +68,31 @@ Result<Activation> parse_activation(const FieldReader& fields, const char* key, 
   return fields.error(key, "one of gelu_new, gelu_pytorch_tanh, gelu, silu (got \"" + name + "\")");
 }
 
+// Where a RoPE's parameters are: its entry in transformers 5's "rope_parameters"
+// (one per layer type in Gemma 3's), and in 4.x's flat fields.
+struct RopeSource {
+  const char* layer_type = "full_attention";
+  const char* legacy_theta = "rope_theta";  // Gemma 3's sliding layers: "rope_local_base_freq"
+  bool legacy_scaling = true;               // 4.x's "rope_scaling" applies (to full attention only)
+  double default_theta = 10000.0;
+};
+
 // RoPE from transformers 5's "rope_parameters" or 4.x's "rope_theta" + "rope_scaling".
-Result<RopeConfig> parse_rope(const FieldReader& fields) {
+Result<RopeConfig> parse_rope(const FieldReader& fields, const RopeSource& source = {}) {
   const json& config = fields.config();
   json params = json::object();
   if (auto it = config.find("rope_parameters"); it != config.end() && it->is_object()) {
-    params = *it;
+    auto per_type = it->find(source.layer_type);
+    params = per_type != it->end() && per_type->is_object() ? *per_type : *it;
   } else {
-    if (auto scaling = config.find("rope_scaling"); scaling != config.end() && scaling->is_object()) params = *scaling;
-    if (auto theta = config.find("rope_theta"); theta != config.end()) params["rope_theta"] = *theta;
+    if (auto scaling = config.find("rope_scaling"); source.legacy_scaling && scaling != config.end() && scaling->is_object()) {
+      params = *scaling;
+    }
+    if (auto theta = config.find(source.legacy_theta); theta != config.end()) params["rope_theta"] = *theta;
   }
   FieldReader rope(params, "rope");
   RopeConfig out;
-  auto theta = rope.number_or("rope_theta", 10000.0);
+  auto theta = rope.number_or("rope_theta", source.default_theta);
   if (!theta || *theta <= 0) return fields.error("rope_theta", "a positive number");
   out.theta = *theta;
   std::string type = rope.string_or("rope_type", rope.string_or("type", "default"));
@@ -222,6 +234,33 @@ Status read_windows(const FieldReader& f, Architecture& a, bool even_layers_only
   return Status::ok();
 }
 
+// Gemma 3 text, beyond what it shares with Gemma 2: q/k norms, the sliding
+// layers from "layer_types" (else every "sliding_window_pattern"-th layer is
+// global), and a RoPE of their own for the sliding layers (local base 10k,
+// global 1M by default, as transformers' Gemma3TextConfig has them).
+Status read_gemma3(const FieldReader& f, Architecture& a) {
+  auto bidirectional = f.boolean_or("use_bidirectional_attention", false);
+  if (!bidirectional || *bidirectional) return f.error("use_bidirectional_attention", "false (not supported)");
+  auto global = parse_rope(f, {"full_attention", "rope_theta", true, 1e6});
+  auto local = parse_rope(f, {"sliding_attention", "rope_local_base_freq", false, 1e4});
+  if (!global) return global.status();
+  if (!local) return local.status();
+  a.rope = *global;
+  a.local_rope = *local;
+  a.qk_norm = true;
+  const json& config = f.config();
+  if (auto types = config.find("layer_types"); types != config.end() && types->is_array()) return read_windows(f, a, false);
+  auto pattern = f.positive_or("sliding_window_pattern", 6);
+  auto window = f.optional_positive("sliding_window");
+  if (!pattern) return pattern.status();
+  if (!window) return window.status();
+  a.layer_window.assign(static_cast<std::size_t>(a.num_layers), std::nullopt);
+  for (std::int64_t i = 0; *window && i < a.num_layers; ++i) {
+    if ((i + 1) % *pattern != 0) a.layer_window[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(**window);
+  }
+  return Status::ok();
+}
+
 Status read_architecture(const std::string& type, const FieldReader& f, Architecture& a) {
   if (type == "gpt2") {
     auto tie = f.boolean_or("tie_word_embeddings", true);
@@ -230,7 +269,7 @@ Status read_architecture(const std::string& type, const FieldReader& f, Architec
     return read_gpt2(f, a);
   }
   if (Status s = read_llama_family(f, a); !s) return s;
-  if (type == "gemma2") {
+  if (type == "gemma2" || type == "gemma3_text") {
     auto activation = parse_activation(f, "hidden_activation", "gelu_pytorch_tanh");
     auto scalar = f.number_or("query_pre_attn_scalar", 256.0);
     auto attn_cap = f.optional_positive("attn_logit_softcapping");
@@ -252,6 +291,7 @@ Status read_architecture(const std::string& type, const FieldReader& f, Architec
     auto bias = f.boolean_or("attention_bias", false);
     if (!bias) return bias.status();
     a.qkv_bias = a.o_bias = *bias;
+    if (type == "gemma3_text") return read_gemma3(f, a);
     return read_windows(f, a, true);
   }
   auto activation = parse_activation(f, "hidden_act", "silu");
@@ -286,7 +326,7 @@ Status read_architecture(const std::string& type, const FieldReader& f, Architec
 }  // namespace
 
 const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> names = {"gpt2", "llama", "mistral", "qwen2", "gemma2"};
+  static const std::vector<std::string> names = {"gpt2", "llama", "mistral", "qwen2", "gemma2", "gemma3_text"};
   return names;
 }
 

@@ -32,7 +32,7 @@ struct RopeConfig {
 };
 
 struct Architecture {
-  std::string name;  // "gpt2", "llama", "mistral", "qwen2", "gemma2"
+  std::string name;  // "gpt2", "llama", "mistral", "qwen2", "gemma2", "gemma3_text"
   std::int64_t vocab_size = 0;
   std::int64_t hidden_size = 0;
   std::int64_t num_layers = 0;
@@ -53,11 +53,13 @@ struct Architecture {
   bool tie_embeddings = false;
   bool sandwich_norms = false;      // Gemma 2: norms after attention and MLP too
   bool scale_embeddings = false;    // Gemma: embeddings × sqrt(hidden) in the model dtype
+  bool qk_norm = false;             // Gemma 3: q and k normalized per head (the model's norm) before RoPE
   double attn_scale = 0;            // multiplies q·k
   std::optional<double> attn_softcap;
   std::optional<double> final_softcap;
   std::vector<std::optional<std::int64_t>> layer_window;  // sliding window per layer, nullopt = full
-  RopeConfig rope;
+  RopeConfig rope;                        // of every layer, or of the full-attention ones when local_rope is set
+  std::optional<RopeConfig> local_rope;   // Gemma 3: the RoPE of the sliding-window layers
   std::vector<std::int64_t> eos_ids;      // generation_config.json, else config.json
   std::optional<std::int64_t> bos_id;
   std::optional<std::int64_t> pad_id;

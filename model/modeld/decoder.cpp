@@ -12,6 +12,8 @@
 #include <numbers>
 #include <set>
 #include <sys/mman.h>
+#include <tuple>
+#include <utility>
 #include <unistd.h>
 
 namespace gpubox::modeld {
@@ -22,6 +24,7 @@ using at::Tensor;
 struct LayerWeights {
   Tensor ln1_w, ln1_b, ln2_w, ln2_b;         // before attention / before the MLP
   Tensor post_attn_w, post_mlp_w;            // Gemma 2's sandwich norms
+  Tensor q_norm_w, k_norm_w;                 // Gemma 3: per-head norms of q and k, [head_dim]
   Tensor qkv_w, qkv_b;                       // GPT-2: fused, [hidden, 3 hidden] (Conv1D layout)
   Tensor q_w, q_b, k_w, k_b, v_w, v_b;       // Linear layout [out, in]
   Tensor o_w, o_b;
@@ -171,7 +174,8 @@ struct Decoder::Weights {
   c10::ScalarType dtype = at::kFloat;
   c10::Device device = c10::Device(c10::kCPU);
   Tensor embed, pos_embed, final_w, final_b, lm_head;
-  Tensor inv_freq;  // fp32 on device
+  Tensor inv_freq;        // fp32 on device
+  Tensor local_inv_freq;  // of arch.local_rope, when set
   Tensor embed_scale;
   std::vector<LayerWeights> layers;
   std::uint64_t held_bytes = 0;
@@ -279,6 +283,7 @@ struct Decoder::Weights {
     hook(hooks, HookPoint::q, layer, q);
     hook(hooks, HookPoint::k, layer, k);
     hook(hooks, HookPoint::v, layer, v);
+    if (arch.qk_norm) q = norm(q, w.q_norm_w, Tensor()), k = norm(k, w.k_norm_w, Tensor());
     q = q.transpose(1, 2);
     k = k.transpose(1, 2);
     v = v.transpose(1, 2);
@@ -358,8 +363,8 @@ Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const w
     const std::int64_t h = arch.hidden_size, q_out = arch.num_heads * arch.head_dim, kv_out = arch.num_kv_heads * arch.head_dim;
     const std::int64_t inner = arch.intermediate_size;
     bool one_plus = arch.norm == NormKind::rms_norm_one_plus;
-    auto norm_weight = [&](const std::string& name, Tensor& into) -> Status {
-      GPUBOX_BIND(into, bind.take(name, {h}, one_plus));
+    auto norm_weight = [&](const std::string& name, Tensor& into, std::int64_t size) -> Status {
+      GPUBOX_BIND(into, bind.take(name, {size}, one_plus));
       if (one_plus) into = into + 1.0;  // Gemma's (1 + w), in fp32 as transformers computes it
       return Status::ok();
     };
@@ -388,19 +393,23 @@ Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const w
       }
     } else {
       GPUBOX_BIND(w->embed, bind.take("model.embed_tokens.weight", {arch.vocab_size, h}, false, arch.tie_embeddings));
-      if (Status s = norm_weight("model.norm.weight", w->final_w); !s) return s;
+      if (Status s = norm_weight("model.norm.weight", w->final_w, h); !s) return s;
       for (std::int64_t i = 0; i < arch.num_layers; ++i) {
         LayerWeights l;
         std::string b = fmt::format("model.layers.{}.", i);
-        if (Status s = norm_weight(b + "input_layernorm.weight", l.ln1_w); !s) return s;
+        if (Status s = norm_weight(b + "input_layernorm.weight", l.ln1_w, h); !s) return s;
         if (arch.sandwich_norms) {
-          if (Status s = norm_weight(b + "post_attention_layernorm.weight", l.post_attn_w); !s) return s;
-          if (Status s = norm_weight(b + "pre_feedforward_layernorm.weight", l.ln2_w); !s) return s;
-          if (Status s = norm_weight(b + "post_feedforward_layernorm.weight", l.post_mlp_w); !s) return s;
-        } else if (Status s = norm_weight(b + "post_attention_layernorm.weight", l.ln2_w); !s) {
+          if (Status s = norm_weight(b + "post_attention_layernorm.weight", l.post_attn_w, h); !s) return s;
+          if (Status s = norm_weight(b + "pre_feedforward_layernorm.weight", l.ln2_w, h); !s) return s;
+          if (Status s = norm_weight(b + "post_feedforward_layernorm.weight", l.post_mlp_w, h); !s) return s;
+        } else if (Status s = norm_weight(b + "post_attention_layernorm.weight", l.ln2_w, h); !s) {
           return s;
         }
         std::string a = b + "self_attn.";
+        if (arch.qk_norm) {
+          if (Status s = norm_weight(a + "q_norm.weight", l.q_norm_w, arch.head_dim); !s) return s;
+          if (Status s = norm_weight(a + "k_norm.weight", l.k_norm_w, arch.head_dim); !s) return s;
+        }
         GPUBOX_BIND(l.q_w, bind.take(a + "q_proj.weight", {q_out, h}));
         GPUBOX_BIND(l.k_w, bind.take(a + "k_proj.weight", {kv_out, h}));
         GPUBOX_BIND(l.v_w, bind.take(a + "v_proj.weight", {kv_out, h}));
@@ -434,6 +443,7 @@ Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const w
     if (!w->lm_head.defined()) w->lm_head = w->embed;
     auto options = at::TensorOptions().device(device);
     if (arch.rope.kind != RopeKind::none) w->inv_freq = inverse_frequencies(arch.rope, arch.head_dim).to(device);
+    if (arch.local_rope) w->local_inv_freq = inverse_frequencies(*arch.local_rope, arch.head_dim).to(device);
     if (arch.scale_embeddings) {
       w->embed_scale = at::scalar_tensor(std::sqrt(static_cast<double>(h)), options.dtype(dtype));
     }
@@ -465,13 +475,15 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
     w.hook(hooks, HookPoint::pos_embed, -1, pos);
     h = h + pos;
   }
-  Tensor cos, sin;
-  if (arch.rope.kind != RopeKind::none) {
-    Tensor freqs = input.positions.to(at::kFloat).unsqueeze(-1) * w.inv_freq;
+  // cos and sin [batch, 1, tokens, head_dim] of the positions, in the model dtype.
+  auto rotation = [&](const Tensor& inv_freq) {
+    Tensor freqs = input.positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
     Tensor angles = at::cat({freqs, freqs}, -1);
-    cos = angles.cos().to(w.dtype).unsqueeze(1);
-    sin = angles.sin().to(w.dtype).unsqueeze(1);
-  }
+    return std::pair(angles.cos().to(w.dtype).unsqueeze(1), angles.sin().to(w.dtype).unsqueeze(1));
+  };
+  Tensor cos, sin, local_cos, local_sin;
+  if (arch.rope.kind != RopeKind::none) std::tie(cos, sin) = rotation(w.inv_freq);
+  if (arch.local_rope) std::tie(local_cos, local_sin) = rotation(w.local_inv_freq);
   Tensor full_mask, window_mask;
   std::optional<std::int64_t> mask_window;
   for (int layer = 0; layer < static_cast<int>(w.layers.size()); ++layer) {
@@ -489,7 +501,8 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
     }
     w.hook(hooks, HookPoint::resid_pre, layer, h);
     Tensor normed = w.hooked_norm(hooks, HookPoint::ln1_normalized, layer, h, lw.ln1_w, lw.ln1_b);
-    Tensor attn = w.attention(layer, lw, normed, cos, sin, *mask, cache, hooks);
+    bool local = window && arch.local_rope;
+    Tensor attn = w.attention(layer, lw, normed, local ? local_cos : cos, local ? local_sin : sin, *mask, cache, hooks);
     if (arch.sandwich_norms) attn = w.norm(attn, lw.post_attn_w, Tensor());
     w.hook(hooks, HookPoint::attn_out, layer, attn);
     h = h + attn;

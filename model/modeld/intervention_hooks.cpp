@@ -144,7 +144,9 @@ Result<GradientTarget> decode_gradient_target(const nlohmann::json& grad_of, std
   if (!grad_of.is_object() || grad_of.size() != 1) {
     return invalid(": expected one of {\"logit\": {...}}, {\"logit_diff\": {...}}, {\"loss\": {}}");
   }
-  const auto& [kind, spec] = *grad_of.items().begin();
+  // References into grad_of itself (items()' proxy is a temporary: binding to it would dangle).
+  const std::string& kind = grad_of.begin().key();
+  const nlohmann::json& spec = grad_of.begin().value();
   GradientTarget target;
   if (!spec.is_object()) return invalid("." + kind + ": expected an object");
   auto token = [&](const nlohmann::json& value, const std::string& field) -> Result<std::int64_t> {

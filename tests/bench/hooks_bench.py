@@ -23,7 +23,12 @@ Ours goes through the RPC (a Unix socket) and gets the float32 logits of every
 position back; the peers run in this process. Threads: torch's default in
 both processes.
 
+On a GPU machine, --device cuda --dtype bfloat16 runs every engine there
+(tests/device/check_modeld_gpu.sh does); a peer that is not installed is left
+out of the table, saying so.
+
 usage: build/venv/bin/python tests/bench/hooks_bench.py [--repeat 7] [--tokens 128] [--long 1000]
+           [--device cpu|cuda] [--dtype float32|bfloat16|float16] [--modeld PATH] [--layers N]
 """
 import argparse
 import os
@@ -41,6 +46,7 @@ os.environ.setdefault("GPUBOX_MODELD", os.path.join(ROOT, "build", "bin", "gpubo
 import torch  # noqa: E402
 import transformers as tf  # noqa: E402
 from gpubox.models import Model  # noqa: E402
+import modeld_process  # noqa: E402
 from modeld_process import Modeld  # noqa: E402
 
 CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
@@ -62,6 +68,18 @@ def interleaved_medians(fns, repeat):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def synchronized(fn, device):
+    """fn, returning only once the device has finished what it queued (CUDA runs asynchronously)."""
+    if device == "cpu":
+        return fn
+
+    def run():
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+    return run
+
+
 def median_seconds(fn, repeat):
     fn()
     times = []
@@ -78,69 +96,89 @@ def main():
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--long", type=int, default=1000)
     parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--modeld", default=modeld_process.MODELD)
+    parser.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
     args = parser.parse_args()
+    modeld_process.MODELD = args.modeld
+    config = dict(CONFIG, num_hidden_layers=args.layers)
+    dtype = getattr(torch, args.dtype)
 
     work = tempfile.mkdtemp(prefix="hooks-bench-")
     torch.manual_seed(0)
-    hf = tf.LlamaForCausalLM(tf.LlamaConfig(**CONFIG)).eval()
+    hf = tf.LlamaForCausalLM(tf.LlamaConfig(**config)).eval()
     path = os.path.join(work, "llama")
     hf.save_pretrained(path)
     tf.PreTrainedTokenizerFast(tokenizer_file=TOKENIZER).save_pretrained(path)
-    modeld = Modeld([{"name": "m", "path": path}], os.path.join(work, "run"))
+    hf = hf.to(args.device, dtype)
+    modeld = Modeld([{"name": "m", "path": path, "device": args.device, "dtype": args.dtype}], os.path.join(work, "run"))
     modeld.wait_all_ready()
     ours = Model(modeld.client, "m")
-    layer = CONFIG["num_hidden_layers"] // 2
+    layer = args.layers // 2
     hook = "blocks.%d.hook_resid_post" % layer
-    all_layers = ["blocks.%d.hook_resid_post" % l for l in range(CONFIG["num_hidden_layers"])]
+    all_layers = ["blocks.%d.hook_resid_post" % l for l in range(args.layers)]
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(3, CONFIG["vocab_size"], (1, args.tokens), generator=gen)
     long_ids = torch.randint(3, CONFIG["vocab_size"], (1, args.long), generator=gen)
     vector = torch.randn(CONFIG["hidden_size"], generator=gen)
+    id_rows, long_rows = ids.tolist(), long_ids.tolist()
+    ids, long_ids = ids.to(args.device), long_ids.to(args.device)
     rows = []
+    missing = []
 
-    def no_grad(fn):
+    def peer(fn):
+        """fn without autograd, timed to the end of its device work."""
         def run():
             with torch.no_grad():
                 return fn()
-        return run
+        return synchronized(run, args.device)
 
-    from nnsight import LanguageModel
-    lm = LanguageModel(hf, tokenizer=tf.PreTrainedTokenizerFast(tokenizer_file=TOKENIZER))
-
-    def nnsight_one():
-        with torch.no_grad(), lm.trace(ids):
-            saved = lm.model.layers[layer].output.save()
-        return saved
-
-    def nnsight_empty():
-        with torch.no_grad(), lm.trace(ids):
-            pass
-
-    from transformer_lens.model_bridge import TransformerBridge
-    bridge = TransformerBridge.boot_transformers(path, hf_model=hf, device="cpu")
-    id_rows = ids.tolist()
-    t = interleaved_medians({
+    fns = {
         "plain": lambda: ours.run(ids=id_rows),
         "one": lambda: ours.run(ids=id_rows, capture=[hook]),
         "one_last": lambda: ours.run(ids=id_rows, capture=[hook], last_only=True),
-        "hf_plain": no_grad(lambda: hf(ids)),
-        "nn_one": nnsight_one,
-        "nn_empty": nnsight_empty,
-        "tl_one": no_grad(lambda: bridge.run_with_cache(ids, names_filter=[hook])),
-        "tl_plain": no_grad(lambda: bridge(ids)),
-    }, args.repeat)
+        "hf_plain": peer(lambda: hf(ids)),
+    }
+    try:
+        from nnsight import LanguageModel
+        lm = LanguageModel(hf, tokenizer=tf.PreTrainedTokenizerFast(tokenizer_file=TOKENIZER))
+
+        def nnsight_one():
+            with lm.trace(ids):
+                saved = lm.model.layers[layer].output.save()
+            return saved
+
+        def nnsight_empty():
+            with lm.trace(ids):
+                pass
+        fns.update(nn_one=peer(nnsight_one), nn_empty=peer(nnsight_empty))
+    except ImportError:
+        missing.append("nnsight")
+    bridge = None
+    try:
+        from transformer_lens.model_bridge import TransformerBridge
+        bridge = TransformerBridge.boot_transformers(path, hf_model=hf, device=args.device)
+        fns.update(tl_one=peer(lambda: bridge.run_with_cache(ids, names_filter=[hook])), tl_plain=peer(lambda: bridge(ids)))
+    except ImportError:
+        missing.append("TransformerLens")
+    t = interleaved_medians(fns, args.repeat)
     plain, one, one_last, hf_plain = t["plain"], t["one"], t["one_last"], t["hf_plain"]
-    nn_one, nn_empty, tl_one, tl_plain = t["nn_one"], t["nn_empty"], t["tl_one"], t["tl_plain"]
 
-    rows.append(("plain forward, %d tokens" % args.tokens, plain, [("transformers", hf_plain), ("TransformerLens", tl_plain)]))
-    rows.append(("one capture", one, [("nnsight", nn_one), ("TransformerLens", tl_one)]))
-    rows.append(("one capture, last-position logits", one_last, [("nnsight", nn_one), ("TransformerLens", tl_one)]))
+    def peers(*pairs):
+        return [(name, t[key]) for name, key in pairs if key in t]
+    rows.append(("plain forward, %d tokens" % args.tokens, plain, peers(("transformers", "hf_plain"), ("TransformerLens", "tl_plain"))))
+    rows.append(("one capture", one, peers(("nnsight", "nn_one"), ("TransformerLens", "tl_one"))))
+    rows.append(("one capture, last-position logits", one_last, peers(("nnsight", "nn_one"), ("TransformerLens", "tl_one"))))
 
-    long_all = median_seconds(lambda: ours.run(ids=long_ids.tolist(), capture=all_layers), max(3, args.repeat // 2))
-    long_plain = median_seconds(lambda: ours.run(ids=long_ids.tolist()), max(3, args.repeat // 2))
-    tl_all = median_seconds(no_grad(lambda: bridge.run_with_cache(long_ids, names_filter=all_layers)), max(3, args.repeat // 2))
-    captured_bytes = args.long * CONFIG["hidden_size"] * 4 * len(all_layers)
-    rows.append(("all-layer resid capture, %d tokens" % args.long, long_all, [("TransformerLens", tl_all)]))
+    long_all = median_seconds(lambda: ours.run(ids=long_rows, capture=all_layers), max(3, args.repeat // 2))
+    long_plain = median_seconds(lambda: ours.run(ids=long_rows), max(3, args.repeat // 2))
+    captured_bytes = args.long * CONFIG["hidden_size"] * torch.finfo(dtype).bits // 8 * len(all_layers)
+    long_peers = []
+    if bridge is not None:
+        long_peers = [("TransformerLens", median_seconds(peer(lambda: bridge.run_with_cache(long_ids, names_filter=all_layers)),
+                                                         max(3, args.repeat // 2)))]
+    rows.append(("all-layer resid capture, %d tokens" % args.long, long_all, long_peers))
 
     steer_ops = {"add": {hook: (vector, 4.0)}}
     gen_plain = median_seconds(lambda: ours.generate(ids[:, :16].tolist()[0], max_new_tokens=args.new_tokens, ignore_eos=True),
@@ -150,18 +188,25 @@ def main():
 
     modeld.close()
 
+    nnsight_version = "not installed" if "nnsight" in missing else __import__("nnsight").__version__
     print("interventions: gpubox-modeld vs nnsight %s and TransformerLens on a random Llama (%d layers, d=%d, %.0f M params), "
-          "CPU, %d threads, median of %d" % (__import__("nnsight").__version__, CONFIG["num_hidden_layers"], CONFIG["hidden_size"],
-                                              sum(p.numel() for p in hf.parameters()) / 1e6, torch.get_num_threads(), args.repeat))
+          "%s %s, %d threads, median of %d" % (nnsight_version, args.layers, CONFIG["hidden_size"],
+                                                sum(p.numel() for p in hf.parameters()) / 1e6, args.device, args.dtype,
+                                                torch.get_num_threads(), args.repeat))
+    if missing:
+        print("left out (not installed in %s): %s" % (sys.executable, ", ".join(missing)))
     print()
     print("| | gpubox-modeld | peer | ratio (peer / ours) |")
     print("|---|---|---|---|")
     for label, mine, peers in rows:
         for name, theirs in peers:
             print("| %s | %.1f ms | %s %.1f ms | %.2f× |" % (label, mine * 1e3, name, theirs * 1e3, theirs / mine))
-    print("| overhead of one capture | %+.1f %% over plain | nnsight %+.1f %%, TransformerLens %+.1f %% over their plain | |"
-          % (100 * (one / plain - 1), 100 * (nn_one / hf_plain - 1), 100 * (tl_one / tl_plain - 1)))
-    print("| nnsight empty trace | | %.1f ms (%.1f ms over transformers) | |" % (nn_empty * 1e3, (nn_empty - hf_plain) * 1e3))
+    overheads = ["%s %+.1f %%" % (name, 100 * (t[one_key] / t[plain_key] - 1))
+                 for name, one_key, plain_key in (("nnsight", "nn_one", "hf_plain"), ("TransformerLens", "tl_one", "tl_plain"))
+                 if one_key in t]
+    print("| overhead of one capture | %+.1f %% over plain | %s over their plain | |" % (100 * (one / plain - 1), ", ".join(overheads)))
+    if "nn_empty" in t:
+        print("| nnsight empty trace | | %.1f ms (%.1f ms over transformers) | |" % (t["nn_empty"] * 1e3, (t["nn_empty"] - hf_plain) * 1e3))
     extra = long_all - long_plain
     speed = "%.0f MiB/s over plain" % (captured_bytes / 2**20 / extra) if extra > 0 else "within the noise of plain"
     print("| all-layer capture, %d tokens: %.1f MiB of captures | %.1f ms (plain %.1f ms: %s) | | |"

@@ -9,9 +9,12 @@
 #      token-equal; bfloat16 within 2x transformers' own bf16 error + 1e-2,
 #      the bound and its reason in that file);
 #   3. calls gpu.info and gpu.probe;
-#   4. runs the bench (tests/bench/model_bench.py) in bfloat16 on cuda.
+#   4. runs the bench (tests/bench/model_bench.py) in bfloat16 on cuda;
+#   5. runs the interventions bench (tests/bench/hooks_bench.py) in bfloat16
+#      on cuda, beside nnsight and TransformerLens where $PYTHON has them.
 # Results go under $OUT when set (else $BUILD/device-check): build.log,
-# compare_*.{log,json}, gpu_info.json, gpu_probe.json, bench.{log,json}.
+# compare_*.{log,json}, gpu_info.json, gpu_probe.json, bench.{log,json},
+# hooks_bench.log.
 #
 #   tests/device/check_modeld_gpu.sh               on a GPU machine
 #   tests/device/check_modeld_gpu.sh --cpu-dry-run every step with device cpu
@@ -22,7 +25,7 @@
 # msgpack), BUILD (default build/device-modeld), GPUBOX_MODELD (an existing
 # binary: skips step 1), BENCH_ARGS (extra arguments of the bench, e.g.
 # "--repeat 1 --new-tokens 16"; with --cpu-dry-run the default is a 2-layer
-# model, one round of 8 new tokens).
+# model, one round of 8 new tokens), HOOKS_BENCH_ARGS (the same for step 5).
 # Exit 0: every check passed; 1: a check failed; 77: no GPU here (and no
 # --cpu-dry-run), which ctest shows as skipped.
 set -euo pipefail
@@ -129,6 +132,15 @@ step "4. the bench in bfloat16 on $DEVICE"
 if ! "$PYTHON" "$ROOT/tests/bench/model_bench.py" --device "$DEVICE" --dtype bfloat16 --modeld "$MODELD" \
     --json "$RESULTS/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$RESULTS/bench.log"; then
   echo "FAIL: the bench"
+  status=1
+fi
+
+step "5. the interventions bench in bfloat16 on $DEVICE"
+[[ $DRY_RUN == 1 ]] && HOOKS_BENCH_ARGS="${HOOKS_BENCH_ARGS:---layers 2 --repeat 1 --tokens 16 --long 64 --new-tokens 4}"
+# shellcheck disable=SC2086
+if ! "$PYTHON" "$ROOT/tests/bench/hooks_bench.py" --device "$DEVICE" --dtype bfloat16 --modeld "$MODELD" \
+    ${HOOKS_BENCH_ARGS:-} 2>&1 | tee "$RESULTS/hooks_bench.log"; then
+  echo "FAIL: the interventions bench"
   status=1
 fi
 

@@ -12,6 +12,7 @@ measured up to 3.1e-2), and greedy
 generations must be token-equal to transformers' generate().
 """
 import copy
+import json
 import os
 import shutil
 import struct
@@ -37,6 +38,25 @@ def relative_error(got, want):
     return float(np.abs(got - want).max() / np.abs(want).max())
 
 
+def legacy_gemma3(path, into):
+    """A copy of the Gemma 3 checkpoint at path whose config.json has transformers 4's
+    spelling (rope_theta, rope_local_base_freq, rope_scaling, sliding_window_pattern 2:
+    layer 1 global), as Gemma 3 configs on the Hub have it."""
+    os.makedirs(into)
+    for name in os.listdir(path):
+        if name != "config.json":
+            os.symlink(os.path.join(path, name), os.path.join(into, name))
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    for key in ("rope_parameters", "layer_types", "_sliding_window_pattern"):
+        config.pop(key, None)
+    config.update(rope_theta=1e6, rope_local_base_freq=100.0, rope_scaling={"rope_type": "linear", "factor": 8.0},
+                  sliding_window_pattern=2)
+    with open(os.path.join(into, "config.json"), "w") as f:
+        json.dump(config, f)
+    return into
+
+
 class ModeldAgainstTransformers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -44,6 +64,8 @@ class ModeldAgainstTransformers(unittest.TestCase):
         cls.models = {name: tiny_models.make(cls.dir, name, seed=i) for i, name in enumerate(ARCHITECTURES)}
         specs = [{"name": n, "path": p} for n, (p, _) in cls.models.items()]
         specs += [{"name": n + "-bf16", "path": p, "dtype": "bfloat16"} for n, (p, _) in cls.models.items()]
+        cls.gemma3_legacy = legacy_gemma3(cls.models["gemma3"][0], os.path.join(cls.dir, "gemma3-legacy"))
+        specs.append({"name": "gemma3-legacy", "path": cls.gemma3_legacy})
         cls.modeld = Modeld(specs, os.path.join(cls.dir, "run"))
         cls.modeld.wait_all_ready()
 
@@ -66,6 +88,17 @@ class ModeldAgainstTransformers(unittest.TestCase):
                 self.assertEqual(got.shape, (1, len(PROMPTS[0]), 320))
                 self.assertLess(relative_error(got[0], want), FP32_TOLERANCE)
                 self.assertEqual(result["lengths"], [len(PROMPTS[0])])
+
+    def test_gemma3_in_transformers_4_spelling_reads_as_transformers_reads_it(self):
+        hf = tf.AutoModelForCausalLM.from_pretrained(self.gemma3_legacy).eval()
+        self.assertEqual(hf.config.layer_types, ["sliding_attention", "full_attention", "sliding_attention"])
+        self.assertEqual(hf.config.rope_parameters["sliding_attention"]["rope_theta"], 100.0)
+        got, _ = self.modeld.logits("gemma3-legacy", [PROMPTS[0]])
+        want = self.reference_logits(hf, PROMPTS[0])
+        self.assertLess(relative_error(got[0], want), FP32_TOLERANCE)
+        # The local base differs from the new spelling's file: the same weights must give other logits.
+        other, _ = self.modeld.logits("gemma3", [PROMPTS[0]])
+        self.assertGreater(relative_error(other[0], want), 1e-3)
 
     def test_a_left_padded_batch_gives_each_row_its_own_logits(self):
         for name in ARCHITECTURES:
@@ -104,7 +137,7 @@ class ModeldAgainstTransformers(unittest.TestCase):
                     self.assertEqual(result["finish_reason"], "eos" if want[-1] == eos else "length")
 
     def test_a_batch_generates_what_each_prompt_generates_alone(self):
-        for name in ("llama", "gemma2", "gpt2"):
+        for name in ("llama", "gemma2", "gemma3", "gpt2"):
             with self.subTest(architecture=name):
                 batch = self.modeld.client.call("model.generate", model=name, ids=PROMPTS, max_new_tokens=12,
                                                 ignore_eos=True)
@@ -230,17 +263,18 @@ class ModeldLoading(unittest.TestCase):
             save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
 
         def unknown_architecture(path):
-            import json
-            config = json.load(open(os.path.join(path, "config.json")))
+            with open(os.path.join(path, "config.json")) as f:
+                config = json.load(f)
             config["model_type"] = "mamba"
-            json.dump(config, open(os.path.join(path, "config.json"), "w"))
+            with open(os.path.join(path, "config.json"), "w") as f:
+                json.dump(config, f)
 
         cases = {
             "truncated": (truncate, "model.safetensors"),
             "hostile": (hostile_header, "model.safetensors"),
             "missing": (drop_tensor, "model.layers.1.mlp.up_proj.weight"),
             "shape": (wrong_shape, "model.layers.0.self_attn.q_proj.weight has shape [64, 32]"),
-            "arch": (unknown_architecture, "supported: gpt2, llama, mistral, qwen2, gemma2"),
+            "arch": (unknown_architecture, "supported: gpt2, llama, mistral, qwen2, gemma2, gemma3_text"),
         }
         for name, (change, words) in cases.items():
             with self.subTest(case=name):

@@ -25,6 +25,13 @@ def configs():
                                                           sliding_window=5, max_position_embeddings=256,
                                                           query_pre_attn_scalar=16, attn_logit_softcapping=2.0,
                                                           final_logit_softcapping=3.0)),
+        # Gemma 3 text: q/k norms, a global layer between sliding ones, and a RoPE per layer type
+        # (linear scaling on the global one only, as Gemma 3's larger models have it).
+        "gemma3": (tf.Gemma3ForCausalLM, tf.Gemma3TextConfig(
+            **dict(COMMON, bos_token_id=2, eos_token_id=1), head_dim=16, sliding_window=5, max_position_embeddings=256,
+            query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
     }
 
 
