@@ -39,6 +39,7 @@ constexpr char kUsage[] =
     "  model ID ls|info|tokenize|generate|load|unload ...\n"
     "                                     the sandbox's models: list, describe, tokenize, generate text\n"
     "                                     (gpubox model --help)\n"
+    "  model ID pull REPO --volume NAME   download a Hugging Face repository into a volume, in a job\n"
     "  weights FILE|DIR [--tensor NAME [--indices I...]]\n"
     "                                     a safetensors file's (or model directory's) tensors and sha256s, or\n"
     "                                     values; no sandbox needed, nothing in the file is run\n"

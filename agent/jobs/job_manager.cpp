@@ -251,6 +251,7 @@ void JobManager::start_locked(Job& job) {
 
   std::vector<std::pair<std::string, std::string>> env = host_.child_env;
   env.insert(env.end(), job.spec.env.begin(), job.spec.env.end());
+  env.insert(env.end(), job.spec.secrets.begin(), job.spec.secrets.end());
   env.emplace_back("GPUBOX_JOB_ID", job.id);
   env.emplace_back("GPUBOX_OUT", work + "/out");
   SpawnOptions spawn;

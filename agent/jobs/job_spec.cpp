@@ -140,6 +140,7 @@ Result<JobSpec> parse_job_spec(const json& params) {
   auto command = reader.string("command", true);
   const json* inputs = reader.raw("inputs");
   auto env = reader.string_map("env");
+  auto secrets = reader.string_map("secrets");
   auto timeout = reader.number("timeout_seconds", 0.001, 7 * 86400.0);
   const json* outputs = reader.raw("outputs");
   auto intent = reader.string("intent");
@@ -161,6 +162,13 @@ Result<JobSpec> parse_job_spec(const json& params) {
       if (value.find('\0') != std::string::npos) return invalid("env." + name, "a value without NUL bytes", "…");
     }
     spec.env = std::move(*env);
+  }
+  if (secrets) {
+    for (const auto& [name, value] : *secrets) {
+      if (!is_env_name(name)) return invalid("secrets", "names matching [A-Za-z_][A-Za-z0-9_]*", name);
+      if (value.find('\0') != std::string::npos) return invalid("secrets." + name, "a value without NUL bytes", "…");
+    }
+    spec.secrets = std::move(*secrets);
   }
   spec.timeout_s = timeout;
   if (outputs) {

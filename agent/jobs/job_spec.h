@@ -35,6 +35,9 @@ struct JobSpec {
   std::string command;  // run with /bin/sh -c in the job's work dir
   std::vector<InputFile> inputs;
   std::map<std::string, std::string> env;
+  // Also in the job's environment (after env), but never journaled, logged
+  // nor returned: to_json() leaves them out, so a replayed job has none.
+  std::map<std::string, std::string> secrets;
   std::optional<double> timeout_s;  // none: the container's remaining life minus the harvest margin
   std::vector<OutputRule> outputs;
   std::string intent;

@@ -118,6 +118,8 @@ Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record,
 int run_rpc(const std::vector<std::string>& args, const Global& global);
 // `gpubox model ID ls|info|tokenize|generate|load|unload`: the sandbox's model host.
 int run_model(const std::vector<std::string>& args, const Global& global);
+// `gpubox model ID pull REPO --volume NAME`: args parsed by run_model (host/cli/model_pull.cpp).
+int run_model_pull(const Args& args, const Global& global);
 // `gpubox weights FILE|DIR`: a safetensors file's or model directory's tensors, with no sandbox.
 int run_weights(const std::vector<std::string>& args, const Global& global);
 // Removes the kernelspecs (in the folders `kernelspec list` searches) that

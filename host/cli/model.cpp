@@ -1,5 +1,5 @@
 // `gpubox model ID ls | info | tokenize | generate | run | load | unload`: the
-// sandbox's model host (rpc/PROTOCOL.md, "Models") through host/model_client.h.
+// sandbox's model host (pull: host/cli/model_pull.cpp) (rpc/PROTOCOL.md, "Models") through host/model_client.h.
 // Every subcommand waits for a model host that is starting; info, tokenize and
 // generate also for a model that is still loading, with a progress bar on stderr.
 #include <unistd.h>
@@ -31,12 +31,18 @@ constexpr char kUsage[] =
     "       gpubox model ID run NAME PROMPT|--ids I,J,... --capture HOOK... [--out FILE.safetensors]\n"
     "       gpubox model ID load NAME PATH [--dtype D] [--device D] [--hidden] [--wait]\n"
     "       gpubox model ID unload NAME\n"
+    "       gpubox model ID pull REPO --volume NAME|--to DIR [--subdir DIR] [--revision REV] [--endpoint URL]\n"
+    "                              [--timeout S]   (also: gpubox model pull ID REPO ...)\n"
     "  ID is a sandbox (id, prefix or name) or an ipc:// endpoint of an agent. info and generate wait for a\n"
     "  model that is loading (a progress bar on stderr). generate prints the text (the token ids for a model\n"
     "  without a tokenizer); --stream prints it as the tokens arrive. run captures hook points (model.hooks\n"
     "  names, TransformerLens'), prints each tensor's name, dtype and shape, and with --out writes the\n"
     "  captures to a safetensors file. --chat sends PROMPT as the user's message (after --system's), rendered\n"
-    "  with the model's chat template (docs/chat_templates.md). --json: the methods' results as JSON.\n";
+    "  with the model's chat template (docs/chat_templates.md). --json: the methods' results as JSON.\n"
+    "  pull runs a job in the sandbox that downloads the Hugging Face repository REPO (the image's\n"
+    "  huggingface_hub) into the volume's VOLUME_PATH/REPO (or --subdir; --to DIR instead of a volume), unless\n"
+    "  config.json or adapter_config.json is there already; HF_TOKEN from this environment is the job's secret.\n"
+    "  It shows progress on stderr and prints the path (--json: repo, commit, path, files, bytes, skipped).\n";
 
 const std::string kCommand = "model";
 
@@ -282,12 +288,17 @@ int run_load(ModelClient& models, const Args& args, bool as_json) {
 int run_model(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw,
                          {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device",
-                          "--capture", "--out", "--system"},
+                          "--capture", "--out", "--system", "--volume", "--to", "--subdir", "--revision", "--endpoint",
+                          "--timeout"},
                          {"--stream", "--ignore-eos", "--hidden", "--wait", "--chat"});
   if (!args) return fail(kCommand, args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
+  // The spelling `model pull ID REPO` is `model ID pull REPO`.
+  if (args->positional.size() >= 2 && args->positional[0] == "pull" && args->positional[1] != "pull") {
+    std::swap(args->positional[0], args->positional[1]);
+  }
   const auto& p = args->positional;
-  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, tokenize, generate, run, load, unload)");
+  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, tokenize, generate, run, load, unload, pull)");
   const std::string& sub = p[1];
   struct Shape {
     const char* name;
@@ -296,13 +307,15 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   };
   const Shape shapes[] = {{"ls", 2, 2, ""},           {"info", 3, 3, " NAME"},          {"tokenize", 4, 4, " NAME TEXT"},
                           {"generate", 3, 4, " NAME PROMPT"}, {"run", 3, 4, " NAME PROMPT --capture HOOK"},
-                          {"load", 4, 4, " NAME PATH"},       {"unload", 3, 3, " NAME"}};
+                          {"load", 4, 4, " NAME PATH"},       {"unload", 3, 3, " NAME"},
+                          {"pull", 3, 3, " REPO --volume NAME"}};
   const Shape* shape = nullptr;
   for (const auto& s : shapes) {
     if (sub == s.name) shape = &s;
   }
-  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, tokenize, generate, run, load, unload)");
+  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, tokenize, generate, run, load, unload, pull)");
   if (p.size() < shape->min || p.size() > shape->max) return usage_error(sub + ": expected ID " + sub + shape->expects);
+  if (sub == "pull") return run_model_pull(*args, global);  // a job of the agent's: no model host needed
 
   std::unique_ptr<rpc::Client> client;
   if (p[0].rfind("ipc://", 0) == 0) {

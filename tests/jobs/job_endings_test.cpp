@@ -6,6 +6,7 @@
 #include <sys/mount.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "tests/jobs/jobs_sandbox.h"
 
@@ -45,6 +46,29 @@ TEST(JobEndings, SuccessStagesOutAndLogsWithFeaturedAndHiddenFiles) {
   EXPECT_EQ(harvest.files["stdout.log"], "hello\n");
   EXPECT_EQ(harvest.files["stderr.log"], "warn\n");
   EXPECT_EQ(harvest.manifest["archive"]["size"], harvest.archive_size);
+}
+
+TEST(JobEndings, SecretsReachTheJobButNoRecordOrJournal) {
+  auto sandbox = JobsSandbox::start();
+  ASSERT_TRUE(sandbox);
+  const std::string secret = "hf_job_secret_8d1f";
+  std::string id = sandbox->submit({{"command", "echo \"$HF_TOKEN\" > out/seen.txt"}, {"secrets", {{"HF_TOKEN", secret}}}})["job_id"];
+  json info = sandbox->wait_finished(id);
+  EXPECT_EQ(info["result"]["status"], "succeeded");
+  EXPECT_EQ(sandbox->harvest(id).files["out/seen.txt"], secret + "\n");
+  auto listed = sandbox->call("job.list", json::object());
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->dump().find(secret), std::string::npos);
+  EXPECT_EQ(info.dump().find(secret), std::string::npos);
+  int journals = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(sandbox->state_dir())) {
+    if (!entry.is_regular_file() || entry.path().filename() != "events.jsonl") continue;
+    std::ifstream in(entry.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    journals += text.find("\"submitted\"") != std::string::npos;
+    EXPECT_EQ(text.find(secret), std::string::npos) << entry.path();
+  }
+  EXPECT_EQ(journals, 1) << "the journal that recorded the submission was read";
 }
 
 TEST(JobEndings, FailureStillStagesEverything) {

@@ -36,6 +36,15 @@ TEST(JobSpec, ParsesEveryField) {
   EXPECT_EQ(back.to_json(), spec->to_json());
 }
 
+TEST(JobSpec, SecretsAreParsedButNeverWrittenBack) {
+  auto spec = parse_job_spec({{"command", "true"}, {"secrets", {{"HF_TOKEN", "hf_not_in_the_journal"}}}});
+  ASSERT_TRUE(spec) << spec.status().message();
+  EXPECT_EQ(spec->secrets.at("HF_TOKEN"), "hf_not_in_the_journal");
+  EXPECT_EQ(spec->to_json().dump().find("hf_not_in_the_journal"), std::string::npos) << "to_json() is what the journal holds";
+  EXPECT_NE(error_of({{"command", "x"}, {"secrets", {{"1BAD", "v"}}}}).find("params.secrets"), std::string::npos);
+  EXPECT_NE(error_of({{"command", "x"}, {"secrets", {{"A", 3}}}}).find("params.secrets"), std::string::npos);
+}
+
 TEST(JobSpec, InputNamesMustBeBareFileNames) {
   for (const char* name : {"../etc/passwd", "a/b", "/abs", "..", ".", "", "out"}) {
     json params = {{"command", "true"}, {"inputs", {{{"name", name}, {"sha256", kSha}, {"size", 1}}}}};

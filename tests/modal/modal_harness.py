@@ -44,7 +44,7 @@ def problem():
 class FakeModal:
     """One fake control plane process; stop() ends it and the containers it started."""
 
-    def __init__(self, work, blackhole=False, secrets=None):
+    def __init__(self, work, blackhole=False, secrets=None, open_network=None):
         self.work = work
         self.url_file = os.path.join(work, "url")
         self.calls_file = os.path.join(work, "calls")
@@ -54,6 +54,8 @@ class FakeModal:
                 "--volumes-dir", self.volumes_dir]
         if blackhole:
             argv.append("--blackhole-tunnels")
+        if open_network:
+            argv += ["--open-network", open_network]
         env = dict(os.environ, FAKE_MODAL_SECRETS=json.dumps(secrets or {}), PYTHONDONTWRITEBYTECODE="1")
         self.log = open(os.path.join(work, "fake.log"), "w")
         self.process = subprocess.Popen(argv, cwd=HERE, env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -115,6 +117,7 @@ class ModalTestCase(unittest.TestCase):
     """A private store per test class, on the shared fake control plane (its own one with blackhole)."""
 
     blackhole = False
+    open_network = None  # podman's --network for sandboxes Modal lets out; set: the class gets a fake of its own
 
     @classmethod
     def setUpClass(cls):
@@ -122,8 +125,9 @@ class ModalTestCase(unittest.TestCase):
         if why:
             raise unittest.SkipTest(why)
         cls.work = tempfile.mkdtemp(prefix="gpubox-modal-test-")
-        cls.own_fake = cls.blackhole
-        cls.fake = FakeModal(cls.work, blackhole=True, secrets=NAMED_SECRETS) if cls.blackhole else shared_fake()
+        cls.own_fake = cls.blackhole or bool(cls.open_network)
+        cls.fake = (FakeModal(cls.work, blackhole=cls.blackhole, secrets=NAMED_SECRETS, open_network=cls.open_network)
+                    if cls.own_fake else shared_fake())
         cls.home = os.path.join(cls.work, "home")
         os.makedirs(cls.home)
         cls.env = {k: v for k, v in os.environ.items() if not k.startswith("MODAL_")}

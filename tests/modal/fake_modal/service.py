@@ -59,7 +59,7 @@ answer_unimplemented(_Base, "Modal control plane", lambda modal: modal._log)
 class FakeModal(_Base):
     """The fake control plane's state: apps, images, mounts, secrets, volumes, sandboxes."""
 
-    def __init__(self, blobs, calls_path=None, volumes_dir=None, named_secrets=None, blackhole=None):
+    def __init__(self, blobs, calls_path=None, volumes_dir=None, named_secrets=None, blackhole=None, open_network=None):
         self.blobs = blobs
         self.calls_path = calls_path
         self.volumes_dir = volumes_dir
@@ -77,6 +77,7 @@ class FakeModal(_Base):
         self.sandboxes = {}    # sandbox id -> FakeSandbox
         self.tasks = []
         self.tunnels_blackhole = blackhole  # (host, port) every tunnel leads to, or None
+        self.open_network = open_network  # podman's --network for sandboxes Modal lets out (None: podman's default)
         self.url = ""          # this server's, set once it listens
         self.jwt = "fake.jwt"  # set by __main__ to an unsigned token with an expiry
         self.committed = []    # images of snapshots, removed at close
@@ -231,6 +232,9 @@ class FakeModal(_Base):
             env.update(values)
             names += [n for n in values if n not in names]
         args, make_dirs = run_arguments(sandbox, self._layers(definition.image_id), self.mounts, self.volumes, names)
+        open_type = definition.network_access.network_access_type in (0, api_pb2.NetworkAccess.NetworkAccessType.OPEN)
+        if self.open_network and open_type and not definition.block_network:
+            args.insert(1, "--network=" + self.open_network)
         self._log("podman " + " ".join(args))
         self.tasks.append(asyncio.ensure_future(sandbox.start(args, env, make_dirs)))
         return sandbox

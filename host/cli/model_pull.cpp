@@ -1,0 +1,265 @@
+// `gpubox model ID pull REPO --volume NAME | --to DIR`: a job in the sandbox
+// (the image's python3 and huggingface_hub, running host/cli/model_pull.py,
+// which this CLI carries) downloads a Hugging Face repository into a volume
+// unless config.json or adapter_config.json is already there. HF_TOKEN from
+// this environment travels as the job's secret (in no argv, command, journal
+// or job info). The CLI follows the job's stdout for progress and its result.
+// One thread.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <regex>
+
+#include "host/cli/cli.h"
+#include "host/cli/progress.h"
+#include "host/local_backend.h"
+#include "rpc/sha256.h"
+
+namespace gpubox::host::cli {
+
+extern const char kModelPullSource[];  // generated from host/cli/model_pull.py
+
+namespace {
+
+using nlohmann::json;
+
+const std::string kCommand = "model pull";
+constexpr char kScriptName[] = "gpubox_pull.py";
+
+Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
+
+// Hugging Face's repo id rules: [ORG/]NAME of A-Z a-z 0-9 . _ -, no "--" or "..", at most 96 a part.
+bool valid_repo(const std::string& repo) {
+  static const std::regex kRepo("[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?(/[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?)?");
+  return std::regex_match(repo, kRepo) && repo.find("..") == std::string::npos && repo.find("--") == std::string::npos;
+}
+
+// A relative path of plain components (no "..", no empty one), or "." for the root itself.
+bool valid_subdir(const std::string& dir) {
+  static const std::regex kDir("[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*");
+  return dir == "." || (std::regex_match(dir, kDir) && dir.find("..") == std::string::npos);
+}
+
+std::string shell_word(const std::string& word) {
+  std::string text = "'";
+  for (char c : word) text += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return text + "'";
+}
+
+// The mount point of the sandbox's volume NAME (create's --volume NAME:/path).
+Result<std::string> volume_path(const SandboxRecord& record, const std::string& name) {
+  std::string listed;
+  const json volumes = record.spec.value("volumes", json::array());
+  for (const auto& entry : volumes) {
+    std::string text = entry.is_string() ? entry.get<std::string>() : "";
+    auto colon = text.find(':');
+    if (colon != std::string::npos && text.substr(0, colon) == name) return text.substr(colon + 1);
+    listed += (listed.empty() ? "" : ", ") + text;
+  }
+  return bad("--volume " + name + ": sandbox " + record.id + " has no such volume (" +
+             (listed.empty() ? "it has none; `gpubox create --backend modal --volume NAME:/path` mounts one"
+                             : "its volumes: " + listed) +
+             ")");
+}
+
+// Where the files go: ROOT/REPO (its '/' kept), or ROOT/SUBDIR; ROOT is the volume's mount or --to.
+Result<std::string> target_dir(const Args& args, const SandboxRecord& record, const std::string& repo) {
+  auto volume = args.last("--volume");
+  auto to = args.last("--to");
+  if (volume.has_value() == to.has_value()) return bad("give --volume NAME (a volume of the sandbox) or --to /DIR, one of them");
+  std::string root;
+  if (volume) {
+    auto path = volume_path(record, *volume);
+    if (!path) return path.status();
+    root = *path;
+  } else {
+    root = *to;
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    auto under = [&](const std::string& dir) { return root == dir || root.rfind(dir + "/", 0) == 0; };
+    if (root.empty() || root[0] != '/' || root == "/" || root.find("/../") != std::string::npos || root.find("/./") != std::string::npos ||
+        (root.size() >= 3 && root.substr(root.size() - 3) == "/..") || under("/proc") || under(kSandboxStateDir)) {
+      return bad("--to '" + *to + "': expected an absolute directory in the sandbox (not /, /proc or " + kSandboxStateDir + ")");
+    }
+  }
+  std::string sub = args.last("--subdir").value_or(repo);
+  if (!valid_subdir(sub)) return bad("--subdir '" + sub + "': expected a relative path such as models/llama (no '..')");
+  return sub == "." ? root : root + "/" + sub;
+}
+
+// The job.submit params: the script as the job's one input, REPO, DIR and REVISION as its arguments.
+Result<json> submit_params(const Args& args, const std::string& repo, const std::string& dir) {
+  std::string command = "exec python3 " + std::string(kScriptName) + " --repo " + shell_word(repo) + " --dir " + shell_word(dir);
+  if (auto revision = args.last("--revision")) {
+    static const std::regex kRevision("[A-Za-z0-9._/-]{1,200}");
+    if (!std::regex_match(*revision, kRevision) || revision->find("..") != std::string::npos) {
+      return bad("--revision '" + *revision + "': expected a branch, tag or commit (A-Z a-z 0-9 . _ / -)");
+    }
+    command += " --revision " + shell_word(*revision);
+  }
+  Sha256 sha;
+  sha.update(kModelPullSource, std::strlen(kModelPullSource));
+  json params = {{"command", command},
+                 {"intent", "gpubox model pull " + repo + " into " + dir},
+                 {"inputs", json::array({{{"name", kScriptName}, {"sha256", sha.hex_digest()}, {"size", std::strlen(kModelPullSource)}}})}};
+  if (auto endpoint = args.last("--endpoint")) {
+    if (endpoint->rfind("http://", 0) != 0 && endpoint->rfind("https://", 0) != 0) {
+      return bad("--endpoint '" + *endpoint + "': expected the Hub's URL, http:// or https://");
+    }
+    params["env"] = {{"HF_ENDPOINT", *endpoint}};
+  }
+  if (auto timeout = args.last("--timeout")) {
+    auto seconds = parse_number(*timeout, 1, 7 * 86400.0);
+    if (!seconds) return bad("--timeout '" + *timeout + "': expected seconds from 1 to 604800");
+    params["timeout_seconds"] = *seconds;
+  }
+  // The token as a job secret: in the job's environment only, never journaled or returned.
+  if (const char* token = std::getenv("HF_TOKEN"); token && *token) params["secrets"] = {{"HF_TOKEN", token}};
+  return params;
+}
+
+int job_error(const Status& status) {
+  int code = status.code() == ErrorCode::not_found || status.code() == ErrorCode::invalid_request ? kExitUsage
+             : status.code() == ErrorCode::unavailable                                              ? kExitUnreachable
+                                                                                                    : kExitFailed;
+  return fail(kCommand, status.to_string(), code);
+}
+
+// What the job printed: its start, its progress (drawn on stderr), its result or error.
+class PullWatcher {
+ public:
+  explicit PullWatcher(std::string repo) : repo_(std::move(repo)) {}
+
+  void add(const char* data, std::size_t size) {
+    pending_.append(data, size);
+    for (auto newline = pending_.find('\n'); newline != std::string::npos; newline = pending_.find('\n')) {
+      line(pending_.substr(0, newline));
+      pending_.erase(0, newline + 1);
+    }
+  }
+  const json& result() const { return result_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  void line(const std::string& text) {
+    json message = json::parse(text, nullptr, false);
+    if (!message.is_object()) return;
+    if (message.contains("start")) {
+      const json& start = message["start"];
+      bar_ = std::make_unique<Progress>(start.value("bytes", std::uint64_t{0}), "pulling " + repo_, 0);
+    } else if (message.contains("progress")) {
+      show(message["progress"]);
+    } else if (message.contains("result")) {
+      result_ = message["result"];
+    } else if (message.contains("error") && message["error"].is_string()) {
+      error_ = message["error"].get<std::string>();
+    }
+  }
+
+  // A bar of bytes on a terminal; otherwise one line each time another file is done.
+  void show(const json& progress) {
+    auto files = progress.value("files_done", std::uint64_t{0}), files_total = progress.value("files_total", std::uint64_t{0});
+    auto done = progress.value("bytes_done", std::uint64_t{0}), total = progress.value("bytes_total", std::uint64_t{0});
+    if (bar_) bar_->set(done, total);
+    if (::isatty(STDERR_FILENO) || files == files_shown_) return;
+    files_shown_ = files;
+    std::fprintf(stderr, "gpubox model pull: %llu/%llu files, %.1f/%.1f MiB\n", static_cast<unsigned long long>(files),
+                 static_cast<unsigned long long>(files_total), static_cast<double>(done) / 1048576.0,
+                 static_cast<double>(total) / 1048576.0);
+  }
+
+  std::string repo_;
+  std::string pending_;
+  std::unique_ptr<Progress> bar_;
+  std::uint64_t files_shown_ = 0;
+  json result_;
+  std::string error_;
+};
+
+// Follows the job's stdout until it can no longer write, then waits for its result record.
+Result<json> follow(rpc::Client& client, const std::string& job_id, PullWatcher& watcher) {
+  auto stream = client.stream("job.logs", {{"job_id", job_id}, {"stream", "stdout"}, {"follow", true}, {"offset", 0}});
+  if (!stream) return stream.status();
+  while (true) {
+    auto next = (*stream)->next();
+    if (!next) return next.status();
+    if (!next->has_value()) break;
+    for (const auto& chunk : (*next)->attachments) watcher.add(static_cast<const char*>(chunk.data()), chunk.size());
+  }
+  if (!(*stream)->result()) return (*stream)->result().status();
+  while (true) {
+    auto waited = client.call("job.wait", {{"job_id", job_id}, {"timeout_s", 30}});
+    if (!waited) return waited.status();
+    if (waited->value("state", "") == "finished") return *waited;
+  }
+}
+
+// Why a finished job did not succeed, in the script's words when it said.
+std::string failure(const json& info, const PullWatcher& watcher) {
+  if (!watcher.error().empty()) return watcher.error();
+  const json result = info.value("result", json::object());
+  std::string why = "the pull job " + info.value("job_id", "") + " " + result.value("status", "failed");
+  std::string tail = result.value("stderr_tail", "");
+  while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+  if (auto last = tail.rfind('\n'); last != std::string::npos) tail = tail.substr(last + 1);
+  return tail.empty() ? why : why + ": " + tail;
+}
+
+}  // namespace
+
+int run_model_pull(const Args& args, const Global& global) {
+  const std::string& repo = args.positional[2];
+  if (!valid_repo(repo)) {
+    return fail(kCommand, "REPO '" + repo + "': expected a Hugging Face repo id such as ORG/NAME", kExitUsage);
+  }
+  auto record = find_sandbox(args.positional[0]);
+  if (!record) return fail(kCommand, record.status(), exit_code_for(record.status()));
+  auto dir = target_dir(args, *record, repo);
+  if (!dir) return fail(kCommand, dir.status(), kExitUsage);
+  auto params = submit_params(args, repo, *dir);
+  if (!params) return fail(kCommand, params.status(), kExitUsage);
+  auto client = connect_sandbox(*record);
+  if (!client) return fail(kCommand, client.status(), kExitUnreachable);
+
+  std::vector<zmq::message_t> script;
+  script.emplace_back(kModelPullSource, std::strlen(kModelPullSource));
+  rpc::CallOptions options;
+  options.attachments = &script;
+  auto submitted = (*client)->call("job.submit", *params, std::move(options));
+  if (!submitted) return job_error(submitted.status());
+  std::string job_id = submitted->value("job_id", "");
+  std::fprintf(stderr, "gpubox model pull: job %s: %s into %s\n", job_id.c_str(), repo.c_str(), dir->c_str());
+
+  PullWatcher watcher(repo);
+  auto info = follow(**client, job_id, watcher);
+  if (!info) return job_error(info.status());
+  bool as_json = global.json || args.flag("--json");
+  const json result = info->value("result", json::object());
+  if (result.value("status", "") != "succeeded" || watcher.result().is_null()) {
+    std::string why = failure(*info, watcher);
+    if (record->backend == "modal" && record->spec.value("network", "") == "none") {
+      why += " (the sandbox was created with --network none: Modal lets nothing out; create it with --network open)";
+    }
+    return fail(kCommand, why, kExitFailed);
+  }
+  json shown = watcher.result();
+  shown["job_id"] = job_id;
+  if (as_json) {
+    std::cout << shown.dump() << std::endl;
+    return kExitOk;
+  }
+  if (shown.value("skipped", false)) {
+    std::fprintf(stderr, "gpubox model pull: %s: already there (%s in %s), nothing downloaded\n", repo.c_str(),
+                 shown.value("marker", "config.json").c_str(), dir->c_str());
+  } else {
+    std::fprintf(stderr, "gpubox model pull: %s at %s: %llu files, %.1f MiB\n", repo.c_str(), shown.value("commit", "?").c_str(),
+                 static_cast<unsigned long long>(shown.value("files", std::uint64_t{0})),
+                 static_cast<double>(shown.value("bytes", std::uint64_t{0})) / 1048576.0);
+  }
+  std::cout << shown.value("path", *dir) << std::endl;
+  return kExitOk;
+}
+
+}  // namespace gpubox::host::cli
