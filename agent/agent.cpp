@@ -186,6 +186,7 @@ Status Agent::start_rpc() {
   hooks.accepting_work = [this] { return accepting_work_.load(); };
   hooks.child_env = child_env();
   hooks.model_host = [this] { return model_host_ ? model_host_->info() : nlohmann::json{{"state", "off"}}; };
+  hooks.job_usage = [this] { return jobs_->usage(); };
 
   rpc::ServerOptions server;
   server.endpoints = rpc.endpoints;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,10 +127,11 @@ int ProcessTable::reap() {
   while (true) {
     ExitCallback callback;
     int wait_status = 0;
+    struct rusage usage {};
     pid_t pid;
     {
       std::lock_guard lock(mutex_);
-      pid = ::waitpid(-1, &wait_status, WNOHANG);
+      pid = ::wait4(-1, &wait_status, WNOHANG, &usage);
       if (pid < 0 && errno == EINTR) continue;
       if (pid < 0) no_children_ = (errno == ECHILD);
       if (pid <= 0) return reaped;
@@ -140,7 +142,11 @@ int ProcessTable::reap() {
       }
     }
     ++reaped;
-    if (callback) callback(pid, ExitStatus::from_wait_status(wait_status));
+    if (!callback) continue;
+    ExitStatus status = ExitStatus::from_wait_status(wait_status);
+    status.cpu_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                   static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+    callback(pid, status);
   }
 }
 

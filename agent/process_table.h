@@ -23,6 +23,9 @@ struct ExitStatus {
   int code = 0;    // valid when signal == 0
   int signal = 0;  // non-zero when killed by a signal
   bool core_dumped = false;
+  // CPU seconds (user + system) of the process and of every descendant it
+  // waited for, from wait4's rusage; -1 when not known.
+  double cpu_s = -1;
 
   static ExitStatus from_wait_status(int wait_status);
   bool success() const { return signal == 0 && code == 0; }

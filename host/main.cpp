@@ -17,6 +17,8 @@ constexpr char kUsage[] =
     "                                     --backend local|podman|docker|modal, --from-snapshot NAME\n"
     "  ls                                 list sandboxes and their state (a dead one: how it ended)\n"
     "  info ID                            a sandbox's limits, state and agent\n"
+    "  usage ID                           container, CPU and GPU seconds, GPU type, each job's wall and CPU\n"
+    "                                     seconds, and the resources requested (to price a run)\n"
     "  exec ID [-i] [-t] [options] -- CMD ARGS...\n"
     "                                     run a command; its output streams here, its exit code is ours\n"
     "                                     (-i: forward stdin; -t: on a terminal; -it ID bash: a shell)\n"
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
     if (command == "create") return run_create(args, global);
     if (command == "ls" || command == "list") return run_ls(args, global);
     if (command == "info") return run_info(args, global);
+    if (command == "usage") return run_usage(args, global);
     if (command == "exec") return run_exec(args, global);
     if (command == "put") return run_put(args, global);
     if (command == "get") return run_get(args, global);

@@ -369,6 +369,7 @@ void JobManager::on_exit(const std::string& id, ExitStatus status) {
   job.timeout_timer = job.grace_timer = 0;
   job.ending.exit_code = status.code;
   job.ending.signal = status.signal;
+  job.ending.cpu_s = status.cpu_s;
   job.ended_at = Clock::now();
   job.ended_unix = unix_now();
   // Whatever the ending: the OOM killer may have taken the job's main process
@@ -447,6 +448,7 @@ void JobManager::stage(const std::string& id) {
 
   JobResult result = classify(ending, outcome.summary);
   result.job_wall_s = wall;
+  if (ending.started && !ending.lost && ending.cpu_s >= 0) result.job_cpu_s = ending.cpu_s;
   result.stdout_tail = read_tail(request.stdout_log, kLogTailBytes);
   result.stderr_tail = read_tail(request.stderr_log, kLogTailBytes);
   // Without output rules every file is featured, the first kDefaultFeaturedFiles of them.
@@ -494,6 +496,8 @@ json JobManager::info_locked(const Job& job) const {
   if (job.ending.stop != StopReason::none && job.state != JobState::finished) {
     info["stopping_for"] = stop_reason_name(job.ending.stop);
   }
+  if (auto wall = wall_seconds(job)) info["wall_s"] = *wall;
+  if (job.result && job.result->job_cpu_s) info["cpu_s"] = *job.result->job_cpu_s;
   if (job.result) {
     info["result"] = job.result->to_json();
     info["status"] = job_status_name(job.result->status);
@@ -510,6 +514,35 @@ Result<json> JobManager::info(const std::string& id) const {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Status(ErrorCode::not_found, "params.job_id: no job " + id + " (job.list lists them)");
   return info_locked(*it->second);
+}
+
+std::optional<double> JobManager::wall_seconds(const Job& job) {
+  if (job.result) return job.result->job_wall_s;
+  if (!job.ending.started || job.ending.lost) return std::nullopt;
+  if (job.state == JobState::running || job.state == JobState::stopping) return seconds_between(job.started_at, Clock::now());
+  return seconds_between(job.started_at, job.ended_at);  // staging: ended, result not written yet
+}
+
+json JobManager::usage() const {
+  std::lock_guard lock(mutex_);
+  json jobs = json::array();
+  for (const auto& [id, job] : jobs_) {
+    auto wall = wall_seconds(*job);
+    json entry = {{"job_id", id}, {"state", job_state_name(job->state)}, {"wall_s", wall ? json(*wall) : json()}, {"cpu_s", nullptr}};
+    if (job->result && job->result->job_cpu_s) {
+      entry["cpu_s"] = *job->result->job_cpu_s;
+    } else if (job->state != JobState::queued && job->ending.started && !job->ending.lost && job->ending.cpu_s >= 0) {
+      entry["cpu_s"] = job->ending.cpu_s;  // exited, being staged
+    }
+    if (job->pid && (job->state == JobState::running || job->state == JobState::stopping)) entry["session"] = job->pid;
+    jobs.push_back(std::move(entry));
+  }
+  auto number = [](const json& entry) {
+    const std::string& id = entry["job_id"].get_ref<const std::string&>();
+    return id.size() > 4 ? std::strtoll(id.c_str() + 4, nullptr, 10) : 0;
+  };
+  std::stable_sort(jobs.begin(), jobs.end(), [&](const json& a, const json& b) { return number(a) < number(b); });
+  return jobs;
 }
 
 json JobManager::list() const {

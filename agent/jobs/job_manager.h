@@ -82,6 +82,11 @@ class JobManager {
 
   Result<nlohmann::json> info(const std::string& id) const;
   nlohmann::json list() const;
+  // sys.usage's jobs, in submission order: [{job_id, state, wall_s, cpu_s,
+  // session}]. cpu_s is the finished job's (null when unknown or not yet
+  // ended); session is the running job's session id (its pid), for the
+  // caller to add its live processes' CPU without this lock held.
+  nlohmann::json usage() const;
   // Waits until the job's info changes after `after_version` (its "version"),
   // until it finishes, or until deadline / stopped() — whichever is first.
   Result<nlohmann::json> wait_change(const std::string& id, std::uint64_t after_version, Clock::time_point deadline,
@@ -115,6 +120,8 @@ class JobManager {
   void journal(nlohmann::json event, bool sync = true);
   void sync_journal();
   nlohmann::json info_locked(const Job& job) const;
+  // Seconds from start to the main process's exit (or to now while it runs); nullopt before it started.
+  static std::optional<double> wall_seconds(const Job& job);
   void changed_locked(Job& job);
   void start_ready_locked();
   void start_locked(Job& job);

@@ -15,6 +15,7 @@ using nlohmann::json;
 
 json optional_json(const std::optional<int>& value) { return value ? json(*value) : json(); }
 json optional_json(const std::optional<std::string>& value) { return value ? json(*value) : json(); }
+json optional_json(const std::optional<double>& value) { return value ? json(*value) : json(); }
 
 void add_hint(std::string& hints, const std::string& hint) {
   if (!hints.empty()) hints += "; ";
@@ -181,6 +182,7 @@ json JobResult::to_json() const {
               {"exit_code", optional_json(exit_code)},
               {"signal", optional_json(signal)},
               {"job_wall_s", job_wall_s},
+              {"job_cpu_s", optional_json(job_cpu_s)},
               {"deadline_fired", optional_json(deadline_fired)},
               {"stdout_tail", stdout_tail},
               {"stderr_tail", stderr_tail},
@@ -218,6 +220,7 @@ JobResult JobResult::from_json(const json& value) {
   result.exit_code = opt_int("exit_code");
   result.signal = opt_int("signal");
   result.job_wall_s = value.value("job_wall_s", 0.0);
+  if (value.contains("job_cpu_s") && value["job_cpu_s"].is_number()) result.job_cpu_s = value["job_cpu_s"].get<double>();
   result.deadline_fired = opt_string("deadline_fired");
   result.stdout_tail = value.value("stdout_tail", "");
   result.stderr_tail = value.value("stderr_tail", "");

@@ -36,6 +36,7 @@ struct Ending {
   bool work_disk_full = false;     // the work dir's filesystem had no space left at the end
   std::string spawn_error;         // why it could not start
   bool lost = false;               // the agent restarted while the job was not finished
+  double cpu_s = -1;               // the main process's and its waited-for descendants' CPU seconds; -1 unknown
 };
 
 // What staging produced (see stager.h).
@@ -52,6 +53,9 @@ struct JobResult {
   std::optional<int> exit_code;
   std::optional<int> signal;
   double job_wall_s = 0;
+  // CPU seconds of the job's shell and every descendant it (or they) waited
+  // for, from wait4; null when unknown (never ran, lost, a journal from before).
+  std::optional<double> job_cpu_s;
   std::optional<std::string> deadline_fired;
   std::string stdout_tail;
   std::string stderr_tail;

@@ -36,9 +36,11 @@ struct AgentHooks {
   std::vector<std::pair<std::string, std::string>> child_env;
   // sys.info's model_host: {"state": "off"} without a model_host section.
   std::function<nlohmann::json()> model_host;
+  // sys.usage's jobs (JobManager::usage); null: no jobs.
+  std::function<nlohmann::json()> job_usage;
 };
 
-// sys.ping, sys.info, sys.shutdown.
+// sys.ping, sys.info, sys.usage, sys.shutdown.
 void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, const rpc::Limits& limits);
 // proc.exec, proc.spawn, proc.signal, proc.list.
 void add_proc_methods(rpc::MethodRegistry& methods, ProcessLauncher& launcher, const AgentHooks& hooks);

@@ -129,6 +129,17 @@ std::vector<std::string> remove_sandbox_kernelspecs(const std::string& sandbox_i
 int run_mcp(const std::vector<std::string>& args, const Global& global);
 // `gpubox adopt MODAL_ID --keys FILE`: a Modal sandbox created elsewhere, into this store (docs/modal.md).
 int run_adopt(const std::vector<std::string>& args, const Global& global);
+// `gpubox usage ID`: the agent's sys.usage beside the resources the sandbox was created with (usage.cpp).
+int run_usage(const std::vector<std::string>& args, const Global& global);
+// What a sandbox was created with, from its store record: cpu, memory_mib, timeout_s and
+// enforced_by; for Modal also gpu {type, count} and region, else pids, idle_timeout_s and gpus.
+nlohmann::json requested_resources(const SandboxRecord& record);
+// sys.usage of the sandbox's agent (unknown_method, said plainly, for an agent that predates it).
+Result<nlohmann::json> sandbox_usage(rpc::Client& client);
+// The usage as `gpubox usage` prints it: container, cpu, memory, gpus, then a row per job.
+void print_usage_table(const nlohmann::json& usage);
+// "requested:   gpu 2 x H100, cpu 4, memory 8192 MiB, timeout 3600 s, region any".
+void print_requested(const nlohmann::json& requested);
 // `gpubox logs ID JOB`: args already parsed by run_logs, with two positionals.
 int run_job_logs(const Args& args, const Global& global);
 

@@ -156,6 +156,10 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
     Result<nlohmann::json> agent = client ? (*client)->call("sys.info") : Result<nlohmann::json>(client.status());
     if (agent) {
       info["agent"] = *agent;
+      // Usage is extra: an agent that cannot tell it still gives its info.
+      auto usage = sandbox_usage(**client);
+      if (usage) info["usage"] = *usage;
+      else info["usage_error"] = usage.status().to_string();
     } else {
       agent_error = agent.status().to_string();
       info["agent_error"] = agent_error;
@@ -221,6 +225,11 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
                 text(agent.value("protocol_version", nlohmann::json("?"))).c_str(), agent.value("uptime_s", 0.0));
   } else if (!agent_error.empty()) {
     std::printf("agent:       not answering: %s\n", agent_error.c_str());
+  }
+  if (info.contains("usage")) {
+    std::printf("usage:       (gpubox usage %s)\n", record->id.c_str());
+    print_requested(requested_resources(*record));
+    print_usage_table(info["usage"]);
   }
   return code;
 }

@@ -163,6 +163,21 @@ TEST(JobResultJson, RoundTrips) {
   }
 }
 
+TEST(JobResultJson, CpuSecondsRoundTripAndAreNullWhenUnknown) {
+  JobResult result = classify(exited(0), staged({}));
+  EXPECT_TRUE(result.to_json()["job_cpu_s"].is_null());
+  EXPECT_FALSE(JobResult::from_json(result.to_json()).job_cpu_s);
+  result.job_cpu_s = 1.25;
+  JobResult back = JobResult::from_json(result.to_json());  // as the journal's "finished" event replays it
+  ASSERT_TRUE(back.job_cpu_s);
+  EXPECT_DOUBLE_EQ(*back.job_cpu_s, 1.25);
+  nlohmann::json older = result.to_json();
+  older.erase("job_cpu_s");  // a journal written before job_cpu_s existed
+  EXPECT_FALSE(JobResult::from_json(older).job_cpu_s);
+  older["job_cpu_s"] = "fast";
+  EXPECT_FALSE(JobResult::from_json(older).job_cpu_s);
+}
+
 TEST(ReadTail, KeepsTheLastBytesAndCutsAtACharacterStart) {
   test::TempDir dir;
   std::string text = std::string(10, 'a') + "\xc3\xa9" + "end";  // é is two bytes

@@ -315,5 +315,40 @@ class ModalTunnelNeverAnswersTest(ModalTestCase):
         self.assertEqual(self.store_ids(), [])
 
 
+class ModalUsageTest(ModalTestCase):
+    """gpubox usage of a Modal sandbox: the agent's seconds beside the resources requested, to price a run."""
+
+    def test_usage_shows_the_requested_resources(self):
+        started = time.monotonic()
+        sandbox = self.create("--gpu", "H100:2", "--cpu", "4", "--memory", "8192", "--timeout", "300")
+        job = self.ok("submit", sandbox, "--", "sleep 0.3").strip()
+        self.ok("wait", sandbox, job, "--timeout", "60")
+        report = json.loads(self.ok("usage", sandbox, "--json"))
+        self.assertEqual((report["id"], report["backend"], report["state"]), (sandbox, "modal", "running"))
+        requested = report["requested"]
+        self.assertEqual(requested["gpu"], {"type": "H100", "count": 2})
+        self.assertEqual((requested["cpu"], requested["memory_mib"], requested["timeout_s"]), (4, 8192, 300))
+        self.assertIsNone(requested["region"])
+        self.assertEqual(requested["enforced_by"]["cpu"], "Modal (cpu=)")
+        usage = report["usage"]
+        self.assertGreater(usage["container_s"], 0)
+        self.assertLessEqual(usage["container_s"], time.monotonic() - started)
+        # The fake runs the sandbox as a plain container: no GPU device in it, so none is counted as allocated.
+        self.assertEqual(usage["gpus"]["count"], 0)
+        self.assertEqual(usage["gpu_s"], 0)
+        self.assertEqual([j["job_id"] for j in usage["jobs"]], [job])
+        self.assertGreaterEqual(usage["jobs"][0]["wall_s"], 0.25)
+        self.assertLess(usage["jobs"][0]["cpu_s"], 0.2)
+        # In the agent's container the cgroup is the sandbox's own.
+        self.assertIsNotNone(usage["cgroup"])
+        text = self.ok("usage", sandbox)
+        self.assertIn("gpu 2 x H100, cpu 4, memory 8192 MiB, timeout 300 s, region any", text)
+        self.assertIn(job, text)
+        self.assertIn("usage", self.record(sandbox))
+        self.ok("terminate", sandbox)
+        gone = self.gpubox("usage", sandbox)
+        self.assertEqual(gone.returncode, 2, gone.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

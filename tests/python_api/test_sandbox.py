@@ -133,6 +133,18 @@ class SandboxTest(unittest.TestCase):
         self.assertEqual(beat["idle_timeout_s"], 500)
         self.assertLessEqual(beat["deadline_in_s"], 600)
 
+    def test_usage(self):
+        report = self.box.usage()  # gpubox usage ID --json
+        self.assertEqual((report["id"], report["backend"], report["state"]), (self.box.sandbox_id, "local", "running"))
+        requested = report["requested"]
+        self.assertEqual((requested["cpu"], requested["memory_mib"], requested["timeout_s"], requested["idle_timeout_s"]),
+                         (1.5, 2048, 600, 500))
+        direct = self.box.client.usage()  # sys.usage alone
+        self.assertGreaterEqual(direct["container_s"], report["usage"]["container_s"])
+        self.assertLessEqual(direct["container_s"], report["since_create_s"] + 2)
+        self.assertGreater(direct["cpu_s"], 0)
+        self.assertEqual(direct["gpu_s"], direct["gpus"]["count"] * direct["container_s"])
+
     def test_files(self):
         self.box.write_file("/workspace/deep/dir/note.txt", "héllo")
         self.assertEqual(self.box.read_file("/workspace/deep/dir/note.txt"), "héllo")

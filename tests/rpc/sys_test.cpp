@@ -1,4 +1,4 @@
-// sys.ping, sys.info and sys.shutdown against the real agent.
+// sys.ping, sys.info, sys.usage and sys.shutdown against the real agent.
 #include <cmath>
 
 #include "tests/rpc/rpc_test_support.h"
@@ -52,6 +52,29 @@ TEST_F(SysTest, InfoDescribesTheAgent) {
   }
   auto refused = client->call("sys.info", json{{"verbose", true}}, waiting());
   EXPECT_EQ(code_of(refused), ErrorCode::invalid_request);
+}
+
+TEST_F(SysTest, UsageIsOnTheAgentsClockAndRefusesParams) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto client = ipc_client();
+  ASSERT_TRUE(client);
+  auto usage = client->call("sys.usage", json::object(), waiting());
+  ASSERT_TRUE(usage) << usage.status().to_string();
+  auto info = client->call("sys.info", json::object(), waiting());
+  ASSERT_TRUE(info);
+  double container_s = (*usage)["container_s"].get<double>();
+  EXPECT_GT(container_s, 0.0);
+  EXPECT_LE(container_s, (*info)["uptime_s"].get<double>()) << "one clock: sys.info asked later";
+  EXPECT_GE((*usage)["cpu_s"].get<double>(), 0.0);
+  EXPECT_TRUE((*usage)["cpu_source"].is_string());
+  EXPECT_EQ((*usage)["jobs"], json::array());
+  EXPECT_GE((*usage)["gpus"]["count"].get<int>(), 0);
+  EXPECT_DOUBLE_EQ((*usage)["gpu_s"].get<double>(), (*usage)["gpus"]["count"].get<int>() * container_s);
+  auto refused = client->call("sys.usage", json{{"jobs", true}}, waiting());
+  EXPECT_EQ(code_of(refused), ErrorCode::invalid_request);
+  EXPECT_NE(refused.status().message().find("jobs"), std::string::npos) << refused.status().to_string();
+  auto still = client->call("sys.ping", json::object(), waiting());
+  EXPECT_TRUE(still) << "bad params change nothing";
 }
 
 TEST_F(SysTest, UnknownMethodIsUnknownMethod) {

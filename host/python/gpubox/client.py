@@ -388,6 +388,10 @@ class Client:
     def unload_model(self, name: str) -> dict:
         return self.call("model.unload", model=name)
 
+    def usage(self) -> dict:
+        """sys.usage: container, CPU and GPU seconds and each job's wall and CPU seconds (rpc/PROTOCOL.md, "System")."""
+        return self.call("sys.usage")
+
     def gpu_info(self) -> dict:
         """gpu.info: {source: nvml|nvidia-smi|none, gpus: [...], message?}."""
         return self.call("gpu.info")

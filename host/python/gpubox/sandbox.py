@@ -295,6 +295,13 @@ class Sandbox:
         except Exception:
             return False
 
+    def usage(self) -> dict:
+        """What the sandbox used so far and what it was created with, as `gpubox usage ID --json`:
+        {"id", "backend", "state", "since_create_s", "requested": {...}, "usage": sys.usage's result}
+        (requested: cpu, memory_mib, timeout_s; on Modal also gpu {type, count} and region)."""
+        self._require()
+        return run_cli("usage", self._id)
+
     def wait_kernel(self, timeout: float = 600) -> None:
         """Waits until the kernel has run its setup (models loaded): a hidden no-op cell waits for it."""
         self._require().call("kernel.execute", code="None", hidden=True, timeout=timeout)
