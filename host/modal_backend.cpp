@@ -64,6 +64,8 @@ nlohmann::json create_request(const ModalSandboxSpec& spec, const SandboxRecord&
 
 }  // namespace
 
+std::string modal_state_dir(const std::string& id) { return std::string(kSandboxStateDir) + "/" + id; }
+
 std::string modal_python() {
   const char* given = std::getenv("GPUBOX_PYTHON");
   return given && *given ? given : "python3";
@@ -126,7 +128,10 @@ Result<SandboxRecord> create_modal_sandbox(SandboxStore& store, const ModalSandb
   if (Status saved = store.save(record); !saved) return fail(saved);
 
   nlohmann::json config = spec.agent_config;
-  config["state_dir"] = kSandboxStateDir;
+  // One state dir per sandbox: a snapshot keeps the whole file system, and a sandbox restored from it must
+  // not replay the jobs journal of the one it came from (a container's state dir is a host bind mount instead).
+  record.spec["state_dir"] = modal_state_dir(record.id);
+  config["state_dir"] = record.spec["state_dir"];
   config["rpc"]["endpoints"] = {"tcp://0.0.0.0:" + std::to_string(kContainerAgentPort)};
   config["rpc"]["secret_key"] = server_keys->secret_key;
   config["rpc"]["authorized_keys"] = {client_keys->public_key};
@@ -169,6 +174,9 @@ Result<SandboxRecord> adopt_modal_sandbox(SandboxStore& store, const std::string
   record.spec["modal_id"] = modal_id;
   record.spec["modal"] = {{"modal_id", modal_id}, {"tunnel", adopted->value("tunnel", "")}};
   record.spec["adopted_tags"] = adopted->value("tags", nlohmann::json::object());
+  // The state dir its creator chose: per its gpubox id (the tag), or the one of sandboxes made before that.
+  std::string created_as = record.spec["adopted_tags"].value("gpubox.sandbox", "");
+  record.spec["state_dir"] = created_as.empty() ? std::string(kSandboxStateDir) : modal_state_dir(created_as);
   Status saved = save_client_keys(record, client_keys);
   if (saved) saved = store.save(record);
   if (!saved) {

@@ -49,6 +49,9 @@ struct ModalSandboxSpec {
 // The Python that runs the module: $GPUBOX_PYTHON, else "python3".
 std::string modal_python();
 
+// The agent's state dir in the Modal sandbox of gpubox id `id` (spec.state_dir): /run/gpubox/ID.
+std::string modal_state_dir(const std::string& id);
+
 // Runs `PYTHON -m gpubox.modal_backend COMMAND` with request on stdin; its
 // JSON result, or its error (invalid_request for a usage error such as no
 // `modal` package or no token, unavailable/internal otherwise).

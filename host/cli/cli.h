@@ -91,6 +91,8 @@ int run_exec(const std::vector<std::string>& args, const Global& global);
 int run_put(const std::vector<std::string>& args, const Global& global);
 int run_get(const std::vector<std::string>& args, const Global& global);
 int run_logs(const std::vector<std::string>& args, const Global& global);
+// `gpubox logs ID [-f]` where the agent's log is inside the sandbox (Modal): read through fs.read.
+int print_remote_agent_log(SandboxRecord& record, bool follow);
 int run_terminate(const std::vector<std::string>& args, const Global& global);
 int run_submit(const std::vector<std::string>& args, const Global& global);
 int run_jobs(const std::vector<std::string>& args, const Global& global);

@@ -246,12 +246,8 @@ int run_logs(const std::vector<std::string>& raw, const Global& global) {
   if (args->positional.size() != 1) return fail("logs", "expected a sandbox id or name, and optionally a JOB", kExitUsage, kUsage);
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("logs", record.status(), exit_code_for(record.status()));
-  if (record->backend == "modal") {
-    return fail("logs", "a Modal sandbox keeps its agent's log inside it: `gpubox exec " + record->id +
-                            " -- cat /run/gpubox/agent.log` (Modal's dashboard shows it too); job logs: gpubox logs " +
-                            record->id + " JOB", kExitUsage);
-  }
   bool follow = args->flag("-f") || args->flag("--follow");
+  if (record->backend == "modal") return print_remote_agent_log(*record, follow);  // the log is inside the sandbox
   std::string path = record->agent_dir() + "/agent.log";
   std::ifstream in(path, std::ios::binary);
   if (!in && !follow) return fail("logs", "no log yet at '" + path + "'", kExitFailed);

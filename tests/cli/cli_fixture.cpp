@@ -1,6 +1,7 @@
 #include "tests/cli/cli_fixture.h"
 
 #include "host/container_engine.h"
+#include "tests/cli/fake_modal_process.h"
 #include "tests/image/test_image.h"
 
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -44,6 +46,12 @@ std::string make_temp(const std::string& prefix) {
 void reap_orphans() {
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
+}
+
+// The fake Modal control plane the modal instances of a test process share (started by the first).
+std::unique_ptr<FakeModalProcess>& shared_fake_modal() {
+  static std::unique_ptr<FakeModalProcess> fake;
+  return fake;
 }
 
 }  // namespace
@@ -106,6 +114,7 @@ std::vector<std::string> CliTest::cli_environment(const std::map<std::string, st
   }
   merged["XDG_STATE_HOME"] = state_home_;
   merged["GPUBOX_AGENT"] = GPUBOX_AGENT_PATH;
+  for (const auto& [name, value] : backend_environment()) merged[name] = value;
   for (const auto& [name, value] : env) merged[name] = value;
   std::vector<std::string> strings;
   for (const auto& [name, value] : merged) strings.push_back(name + "=" + value);
@@ -200,14 +209,50 @@ std::string CliTest::create(const std::vector<std::string>& args) {
 void BackendCliTest::SetUp() {
   CliTest::SetUp();
   if (!container()) return;
-  std::string problem = podman_problem();
+  std::string problem = modal() ? fake_modal_problem() : podman_problem();
   if (!problem.empty()) GTEST_SKIP() << problem;
   std::string built = build_test_image(kTestImagePython);
-  ASSERT_EQ(built, "") << "building the sandbox image for the podman backend";
+  ASSERT_EQ(built, "") << "building the sandbox image for the " << backend() << " backend";
+  if (!modal()) return;
+  auto& fake = shared_fake_modal();
+  if (!fake) {
+    std::string started;
+    fake = std::make_unique<FakeModalProcess>(&started);
+    if (!started.empty()) fake.reset();
+    ASSERT_EQ(started, "") << "starting the fake Modal control plane";
+  }
+  modal_running_before_ = fake->running(fake->containers());
+}
+
+void BackendCliTest::TearDownTestSuite() { shared_fake_modal().reset(); }
+
+std::map<std::string, std::string> BackendCliTest::backend_environment() const {
+  if (!modal() || !shared_fake_modal()) return {};
+  return shared_fake_modal()->user_environment();
+}
+
+pid_t BackendCliTest::agent_pid(const std::string& id) const {
+  if (!modal()) return record(id)["agent_pid"].get<pid_t>();
+  // Modal's agent is no process of this host; the fake's container is.
+  std::string container = FakeModalProcess::container_of(record(id)["spec"].value("modal_id", ""));
+  auto pid = host::run_engine("podman", {"inspect", "--format", "{{.State.Pid}}", container});
+  return pid && pid->status == 0 ? static_cast<pid_t>(std::stol(pid->out)) : -1;
 }
 
 void BackendCliTest::TearDown() {
   CliTest::TearDown();
+  if (modal() && shared_fake_modal()) {
+    auto& fake = *shared_fake_modal();
+    std::vector<std::string> left;
+    for (const auto& name : fake.running(fake.containers())) {
+      if (std::find(modal_running_before_.begin(), modal_running_before_.end(), name) == modal_running_before_.end()) {
+        left.push_back(name);
+      }
+    }
+    EXPECT_TRUE(left.empty()) << "Modal sandboxes of this test still run after terminate --all: " << left.size()
+                              << (left.empty() ? "" : " (" + left[0] + ", ...)");
+    return;
+  }
   if (!container() || !podman_problem().empty()) return;
   // Snapshot images a failed test left (committed images keep the container's labels).
   std::string label = "label=gpubox.store=" + state_home() + "/gpubox";

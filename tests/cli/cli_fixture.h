@@ -39,7 +39,9 @@ class CliTest : public ::testing::Test {
              const std::function<void(pid_t)>& during = nullptr, const std::string* input = nullptr) const;
   // What `gpubox create` gets first in this test: {} (the local backend) here.
   virtual std::vector<std::string> backend_args() const { return {}; }
-  // The environment run() gives the CLI: ours, this test's XDG_STATE_HOME and GPUBOX_AGENT, then env.
+  // What the backend adds to the CLI's environment: {} here.
+  virtual std::map<std::string, std::string> backend_environment() const { return {}; }
+  // The environment run() gives the CLI: ours, this test's XDG_STATE_HOME and GPUBOX_AGENT, the backend's, then env.
   std::vector<std::string> cli_environment(const std::map<std::string, std::string>& env = {}) const;
   // `gpubox create ARGS...`; fails the test unless it printed an id.
   std::string create(const std::vector<std::string>& args = {});
@@ -59,18 +61,29 @@ class CliTest : public ::testing::Test {
   std::string scratch_;
 };
 
-// A CliTest run once per backend: "local", and "podman" with the image that
-// image/Dockerfile builds on the Python stand-in base (tests/image/test_image.h).
-// Every `gpubox create` of the test gets --backend (and --image); TearDown
-// also checks that no container of the test's store is left. Skips, saying
-// why, where podman cannot run.
+// A CliTest run once per backend: "local", "podman" with the image that
+// image/Dockerfile builds on the Python stand-in base (tests/image/test_image.h),
+// and "modal": the same image as a sandbox of the fake Modal control plane
+// (tests/modal/fake_modal, one per test process, reached by the real SDK;
+// tests/cli/fake_modal_process.h). Every `gpubox create` of the test gets
+// --backend (and --image); TearDown also checks that no container of the
+// test's store (or, on modal, of the fake) is left running. Skips, saying why,
+// where podman (or, for modal, the venv's SDK) is missing.
 class BackendCliTest : public CliTest, public ::testing::WithParamInterface<std::string> {
  protected:
+  static void TearDownTestSuite();
   void SetUp() override;
   void TearDown() override;
   std::vector<std::string> backend_args() const override;
+  std::map<std::string, std::string> backend_environment() const override;
   virtual std::string backend() const { return GetParam(); }
   bool container() const { return backend() != "local"; }
+  bool modal() const { return backend() == "modal"; }
+  // The host pid of the sandbox's agent (PID 1 of its container, for podman and modal).
+  pid_t agent_pid(const std::string& id) const;
+
+ private:
+  std::vector<std::string> modal_running_before_;  // the fake's running containers when the test began
 };
 
 // Tests of the podman backend alone (what local sandboxes do not have).

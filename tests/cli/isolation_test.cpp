@@ -158,7 +158,7 @@ TEST_P(BackendCliTest, SecretsReachTheSandboxButNoListingLogOrStateFile) {
   std::string id = created.out.substr(0, 12);
   CliRun echoed = run({"exec", id, "--", "sh", "-c", "echo $API_TOKEN $PLAIN"});
   EXPECT_EQ(echoed.out, value + " visible\n");
-  pid_t agent = record(id)["agent_pid"].get<pid_t>();
+  pid_t agent = agent_pid(id);
   EXPECT_EQ(read_text("/proc/" + std::to_string(agent) + "/cmdline").find(value), std::string::npos);
   EXPECT_EQ(read_text("/proc/" + std::to_string(agent) + "/environ").find(value), std::string::npos);
   for (const auto& entry : fs::recursive_directory_iterator(state_home())) {
@@ -173,7 +173,7 @@ TEST_P(BackendCliTest, SecretsReachTheSandboxButNoListingLogOrStateFile) {
 
 TEST_P(BackendCliTest, ADeadAgentIsShownAndCleanedUp) {
   std::string id = create();
-  pid_t agent = record(id)["agent_pid"].get<pid_t>();
+  pid_t agent = agent_pid(id);  // on modal: PID 1 of the fake's container, as an OOM kill would end it
   ASSERT_EQ(::kill(agent, SIGKILL), 0);
   ASSERT_TRUE([&] {
     for (int i = 0; i < 200; ++i) {

@@ -83,7 +83,9 @@ class FakeModal:
         if not running_only:
             args.insert(1, "--all")
         out = podman(*args).stdout.split("\n")
-        return dict(line.split(" ", 1) for line in out if line.strip())
+        # This fake's own (it logs each `podman create --name NAME`): other checkouts may run fakes at the same time.
+        own = {line.split()[3] for line in self.calls() if line.startswith("podman create --name ")}
+        return dict(line.split(" ", 1) for line in out if line.strip() and line.split(" ", 1)[0] in own)
 
     def stop(self):
         self.process.send_signal(signal.SIGTERM)

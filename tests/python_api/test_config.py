@@ -56,9 +56,23 @@ class BadValuesTest(unittest.TestCase):
             with self.subTest(field=field):
                 self.assert_refused(field, lambda: gpubox.SandboxConfig(**values))
 
-    def test_modal_is_refused_clearly(self):
-        text = self.assert_refused("SandboxConfig.backend", lambda: gpubox.SandboxConfig(backend="modal"))
-        self.assertIn("not built yet", text)
+    def test_what_modal_refuses_names_the_field(self):
+        cases = {
+            "SandboxConfig.gpu": dict(gpu="H100:2"),  # the count is gpu_count
+            "SandboxConfig.gpu_count": dict(gpu="H100", gpu_count=9),
+            "SandboxConfig.timeout": dict(timeout=None),
+            "SandboxConfig.timeout ": dict(timeout=86401),
+            "SandboxConfig.idle_timeout": dict(idle_timeout=90000),
+            "SandboxConfig.models": dict(models=[gpubox.ModelConfig("gpt2", path="/tmp")]),
+            "RepoConfig('/tmp').url": dict(repos=[gpubox.RepoConfig("/tmp")]),
+            "SandboxConfig.volumes['/weights']": dict(volumes={"/weights": "/tmp/weights"}),
+            "SandboxConfig.volumes['/w']": dict(volumes={"/w": "weights:ro"}),
+            "SandboxConfig.modal_app": dict(modal_app="no spaces"),
+        }
+        for field, values in cases.items():
+            with self.subTest(field=field):
+                self.assert_refused(field.strip(), lambda: gpubox.SandboxConfig(backend="modal", **values))
+        self.assert_refused("SandboxConfig.modal_app", lambda: gpubox.SandboxConfig(modal_app="gpubox"))
 
     def test_model_and_repo_fields(self):
         M = gpubox.ModelConfig
@@ -172,6 +186,25 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(plan.clone_command(config, 1), ["git", "-c", "safe.directory=*", "clone", "--quiet",
                                                          "--branch", "v1", "--", "https://github.com/owner/tool.git",
                                                          "/workspace/tool"])
+
+    def test_modal_fields_map_to_the_clis_modal_flags(self):
+        os.environ["GPUBOX_TEST_PLAN_SECRET"] = "value"
+        config = gpubox.SandboxConfig(
+            backend="modal", gpu="A100-80GB", gpu_count=2, cpu=1.5, memory="2GiB", timeout=600, idle_timeout=120,
+            env={"MODE": "fast"}, secrets=["GPUBOX_TEST_PLAN_SECRET"], volumes={"/weights": "weights", "/data": "d"},
+            image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", modal_app="interp", python_packages=["numpy"])
+        made = plan.plan_create(config, name="gpu-box")
+        self.assertEqual(made.create_args, [
+            "--backend", "modal", "--name", "gpu-box", "--image", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+            "--cpu", "1.5", "--memory", "2048", "--timeout", "600.0", "--idle-timeout", "120.0",
+            "--network", "open", "--app", "interp", "--gpu", "A100-80GB:2", "--secret", "GPUBOX_TEST_PLAN_SECRET",
+            "--volume", "d:/data", "--volume", "weights:/weights"])
+        self.assertNotIn("value", " ".join(made.create_args), "a secret's value is never an argument")
+        self.assertEqual(made.agent_config["env"], {"MODE": "fast"})
+        # One GPU is the type alone; no packages or repos: no network (an empty outbound allowlist on Modal).
+        made = plan.plan_create(gpubox.SandboxConfig(backend="modal", gpu="H100"))
+        self.assertEqual(made.create_args, ["--backend", "modal", "--timeout", "3600.0", "--network", "none",
+                                            "--gpu", "H100"])
 
     def test_network_follows_what_needs_it(self):
         local = gpubox.SandboxConfig(python_packages=[self.dir + "/pkg"], repos=[gpubox.RepoConfig(self.dir + "/repo.git")])

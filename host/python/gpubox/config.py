@@ -16,6 +16,10 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _APT_NAME = re.compile(r"[a-z0-9][a-z0-9+.\-]*(:[a-z0-9]+)?(=[A-Za-z0-9.+~:\-]+)?\Z")
 _GITHUB_SHORT = re.compile(r"[\w.\-]+/[\w.\-]+\Z")
+_MODAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")   # apps and Volumes, as the CLI checks them
+_MODAL_GPU = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")          # H100, A100-80GB, any (the count is gpu_count)
+MODAL_MAX_TIMEOUT = 86400   # Modal's container timeout is 1 s to 24 h
+MODAL_MAX_GPUS = 8
 _MEMORY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*\Z", re.IGNORECASE)
 
 
@@ -194,7 +198,9 @@ class RepoConfig:
 @dataclass
 class SandboxConfig:
     """A sandbox's resources, models, packages and files (Seer's SandboxConfig; gpubox's
-    additions: cpu, memory, idle_timeout, backend, image, volumes, python, network)."""
+    additions: cpu, memory, idle_timeout, backend, image, volumes, python, network, modal_app).
+    With backend "modal", volumes name Modal Volumes ({"/weights": "NAME"}) and image is a
+    registry image (docs/modal.md)."""
 
     gpu: Optional[str] = None          # None: no GPU; a type name ("A100", "any"): one local GPU per gpu_count
     gpu_count: int = 1
@@ -211,18 +217,17 @@ class SandboxConfig:
     local_files: List[Tuple[str, str]] = field(default_factory=list)   # (local_path, sandbox_path)
     local_dirs: List[Tuple[str, str]] = field(default_factory=list)
     backend: str = "local"
-    image: Optional[str] = None        # podman/docker: an image built from image/Dockerfile
-    volumes: Dict[str, str] = field(default_factory=dict)  # sandbox path -> "LOCAL_DIR" or "LOCAL_DIR:ro"
+    image: Optional[str] = None        # podman/docker: an image built from image/Dockerfile; modal: any registry image
+    volumes: Dict[str, str] = field(default_factory=dict)  # sandbox path -> "LOCAL_DIR[:ro]"; modal: a Volume's name
     python: str = "python3"            # the sandbox's Python for the kernel, pip and exec_python
     network: Optional[bool] = None     # None: on exactly when packages or repos need it
     execution_mode: Optional[object] = None  # Seer's; accepted and unused (every gpubox sandbox has all modes)
+    modal_app: Optional[str] = None    # modal: the Modal app the sandbox belongs to (None: "gpubox")
 
     def __post_init__(self):
         S = "SandboxConfig."
         if self.backend not in BACKENDS:
             _fail(S + "backend", "expected one of %s, got %r" % (", ".join(BACKENDS), self.backend))
-        if self.backend == "modal":
-            _fail(S + "backend", "'modal' is not built yet in this gpubox; use local, podman or docker")
         if self.gpu is not None and (not isinstance(self.gpu, str) or not self.gpu):
             _fail(S + "gpu", "expected a GPU type such as 'A100' or 'any', or None, got %r" % (self.gpu,))
         _number(S + "gpu_count", self.gpu_count, 1, 64, integer=True)
@@ -276,6 +281,38 @@ class SandboxConfig:
             _fail(S + "network", "expected True, False or None (automatic), got %r" % (self.network,))
         if self.network is False and self.needs_network():
             _fail(S + "network", "False, but %s need the network" % ", ".join(self.needs_network()))
+        if self.backend == "modal":
+            self._check_modal()
+        elif self.modal_app is not None:
+            _fail(S + "modal_app", "only with backend 'modal'")
+
+    def _check_modal(self):
+        """What Modal (or gpubox on Modal) refuses, named by field."""
+        S = "SandboxConfig."
+        if self.gpu is not None and not _MODAL_GPU.match(self.gpu):
+            _fail(S + "gpu", "expected a Modal GPU type such as 'H100', 'A100-80GB' or 'any' (the count is "
+                  "gpu_count), got %r" % (self.gpu,))
+        if self.gpu is not None and self.gpu_count > MODAL_MAX_GPUS:
+            _fail(S + "gpu_count", "Modal gives a sandbox 1 to %d GPUs, got %r" % (MODAL_MAX_GPUS, self.gpu_count))
+        if not self.timeout or not 1 <= self.timeout <= MODAL_MAX_TIMEOUT:
+            _fail(S + "timeout", "a Modal sandbox always has a timeout, 1 to %d seconds, got %r"
+                  % (MODAL_MAX_TIMEOUT, self.timeout))
+        if self.idle_timeout is not None and self.idle_timeout > MODAL_MAX_TIMEOUT:
+            _fail(S + "idle_timeout", "at most the longest Modal timeout, %d seconds, got %r"
+                  % (MODAL_MAX_TIMEOUT, self.idle_timeout))
+        if self.models:
+            _fail(S + "models", "backend 'modal' cannot mount this machine's model files; copy them in with "
+                  "Sandbox.upload, or keep them in a Modal Volume (volumes={'/weights': 'NAME'})")
+        for repo in self.repos:
+            if repo.is_local:
+                _fail("RepoConfig(%r).url" % repo.url, "a local repository cannot be mounted into a Modal sandbox; "
+                      "give its URL")
+        for target, name in self.volumes.items():
+            if not _MODAL_NAME.match(name) or target.startswith("/run/gpubox"):
+                _fail("%svolumes[%r]" % (S, target), "with backend 'modal', the name of a Modal Volume (1-64 of "
+                      "A-Z a-z 0-9 . _ -; created when missing) mounted read-write, got %r" % (name,))
+        if self.modal_app is not None and (not isinstance(self.modal_app, str) or not _MODAL_NAME.match(self.modal_app)):
+            _fail(S + "modal_app", "expected a Modal app name (1-64 of A-Z a-z 0-9 . _ -), got %r" % (self.modal_app,))
 
     def needs_network(self) -> List[str]:
         """What needs the network (packages by name, remote repos); empty when nothing does."""
@@ -300,7 +337,7 @@ class SandboxConfig:
                 if not test(local):
                     _fail("%s%s[%d]" % (S, where, i), "%s is not a %s on this machine"
                           % (local, "file" if where == "local_files" else "directory"))
-        for target, source in self.volumes.items():
+        for target, source in self.volumes.items() if self.backend != "modal" else ():  # Modal's are Volumes
             if not os.path.isdir(source.rsplit(":ro", 1)[0] if source.endswith(":ro") else source):
                 _fail("%svolumes[%r]" % (S, target), "%s is not a directory on this machine" % source)
         for model in self.models:

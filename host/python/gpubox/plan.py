@@ -47,6 +47,8 @@ def _gpu_flag(config: SandboxConfig) -> List[str]:
         return []
     if config.backend == "local":  # GPU numbers of this host; the CLI refuses when it has none
         return ["--gpu", ",".join(str(i) for i in range(config.gpu_count))]
+    if config.backend == "modal":  # Modal's own form: TYPE or TYPE:COUNT
+        return ["--gpu", config.gpu + (":%d" % config.gpu_count if config.gpu_count > 1 else "")]
     return ["--gpu", str(config.gpu_count)]
 
 
@@ -66,11 +68,17 @@ def plan_create(config: SandboxConfig, name: Optional[str] = None) -> CreatePlan
         args += ["--timeout", repr(float(config.timeout))]
     if config.idle_timeout:
         args += ["--idle-timeout", repr(float(config.idle_timeout))]
-    args += ["--network", ("host" if config.backend == "local" else "bridge") if config.network_on else "none"]
+    network = {"local": "host", "modal": "open"}.get(config.backend, "bridge")
+    args += ["--network", network if config.network_on else "none"]
+    if config.modal_app:
+        args += ["--app", config.modal_app]
     args += _gpu_flag(config)
     for secret in config.secrets:  # the CLI reads the value from its environment, which is ours
         args += ["--secret", secret]
     for target, source in sorted(config.volumes.items()):
+        if config.backend == "modal":  # a Modal Volume by name
+            args += ["--volume", "%s:%s" % (source, target)]
+            continue
         read_only = source.endswith(":ro")
         local = os.path.realpath(source[:-3] if read_only else source)
         args += ["--mount", "%s:%s%s" % (local, target, ":ro" if read_only else "")]

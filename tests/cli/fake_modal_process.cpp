@@ -1,0 +1,139 @@
+#include "tests/cli/fake_modal_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "host/container_engine.h"
+#include "tests/image/test_image.h"
+
+#if !defined(GPUBOX_VENV_PYTHON) || !defined(GPUBOX_MODAL_TESTS_DIR) || !defined(GPUBOX_PYTHON_DIR)
+#error "GPUBOX_VENV_PYTHON, GPUBOX_MODAL_TESTS_DIR and GPUBOX_PYTHON_DIR must be defined"
+#endif
+
+namespace gpubox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+const std::string& fake_modal_problem() {
+  static const std::string problem = [] {
+    if (!podman_problem().empty()) return podman_problem();
+    auto ran = host::run_engine(GPUBOX_VENV_PYTHON, {"-c", "import modal, grpclib"}, std::chrono::seconds(60));
+    if (!ran || ran->status != 0) {
+      return std::string(GPUBOX_VENV_PYTHON) + " has no Modal SDK (scripts/setup_python.sh installs it)";
+    }
+    return std::string();
+  }();
+  return problem;
+}
+
+FakeModalProcess::FakeModalProcess(std::string* problem) {
+  char pattern[] = "/tmp/gpubox-cli-modal-XXXXXX";
+  if (!::mkdtemp(pattern)) {
+    *problem = "mkdtemp failed";
+    return;
+  }
+  work_ = pattern;
+  fs::create_directories(work_ + "/volumes");
+  std::string url_file = work_ + "/url", calls = work_ + "/calls", log = work_ + "/fake.log";
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    if (::chdir(GPUBOX_MODAL_TESTS_DIR) != 0) ::_exit(127);
+    FILE* out = std::freopen(log.c_str(), "w", stdout);
+    if (out) ::dup2(STDOUT_FILENO, STDERR_FILENO);
+    ::setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
+    ::setenv("FAKE_MODAL_SECRETS", "{}", 1);
+    std::string volumes = work_ + "/volumes";
+    ::execl(GPUBOX_VENV_PYTHON, GPUBOX_VENV_PYTHON, "-m", "fake_modal", "--url-file", url_file.c_str(), "--calls",
+            calls.c_str(), "--volumes-dir", volumes.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(url_file)) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_ || std::chrono::steady_clock::now() > give_up) {
+      *problem = "the fake Modal control plane did not start: " + slurp(log);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  url_ = slurp(url_file);
+  while (!url_.empty() && url_.back() == '\n') url_.pop_back();
+}
+
+FakeModalProcess::~FakeModalProcess() { stop(); }
+
+void FakeModalProcess::stop() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    int status = 0;
+    pid_t got = 0;
+    // The test process is a subreaper that reaps orphans; ECHILD means someone reaped the fake already.
+    while ((got = ::waitpid(pid_, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (got == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+  }
+  if (!work_.empty()) {
+    std::error_code ignored;
+    fs::remove_all(work_, ignored);
+    work_.clear();
+  }
+}
+
+std::map<std::string, std::string> FakeModalProcess::user_environment() const {
+  const char* current = std::getenv("PYTHONPATH");
+  return {{"MODAL_SERVER_URL", url_},
+          {"MODAL_TOKEN_ID", "ak-gpubox-cli-test"},
+          {"MODAL_TOKEN_SECRET", "as-gpubox-cli-test"},
+          {"MODAL_CONFIG_PATH", work_ + "/no-modal.toml"},  // no user profile of this machine
+          {"GPUBOX_PYTHON", GPUBOX_VENV_PYTHON},
+          {"PYTHONDONTWRITEBYTECODE", "1"},
+          {"PYTHONPATH", std::string(GPUBOX_PYTHON_DIR) + (current && *current ? std::string(":") + current : "")}};
+}
+
+std::vector<std::string> FakeModalProcess::containers() const {
+  // The fake logs each `podman create --name fake-modal-sb-...` it runs.
+  std::vector<std::string> names;
+  std::istringstream calls(slurp(work_ + "/calls"));
+  const std::string marker = "podman create --name ";
+  for (std::string line; std::getline(calls, line);) {
+    if (line.rfind(marker, 0) != 0) continue;
+    std::string rest = line.substr(marker.size());
+    names.push_back(rest.substr(0, rest.find(' ')));
+  }
+  return names;
+}
+
+std::vector<std::string> FakeModalProcess::running(const std::vector<std::string>& names) const {
+  std::vector<std::string> found;
+  for (const auto& name : names) {
+    auto state = host::run_engine("podman", {"inspect", "--format", "{{.State.Running}}", name});
+    if (state && state->status == 0 && state->out.rfind("true", 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
+}  // namespace gpubox::testing
