@@ -7,11 +7,11 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "host/container_engine.h"
+#include "tests/cli/cli_fixture.h"
 #include "tests/image/test_image.h"
 
 #if !defined(GPUBOX_VENV_PYTHON) || !defined(GPUBOX_MODAL_TESTS_DIR) || !defined(GPUBOX_PYTHON_DIR)
@@ -19,18 +19,8 @@
 #endif
 
 namespace gpubox::testing {
-namespace {
 
 namespace fs = std::filesystem;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 const std::string& fake_modal_problem() {
   static const std::string problem = [] {
@@ -69,12 +59,12 @@ FakeModalProcess::FakeModalProcess(std::string* problem) {
   while (!fs::exists(url_file)) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_ || std::chrono::steady_clock::now() > give_up) {
-      *problem = "the fake Modal control plane did not start: " + slurp(log);
+      *problem = "the fake Modal control plane did not start: " + read_text(log);
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  url_ = slurp(url_file);
+  url_ = read_text(url_file);
   while (!url_.empty() && url_.back() == '\n') url_.pop_back();
 }
 
@@ -117,7 +107,7 @@ std::map<std::string, std::string> FakeModalProcess::user_environment() const {
 std::vector<std::string> FakeModalProcess::containers() const {
   // The fake logs each `podman create --name fake-modal-sb-...` it runs.
   std::vector<std::string> names;
-  std::istringstream calls(slurp(work_ + "/calls"));
+  std::istringstream calls(read_text(work_ + "/calls"));
   const std::string marker = "podman create --name ";
   for (std::string line; std::getline(calls, line);) {
     if (line.rfind(marker, 0) != 0) continue;
