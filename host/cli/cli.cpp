@@ -159,6 +159,17 @@ Result<SandboxRecord> find_sandbox(const std::string& id_or_name) {
   return record;
 }
 
+Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const std::string& id_or_name) {
+  auto record = find_sandbox(id_or_name);
+  if (!record || record->backend != "modal") return record;
+  auto store = SandboxStore::open_default();
+  Status refreshed = store ? refresh_modal_states(*store, {&*record}) : store.status();
+  if (!refreshed) {
+    std::fprintf(stderr, "gpubox %s: Modal's state could not be read: %s\n", command.c_str(), refreshed.message().c_str());
+  }
+  return record;
+}
+
 Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record) {
   std::string state = record.state();
   if (state == "dead") {

@@ -75,6 +75,9 @@ int exit_code_for(const Status& status);
 
 // Opens the store and resolves ID_OR_NAME.
 Result<SandboxRecord> find_sandbox(const std::string& id_or_name);
+// find_sandbox, with a Modal sandbox's state read from Modal first (a warning
+// naming `gpubox COMMAND` on stderr when Modal cannot be read).
+Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const std::string& id_or_name);
 // Connects to a sandbox's agent; unavailable when it is dead or does not answer.
 Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record);
 

@@ -132,13 +132,8 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   if (!args) return fail("info", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1) return fail("info", "expected one sandbox id or name", kExitUsage, kUsage);
-  auto record = find_sandbox(args->positional[0]);
+  auto record = find_sandbox_with_state("info", args->positional[0]);
   if (!record) return fail("info", record.status(), exit_code_for(record.status()));
-  if (record->backend == "modal") {
-    auto store = SandboxStore::open_default();
-    Status refreshed = store ? refresh_modal_states(*store, {&*record}) : store.status();
-    if (!refreshed) std::fprintf(stderr, "gpubox info: Modal's state could not be read: %s\n", refreshed.message().c_str());
-  }
 
   nlohmann::json info = summary(*record);
   info["spec"] = record->spec;

@@ -122,13 +122,8 @@ int run_usage(const std::vector<std::string>& raw, const Global& global) {
   if (!args) return fail("usage", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1) return fail("usage", "expected one sandbox id or name", kExitUsage, kUsage);
-  auto record = find_sandbox(args->positional[0]);
+  auto record = find_sandbox_with_state("usage", args->positional[0]);
   if (!record) return fail("usage", record.status(), exit_code_for(record.status()));
-  if (record->backend == "modal") {
-    auto store = SandboxStore::open_default();
-    Status refreshed = store ? refresh_modal_states(*store, {&*record}) : store.status();
-    if (!refreshed) std::fprintf(stderr, "gpubox usage: Modal's state could not be read: %s\n", refreshed.message().c_str());
-  }
   nlohmann::json report = {{"id", record->id},
                            {"backend", record->backend},
                            {"state", record->state()},

@@ -60,8 +60,7 @@ MIB = 1 << 20
 
 
 def interleaved(fns, rounds):
-    """The median time of each of fns, run in turn round after round, so that
-    the machine's noise (a shared, busy host) falls on all of them alike."""
+    """The median time of each of fns, called one after another in each of rounds."""
     times = [[] for _ in fns]
     for _ in range(rounds):
         for fn, spent in zip(fns, times):
