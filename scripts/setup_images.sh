@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the container tests need (Debian's podman with runc, netavark
-# and iptables; debootstrap; busybox-static), configures podman for this kind
+# and iptables; slirp4netns for the sandboxes the fake Modal lets out to the
+# host, tests/modal/test_model_pull.py; debootstrap; busybox-static), configures podman for this kind
 # of host, and builds the local base images the image tests put under
 # image/Dockerfile (there is no registry: every FROM is a local image).
 # Idempotent: a base that exists already is kept (podman's storage survives
@@ -21,7 +22,7 @@
 set -euo pipefail
 mirror=${GPUBOX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-packages=(podman runc netavark iptables debootstrap busybox-static)
+packages=(podman runc netavark iptables slirp4netns debootstrap busybox-static)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
