@@ -30,6 +30,7 @@ namespace gpubox {
 Agent::Agent(CommandLine options) : options_(std::move(options)), is_pid1_(::getpid() == 1) {}
 
 Agent::~Agent() {
+  if (serve_) serve_->stop_all();  // while the server's I/O thread, which reads the workers, still runs
   server_.reset();
   serve_.reset();
   model_host_.reset();
@@ -217,6 +218,7 @@ Status Agent::start_rpc() {
   auto started = rpc::Server::start(std::move(server), methods_);
   if (!started) return started.status();
   server_ = std::move(*started);
+  serve_->use_fd_watch(server_.get());
   std::string endpoints;
   for (const auto& endpoint : server_->endpoints()) endpoints += (endpoints.empty() ? "" : " ") + endpoint;
   log::info("rpc listening", {{"endpoints", endpoints}, {"public_key", server_->public_key()}});
@@ -381,6 +383,7 @@ int Agent::run() {
   watchdogs_->start();
   signal_ready();
   loop_->run();
+  if (serve_) serve_->stop_all();  // while the server's I/O thread, which reads the workers, still runs
   server_.reset();  // answers calls still in flight before the process table goes
   model_host_.reset();
   jobs_.reset();

@@ -3,6 +3,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <utility>
+
 namespace gpubox::rpc {
 namespace {
 
@@ -74,10 +76,17 @@ bool CallState::stop(Status reason) {
 }
 
 bool CallState::finish() {
+  std::function<void()> dropped;  // destroyed after the lock: it may own what owns this state
   std::lock_guard lock(mutex);
+  dropped.swap(stop_hook);
   if (finished) return false;
   finished = true;
   return true;
+}
+
+std::function<void()> CallState::take_stop_hook() {
+  std::lock_guard lock(mutex);
+  return std::exchange(stop_hook, nullptr);
 }
 
 CallContext::CallContext(std::shared_ptr<CallState> state, nlohmann::json params,
@@ -93,6 +102,11 @@ bool CallContext::answer(const Result<nlohmann::json>& result) {
   if (!finish_ || !state_->finish()) return false;
   finish_(result, *this);
   return true;
+}
+
+void CallContext::on_stop(std::function<void()> hook) {
+  std::lock_guard lock(state_->mutex);
+  state_->stop_hook = std::move(hook);
 }
 
 Status CallContext::stop_reason() const {

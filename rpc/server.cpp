@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <future>
 #include <set>
 #include <zmq_addon.hpp>
 
@@ -15,11 +16,15 @@
 namespace gpubox::rpc {
 
 void MethodRegistry::add(std::string name, Handler handler, Dispatch dispatch) {
-  methods_[std::move(name)] = Method{std::move(handler), dispatch};
+  methods_[std::move(name)] = Method{std::move(handler), dispatch, nullptr};
+}
+
+void MethodRegistry::add(std::string name, Handler handler, FastPath fast) {
+  methods_[std::move(name)] = Method{std::move(handler), Dispatch::worker, std::move(fast)};
 }
 
 void MethodRegistry::add_prefix(std::string prefix, Handler handler) {
-  prefixes_[std::move(prefix)] = Method{std::move(handler), Dispatch::worker};
+  prefixes_[std::move(prefix)] = Method{std::move(handler), Dispatch::worker, nullptr};
 }
 
 const MethodRegistry::Method* MethodRegistry::find(const std::string& name) const {
@@ -99,6 +104,15 @@ Result<nlohmann::json> run_handler(const Handler& handler, CallContext& call) {
   }
 }
 
+// Runs a fast path at the exception boundary: one that throws did not take the call.
+bool try_fast_path(const FastPath& fast, const std::shared_ptr<CallContext>& call) {
+  try {
+    return fast(call);
+  } catch (...) {
+    return false;
+  }
+}
+
 // The RESULT (with the handler's result attachments) or ERROR that ends a call.
 Outgoing finish_message(std::uint64_t id, const Result<nlohmann::json>& result, CallContext& call) {
   if (!result) {
@@ -145,8 +159,12 @@ struct Server::Impl {
   void expire_deadlines();
   int next_deadline_ms() const;
   void enqueue(Queued&& queued);
+  // Raises outbox_fd: the I/O thread wakes from its poll (any thread).
+  void wake();
   void drain_outbox();
   void send_now(std::size_t socket, const std::string& routing_id, Outgoing& message);
+  void apply_watch_commands();
+  void run_watches(const std::vector<zmq::pollitem_t>& items, std::size_t first);
 
   ServerOptions options;
   const MethodRegistry& methods;
@@ -165,10 +183,21 @@ struct Server::Impl {
   std::mutex outbox_mutex;
   std::vector<Queued> outbox;  // guarded by outbox_mutex
 
+  // FdWatch's requests for the I/O thread; an empty ready unwatches, and
+  // done (when set) is fulfilled once the request was applied.
+  struct WatchCommand {
+    int fd;
+    std::function<bool()> ready;
+    std::shared_ptr<std::promise<void>> done;
+  };
+  std::vector<WatchCommand> watch_commands;  // guarded by outbox_mutex
+  bool io_ended = false;                     // guarded by outbox_mutex: nothing is watched any more
+
   // I/O thread only.
   std::map<CallKey, std::shared_ptr<CallState>> calls;
   std::map<PeerKey, std::size_t> in_flight_per_peer;
   std::set<std::pair<Clock::time_point, CallKey>> deadlines;
+  std::map<int, std::function<bool()>> watches;
 };
 
 void Server::Impl::start_zap() {
@@ -253,9 +282,13 @@ void Server::Impl::io_loop() {
   ::pthread_setname_np(::pthread_self(), "rpc-io");
   io_thread_id = std::this_thread::get_id();
   std::vector<zmq::pollitem_t> items;
-  for (auto& socket : sockets) items.push_back({socket->handle(), 0, ZMQ_POLLIN, 0});
-  items.push_back({nullptr, outbox_fd, ZMQ_POLLIN, 0});
   while (!stopping.load(std::memory_order_relaxed)) {
+    apply_watch_commands();
+    items.clear();
+    for (auto& socket : sockets) items.push_back({socket->handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, outbox_fd, ZMQ_POLLIN, 0});
+    const std::size_t first_watch = items.size();
+    for (const auto& [fd, ready] : watches) items.push_back({nullptr, fd, ZMQ_POLLIN, 0});
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(next_deadline_ms()));
     } catch (const zmq::error_t& e) {
@@ -267,7 +300,8 @@ void Server::Impl::io_loop() {
     for (std::size_t i = 0; i < sockets.size(); ++i) {
       if (items[i].revents & ZMQ_POLLIN) receive(i);
     }
-    if (items.back().revents & ZMQ_POLLIN) {
+    run_watches(items, first_watch);
+    if (items[first_watch - 1].revents & ZMQ_POLLIN) {
       std::uint64_t value;
       [[maybe_unused]] auto n = ::read(outbox_fd, &value, sizeof value);
     }
@@ -280,6 +314,48 @@ void Server::Impl::io_loop() {
   for (auto& [key, state] : remaining) stop_call(key, state, Status(ErrorCode::unavailable, "the agent is shutting down"));
   drain_outbox();
   sockets.clear();
+  std::vector<WatchCommand> unapplied;
+  {
+    std::lock_guard lock(outbox_mutex);
+    io_ended = true;
+    unapplied.swap(watch_commands);
+  }
+  for (auto& command : unapplied) {
+    if (command.done) command.done->set_value();
+  }
+  watches.clear();
+}
+
+void Server::Impl::apply_watch_commands() {
+  std::vector<WatchCommand> commands;
+  {
+    std::lock_guard lock(outbox_mutex);
+    commands.swap(watch_commands);
+  }
+  for (auto& command : commands) {
+    if (command.ready) {
+      watches[command.fd] = std::move(command.ready);
+    } else {
+      watches.erase(command.fd);
+    }
+    if (command.done) command.done->set_value();
+  }
+}
+
+// Calls the ready function of each watched descriptor that polled readable
+// (or at its end); one that returns false (or throws) is no longer watched.
+void Server::Impl::run_watches(const std::vector<zmq::pollitem_t>& items, std::size_t first) {
+  for (std::size_t i = first; i < items.size(); ++i) {
+    if (!(items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))) continue;
+    auto it = watches.find(items[i].fd);
+    if (it == watches.end()) continue;
+    bool keep = false;
+    try {
+      keep = it->second();
+    } catch (...) {
+    }
+    if (!keep) watches.erase(it);
+  }
 }
 
 void Server::Impl::receive(std::size_t socket) {
@@ -437,6 +513,7 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
   ++in_flight_total;
   if (deadline) deadlines.emplace(*deadline, key);
 
+  if (method->fast && try_fast_path(method->fast, call_context)) return;
   auto run = [this, socket, routing_id, call_context, state, handler = &method->handler] {
     Result<nlohmann::json> result = run_handler(*handler, *call_context);
     call_context->answer(result);  // unless already answered: early, cancelled, deadline, shutdown
@@ -456,6 +533,7 @@ void Server::Impl::deliver_data(const CallKey& key, nlohmann::json&& body, std::
 
 void Server::Impl::stop_call(const CallKey& key, const std::shared_ptr<CallState>& state, const Status& reason) {
   if (!state->stop(reason)) return;
+  if (auto hook = state->take_stop_hook()) pool.submit(std::move(hook));
   auto out = error_message(key.id, reason);
   send_now(key.socket, key.routing_id, out);
   erase_call(key);
@@ -493,16 +571,18 @@ int Server::Impl::next_deadline_ms() const {
 }
 
 void Server::Impl::enqueue(Queued&& queued) {
-  bool wake;
+  bool must_wake;
   {
     std::lock_guard lock(outbox_mutex);
-    wake = outbox.empty() && std::this_thread::get_id() != io_thread_id;
+    must_wake = outbox.empty() && std::this_thread::get_id() != io_thread_id;
     outbox.push_back(std::move(queued));
   }
-  if (wake) {
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(outbox_fd, &one, sizeof one);
-  }
+  if (must_wake) wake();
+}
+
+void Server::Impl::wake() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(outbox_fd, &one, sizeof one);
 }
 
 void Server::Impl::drain_outbox() {
@@ -578,12 +658,34 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
   impl_->stopping = true;
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(impl_->outbox_fd, &one, sizeof one);
+  impl_->wake();
   impl_->io_thread.join();
   impl_->context.shutdown();
   impl_->zap_thread.join();
   // impl_'s destructor joins the worker pool: handlers have seen their calls stop.
+}
+
+bool Server::watch(int fd, std::function<bool()> ready) {
+  if (!ready) return false;
+  {
+    std::lock_guard lock(impl_->outbox_mutex);
+    if (impl_->io_ended) return false;
+    impl_->watch_commands.push_back({fd, std::move(ready), nullptr});
+  }
+  impl_->wake();
+  return true;
+}
+
+void Server::unwatch(int fd) {
+  bool on_io_thread = std::this_thread::get_id() == impl_->io_thread_id;
+  auto done = on_io_thread ? nullptr : std::make_shared<std::promise<void>>();
+  {
+    std::lock_guard lock(impl_->outbox_mutex);
+    if (impl_->io_ended) return;
+    impl_->watch_commands.push_back({fd, nullptr, done});
+  }
+  impl_->wake();
+  if (done) done->get_future().wait();
 }
 
 ServerStats Server::stats() const {

@@ -1,8 +1,10 @@
 // Server: the agent's one RPC endpoint set. An I/O thread owns every ZeroMQ
 // socket (ROUTER per endpoint, CURVE on tcp://, a ZAP handler for the
 // allow-list); handlers run on a worker pool so a long call never delays
-// another; inline methods (sys.ping) run on the I/O thread itself. Construct
-// and destroy from one thread; stats() may be called from any thread.
+// another; inline methods (sys.ping) and fast paths run on the I/O thread
+// itself, which also watches other descriptors for them (FdWatch). Construct
+// and destroy from one thread; stats(), watch() and unwatch() may be called
+// from any thread.
 #pragma once
 
 #include <atomic>
@@ -15,11 +17,18 @@
 
 #include "rpc/authorized_keys.h"
 #include "rpc/call.h"
+#include "rpc/fd_watch.h"
 #include "rpc/protocol.h"
 
 namespace gpubox::rpc {
 
 using Handler = std::function<Result<nlohmann::json>(CallContext&)>;
+// Tried on the I/O thread before a worker-dispatched handler, and must never
+// block: true when it took the call, which it (or whoever it hands the shared
+// context to) then ends with CallContext::answer() from any thread; false to
+// have the handler run on a worker as usual. A taken call that stops first
+// (cancel, deadline, disconnect, shutdown) runs its CallContext::on_stop hook.
+using FastPath = std::function<bool(const std::shared_ptr<CallContext>&)>;
 
 // Method names → handlers, plus prefix routes (every method under "model."
 // goes to one forwarder). Filled before the server starts; read-only after.
@@ -30,8 +39,11 @@ class MethodRegistry {
   struct Method {
     Handler handler;
     Dispatch dispatch = Dispatch::worker;
+    FastPath fast;  // worker dispatch only; may be empty
   };
   void add(std::string name, Handler handler, Dispatch dispatch = Dispatch::worker);
+  // A worker-dispatched method whose calls first try fast (serve.call's small plain calls).
+  void add(std::string name, Handler handler, FastPath fast);
   // Serves every method whose name starts with prefix (e.g. "model.") and
   // has no handler of its own; the longest matching prefix wins. Worker dispatch.
   void add_prefix(std::string prefix, Handler handler);
@@ -61,14 +73,18 @@ struct ServerStats {
   std::uint64_t rejected = 0;    // messages refused before reaching a handler
 };
 
-class Server {
+class Server : public FdWatch {
  public:
   // Binds every endpoint and starts the I/O thread. The registry must outlive the server.
   static Result<std::unique_ptr<Server>> start(ServerOptions options, const MethodRegistry& methods);
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   // Stops every call in flight (error "unavailable"), waits for the handlers, closes the sockets.
-  ~Server();
+  ~Server() override;
+
+  // FdWatch, on the I/O thread: a ready function runs there between messages.
+  bool watch(int fd, std::function<bool()> ready) override;
+  void unwatch(int fd) override;
 
   // The endpoints as bound (a tcp port 0 replaced by the port chosen).
   const std::vector<std::string>& endpoints() const { return bound_; }

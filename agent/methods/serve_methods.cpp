@@ -17,6 +17,18 @@ Status need_string(const json& params, const char* key) {
   return Status::ok();
 }
 
+Status check_call_params(const json& params) {
+  if (Status ok = need_string(params, "service"); !ok) return ok;
+  if (Status ok = need_string(params, "function"); !ok) return ok;
+  if (params.contains("args") && !params["args"].is_array()) {
+    return Status(ErrorCode::invalid_request, "args: expected an array of positional arguments");
+  }
+  if (params.contains("kwargs") && !params["kwargs"].is_object()) {
+    return Status(ErrorCode::invalid_request, "kwargs: expected a map of keyword arguments");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 void add_serve_methods(rpc::MethodRegistry& methods, serve::ServeManager& manager, const AgentHooks& hooks) {
@@ -30,18 +42,15 @@ void add_serve_methods(rpc::MethodRegistry& methods, serve::ServeManager& manage
     return json::object();
   });
   methods.add("serve.list", [&manager](rpc::CallContext&) -> Result<json> { return manager.list(); });
-  methods.add("serve.call", [&manager](rpc::CallContext& call) -> Result<json> {
-    const json& params = call.params();
-    if (Status ok = need_string(params, "service"); !ok) return ok;
-    if (Status ok = need_string(params, "function"); !ok) return ok;
-    if (params.contains("args") && !params["args"].is_array()) {
-      return Status(ErrorCode::invalid_request, "args: expected an array of positional arguments");
-    }
-    if (params.contains("kwargs") && !params["kwargs"].is_object()) {
-      return Status(ErrorCode::invalid_request, "kwargs: expected a map of keyword arguments");
-    }
-    return manager.call(call);
-  });
+  methods.add(
+      "serve.call",
+      [&manager](rpc::CallContext& call) -> Result<json> {
+        if (Status ok = check_call_params(call.params()); !ok) return ok;
+        return manager.call(call);
+      },
+      [&manager](const std::shared_ptr<rpc::CallContext>& call) {
+        return check_call_params(call->params()).is_ok() && manager.take_call(call);
+      });
   methods.add("serve.logs", [&manager](rpc::CallContext& call) -> Result<json> {
     const json& params = call.params();
     if (Status ok = need_string(params, "name"); !ok) return ok;

@@ -63,16 +63,18 @@ Result<json> ServeManager::start(const rpc::CallContext& call) {
   options.cwd = settings_.cwd;
   options.sys_path = settings_.sys_path;
   options.models = settings_.models;
-  auto service = std::make_shared<Service>(std::move(options), launcher_);
+  std::shared_ptr<Service> service;
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return Status(ErrorCode::unavailable, "the agent is shutting down");
     if (services_.count(name)) {
       return Status(ErrorCode::already_exists, "a service named '" + name + "' runs already; serve.stop it first");
     }
+    options.fd_watch = fd_watch_;
+    service = std::make_shared<Service>(std::move(options), launcher_);
     services_[name] = service;
+    service->start();  // under the lock: stop_all() either stops it or it never starts
   }
-  service->start();
   Status loaded = service->wait_first_load(call);
   if (!loaded) {
     {
@@ -116,6 +118,16 @@ Result<json> ServeManager::call(rpc::CallContext& call) {
   auto service = find(name);
   if (!service) return Status(ErrorCode::not_found, "no service named '" + name + "'; serve.list lists them");
   return service->call(call);
+}
+
+bool ServeManager::take_call(const std::shared_ptr<rpc::CallContext>& call) {
+  auto service = find(call->params()["service"].get<std::string>());
+  return service && service->take_call(call);
+}
+
+void ServeManager::use_fd_watch(rpc::FdWatch* watch) {
+  std::lock_guard lock(mutex_);
+  fd_watch_ = watch;
 }
 
 Result<json> ServeManager::logs(const std::string& name, std::size_t tail_bytes) const {

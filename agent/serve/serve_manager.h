@@ -38,6 +38,11 @@ class ServeManager {
   Status stop(const std::string& name);
   nlohmann::json list() const;
   Result<nlohmann::json> call(rpc::CallContext& call);
+  // serve.call's fast path (Service::take_call), on the RPC I/O thread.
+  bool take_call(const std::shared_ptr<rpc::CallContext>& call);
+  // Services started from now on use watch (the RPC server's I/O thread),
+  // which must outlive stop_all().
+  void use_fd_watch(rpc::FdWatch* watch);
   Result<nlohmann::json> logs(const std::string& name, std::size_t tail_bytes) const;
   // The agent shuts down: no worker restarts from now on.
   void begin_stop();
@@ -51,6 +56,7 @@ class ServeManager {
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Service>> services_;  // guarded by mutex_
   bool stopping_ = false;                                     // guarded by mutex_
+  rpc::FdWatch* fd_watch_ = nullptr;                          // guarded by mutex_
 };
 
 }  // namespace gpubox::serve

@@ -42,6 +42,12 @@ constexpr char kBootstrap[] =
 
 // DATA a generator may send ahead of what the caller has taken.
 constexpr int kItemWindow = 4;
+// A call whose arguments take more than this goes through a handler thread:
+// the RPC I/O thread writes only small messages to a worker.
+constexpr std::size_t kFastCallBytes = 64 << 10;
+// What the RPC I/O thread looks at on a worker's channel at once: a larger
+// message is read by the supervision thread.
+constexpr std::size_t kPeekBytes = 64 << 10;
 constexpr std::chrono::milliseconds kBackoffFirst{100};
 constexpr std::chrono::milliseconds kBackoffMax{5000};
 constexpr std::chrono::milliseconds kExitWait{5000};
@@ -59,6 +65,14 @@ void drain_event(int fd) {
 std::string body_string(const json& body, const char* key) {
   auto it = body.find(key);
   return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The worker's "call" message for serve.call's params.
+json call_request(std::uint64_t id, const json& params) {
+  return {{"op", "call"}, {"id", id}, {"function", params["function"]},
+          {"args", params.contains("args") ? params["args"] : json::array()},
+          {"kwargs", params.contains("kwargs") ? params["kwargs"] : json::object()},
+          {"window", kItemWindow}};
 }
 
 }  // namespace
@@ -99,9 +113,17 @@ struct PendingCall {
     thread_local auto fd = std::make_shared<Fd>(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     return fd;
   }
+  // The call of a fast path (Service::take_call): no handler relays it, so
+  // the message that ends it answers it where it is read.
+  explicit PendingCall(std::shared_ptr<rpc::CallContext> taken) : PendingCall() {
+    direct = taken.get();
+    owner = std::move(taken);
+    relayed_by_handler = false;
+  }
   // A call that streams nothing (a plain function's) is answered right here,
-  // on the supervision thread, while its handler still waits in relay(): one
-  // thread wake-up fewer on its way back. False: push() it for relay().
+  // where the worker's message is read, while its handler (if any) still
+  // waits in relay(): one thread wake-up fewer on its way back. False:
+  // push() it for relay().
   bool answer(WireMessage& message) {
     std::lock_guard lock(answer_mutex);
     if (!direct || answered) return false;
@@ -110,14 +132,18 @@ struct PendingCall {
     direct->answer(*result);
     answered = true;
     signal_event(event);
+    direct = nullptr;
+    owner.reset();
     return true;
   }
-  // relay() is done: nothing answers the call from now on.
+  // relay() is done, or the call stopped: nothing answers the call from now on.
   void close() {
     std::lock_guard lock(answer_mutex);
     direct = nullptr;
+    owner.reset();
   }
   void push(WireMessage message) {
+    if (!relayed_by_handler) return;  // nobody reads its inbox: only a message that ends it counts
     {
       std::lock_guard lock(mutex);
       inbox.push_back(std::move(message));
@@ -125,6 +151,16 @@ struct PendingCall {
     signal_event(event);
   }
   void fail(Status reason) {
+    {
+      std::lock_guard lock(answer_mutex);
+      if (owner) {
+        if (!answered) owner->answer(reason);
+        answered = true;
+        direct = nullptr;
+        owner.reset();
+        return;
+      }
+    }
     {
       std::lock_guard lock(mutex);
       failed = std::move(reason);
@@ -141,8 +177,10 @@ struct PendingCall {
 
   std::mutex answer_mutex;
   // State below is protected by answer_mutex.
-  rpc::CallContext* direct = nullptr;  // the call, while its handler waits and it may be answered here
+  rpc::CallContext* direct = nullptr;  // the call, while it may be answered here
+  std::shared_ptr<rpc::CallContext> owner;  // a fast path's call, until answered or closed
   bool answered = false;
+  bool relayed_by_handler = true;  // false for a fast path's call
 };
 
 // One worker process: its channel, output pipes, exit status and calls in flight.
@@ -164,6 +202,14 @@ struct WorkerProcess {
     Status sent = write_message(channel.get(), body, attachments, lease ? &target : nullptr);
     if (!sent && lease) pool.give_back(lease->slot->id);  // the worker may never have got it
     return sent;
+  }
+  // The fast path's send (on the RPC I/O thread): false, with nothing sent,
+  // when it would wait (the channel busy, released memfds to report first,
+  // no room in its buffer).
+  bool try_send(const json& body, const std::vector<zmq::message_t>& attachments) {
+    std::unique_lock lock(write_mutex, std::try_to_lock);
+    if (!lock || !unmapped->empty()) return false;
+    return try_write_message(channel.get(), body, attachments);
   }
   // Registers a call; false when the process has already ended.
   bool add(std::uint64_t id, std::shared_ptr<PendingCall> call) {
@@ -187,6 +233,7 @@ struct WorkerProcess {
   Fd out;
   Fd err;
   Fd exited;  // eventfd: readable once the process was reaped
+  Fd turn;    // eventfd: the RPC I/O thread hands the channel's next message to the supervision thread
   std::thread log_thread;
   std::mutex write_mutex;  // one message at a time on the channel
   MemfdPool pool;          // the agent's memfds for the worker's inputs
@@ -242,6 +289,7 @@ Result<std::shared_ptr<WorkerProcess>> Service::spawn() {
 
   auto process = std::make_shared<WorkerProcess>();
   process->exited = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  process->turn = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   SpawnOptions spawn;
   spawn.argv = {options_.python, "-c", kBootstrap};
   spawn.env = options_.env;
@@ -375,19 +423,9 @@ bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
       changed_.notify_all();
     }
     log::info("serve worker ready", {{"service", options_.name}, {"pid", static_cast<long long>(process->pid)}});
-    while (true) {
-      auto message = read_message(process->channel.get(), process->exited.get(), process->unmapped);
-      if (!message) {
-        log::warn("serve worker sent a malformed message; it is ended",
-                  {{"service", options_.name}, {"error", message.status().message()}});
-        break;
+    if (!options_.fd_watch || read_with_fd_watch(process)) {
+      while (handle_read(*process, read_message(process->channel.get(), process->exited.get(), process->unmapped))) {
       }
-      if (!*message) break;
-      if (body_string((*message)->body, "op") == "released") {
-        for (const FileId& file : released_files((*message)->body)) process->pool.give_back(file);
-        continue;
-      }
-      deliver(*process, std::move((*message)->body), std::move((*message)->attachments));
     }
   } else {
     std::string why;
@@ -443,14 +481,127 @@ bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
   return again;
 }
 
+bool Service::read_with_fd_watch(const std::shared_ptr<WorkerProcess>& process) {
+  int channel = process->channel.get();
+  while (true) {
+    if (!options_.fd_watch->watch(channel, [this, process] { return read_on_io_thread(*process); })) return true;
+    pollfd fds[2] = {{process->turn.get(), POLLIN, 0}, {process->exited.get(), POLLIN, 0}};
+    while (::poll(fds, 2, -1) < 0) {
+      if (errno != EINTR) break;
+    }
+    if (!(fds[0].revents & POLLIN)) {
+      options_.fd_watch->unwatch(channel);
+      return true;
+    }
+    drain_event(process->turn.get());
+    if (!handle_read(*process, read_message(channel, process->exited.get(), process->unmapped))) return false;
+  }
+}
+
+// On the RPC I/O thread, whenever the worker's channel is readable: handles
+// each whole message without a memfd waiting there, and hands the channel
+// to the supervision thread (no longer watched: false) at anything else —
+// a memfd, a message not whole yet, a malformed one, the channel's end.
+bool Service::read_on_io_thread(WorkerProcess& process) {
+  thread_local std::string bytes(kPeekBytes, '\0');
+  int channel = process.channel.get();
+  while (true) {
+    ssize_t n = ::recv(channel, bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    auto whole = n > 0 ? parse_whole_message(std::string_view(bytes.data(), static_cast<std::size_t>(n))) : std::nullopt;
+    if (!whole) {
+      signal_event(process.turn.get());
+      return false;
+    }
+    // The same bytes, taken off the channel (they are all there: nobody else reads it now).
+    for (std::size_t taken = 0; taken < whole->second;) {
+      ssize_t got = ::recv(channel, bytes.data(), whole->second - taken, MSG_DONTWAIT);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        signal_event(process.turn.get());
+        return false;
+      }
+      taken += static_cast<std::size_t>(got);
+    }
+    try {
+      handle(process, std::move(whole->first));
+    } catch (const std::exception& e) {  // one message lost, never the channel or the I/O thread
+      log::error("serve: a worker's message could not be handled", {{"service", options_.name}, {"error", e.what()}});
+    }
+  }
+}
+
+bool Service::handle_read(WorkerProcess& process, Result<std::optional<WireMessage>> message) {
+  if (!message) {
+    log::warn("serve worker sent a malformed message; it is ended",
+              {{"service", options_.name}, {"error", message.status().message()}});
+    return false;
+  }
+  if (!*message) return false;
+  handle(process, std::move(**message));
+  return true;
+}
+
+void Service::handle(WorkerProcess& process, WireMessage message) {
+  if (body_string(message.body, "op") == "released") {
+    for (const FileId& file : released_files(message.body)) process.pool.give_back(file);
+    return;
+  }
+  deliver(process, std::move(message.body), std::move(message.attachments));
+}
+
 void Service::deliver(WorkerProcess& process, json body, std::vector<zmq::message_t> attachments) {
-  auto id = body.find("id");
-  if (id == body.end() || !id->is_number_unsigned()) return;
-  auto call = process.find(id->get<std::uint64_t>());
+  auto id_field = body.find("id");
+  if (id_field == body.end() || !id_field->is_number_unsigned()) return;
+  std::uint64_t id = id_field->get<std::uint64_t>();
+  auto call = process.find(id);
   if (!call) return;  // a call that has ended (cancelled, timed out)
   WireMessage message{std::move(body), std::move(attachments)};
-  if (call->answer(message)) return;
+  if (call->answer(message)) {
+    process.remove(id);
+    return;
+  }
   call->push(std::move(message));
+}
+
+const json* Service::function_entry(const std::string& name) const {
+  for (const auto& entry : functions_) {
+    if (entry.value("name", "") == name) return &entry;
+  }
+  return nullptr;
+}
+
+bool Service::take_call(const std::shared_ptr<rpc::CallContext>& call) {
+  if (!options_.fd_watch) return false;
+  std::size_t bytes = 0;
+  for (const auto& attachment : call->attachments()) bytes += attachment.size();
+  if (bytes > kFastCallBytes) return false;
+  std::shared_ptr<WorkerProcess> process;
+  {
+    std::lock_guard lock(mutex_);
+    const json* entry = state_ == "ready" && process_ ? function_entry(call->params()["function"].get<std::string>()) : nullptr;
+    if (!entry || entry->value("is_generator", true)) return false;
+    process = process_;
+  }
+  auto pending = std::make_shared<PendingCall>(call);
+  std::uint64_t id = next_id_++;
+  if (!process->add(id, pending)) {
+    pending->close();
+    return false;
+  }
+  call->on_stop([process, pending, id] {
+    pending->close();
+    process->remove(id);
+    (void)process->send({{"op", "cancel"}, {"id", id}});
+  });
+  if (!process->try_send(call_request(id, call->params()), call->attachments())) {
+    call->on_stop(nullptr);
+    pending->close();
+    process->remove(id);
+    return false;
+  }
+  return true;
 }
 
 Result<json> Service::call(rpc::CallContext& call) {
@@ -468,20 +619,14 @@ Result<json> Service::call(rpc::CallContext& call) {
       return Status(ErrorCode::unavailable, "service '" + options_.name + "' is " + state_ +
                                                 (error_.empty() ? std::string() : ": " + error_));
     }
-    bool known = false;
-    std::string names;
-    for (const auto& entry : functions_) {
-      std::string name = entry.value("name", "");
-      if (name == function) {
-        known = true;
-        streams = entry.value("is_generator", true);
-      }
-      names += (names.empty() ? "" : ", ") + name;
-    }
-    if (!known) {
+    const json* entry = function_entry(function);
+    if (!entry) {
+      std::string names;
+      for (const auto& known : functions_) names += (names.empty() ? "" : ", ") + known.value("name", "");
       return Status(ErrorCode::not_found, "service '" + options_.name + "' has no function '" + function +
                                               "'; it has: " + names);
     }
+    streams = entry->value("is_generator", true);
     process = process_;
   }
   auto pending = std::make_shared<PendingCall>();
@@ -490,11 +635,7 @@ Result<json> Service::call(rpc::CallContext& call) {
   if (!process->add(id, pending)) {
     return Status(ErrorCode::unavailable, "the serve worker of '" + options_.name + "' has just ended; try again");
   }
-  json request = {{"op", "call"}, {"id", id}, {"function", function},
-                  {"args", params.contains("args") ? params["args"] : json::array()},
-                  {"kwargs", params.contains("kwargs") ? params["kwargs"] : json::object()},
-                  {"window", kItemWindow}};
-  if (Status sent = process->send(request, call.attachments()); !sent) {
+  if (Status sent = process->send(call_request(id, params), call.attachments()); !sent) {
     pending->close();
     process->remove(id);
     return Status(ErrorCode::unavailable, "cannot reach the serve worker of '" + options_.name + "': " + sent.message());

@@ -5,6 +5,9 @@
 // calls it had in flight end with `unavailable`. Thread-safe: RPC handler
 // threads call it; one supervision thread per service runs the worker and
 // reads its channel, one log thread per worker process reads its output.
+// With an FdWatch (the RPC I/O thread), a small plain call goes out from that
+// thread (take_call) and the worker's small messages are read there, so its
+// answer leaves without waking another thread.
 #pragma once
 
 #include <sys/types.h>
@@ -22,7 +25,9 @@
 
 #include "agent/process_table.h"
 #include "agent/serve/log_ring.h"
+#include "agent/serve/worker_wire.h"
 #include "rpc/call.h"
+#include "rpc/fd_watch.h"
 #include "rpc/status.h"
 
 namespace gpubox::serve {
@@ -38,6 +43,7 @@ struct ServiceOptions {
   nlohmann::json models = nlohmann::json::object();  // get_model_path: name → path
   std::size_t log_bytes = 1 << 20;  // kept of each of stdout and stderr
   std::chrono::milliseconds stop_grace{2000};
+  rpc::FdWatch* fd_watch = nullptr;  // the RPC I/O thread; must outlive the service's stop()
 };
 
 struct WorkerProcess;
@@ -59,6 +65,11 @@ class Service {
   // serve.call's whole handling: waits for a (re)starting worker, forwards the
   // call and relays its stream, result or error.
   Result<nlohmann::json> call(rpc::CallContext& call);
+  // serve.call's fast path, on the RPC I/O thread (never blocks): takes a
+  // ready worker's plain (not generator) function called with small
+  // arguments and sends it the call; the answer ends the call where it is
+  // read. False (nothing sent): call() must handle it.
+  bool take_call(const std::shared_ptr<rpc::CallContext>& call);
   // No more restarts from now on (the agent shuts down); the worker keeps running until stop().
   void begin_stop();
   // Ends the worker and waits for it.
@@ -76,7 +87,16 @@ class Service {
   bool run_worker(std::shared_ptr<WorkerProcess> process, bool first);
   Result<std::shared_ptr<WorkerProcess>> spawn();
   void read_logs(std::shared_ptr<WorkerProcess> process);
+  // Reads the worker's messages until it ends; false when its channel ended
+  // or broke, true when the process exited and the rest must still be read.
+  bool read_with_fd_watch(const std::shared_ptr<WorkerProcess>& process);
+  bool read_on_io_thread(WorkerProcess& process);
+  // One message read from the worker; false when the worker must end.
+  bool handle_read(WorkerProcess& process, Result<std::optional<WireMessage>> message);
+  void handle(WorkerProcess& process, WireMessage message);
   void deliver(WorkerProcess& process, nlohmann::json body, std::vector<zmq::message_t> attachments);
+  // REQUIRES: mutex_. The function's entry in functions_, or null.
+  const nlohmann::json* function_entry(const std::string& name) const;
   Result<nlohmann::json> relay(rpc::CallContext& call, WorkerProcess& process, PendingCall& pending, std::uint64_t id);
   void set_state(std::string state, std::string error = "");
 

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -155,6 +157,45 @@ Result<zmq::message_t> map_frame(int memfd, std::uint64_t offset, std::uint64_t 
   return zmq::message_t(data, length, unmap_frame, hint);
 }
 
+// Drops sent bytes from the front of parts[first...]; the first part not wholly sent.
+std::size_t skip_sent(std::vector<iovec>& parts, std::size_t first, std::size_t sent) {
+  while (first < parts.size() && sent >= parts[first].iov_len) sent -= parts[first++].iov_len;
+  if (first < parts.size()) {
+    parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + sent;
+    parts[first].iov_len -= sent;
+  }
+  return first;
+}
+
+// Sends every part, blocking; passed (>= 0) travels with the first byte (SCM_RIGHTS).
+Status send_parts(int fd, std::vector<iovec> parts, int passed) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  bool fd_sent = passed < 0;
+  std::size_t first = 0;
+  while (first < parts.size()) {
+    msghdr message{};
+    message.msg_iov = parts.data() + first;
+    message.msg_iovlen = std::min<std::size_t>(parts.size() - first, IOV_MAX);
+    if (!fd_sent) {  // with the prefix's first byte
+      std::memset(control, 0, sizeof control);
+      message.msg_control = control;
+      message.msg_controllen = sizeof control;
+      cmsghdr* header = CMSG_FIRSTHDR(&message);
+      header->cmsg_level = SOL_SOCKET;
+      header->cmsg_type = SCM_RIGHTS;
+      header->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(header), &passed, sizeof passed);
+    }
+    // MSG_NOSIGNAL: a worker that died is an EPIPE here, never a SIGPIPE for the agent.
+    ssize_t n = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::from_errno(errno, "serve worker channel: write");
+    fd_sent = true;
+    first = skip_sent(parts, first, static_cast<std::size_t>(n));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 void ReleaseList::add(FileId id) {
@@ -165,6 +206,11 @@ void ReleaseList::add(FileId id) {
 std::vector<FileId> ReleaseList::take() {
   std::lock_guard lock(mutex_);
   return std::exchange(files_, {});
+}
+
+bool ReleaseList::empty() {
+  std::lock_guard lock(mutex_);
+  return files_.empty();
 }
 
 nlohmann::json released_body(const std::vector<FileId>& files) {
@@ -278,37 +324,70 @@ Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::
       parts.push_back({const_cast<void*>(attachment.data()), attachment.size()});
     }
   }
-  int passed = target && memfd_end ? target->fd : memfd.get();
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  bool fd_sent = passed < 0;
-  std::size_t first = 0;
-  while (first < parts.size()) {
-    msghdr message{};
-    message.msg_iov = parts.data() + first;
-    message.msg_iovlen = std::min<std::size_t>(parts.size() - first, IOV_MAX);
-    if (!fd_sent) {  // with the prefix's first byte
-      std::memset(control, 0, sizeof control);
-      message.msg_control = control;
-      message.msg_controllen = sizeof control;
-      cmsghdr* header = CMSG_FIRSTHDR(&message);
-      header->cmsg_level = SOL_SOCKET;
-      header->cmsg_type = SCM_RIGHTS;
-      header->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(header), &passed, sizeof passed);
-    }
-    // MSG_NOSIGNAL: a worker that died is an EPIPE here, never a SIGPIPE for the agent.
-    ssize_t n = ::sendmsg(fd, &message, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::from_errno(errno, "serve worker channel: write");
-    fd_sent = true;
-    auto left = static_cast<std::size_t>(n);
-    while (first < parts.size() && left >= parts[first].iov_len) left -= parts[first++].iov_len;
-    if (first < parts.size()) {
-      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + left;
-      parts[first].iov_len -= left;
-    }
+  return send_parts(fd, std::move(parts), target && memfd_end ? target->fd : memfd.get());
+}
+
+bool try_write_message(int fd, const nlohmann::json& body, const std::vector<zmq::message_t>& attachments) {
+  std::string packed;
+  nlohmann::json::to_msgpack(body, packed);
+  std::vector<std::uint64_t> lengths;
+  std::size_t total = kPrefixBytes + 8 * attachments.size() + packed.size();
+  for (const auto& attachment : attachments) {
+    if (attachment.size() >= memfd_threshold()) return false;
+    lengths.push_back(attachment.size());
+    total += attachment.size();
   }
-  return Status::ok();
+  // Room for the whole message, so that the kernel takes all of it at once
+  // (its accounting adds some overhead to the bytes queued; hence the margin).
+  int queued = 0, capacity = 0;
+  socklen_t size = sizeof capacity;
+  if (::ioctl(fd, SIOCOUTQ, &queued) != 0 || ::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &capacity, &size) != 0) return false;
+  if (static_cast<std::size_t>(queued) + 2 * total + 4096 > static_cast<std::size_t>(capacity)) return false;
+  std::string prefix = encode_prefix(packed.size(), lengths);
+  std::vector<iovec> parts = {{prefix.data(), prefix.size()}, {packed.data(), packed.size()}};
+  for (const auto& attachment : attachments) {
+    if (attachment.size()) parts.push_back({const_cast<void*>(attachment.data()), attachment.size()});
+  }
+  msghdr message{};
+  message.msg_iov = parts.data();
+  message.msg_iovlen = std::min<std::size_t>(parts.size(), IOV_MAX);
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  std::size_t first = skip_sent(parts, 0, static_cast<std::size_t>(n));
+  if (first < parts.size()) {
+    // Begun: the rest must follow. A failure here is the worker's end, which its reader sees.
+    (void)send_parts(fd, std::vector<iovec>(parts.begin() + static_cast<std::ptrdiff_t>(first), parts.end()), -1);
+  }
+  return true;
+}
+
+std::optional<std::pair<WireMessage, std::size_t>> parse_whole_message(std::string_view bytes) {
+  if (bytes.size() < kPrefixBytes) return std::nullopt;
+  auto prefix = parse_prefix(bytes.substr(0, kPrefixBytes));
+  if (!prefix) return std::nullopt;
+  std::size_t at = kPrefixBytes + 8ull * prefix->attachments;
+  if (bytes.size() < at) return std::nullopt;
+  auto lengths = parse_lengths(bytes.substr(kPrefixBytes, at - kPrefixBytes), prefix->attachments);
+  if (!lengths) return std::nullopt;
+  std::size_t end = at + prefix->body_bytes;
+  for (std::uint64_t length : *lengths) {
+    if (length & kInMemfd) return std::nullopt;
+    end += length;
+  }
+  if (bytes.size() < end) return std::nullopt;
+  auto body = rpc::decode_body(bytes.substr(at, prefix->body_bytes), kMaxBodyBytes);
+  if (!body) return std::nullopt;
+  WireMessage message;
+  message.body = std::move(*body);
+  at += prefix->body_bytes;
+  for (std::uint64_t length : *lengths) {
+    message.attachments.emplace_back(bytes.data() + at, static_cast<std::size_t>(length));
+    at += length;
+  }
+  return std::make_pair(std::move(message), end);
 }
 
 Result<std::optional<WireMessage>> read_message(int fd, int abort_fd, std::shared_ptr<ReleaseList> unmapped) {

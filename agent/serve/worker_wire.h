@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -50,6 +51,7 @@ class ReleaseList {
  public:
   void add(FileId id);
   std::vector<FileId> take();
+  bool empty();
 
  private:
   std::mutex mutex_;
@@ -95,6 +97,18 @@ Result<std::vector<std::uint64_t>> parse_lengths(std::string_view bytes, std::ui
 // stays within the extent), else into a fresh memfd sealed for good.
 Status write_message(int fd, const nlohmann::json& body, const std::vector<zmq::message_t>& attachments = {},
                      const MemfdTarget* target = nullptr);
+
+// Writes one whole message whose attachments are all small (under the memfd
+// threshold) without waiting for room: false, with nothing written, when the
+// socket's buffer lacks room for it or the write fails. (A write the kernel
+// cuts short anyway is finished, blocking.) For a thread that must not block.
+bool try_write_message(int fd, const nlohmann::json& body, const std::vector<zmq::message_t>& attachments = {});
+
+// A whole message at the start of bytes (peeked from a channel) with no
+// attachment in a memfd, and the bytes it takes; nullopt when bytes begin with
+// no such message (not whole yet, in a memfd, malformed): read_message then
+// reads it, or says what is wrong with it.
+std::optional<std::pair<WireMessage, std::size_t>> parse_whole_message(std::string_view bytes);
 
 // Reads one message, blocking. Returns nullopt on end of file before a
 // message began, or when abort_fd (>= 0) becomes readable while waiting.

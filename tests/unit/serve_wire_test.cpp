@@ -183,7 +183,9 @@ TEST(ServeWire, AReusedMemfdCarriesOnlyTheNewMessage) {
     (*got)->attachments.clear();
     auto released = unmapped->take();  // its last frame gone: the memfd is named for "released"
     EXPECT_EQ(released.size(), 1u);
-    if (!released.empty()) EXPECT_EQ(released[0], lease->slot->id);
+    if (!released.empty()) {
+      EXPECT_EQ(released[0], lease->slot->id);
+    }
   };
   send('a', 3 << 20);
   send('b', (1 << 20) + 10);
@@ -197,6 +199,78 @@ TEST(ServeWire, AReusedMemfdCarriesOnlyTheNewMessage) {
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[1], (FileId{3, 4}));
   EXPECT_TRUE(released_files({{"files", {"junk", {1}}}}).empty());
+}
+
+TEST(ServeWire, ASmallMessageIsWrittenWithoutWaitingAndParsedWholeFromPeekedBytes) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Fd a(sv[0]), b(sv[1]);
+  std::vector<zmq::message_t> attachments;
+  attachments.emplace_back("abc", 3);
+  attachments.emplace_back();
+  nlohmann::json body = {{"op", "result"}, {"id", 9}, {"value", "v"}};
+  ASSERT_TRUE(try_write_message(a.get(), body, attachments));
+  ASSERT_TRUE(try_write_message(a.get(), {{"op", "released"}}));
+  std::string bytes(1 << 16, '\0');
+  ssize_t n = ::recv(b.get(), bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT);
+  ASSERT_GT(n, 0);
+  std::string_view peeked(bytes.data(), static_cast<std::size_t>(n));
+  auto first = parse_whole_message(peeked);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->first.body, body);
+  ASSERT_EQ(first->first.attachments.size(), 2u);
+  EXPECT_EQ(first->first.attachments[0].to_string(), "abc");
+  EXPECT_EQ(first->first.attachments[1].size(), 0u);
+  auto second = parse_whole_message(peeked.substr(first->second));
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->first.body["op"], "released");
+  EXPECT_EQ(first->second + second->second, peeked.size());  // the two messages, nothing else
+  // Every cut short of the whole first message is "not whole yet", never a message.
+  for (std::size_t cut = 0; cut < first->second; ++cut) EXPECT_FALSE(parse_whole_message(peeked.substr(0, cut))) << cut;
+}
+
+TEST(ServeWire, ParseWholeMessageLeavesMemfdsAndGarbageToReadMessage) {
+  std::string packed;
+  nlohmann::json::to_msgpack(nlohmann::json{{"op", "result"}}, packed);
+  std::string in_memfd = encode_prefix(packed.size(), {kMemfdThreshold | kInMemfd}) + packed;
+  EXPECT_FALSE(parse_whole_message(in_memfd));
+  std::string bad_body = encode_prefix(3, {}) + "\xc1\xc1\xc1";  // 0xc1 is never msgpack
+  EXPECT_FALSE(parse_whole_message(bad_body));
+  EXPECT_FALSE(parse_whole_message(encode_prefix(0, {}) + "x"));
+  EXPECT_FALSE(parse_whole_message(encode_prefix(1, {kMaxAttachmentBytes + 1}) + "x"));
+}
+
+TEST(ServeWire, TryWriteWritesNothingWhenTheBufferLacksRoomOrAnAttachmentIsLarge) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  Fd a(sv[0]), b(sv[1]);
+  std::vector<zmq::message_t> large;
+  large.emplace_back(std::string(kMemfdThreshold, 'z').data(), kMemfdThreshold);
+  EXPECT_FALSE(try_write_message(a.get(), {{"op", "call"}}, large));
+  char probe;
+  EXPECT_EQ(::recv(b.get(), &probe, 1, MSG_DONTWAIT), -1);  // nothing was written
+  // Fill a's buffer until the kernel refuses more, then a small message must not wait.
+  std::string chunk(4096, 'f');
+  std::size_t filled = 0;
+  while (true) {
+    ssize_t n = ::send(a.get(), chunk.data(), chunk.size(), MSG_DONTWAIT);
+    if (n <= 0) break;
+    filled += static_cast<std::size_t>(n);
+  }
+  ASSERT_GT(filled, 0u);
+  EXPECT_FALSE(try_write_message(a.get(), {{"op", "call"}, {"id", 1}}));
+  std::string drained(1 << 16, '\0');
+  std::size_t got = 0;
+  while (true) {
+    ssize_t n = ::recv(b.get(), drained.data(), drained.size(), MSG_DONTWAIT);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  EXPECT_EQ(got, filled);  // the filler alone: the refused message left no byte behind
+  EXPECT_TRUE(try_write_message(a.get(), {{"op", "call"}, {"id", 2}}));
+  auto read = read_message(b.get(), -1);
+  ASSERT_TRUE(read && read->has_value());
+  EXPECT_EQ((*read)->body["id"], 2);
 }
 
 TEST(ServeLogRing, KeepsTheLastBytesAndCountsTheDropped) {
