@@ -514,7 +514,7 @@ void Server::Impl::start_call(std::size_t socket, const std::string& routing_id,
   if (deadline) deadlines.emplace(*deadline, key);
 
   if (method->fast && try_fast_path(method->fast, call_context)) return;
-  auto run = [this, socket, routing_id, call_context, state, handler = &method->handler] {
+  auto run = [call_context, handler = &method->handler] {
     Result<nlohmann::json> result = run_handler(*handler, *call_context);
     call_context->answer(result);  // unless already answered: early, cancelled, deadline, shutdown
   };

@@ -11,7 +11,8 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames
-    fuzz_safetensors fuzz_tokenizer_json fuzz_chat_template fuzz_model_config fuzz_intervention_spec fuzz_mcp_messages)
+    fuzz_serve_wire fuzz_safetensors fuzz_tokenizer_json fuzz_chat_template fuzz_model_config fuzz_intervention_spec
+    fuzz_mcp_messages)
 fi
 
 cmake --preset fuzz >/dev/null
@@ -29,6 +30,7 @@ for target in "${targets[@]}"; do
     fuzz_dispatch) max_len=16384 ;;
     fuzz_extract) max_len=262144 ;;
     fuzz_executor_frames) max_len=60000 ;;
+    fuzz_serve_wire) max_len=65536 ;;
     fuzz_safetensors) max_len=8192 ;;
     fuzz_tokenizer_json) max_len=16384 ;;
     fuzz_chat_template) max_len=16384 ;;
