@@ -21,6 +21,11 @@
 #include "rpc/protocol.h"
 
 namespace gpubox::serve {
+
+// A shared read-only mapping of memfd's first length bytes (no more: the peer
+// chooses the file's size), prefaulted.
+Result<std::shared_ptr<MemfdMapping>> map_memfd(Fd memfd, FileId id, std::uint64_t length);
+
 namespace {
 
 // GPUBOX_SERVE_MEMFD_THRESHOLD (bytes) overrides kMemfdThreshold, for benchmarks of both paths.
@@ -107,31 +112,24 @@ Status read_rest(int fd, int abort_fd, void* into, std::size_t size) {
 
 std::uint64_t page_round(std::uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 
-// Shared by the frames mapped from one passed memfd: the last one to go
-// reports the memfd as released.
-struct Unmapped {
-  ~Unmapped() {
-    if (list) list->add(id);
+// One message's use of a memfd mapping, shared by the message's frames: once
+// the last of them is gone the memfd is reported released (the peer may
+// write it again).
+struct MessageUse {
+  ~MessageUse() {
+    if (list) list->add(mapping->id);
   }
+  std::shared_ptr<MemfdMapping> mapping;
   std::shared_ptr<ReleaseList> list;
-  FileId id;
 };
 
-struct MappedFrame {
-  std::size_t length;
-  std::shared_ptr<Unmapped> unmapped;
-};
+void drop_use(void*, void* hint) { delete static_cast<std::shared_ptr<MessageUse>*>(hint); }
 
-void unmap_frame(void* data, void* hint) {
-  auto* frame = static_cast<MappedFrame*>(hint);
-  ::munmap(data, frame->length);
-  delete frame;
-}
-
-// The passed memfd, checked: sealed against shrinking (the peer cannot
-// truncate it under a mapping, which would fault the agent) and long enough.
-Result<std::shared_ptr<Unmapped>> check_memfd(const std::vector<Fd>& passed, std::uint64_t needed,
-                                              std::shared_ptr<ReleaseList> list) {
+// The passed memfd, checked — sealed against shrinking (the peer cannot
+// truncate it under a mapping, which would fault the agent) and long enough —
+// and mapped: a reusable one (not sealed against writing: the peer's warm
+// memfd) through list, which keeps its mapping for the next message.
+Result<std::shared_ptr<MemfdMapping>> memfd_mapping(std::vector<Fd>& passed, std::uint64_t needed, ReleaseList* list) {
   if (passed.size() != 1) return Status(ErrorCode::invalid_request, "an attachment in a memfd came without exactly one memfd");
   int memfd = passed[0].get();
   int seals = ::fcntl(memfd, F_GET_SEALS);
@@ -142,19 +140,9 @@ Result<std::shared_ptr<Unmapped>> check_memfd(const std::vector<Fd>& passed, std
   if (::fstat(memfd, &info) != 0 || static_cast<std::uint64_t>(info.st_size) < needed) {
     return Status(ErrorCode::invalid_request, "the passed memfd is shorter than its attachments");
   }
-  auto unmapped = std::make_shared<Unmapped>();
-  unmapped->list = std::move(list);
-  unmapped->id = {static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino)};
-  return unmapped;
-}
-
-// A ZeroMQ frame on length bytes of the checked memfd at offset, mapped, not copied.
-Result<zmq::message_t> map_frame(int memfd, std::uint64_t offset, std::uint64_t length, std::shared_ptr<Unmapped> unmapped) {
-  if (length == 0) return zmq::message_t();
-  void* data = ::mmap(nullptr, length, PROT_READ, MAP_SHARED | MAP_POPULATE, memfd, static_cast<off_t>(offset));
-  if (data == MAP_FAILED) return Status::from_errno(errno, "serve: mapping a memfd");
-  auto* hint = new MappedFrame{static_cast<std::size_t>(length), std::move(unmapped)};
-  return zmq::message_t(data, length, unmap_frame, hint);
+  FileId id{static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino)};
+  if (list && !(seals & F_SEAL_WRITE)) return list->kept_mapping(std::move(passed[0]), id, needed);
+  return map_memfd(std::move(passed[0]), id, needed);
 }
 
 // Drops sent bytes from the front of parts[first...]; the first part not wholly sent.
@@ -197,6 +185,30 @@ Status send_parts(int fd, std::vector<iovec> parts, int passed) {
 }
 
 }  // namespace
+
+MemfdMapping::~MemfdMapping() { ::munmap(data, length); }
+
+Result<std::shared_ptr<MemfdMapping>> map_memfd(Fd memfd, FileId id, std::uint64_t length) {
+  length = std::max<std::uint64_t>(length, 1);
+  void* data = ::mmap(nullptr, length, PROT_READ, MAP_SHARED | MAP_POPULATE, memfd.get(), 0);
+  if (data == MAP_FAILED) return Status::from_errno(errno, "serve: mapping a memfd");
+  return std::make_shared<MemfdMapping>(std::move(memfd), id, static_cast<char*>(data), length);
+}
+
+Result<std::shared_ptr<MemfdMapping>> ReleaseList::kept_mapping(Fd memfd, FileId id, std::uint64_t needed) {
+  std::lock_guard lock(kept_mutex_);
+  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+    if (!((*it)->id == id)) continue;
+    if ((*it)->length >= needed) return *it;
+    kept_.erase(it);  // a message needs more of it: mapped again
+    break;
+  }
+  auto mapped = map_memfd(std::move(memfd), id, needed);
+  if (!mapped) return mapped.status();
+  kept_.push_back(*mapped);
+  if (kept_.size() > kKeptMappings) kept_.erase(kept_.begin());
+  return *mapped;
+}
 
 void ReleaseList::add(FileId id) {
   std::lock_guard lock(mutex_);
@@ -414,19 +426,25 @@ Result<std::optional<WireMessage>> read_message(int fd, int abort_fd, std::share
     needed = extent + (length & ~kInMemfd);
     extent = page_round(needed);
   }
-  std::shared_ptr<Unmapped> memfd;
+  std::shared_ptr<MessageUse> use;
   if (extent) {
-    auto checked = check_memfd(passed, needed, std::move(unmapped));
-    if (!checked) return checked.status();
-    memfd = std::move(*checked);
+    auto mapping = memfd_mapping(passed, needed, unmapped.get());
+    if (!mapping) return mapping.status();
+    use = std::make_shared<MessageUse>();  // in place: a copy's end would report the memfd released
+    use->mapping = std::move(*mapping);
+    use->list = std::move(unmapped);
   }
   std::uint64_t memfd_end = 0;
   for (std::uint64_t length : *lengths) {
     if (length & kInMemfd) {
       length &= ~kInMemfd;
-      auto frame = map_frame(passed[0].get(), memfd_end, length, memfd);
-      if (!frame) return frame.status();
-      message.attachments.push_back(std::move(*frame));
+      // A frame on the mapping's bytes, not a copy of them.
+      if (length) {
+        message.attachments.emplace_back(use->mapping->data + memfd_end, static_cast<std::size_t>(length), drop_use,
+                                         new std::shared_ptr<MessageUse>(use));
+      } else {
+        message.attachments.emplace_back();
+      }
       memfd_end = page_round(memfd_end + length);
       continue;
     }

@@ -254,6 +254,11 @@ TEST_F(ModelHostTest, AHungModeldIsKilledAndRestarted) {
   auto sleeping = c->stream("model.sleep", {{"ms", 120'000}}, patient);
   ASSERT_TRUE(sleeping);
   auto other = client();
+  // modeld has the call before it stops: else the call ends failing to reach it (under load), not with its end.
+  ASSERT_TRUE(wait_until([&] {
+    auto stats = other->call("model.stats", json::object(), waiting());
+    return stats && stats->value("calls", 0) >= 1;
+  }, kAnswer));
   // SIGSTOP: alive, but answering nothing, modeld.status included.
   auto stopped = other->call("proc.exec", {{"argv", {"kill", "-STOP", std::to_string(pid)}}}, waiting());
   ASSERT_TRUE(stopped) << stopped.status().to_string();

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -199,6 +200,79 @@ TEST(ServeWire, AReusedMemfdCarriesOnlyTheNewMessage) {
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[1], (FileId{3, 4}));
   EXPECT_TRUE(released_files({{"files", {"junk", {1}}}}).empty());
+}
+
+// How many mappings of memfds named name this process has (/proc/self/maps).
+int mappings_named(const std::string& name) {
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (!maps) return -1;
+  int count = 0;
+  char line[4096];
+  while (std::fgets(line, sizeof line, maps)) {
+    if (std::strstr(line, ("memfd:" + name).c_str())) ++count;
+  }
+  std::fclose(maps);
+  return count;
+}
+
+TEST(ServeWire, AWarmMemfdStaysMappedBetweenMessagesAndAOneOffDoesNot) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Fd a(sv[0]), b(sv[1]);
+  // The peer's warm memfd: sealed against shrinking only, so it is written again (and may grow).
+  Fd warm(::memfd_create("gpubox-test-warm", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  ASSERT_TRUE(warm.valid());
+  ASSERT_EQ(::ftruncate(warm.get(), 1 << 20), 0);
+  ASSERT_EQ(::fcntl(warm.get(), F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  auto list = std::make_shared<ReleaseList>();
+  auto send = [&](char fill, std::size_t size, const MemfdTarget* target) {
+    std::vector<zmq::message_t> attachments;
+    attachments.emplace_back(std::string(size, fill).data(), size);
+    std::thread writer([&] { EXPECT_TRUE(write_message(a.get(), {{"op", "result"}}, attachments, target)); });
+    auto got = read_message(b.get(), -1, list);
+    writer.join();
+    EXPECT_TRUE(got && got->has_value());
+    return got && got->has_value() ? std::move(**got) : WireMessage{};
+  };
+  auto map_target = [&](std::size_t size) {
+    void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, warm.get(), 0);
+    EXPECT_NE(data, MAP_FAILED);
+    return MemfdTarget{warm.get(), static_cast<char*>(data)};
+  };
+  MemfdTarget target = map_target(1 << 20);
+  const std::size_t size = 300 << 10;
+  auto first = send('a', size, &target);
+  ASSERT_EQ(first.attachments.size(), 1u);
+  const void* where = first.attachments[0].data();
+  EXPECT_EQ(first.attachments[0].to_string(), std::string(size, 'a'));
+  first.attachments.clear();
+  EXPECT_EQ(list->take().size(), 1u);  // released, though still mapped here
+  auto second = send('b', size, &target);
+  ASSERT_EQ(second.attachments.size(), 1u);
+  EXPECT_EQ(second.attachments[0].data(), where);  // the same mapping, not a new one
+  EXPECT_EQ(second.attachments[0].to_string(), std::string(size, 'b'));
+  second.attachments.clear();
+  EXPECT_EQ(mappings_named("gpubox-test-warm"), 2);  // the target here, and the kept one
+
+  // A message that needs more of it than is mapped: mapped again.
+  ASSERT_EQ(::ftruncate(warm.get(), 3 << 20), 0);
+  ::munmap(target.data, 1 << 20);
+  target = map_target(3 << 20);
+  auto grown = send('c', (2 << 20) + 5, &target);
+  ASSERT_EQ(grown.attachments.size(), 1u);
+  EXPECT_EQ(grown.attachments[0].to_string(), std::string((2 << 20) + 5, 'c'));
+  grown.attachments.clear();
+  EXPECT_EQ(mappings_named("gpubox-test-warm"), 2);
+  ::munmap(target.data, 3 << 20);
+
+  // A one-off memfd (write_message's own, sealed against writing) is mapped for its message alone.
+  auto once = send('d', size, nullptr);
+  EXPECT_EQ(mappings_named("gpubox-serve"), 1);
+  once.attachments.clear();
+  EXPECT_EQ(mappings_named("gpubox-serve"), 0);
+
+  list.reset();  // the reader is done with this peer: nothing of its memfds stays mapped
+  EXPECT_EQ(mappings_named("gpubox-test-warm"), 0);
 }
 
 TEST(ServeWire, ASmallMessageIsWrittenWithoutWaitingAndParsedWholeFromPeekedBytes) {
