@@ -18,6 +18,7 @@ seeds = {
     "released": message({"op": "released", "files": [[1, 2], [3, 4]]}),
     "in-memfd": message({"op": "result", "id": 5, "value": None}, lengths=[(256 << 10) | IN_MEMFD]),
     "cut-short": result[:-3],
+    "empty-in-memfd-no-fd": message({"op": "result", "ue": 13, "value": None}, lengths=[IN_MEMFD]),
     "nan": message({"op": "result", "id": 6, "value": float("nan")}),
     "body-not-msgpack": struct.pack("<II", 3, 0) + b"\xc1\xc1\xc1",
 }

@@ -88,6 +88,21 @@ TEST(ServeWire, GarbageAndTruncationAreErrors) {
   EXPECT_NE(truncated.status().message().find("middle of a message"), std::string::npos);
 }
 
+TEST(ServeWire, AnEmptyAttachmentFlaggedInAMemfdNeedsNoMemfd) {
+  // Found by fuzz_serve_wire: it used to index the (empty) list of passed memfds.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Fd a(sv[0]), b(sv[1]);
+  std::string packed;
+  nlohmann::json::to_msgpack(nlohmann::json{{"op", "result"}}, packed);
+  std::string bytes = encode_prefix(packed.size(), {kInMemfd}) + packed;
+  ASSERT_EQ(::write(a.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  auto got = read_message(b.get(), -1, std::make_shared<ReleaseList>());
+  ASSERT_TRUE(got && got->has_value()) << (got ? "end of file" : got.status().message());
+  ASSERT_EQ((*got)->attachments.size(), 1u);
+  EXPECT_EQ((*got)->attachments[0].size(), 0u);
+}
+
 TEST(ServeWire, AnUnsealedMemfdIsRefused) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
