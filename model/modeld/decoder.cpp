@@ -5,6 +5,8 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,6 +17,8 @@
 #include <tuple>
 #include <utility>
 #include <unistd.h>
+
+#include "model/modeld/cpu_linear.h"
 
 namespace gpubox::modeld {
 namespace {
@@ -145,6 +149,35 @@ class WeightBinder {
     field = std::move(bound_.value());      \
   } while (0)
 
+// x [.., in] times w (a Linear's [out, in] or a Conv1D's [in, out], by
+// layout) plus b, by CpuLinear where it applies (up to 8 rows of float32 or 4
+// of bfloat16 on a CPU with AVX-512, no gradient wanted; cpu_linear.h), else
+// undefined. GPUBOX_MODELD_LIBTORCH_LINEAR=1 leaves every product to LibTorch.
+Tensor native_linear(const Tensor& x, const Tensor& w, const Tensor& b, WeightLayout layout) {
+  static const bool enabled = [] {
+    const char* libtorch = std::getenv("GPUBOX_MODELD_LIBTORCH_LINEAR");
+    return cpu_linear_available() && !(libtorch && std::strcmp(libtorch, "1") == 0);
+  }();
+  if (!enabled || !x.device().is_cpu() || w.dim() != 2 || !w.is_contiguous()) return {};
+  c10::ScalarType type = x.scalar_type();
+  if ((type != at::kFloat && type != at::kBFloat16) || w.scalar_type() != type) return {};
+  if (b.defined() && (b.scalar_type() != type || !b.is_contiguous())) return {};
+  auto element = type == at::kFloat ? LinearElement::float32 : LinearElement::bfloat16;
+  bool out_in = layout == WeightLayout::out_in;
+  std::int64_t in = w.size(out_in ? 1 : 0), out = w.size(out_in ? 0 : 1);
+  std::int64_t rows = in > 0 ? x.numel() / in : 0;
+  if (rows < 1 || rows > cpu_linear_rows_worth_it(element) || x.size(-1) != in) return {};
+  bool grad = x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad());
+  if (grad && at::GradMode::is_enabled()) return {};
+  Tensor input = x.contiguous();
+  auto shape = x.sizes().vec();
+  shape.back() = out;
+  Tensor y = at::empty(shape, x.options());
+  const void* bias = b.defined() ? b.data_ptr() : nullptr;
+  cpu_linear({element, input.data_ptr(), layout, w.data_ptr(), bias, y.data_ptr(), rows, in, out});
+  return y;
+}
+
 Tensor rotate_half(const Tensor& x) {
   auto halves = x.chunk(2, -1);
   return at::cat({-halves[1], halves[0]}, -1);
@@ -243,6 +276,8 @@ struct Decoder::Weights {
 
   // x [.., in] times a Linear weight [out, in] (or a Conv1D weight [in, out]) plus bias.
   Tensor project(const Tensor& x, const Tensor& w, const Tensor& b) const {
+    WeightLayout layout = arch.fused_conv1d ? WeightLayout::in_out : WeightLayout::out_in;
+    if (Tensor y = native_linear(x, w, b, layout); y.defined()) return y;
     if (arch.fused_conv1d) {
       auto shape = x.sizes().vec();
       shape.back() = w.size(1);
@@ -517,7 +552,8 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
   if (cache) cache->length += tokens;
   if (last_only) h = h.narrow(1, tokens - 1, 1);
   h = w.hooked_norm(hooks, HookPoint::ln_final_normalized, -1, h, w.final_w, w.final_b);
-  Tensor logits = at::linear(h, w.lm_head);
+  Tensor logits = native_linear(h, w.lm_head, Tensor(), WeightLayout::out_in);
+  if (!logits.defined()) logits = at::linear(h, w.lm_head);
   if (arch.final_softcap) logits = at::tanh(logits / *arch.final_softcap) * *arch.final_softcap;
   w.hook(hooks, HookPoint::logits, -1, logits);
   return logits;

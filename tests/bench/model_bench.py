@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Model bench: gpubox-modeld beside Hugging Face transformers' eager mode on
 the same random Llama-architecture checkpoint (about 1 GB in float32, made once
-with transformers and cached), figures side by side from one run, with the
+with transformers and cached; --arch gpt2: GPT-2 small's shapes), figures side by side from one run, with the
 ratio. Each round is repeated --repeat times; the table shows the median and,
 in brackets, the spread (min-max) as the noise.
 
@@ -31,7 +31,7 @@ in brackets, the spread (min-max) as the noise.
 Threads: modeld uses LibTorch's default intra-op thread count (the
 machine's cores); this process sets torch.set_num_threads to the same.
 
-usage: build/venv/bin/python tests/bench/model_bench.py [--repeat 3]
+usage: build/venv/bin/python tests/bench/model_bench.py [--repeat 3] [--arch llama|gpt2]
          [--device cpu|cuda] [--dtype float32|bfloat16] [--json FILE]
 """
 import argparse
@@ -55,15 +55,21 @@ from modeld_process import connect_when_bound as connect  # noqa: E402
 CONFIG = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
               num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=2048,
               bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+# --arch gpt2: GPT-2 small's shapes (124 M parameters, 0.5 GB in float32; Conv1D weights, tied head).
+GPT2_CONFIG = dict(vocab_size=50257, n_embd=768, n_layer=12, n_head=12, n_positions=1024,
+                   bos_token_id=50256, eos_token_id=50256)
 FIRST_IDS = [1, 306, 4658, 278, 6593, 310, 2834, 338]
 
 
-def make_model(directory, layers):
+def make_model(directory, arch, layers):
     """The cached checkpoint (random weights, save_pretrained); made on first use."""
     if os.path.exists(os.path.join(directory, "config.json")):
         return directory
     torch.manual_seed(0)
-    model = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(CONFIG, num_hidden_layers=layers))).eval()
+    if arch == "gpt2":
+        model = tf.GPT2LMHeadModel(tf.GPT2Config(**GPT2_CONFIG)).eval()
+    else:
+        model = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(CONFIG, num_hidden_layers=layers))).eval()
     with torch.no_grad():  # random norms too, so nothing is an identity by accident
         for name, p in model.named_parameters():
             if p.dim() == 1:
@@ -252,6 +258,9 @@ def main():
     parser.add_argument("--modeld", default=os.path.join(ROOT, "build", "bin", "gpubox-modeld"))
     parser.add_argument("--model-dir", help="where the checkpoint is cached (default build/bench-models/llama-1gb, "
                         "or llama-LAYERSl with --layers)")
+    parser.add_argument("--arch", default="llama", choices=["llama", "gpt2"],
+                        help="the checkpoint's architecture (default llama; gpt2: GPT-2 small's shapes, "
+                        "build/bench-models/gpt2-small)")
     parser.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"],
                         help="a smaller model for a quick check (default %d: 1.02 GB in float32)" % CONFIG["num_hidden_layers"])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
@@ -261,9 +270,11 @@ def main():
     torch.set_num_threads(args.threads)
     if not args.model_dir:
         name = "llama-1gb" if args.layers == CONFIG["num_hidden_layers"] else "llama-%dl" % args.layers
+        if args.arch == "gpt2":
+            name = "gpt2-small"
         args.model_dir = os.path.join(ROOT, "build", "bench-models", name)
     os.makedirs(os.path.dirname(args.model_dir), exist_ok=True)
-    make_model(args.model_dir, args.layers)
+    make_model(args.model_dir, args.arch, args.layers)
     files = weight_files(args.model_dir)
     weight_bytes = sum(os.path.getsize(f) for f in files)
     cat_seconds(files)  # page cache warm for every round
@@ -286,8 +297,8 @@ def main():
         m, lo, hi = med(key)
         return "%.3g %s (%.3g–%.3g)" % (m, unit, lo, hi)
 
-    print("gpubox-modeld vs transformers %s, %s %s, %d threads, %.2f GB of weights (%d files), %d rounds, median (min–max)"
-          % (tf.__version__, args.device, args.dtype, args.threads, weight_bytes / 1e9, len(files), args.repeat))
+    print("%s: gpubox-modeld vs transformers %s, %s %s, %d threads, %.2f GB of weights (%d files), %d rounds, median (min–max)"
+          % (os.path.basename(args.model_dir), tf.__version__, args.device, args.dtype, args.threads, weight_bytes / 1e9, len(files), args.repeat))
     print("load averages at each round's start: %s" % ", ".join("%.2f" % r["loadavg"] for r in rounds))
     rows = [
         ("load to first logits", "modeld_load_s", "hf_load_s", "s", False),

@@ -1,0 +1,148 @@
+// CpuLinear against a double-precision product of the same inputs: both
+// weight layouts, float32 and bfloat16, every row count it takes, widths
+// around the 16-lane, block and task edges, with and without bias, on one
+// thread and on several.
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <cmath>
+#include <cstdint>
+#include <gtest/gtest.h>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/modeld/cpu_linear.h"
+
+namespace gpubox::modeld {
+namespace {
+
+struct Shape {
+  std::int64_t in, out;
+};
+
+struct Case {
+  std::int64_t rows;
+  Shape shape;
+  WeightLayout layout;
+  bool bfloat16, with_bias;
+};
+
+// W[o][k] of the problem's weight in either layout.
+float weight_at(const std::vector<float>& w, const Case& c, std::int64_t o, std::int64_t k) {
+  auto index = c.layout == WeightLayout::out_in ? o * c.shape.in + k : k * c.shape.out + o;
+  return w[static_cast<std::size_t>(index)];
+}
+
+// Inputs of one problem in float32 (bfloat16's values exactly, for bfloat16).
+struct Inputs {
+  std::vector<float> x, w, bias;
+};
+
+Inputs random_inputs(std::int64_t rows, Shape shape, bool bfloat16, unsigned seed) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  auto fill = [&](std::int64_t n) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (float& value : v) value = bfloat16 ? static_cast<float>(c10::BFloat16(uniform(random))) : uniform(random);
+    return v;
+  };
+  return {fill(rows * shape.in), fill(shape.out * shape.in), fill(shape.out)};
+}
+
+// y from the kernel, as float32.
+std::vector<float> run_kernel(const Inputs& in, const Case& c) {
+  std::vector<float> y(static_cast<std::size_t>(c.rows * c.shape.out));
+  if (!c.bfloat16) {
+    cpu_linear({LinearElement::float32, in.x.data(), c.layout, in.w.data(), c.with_bias ? in.bias.data() : nullptr,
+                y.data(), c.rows, c.shape.in, c.shape.out});
+    return y;
+  }
+  auto narrow = [](const std::vector<float>& v) { return std::vector<c10::BFloat16>(v.begin(), v.end()); };
+  std::vector<c10::BFloat16> x = narrow(in.x), w = narrow(in.w), bias = narrow(in.bias), out(y.size());
+  cpu_linear({LinearElement::bfloat16, x.data(), c.layout, w.data(), c.with_bias ? bias.data() : nullptr, out.data(),
+              c.rows, c.shape.in, c.shape.out});
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(out[i]);
+  return y;
+}
+
+// Every output against the product in double. Tolerance: float32 sums of
+// `in` products in 16 lanes then across the lanes err by at most about
+// (in / 16 + 16) float32 roundings of the sum of the products' magnitudes;
+// bfloat16 adds the output's own rounding, half a unit in its 8th bit. (The
+// [in, out] layout sums 4 products at a time into partial sums of 256 rows,
+// then those: fewer roundings still.)
+void expect_close(const Inputs& in, const std::vector<float>& y, const Case& c) {
+  const double eps = std::numeric_limits<float>::epsilon();
+  for (std::int64_t m = 0; m < c.rows; ++m) {
+    for (std::int64_t o = 0; o < c.shape.out; ++o) {
+      double exact = c.with_bias ? static_cast<double>(in.bias[static_cast<std::size_t>(o)]) : 0.0;
+      double magnitude = std::fabs(exact);
+      for (std::int64_t k = 0; k < c.shape.in; ++k) {
+        double term = static_cast<double>(in.x[static_cast<std::size_t>(m * c.shape.in + k)]) *
+                      static_cast<double>(weight_at(in.w, c, o, k));
+        exact += term;
+        magnitude += std::fabs(term);
+      }
+      double tolerance = (static_cast<double>(c.shape.in) / 16 + 17) * eps * magnitude;
+      if (c.bfloat16) tolerance += std::ldexp(std::fabs(exact), -8);
+      double got = y[static_cast<std::size_t>(m * c.shape.out + o)];
+      ASSERT_NEAR(got, exact, tolerance) << (c.layout == WeightLayout::out_in ? "[out, in]" : "[in, out]")
+                                         << (c.bfloat16 ? " bfloat16" : " float32") << ", rows " << c.rows
+                                         << ", in " << c.shape.in << ", out " << c.shape.out << ", row " << m
+                                         << ", output " << o;
+    }
+  }
+}
+
+class CpuLinearTest : public ::testing::TestWithParam<WeightLayout> {
+ protected:
+  void SetUp() override {
+    if (!cpu_linear_available()) GTEST_SKIP() << "this CPU lacks AVX-512 F/BW/VL";
+  }
+  void check_every_shape(bool bfloat16) {
+    const std::vector<Shape> shapes = {{1, 1},   {15, 7},   {16, 4},    {17, 13},  {33, 48},
+                                       {64, 49}, {100, 97}, {1024, 200}, {517, 31}};
+    for (std::int64_t rows = 1; rows <= kCpuLinearMaxRows; ++rows) {
+      for (Shape shape : shapes) {
+        for (bool with_bias : {false, true}) {
+          Case c{rows, shape, GetParam(), bfloat16, with_bias};
+          Inputs in = random_inputs(rows, shape, bfloat16, static_cast<unsigned>(rows * 131 + shape.in));
+          expect_close(in, run_kernel(in, c), c);
+        }
+      }
+    }
+  }
+};
+
+TEST_P(CpuLinearTest, Float32MatchesTheProductInDouble) { check_every_shape(false); }
+
+TEST_P(CpuLinearTest, Bfloat16MatchesTheProductInDouble) { check_every_shape(true); }
+
+// A product large enough to be split across threads: right, and the same
+// bits as on one thread (each output is one thread's, or its partial sums
+// are added in one order, whatever the split).
+TEST_P(CpuLinearTest, SplitAcrossThreadsGivesTheSameBits) {
+  for (std::int64_t rows : {1, 8}) {
+    Case c{rows, {1000, 3001}, GetParam(), false, true};
+    Inputs in = random_inputs(rows, c.shape, false, 7);
+    int threads = at::get_num_threads();
+    at::set_num_threads(1);
+    std::vector<float> alone = run_kernel(in, c);
+    at::set_num_threads(std::max(threads, 2));
+    std::vector<float> split = run_kernel(in, c);
+    at::set_num_threads(threads);
+    EXPECT_EQ(alone, split) << "rows " << rows;
+    expect_close(in, split, c);
+  }
+}
+
+std::string layout_name(const ::testing::TestParamInfo<WeightLayout>& param_info) {
+  return param_info.param == WeightLayout::out_in ? "OutIn" : "InOut";
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CpuLinearTest, ::testing::Values(WeightLayout::out_in, WeightLayout::in_out),
+                         layout_name);
+
+}  // namespace
+}  // namespace gpubox::modeld
