@@ -21,11 +21,6 @@
 #include "rpc/protocol.h"
 
 namespace gpubox::serve {
-
-// A shared read-only mapping of memfd's first length bytes (no more: the peer
-// chooses the file's size), prefaulted.
-Result<std::shared_ptr<MemfdMapping>> map_memfd(Fd memfd, FileId id, std::uint64_t length);
-
 namespace {
 
 // GPUBOX_SERVE_MEMFD_THRESHOLD (bytes) overrides kMemfdThreshold, for benchmarks of both paths.
@@ -125,6 +120,15 @@ struct MessageUse {
 
 void drop_use(void*, void* hint) { delete static_cast<std::shared_ptr<MessageUse>*>(hint); }
 
+// A shared read-only mapping of memfd's first length bytes (no more: the peer
+// chooses the file's size), prefaulted.
+Result<std::shared_ptr<MemfdMapping>> map_memfd(Fd memfd, FileId id, std::uint64_t length) {
+  length = std::max<std::uint64_t>(length, 1);
+  void* data = ::mmap(nullptr, length, PROT_READ, MAP_SHARED | MAP_POPULATE, memfd.get(), 0);
+  if (data == MAP_FAILED) return Status::from_errno(errno, "serve: mapping a memfd");
+  return std::make_shared<MemfdMapping>(std::move(memfd), id, static_cast<char*>(data), length);
+}
+
 // The passed memfd, checked — sealed against shrinking (the peer cannot
 // truncate it under a mapping, which would fault the agent) and long enough —
 // and mapped: a reusable one (not sealed against writing: the peer's warm
@@ -187,13 +191,6 @@ Status send_parts(int fd, std::vector<iovec> parts, int passed) {
 }  // namespace
 
 MemfdMapping::~MemfdMapping() { ::munmap(data, length); }
-
-Result<std::shared_ptr<MemfdMapping>> map_memfd(Fd memfd, FileId id, std::uint64_t length) {
-  length = std::max<std::uint64_t>(length, 1);
-  void* data = ::mmap(nullptr, length, PROT_READ, MAP_SHARED | MAP_POPULATE, memfd.get(), 0);
-  if (data == MAP_FAILED) return Status::from_errno(errno, "serve: mapping a memfd");
-  return std::make_shared<MemfdMapping>(std::move(memfd), id, static_cast<char*>(data), length);
-}
 
 Result<std::shared_ptr<MemfdMapping>> ReleaseList::kept_mapping(Fd memfd, FileId id, std::uint64_t needed) {
   std::lock_guard lock(kept_mutex_);
