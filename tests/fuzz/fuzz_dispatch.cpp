@@ -214,10 +214,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > 16 * 1024) return -1;
   auto messages = fuzz::split_messages(data, size, 8, 8);
   std::set<std::uint64_t> called;
+  // Every id the server may answer to, a malformed header's included (peek_request_id).
+  std::set<std::uint64_t> answered;
   for (const auto& frames : messages) {
     std::vector<std::string> copy(frames.begin(), frames.end());
     // Remember what a CALL would start, so that it can be cancelled afterwards.
     if (auto header = rpc::decode_header(copy[0]); header && header->kind == rpc::Kind::call) called.insert(header->id);
+    answered.insert(rpc::peek_request_id(copy[0]));
     send(*harness->fuzzed, copy);
   }
   for (std::uint64_t id : called) {
@@ -226,9 +229,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     cancel.kind = rpc::Kind::cancel;
     send(*harness->fuzzed, {rpc::encode_header(cancel), rpc::encode_body(json::object())});
   }
-  // An id this input's CALLs did not use.
+  // An id none of this input's messages carried.
   std::uint64_t ping_id = UINT64_MAX;
-  while (called.count(ping_id)) --ping_id;
+  while (answered.count(ping_id)) --ping_id;
   ++harness->nonce;
   expect_pong(*harness->fuzzed, ping_id, harness->nonce);
   expect_pong(*harness->observer, 1, harness->nonce);
