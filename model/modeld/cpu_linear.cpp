@@ -2,6 +2,19 @@
 
 #include <cstdlib>
 
+namespace gpubox::modeld {
+
+const char* to_string(CpuLinearIsa isa) {
+  switch (isa) {
+    case CpuLinearIsa::avx512: return "avx512";
+    case CpuLinearIsa::avx2: return "avx2";
+    case CpuLinearIsa::none: break;
+  }
+  return "none";
+}
+
+}  // namespace gpubox::modeld
+
 #if defined(__x86_64__)
 
 #include <ATen/Parallel.h>
@@ -13,10 +26,7 @@
 namespace gpubox::modeld {
 namespace {
 
-#define GPUBOX_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-#define GPUBOX_AVX512_INLINE __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline
-
-// Weight rows [out, in] per task handed to a thread: a multiple of every block height below.
+// Weight rows [out, in] per task handed to a thread: a multiple of every block height.
 constexpr std::int64_t kTaskRows = 48;
 // Weight rows [in, out] per task (a multiple of 4).
 constexpr std::int64_t kTaskDepth = 256;
@@ -26,163 +36,129 @@ constexpr std::int64_t kMinThreadWork = 1 << 16;
 template <LinearElement E>
 using Element = std::conditional_t<E == LinearElement::float32, float, c10::BFloat16>;
 
-// 16 elements of a row from k on as float32; lanes outside mask are 0.
-template <LinearElement E>
-GPUBOX_AVX512_INLINE __m512 load16(const Element<E>* row, std::int64_t k, __mmask16 mask) {
-  if constexpr (E == LinearElement::float32) {
-    return _mm512_maskz_loadu_ps(mask, row + k);
-  } else {  // a bfloat16 is the high half of the float32 it stands for
-    __m256i half = _mm256_maskz_loadu_epi16(mask, row + k);
-    // (the zero-masking forms: GCC 12 warns of the plain forms' undefined temporaries)
-    __m512i widened = _mm512_maskz_cvtepu16_epi32(0xffff, half);
+namespace avx512 {
+
+#define GPUBOX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define GPUBOX_VEC GPUBOX_TARGET __attribute__((always_inline)) static inline
+
+// 16 float32 lanes; a tail is a mask. 32 registers: R x M sums of 4 x 2 or 3 x 8.
+struct Vec {
+  using V = __m512;
+  static constexpr int lanes = 16;
+  template <int M>
+  static constexpr int block_rows = M <= 2 ? 4 : 3;
+
+  GPUBOX_VEC __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1); }
+  GPUBOX_VEC V zero() { return _mm512_setzero_ps(); }
+  GPUBOX_VEC V broadcast(float f) { return _mm512_set1_ps(f); }
+  GPUBOX_VEC V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  GPUBOX_VEC V load(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+  GPUBOX_VEC void store(float* p, V v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+  // A bfloat16 is the high half of the float32 it stands for. (The zero-masking
+  // forms: GCC 12 warns of the plain forms' undefined temporaries.)
+  GPUBOX_VEC V load_bf16(const std::uint16_t* p, int n) {
+    __m512i widened = _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_maskz_loadu_epi16(mask(n), p));
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, widened, 16));
   }
-}
-
-// The sum of v's 16 lanes (GCC 12's _mm512_reduce_add_ps warns of its own undefined temporaries).
-GPUBOX_AVX512_INLINE float lane_sum(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  float sum = 0.0f;
-  for (float lane : lanes) sum += lane;
-  return sum;
-}
-
-// ---- Weights [out, in]: each output is one dot product of a weight row.
-
-// y[m][o + r] for the R weight rows from o on and the M rows of x (float32).
-template <LinearElement E, int M, int R>
-GPUBOX_AVX512 void dot_block(const LinearProblem& p, const float* x, std::int64_t o) {
-  const auto* weight = static_cast<const Element<E>*>(p.w);
-  const Element<E>* w[R];
-  __m512 acc[R][M];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    w[r] = weight + (o + r) * p.in;
-#pragma GCC unroll 8
-    for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
+  // In lane order (GCC 12's _mm512_reduce_add_ps warns of its own undefined temporaries).
+  GPUBOX_VEC float sum(V v) {
+    alignas(64) float lane[lanes];
+    _mm512_store_ps(lane, v);
+    float total = 0.0f;
+    for (float value : lane) total += value;
+    return total;
   }
-  const auto tail = static_cast<__mmask16>((1u << (p.in % 16)) - 1);
-  for (std::int64_t k = 0; k < p.in; k += 16) {
-    __mmask16 mask = k + 16 <= p.in ? static_cast<__mmask16>(0xffff) : tail;
-    __m512 weights[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) weights[r] = load16<E>(w[r], k, mask);
-#pragma GCC unroll 8
-    for (int m = 0; m < M; ++m) {
-      __m512 xs = _mm512_maskz_loadu_ps(mask, x + m * p.in + k);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r][m] = _mm512_fmadd_ps(weights[r], xs, acc[r][m]);
-    }
+};
+
+#include "model/modeld/cpu_linear_kernels.inc"
+
+#undef GPUBOX_VEC
+#undef GPUBOX_TARGET
+
+}  // namespace avx512
+
+namespace avx2 {
+
+#define GPUBOX_TARGET __attribute__((target("avx2,fma")))
+#define GPUBOX_VEC GPUBOX_TARGET __attribute__((always_inline)) static inline
+
+// 8 float32 lanes; a tail goes through masked moves (float32) or a zeroed
+// copy (bfloat16). 16 registers: R x M sums of at most 4 x 2, 3 x 3, 2 x 6, 1 x 8.
+struct Vec {
+  using V = __m256;
+  static constexpr int lanes = 8;
+  template <int M>
+  static constexpr int block_rows = M <= 2 ? 4 : M == 3 ? 3 : M <= 6 ? 2 : 1;
+
+  GPUBOX_VEC __m256i mask(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+  GPUBOX_VEC V zero() { return _mm256_setzero_ps(); }
+  GPUBOX_VEC V broadcast(float f) { return _mm256_set1_ps(f); }
+  GPUBOX_VEC V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  GPUBOX_VEC V load(const float* p, int n) { return n == lanes ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask(n)); }
+  GPUBOX_VEC void store(float* p, V v, int n) {
+    if (n == lanes) return _mm256_storeu_ps(p, v);
+    _mm256_maskstore_ps(p, mask(n), v);
   }
-  const auto* bias = static_cast<const Element<E>*>(p.bias);
-  auto* y = static_cast<Element<E>*>(p.y);
-  // Unrolled too: an accumulator indexed at run time anywhere would keep them all in memory.
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    float b = bias ? static_cast<float>(bias[o + r]) : 0.0f;
-#pragma GCC unroll 8
-    for (int m = 0; m < M; ++m) y[m * p.out + o + r] = Element<E>(lane_sum(acc[r][m]) + b);
+  GPUBOX_VEC V load_bf16(const std::uint16_t* p, int n) {
+    alignas(16) std::uint16_t tail[lanes] = {};
+    if (n != lanes) p = std::copy(p, p + n, tail) - n;
+    __m256i widened = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));  // NOLINT
+    return _mm256_castsi256_ps(_mm256_slli_epi32(widened, 16));
   }
-}
-
-// Threads split the weight rows, each output being one thread's: in blocks of
-// R rows (R x M sums fit the 32 vector registers beside the loads), the rest
-// one at a time.
-template <LinearElement E, int M>
-void out_in_product(const LinearProblem& p, const float* x) {
-  constexpr int R = M <= 2 ? 4 : 3;
-  std::int64_t tasks = (p.out + kTaskRows - 1) / kTaskRows;
-  std::int64_t grain = std::max<std::int64_t>(1, kMinThreadWork / (kTaskRows * p.in * M));
-  at::parallel_for(0, tasks, grain, [&](std::int64_t first, std::int64_t last) {
-    std::int64_t o = first * kTaskRows, end = std::min(p.out, last * kTaskRows);
-    for (; o + R <= end; o += R) dot_block<E, M, R>(p, x, o);
-    for (; o < end; ++o) dot_block<E, M, 1>(p, x, o);
-  });
-}
-
-// ---- Weights [in, out]: each output sums a column, so the weight is read
-// row by row, D rows at a time, into partial sums of all outputs.
-
-// part[m][:] += x[m][k + d] * W[k + d][:] for d < D.
-template <LinearElement E, int M, int D>
-GPUBOX_AVX512 void axpy_rows(const LinearProblem& p, const float* x, float* part, std::int64_t k) {
-  const auto* weight = static_cast<const Element<E>*>(p.w) + k * p.out;
-  for (std::int64_t c = 0; c < p.out; c += 16) {
-    auto mask = static_cast<__mmask16>(p.out - c >= 16 ? 0xffff : (1u << (p.out - c)) - 1);
-    __m512 w[D];
-#pragma GCC unroll 4
-    for (int d = 0; d < D; ++d) w[d] = load16<E>(weight + d * p.out, c, mask);
-#pragma GCC unroll 8
-    for (int m = 0; m < M; ++m) {
-      __m512 sum = _mm512_maskz_loadu_ps(mask, part + m * p.out + c);
-#pragma GCC unroll 4
-      for (int d = 0; d < D; ++d) sum = _mm512_fmadd_ps(_mm512_set1_ps(x[m * p.in + k + d]), w[d], sum);
-      _mm512_mask_storeu_ps(part + m * p.out + c, mask, sum);
-    }
+  GPUBOX_VEC float sum(V v) {  // in lane order
+    alignas(32) float lane[lanes];
+    _mm256_store_ps(lane, v);
+    float total = 0.0f;
+    for (float value : lane) total += value;
+    return total;
   }
-}
+};
 
-// Tasks of kTaskDepth weight rows, each into partial sums of its own, added
-// up in task order afterwards: the result does not depend on the thread count.
-template <LinearElement E, int M>
-void in_out_product(const LinearProblem& p, const float* x) {
-  std::int64_t tasks = (p.in + kTaskDepth - 1) / kTaskDepth, size = M * p.out;
-  std::vector<float> partials(static_cast<std::size_t>(tasks * size), 0.0f);
-  std::int64_t grain = std::max<std::int64_t>(1, kMinThreadWork / (kTaskDepth * p.out * M));
-  at::parallel_for(0, tasks, grain, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t task = first; task < last; ++task) {
-      float* part = partials.data() + task * size;
-      std::int64_t k = task * kTaskDepth, end = std::min(p.in, k + kTaskDepth);
-      for (; k + 4 <= end; k += 4) axpy_rows<E, M, 4>(p, x, part, k);
-      for (; k < end; ++k) axpy_rows<E, M, 1>(p, x, part, k);
-    }
-  });
-  const auto* bias = static_cast<const Element<E>*>(p.bias);
-  auto* y = static_cast<Element<E>*>(p.y);
-  for (std::int64_t i = 0; i < size; ++i) {
-    float sum = partials[static_cast<std::size_t>(i)];
-    for (std::int64_t task = 1; task < tasks; ++task) sum += partials[static_cast<std::size_t>(task * size + i)];
-    y[i] = Element<E>(bias ? sum + static_cast<float>(bias[i % p.out]) : sum);
+#include "model/modeld/cpu_linear_kernels.inc"
+
+#undef GPUBOX_VEC
+#undef GPUBOX_TARGET
+
+}  // namespace avx2
+
+CpuLinearIsa detect_isa() {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
+    return CpuLinearIsa::avx512;
   }
-}
-
-template <LinearElement E, int M>
-void run(const LinearProblem& p, const float* x) {
-  if (p.layout == WeightLayout::out_in) return out_in_product<E, M>(p, x);
-  in_out_product<E, M>(p, x);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuLinearIsa::avx2;
+  return CpuLinearIsa::none;
 }
 
 template <LinearElement E>
-void dispatch(const LinearProblem& p, const float* x) {
-  switch (p.rows) {
-    case 1: return run<E, 1>(p, x);
-    case 2: return run<E, 2>(p, x);
-    case 3: return run<E, 3>(p, x);
-    case 4: return run<E, 4>(p, x);
-    case 5: return run<E, 5>(p, x);
-    case 6: return run<E, 6>(p, x);
-    case 7: return run<E, 7>(p, x);
-    default: return run<E, 8>(p, x);
-  }
+void product(const LinearProblem& p, const float* x, CpuLinearIsa isa) {
+  if (isa == CpuLinearIsa::avx512) return avx512::product<E>(p, x);
+  if (isa == CpuLinearIsa::avx2) return avx2::product<E>(p, x);
+  std::abort();
 }
 
 }  // namespace
 
-bool cpu_linear_available() {
-  static const bool available =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return available;
+CpuLinearIsa cpu_linear_isa() {
+  static const CpuLinearIsa isa = detect_isa();
+  return isa;
 }
 
-void cpu_linear(const LinearProblem& problem) {
+bool cpu_linear_worth_it(LinearElement element, std::int64_t rows) {
+  if (rows < 1 || rows > kCpuLinearMaxRows) return false;
+  if (element == LinearElement::float32) return true;
+  static const bool avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+  if (avx512_bf16) return rows <= 4;
+  return cpu_linear_isa() == CpuLinearIsa::avx512 || rows >= 2;
+}
+
+void cpu_linear(const LinearProblem& problem, CpuLinearIsa isa) {
   if (problem.element == LinearElement::float32) {
-    return dispatch<LinearElement::float32>(problem, static_cast<const float*>(problem.x));
+    return product<LinearElement::float32>(problem, static_cast<const float*>(problem.x), isa);
   }
   // x is read once per weight row: widened to float32 once, up front.
   const auto* x = static_cast<const c10::BFloat16*>(problem.x);
   std::vector<float> widened(x, x + problem.rows * problem.in);
-  dispatch<LinearElement::bfloat16>(problem, widened.data());
+  product<LinearElement::bfloat16>(problem, widened.data(), isa);
 }
 
 }  // namespace gpubox::modeld
@@ -191,8 +167,9 @@ void cpu_linear(const LinearProblem& problem) {
 
 namespace gpubox::modeld {
 
-bool cpu_linear_available() { return false; }
-void cpu_linear(const LinearProblem&) { std::abort(); }
+CpuLinearIsa cpu_linear_isa() { return CpuLinearIsa::none; }
+bool cpu_linear_worth_it(LinearElement, std::int64_t) { return false; }
+void cpu_linear(const LinearProblem&, CpuLinearIsa) { std::abort(); }
 
 }  // namespace gpubox::modeld
 

@@ -1,7 +1,7 @@
 // CpuLinear: y = x W^T + b (a Linear's weight, [out, in]) or y = x W + b
 // (GPT-2's Conv1D, [in, out]) for a few rows of x (a decode step, a short
-// prompt) on an x86-64 CPU with AVX-512, reading the weights once for all rows
-// of x, split across LibTorch's intra-op threads. Where it applies, LibTorch's
+// prompt) on an x86-64 CPU with AVX-512 or AVX2 and FMA, reading the weights
+// once for all rows of x, split across LibTorch's intra-op threads. Where it applies, LibTorch's
 // own linear (MKL) reads the weights at half the memory bandwidth or less: its
 // matrix-vector product runs on one thread, and its products of 2 to 8 rows
 // take twice as long as one. Products, bias and sums in float32, each output
@@ -29,17 +29,21 @@ struct LinearProblem {
 
 inline constexpr std::int64_t kCpuLinearMaxRows = 8;
 
-// The most rows at which the kernel beats LibTorch's own product on the dev
-// VM (tests/bench/cpu_linear_bench.cpp): beyond 4 rows of bfloat16, oneDNN's
-// AVX512-BF16 products overtake it.
-inline std::int64_t cpu_linear_rows_worth_it(LinearElement element) {
-  return element == LinearElement::float32 ? kCpuLinearMaxRows : 4;
-}
+// Whether the kernel beats LibTorch's own product at this many rows
+// (tests/bench/cpu_linear_bench.cpp): always in float32; in bfloat16 up to 4
+// rows on a CPU with AVX512-BF16 (oneDNN's products overtake it beyond), from
+// 2 rows on a CPU with AVX2 only (LibTorch's one-row product is as fast).
+bool cpu_linear_worth_it(LinearElement element, std::int64_t rows);
 
-// Whether this CPU runs the kernel (AVX-512 F, BW and VL), decided once.
-bool cpu_linear_available();
+// The instruction sets the kernel is built for, in order: a CPU with one has the ones before.
+enum class CpuLinearIsa { none, avx2, avx512 };  // avx2: with FMA; avx512: F, BW, VL
 
-// REQUIRES: cpu_linear_available(); 1 <= rows <= kCpuLinearMaxRows; in, out >= 1.
-void cpu_linear(const LinearProblem& problem);
+// The best of them this CPU has, decided once; none: the kernel does not run here.
+CpuLinearIsa cpu_linear_isa();
+inline bool cpu_linear_available() { return cpu_linear_isa() != CpuLinearIsa::none; }
+const char* to_string(CpuLinearIsa isa);
+
+// REQUIRES: 1 <= rows <= kCpuLinearMaxRows; in, out >= 1; this CPU has isa (not none).
+void cpu_linear(const LinearProblem& problem, CpuLinearIsa isa = cpu_linear_isa());
 
 }  // namespace gpubox::modeld

@@ -150,8 +150,8 @@ class WeightBinder {
   } while (0)
 
 // x [.., in] times w (a Linear's [out, in] or a Conv1D's [in, out], by
-// layout) plus b, by CpuLinear where it applies (up to 8 rows of float32 or 4
-// of bfloat16 on a CPU with AVX-512, no gradient wanted; cpu_linear.h), else
+// layout) plus b, by CpuLinear where it applies (a few rows of float32 or
+// bfloat16 on a CPU with AVX-512 or AVX2, no gradient wanted; cpu_linear.h), else
 // undefined. GPUBOX_MODELD_LIBTORCH_LINEAR=1 leaves every product to LibTorch.
 Tensor native_linear(const Tensor& x, const Tensor& w, const Tensor& b, WeightLayout layout) {
   static const bool enabled = [] {
@@ -166,7 +166,7 @@ Tensor native_linear(const Tensor& x, const Tensor& w, const Tensor& b, WeightLa
   bool out_in = layout == WeightLayout::out_in;
   std::int64_t in = w.size(out_in ? 1 : 0), out = w.size(out_in ? 0 : 1);
   std::int64_t rows = in > 0 ? x.numel() / in : 0;
-  if (rows < 1 || rows > cpu_linear_rows_worth_it(element) || x.size(-1) != in) return {};
+  if (!cpu_linear_worth_it(element, rows) || x.size(-1) != in) return {};
   bool grad = x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad());
   if (grad && at::GradMode::is_enabled()) return {};
   Tensor input = x.contiguous();

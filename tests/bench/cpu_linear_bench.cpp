@@ -112,12 +112,12 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::max(1, std::atoi(argv[i + 1]));
   }
   if (!gpubox::modeld::cpu_linear_available()) {
-    std::fprintf(stderr, "this CPU lacks AVX-512 F/BW/VL: CpuLinear does not run here\n");
+    std::fprintf(stderr, "this CPU has neither AVX-512 (F, BW, VL) nor AVX2 with FMA: CpuLinear does not run here\n");
     return 1;
   }
   at::InferenceMode inference;
-  std::printf("CpuLinear vs LibTorch's linear, %d threads, median of %d passes over one decode step's linears\n",
-              at::get_num_threads(), rounds);
+  std::printf("CpuLinear (%s) vs LibTorch's linear, %d threads, median of %d passes over one decode step's linears\n",
+              to_string(gpubox::modeld::cpu_linear_isa()), at::get_num_threads(), rounds);
   std::printf("| model | dtype | rows | CpuLinear | LibTorch | LibTorch / CpuLinear |\n|---|---|---|---|---|---|\n");
   for (bool gpt2 : {false, true}) {
     for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {

@@ -1,5 +1,5 @@
-// CpuLinear against a double-precision product of the same inputs: both
-// weight layouts, float32 and bfloat16, every row count it takes, widths
+// CpuLinear against a double-precision product of the same inputs: each
+// instruction set this CPU has, both weight layouts, float32 and bfloat16, every row count it takes, widths
 // around the 16-lane, block and task edges, with and without bias, on one
 // thread and on several.
 #include <ATen/Parallel.h>
@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/modeld/cpu_linear.h"
@@ -26,6 +27,7 @@ struct Case {
   Shape shape;
   WeightLayout layout;
   bool bfloat16, with_bias;
+  CpuLinearIsa isa;
 };
 
 // W[o][k] of the problem's weight in either layout.
@@ -55,20 +57,22 @@ std::vector<float> run_kernel(const Inputs& in, const Case& c) {
   std::vector<float> y(static_cast<std::size_t>(c.rows * c.shape.out));
   if (!c.bfloat16) {
     cpu_linear({LinearElement::float32, in.x.data(), c.layout, in.w.data(), c.with_bias ? in.bias.data() : nullptr,
-                y.data(), c.rows, c.shape.in, c.shape.out});
+                y.data(), c.rows, c.shape.in, c.shape.out},
+               c.isa);
     return y;
   }
   auto narrow = [](const std::vector<float>& v) { return std::vector<c10::BFloat16>(v.begin(), v.end()); };
   std::vector<c10::BFloat16> x = narrow(in.x), w = narrow(in.w), bias = narrow(in.bias), out(y.size());
   cpu_linear({LinearElement::bfloat16, x.data(), c.layout, w.data(), c.with_bias ? bias.data() : nullptr, out.data(),
-              c.rows, c.shape.in, c.shape.out});
+              c.rows, c.shape.in, c.shape.out},
+             c.isa);
   for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(out[i]);
   return y;
 }
 
 // Every output against the product in double. Tolerance: float32 sums of
-// `in` products in 16 lanes then across the lanes err by at most about
-// (in / 16 + 16) float32 roundings of the sum of the products' magnitudes;
+// `in` products in 16 lanes (AVX2: 8) then across the lanes err by at most
+// about (in / 8 + 16) float32 roundings of the sum of the products' magnitudes;
 // bfloat16 adds the output's own rounding, half a unit in its 8th bit. (The
 // [in, out] layout sums 4 products at a time into partial sums of 256 rows,
 // then those: fewer roundings still.)
@@ -84,7 +88,7 @@ void expect_close(const Inputs& in, const std::vector<float>& y, const Case& c) 
         exact += term;
         magnitude += std::fabs(term);
       }
-      double tolerance = (static_cast<double>(c.shape.in) / 16 + 17) * eps * magnitude;
+      double tolerance = (static_cast<double>(c.shape.in) / 8 + 17) * eps * magnitude;
       if (c.bfloat16) tolerance += std::ldexp(std::fabs(exact), -8);
       double got = y[static_cast<std::size_t>(m * c.shape.out + o)];
       ASSERT_NEAR(got, exact, tolerance) << (c.layout == WeightLayout::out_in ? "[out, in]" : "[in, out]")
@@ -95,18 +99,22 @@ void expect_close(const Inputs& in, const std::vector<float>& y, const Case& c) 
   }
 }
 
-class CpuLinearTest : public ::testing::TestWithParam<WeightLayout> {
+using Param = std::tuple<WeightLayout, CpuLinearIsa>;
+
+class CpuLinearTest : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    if (!cpu_linear_available()) GTEST_SKIP() << "this CPU lacks AVX-512 F/BW/VL";
+    if (isa() > cpu_linear_isa()) GTEST_SKIP() << "this CPU lacks " << to_string(isa());
   }
+  static WeightLayout layout() { return std::get<0>(GetParam()); }
+  static CpuLinearIsa isa() { return std::get<1>(GetParam()); }
   void check_every_shape(bool bfloat16) {
     const std::vector<Shape> shapes = {{1, 1},   {15, 7},   {16, 4},    {17, 13},  {33, 48},
                                        {64, 49}, {100, 97}, {1024, 200}, {517, 31}};
     for (std::int64_t rows = 1; rows <= kCpuLinearMaxRows; ++rows) {
       for (Shape shape : shapes) {
         for (bool with_bias : {false, true}) {
-          Case c{rows, shape, GetParam(), bfloat16, with_bias};
+          Case c{rows, shape, layout(), bfloat16, with_bias, isa()};
           Inputs in = random_inputs(rows, shape, bfloat16, static_cast<unsigned>(rows * 131 + shape.in));
           expect_close(in, run_kernel(in, c), c);
         }
@@ -124,7 +132,7 @@ TEST_P(CpuLinearTest, Bfloat16MatchesTheProductInDouble) { check_every_shape(tru
 // are added in one order, whatever the split).
 TEST_P(CpuLinearTest, SplitAcrossThreadsGivesTheSameBits) {
   for (std::int64_t rows : {1, 8}) {
-    Case c{rows, {1000, 3001}, GetParam(), false, true};
+    Case c{rows, {1000, 3001}, layout(), false, true, isa()};
     Inputs in = random_inputs(rows, c.shape, false, 7);
     int threads = at::get_num_threads();
     at::set_num_threads(1);
@@ -137,12 +145,15 @@ TEST_P(CpuLinearTest, SplitAcrossThreadsGivesTheSameBits) {
   }
 }
 
-std::string layout_name(const ::testing::TestParamInfo<WeightLayout>& param_info) {
-  return param_info.param == WeightLayout::out_in ? "OutIn" : "InOut";
+std::string param_name(const ::testing::TestParamInfo<Param>& param_info) {
+  return std::string(std::get<0>(param_info.param) == WeightLayout::out_in ? "OutIn" : "InOut") + "_" +
+         to_string(std::get<1>(param_info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, CpuLinearTest, ::testing::Values(WeightLayout::out_in, WeightLayout::in_out),
-                         layout_name);
+INSTANTIATE_TEST_SUITE_P(LayoutsAndIsas, CpuLinearTest,
+                         ::testing::Combine(::testing::Values(WeightLayout::out_in, WeightLayout::in_out),
+                                            ::testing::Values(CpuLinearIsa::avx2, CpuLinearIsa::avx512)),
+                         param_name);
 
 }  // namespace
 }  // namespace gpubox::modeld
