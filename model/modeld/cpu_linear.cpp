@@ -60,14 +60,6 @@ struct Vec {
     __m512i widened = _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_maskz_loadu_epi16(mask(n), p));
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, widened, 16));
   }
-  // In lane order (GCC 12's _mm512_reduce_add_ps warns of its own undefined temporaries).
-  GPUBOX_VEC float sum(V v) {
-    alignas(64) float lane[lanes];
-    _mm512_store_ps(lane, v);
-    float total = 0.0f;
-    for (float value : lane) total += value;
-    return total;
-  }
 };
 
 #include "model/modeld/cpu_linear_kernels.inc"
@@ -90,7 +82,9 @@ struct Vec {
   template <int M>
   static constexpr int block_rows = M <= 2 ? 4 : M == 3 ? 3 : M <= 6 ? 2 : 1;
 
-  GPUBOX_VEC __m256i mask(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+  GPUBOX_VEC __m256i mask(int n) {  // lanes below n
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
   GPUBOX_VEC V zero() { return _mm256_setzero_ps(); }
   GPUBOX_VEC V broadcast(float f) { return _mm256_set1_ps(f); }
   GPUBOX_VEC V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
@@ -101,16 +95,12 @@ struct Vec {
   }
   GPUBOX_VEC V load_bf16(const std::uint16_t* p, int n) {
     alignas(16) std::uint16_t tail[lanes] = {};
-    if (n != lanes) p = std::copy(p, p + n, tail) - n;
+    if (n != lanes) {
+      std::copy(p, p + n, tail);
+      p = tail;
+    }
     __m256i widened = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));  // NOLINT
     return _mm256_castsi256_ps(_mm256_slli_epi32(widened, 16));
-  }
-  GPUBOX_VEC float sum(V v) {  // in lane order
-    alignas(32) float lane[lanes];
-    _mm256_store_ps(lane, v);
-    float total = 0.0f;
-    for (float value : lane) total += value;
-    return total;
   }
 };
 

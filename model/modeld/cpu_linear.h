@@ -1,12 +1,12 @@
 // CpuLinear: y = x W^T + b (a Linear's weight, [out, in]) or y = x W + b
 // (GPT-2's Conv1D, [in, out]) for a few rows of x (a decode step, a short
 // prompt) on an x86-64 CPU with AVX-512 or AVX2 and FMA, reading the weights
-// once for all rows of x, split across LibTorch's intra-op threads. Where it applies, LibTorch's
-// own linear (MKL) reads the weights at half the memory bandwidth or less: its
-// matrix-vector product runs on one thread, and its products of 2 to 8 rows
-// take twice as long as one. Products, bias and sums in float32, each output
-// rounded once (to bfloat16 for bfloat16); the result does not depend on the
-// number of threads.
+// once for all rows of x, split across LibTorch's intra-op threads. Where it
+// applies, LibTorch's own linear (MKL) reads the weights at half the memory
+// bandwidth or less: its matrix-vector product runs on one thread, and its
+// products of 2 to 8 rows take twice as long as one. Products, bias and sums
+// in float32, each output rounded once (to bfloat16 for bfloat16); the result
+// does not depend on the number of threads.
 // No ATen types: the decoder decides where it applies (decoder.cpp).
 #pragma once
 
@@ -29,10 +29,11 @@ struct LinearProblem {
 
 inline constexpr std::int64_t kCpuLinearMaxRows = 8;
 
-// Whether the kernel beats LibTorch's own product at this many rows
-// (tests/bench/cpu_linear_bench.cpp): always in float32; in bfloat16 up to 4
-// rows on a CPU with AVX512-BF16 (oneDNN's products overtake it beyond), from
-// 2 rows on a CPU with AVX2 only (LibTorch's one-row product is as fast).
+// Whether the kernel takes a product of this many rows: those where it beat
+// LibTorch's own product (tests/bench/cpu_linear_bench.cpp). Always in
+// float32. In bfloat16: up to 4 rows on a CPU with AVX512-BF16 (oneDNN's
+// products overtake it beyond); from 2 rows on a CPU with AVX2 only (LibTorch's
+// one-row product is as fast or faster); every row on AVX-512 without BF16 (not measured).
 bool cpu_linear_worth_it(LinearElement element, std::int64_t rows);
 
 // The instruction sets the kernel is built for, in order: a CPU with one has the ones before.

@@ -1,7 +1,7 @@
 // CpuLinear against a double-precision product of the same inputs: each
-// instruction set this CPU has, both weight layouts, float32 and bfloat16, every row count it takes, widths
-// around the 16-lane, block and task edges, with and without bias, on one
-// thread and on several.
+// instruction set this CPU has, both weight layouts, float32 and bfloat16,
+// every row count it takes, widths around the 8- and 16-lane, block and task
+// edges, with and without bias, on one thread and on several.
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <cmath>
@@ -71,13 +71,14 @@ std::vector<float> run_kernel(const Inputs& in, const Case& c) {
 }
 
 // Every output against the product in double. Tolerance: float32 sums of
-// `in` products in 16 lanes (AVX2: 8) then across the lanes err by at most
-// about (in / 8 + 16) float32 roundings of the sum of the products' magnitudes;
+// `in` products in L lanes (16; AVX2: 8) then across the lanes err by at most
+// about (in / L + L) float32 roundings of the sum of the products' magnitudes;
 // bfloat16 adds the output's own rounding, half a unit in its 8th bit. (The
 // [in, out] layout sums 4 products at a time into partial sums of 256 rows,
 // then those: fewer roundings still.)
 void expect_close(const Inputs& in, const std::vector<float>& y, const Case& c) {
   const double eps = std::numeric_limits<float>::epsilon();
+  const double lanes = c.isa == CpuLinearIsa::avx512 ? 16 : 8;
   for (std::int64_t m = 0; m < c.rows; ++m) {
     for (std::int64_t o = 0; o < c.shape.out; ++o) {
       double exact = c.with_bias ? static_cast<double>(in.bias[static_cast<std::size_t>(o)]) : 0.0;
@@ -88,7 +89,7 @@ void expect_close(const Inputs& in, const std::vector<float>& y, const Case& c) 
         exact += term;
         magnitude += std::fabs(term);
       }
-      double tolerance = (static_cast<double>(c.shape.in) / 8 + 17) * eps * magnitude;
+      double tolerance = (static_cast<double>(c.shape.in) / lanes + lanes + 1) * eps * magnitude;
       if (c.bfloat16) tolerance += std::ldexp(std::fabs(exact), -8);
       double got = y[static_cast<std::size_t>(m * c.shape.out + o)];
       ASSERT_NEAR(got, exact, tolerance) << (c.layout == WeightLayout::out_in ? "[out, in]" : "[in, out]")
