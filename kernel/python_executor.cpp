@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -235,30 +237,38 @@ void PythonExecutor::pump_idle_locked() {
 bool PythonExecutor::read_pipe_locked(Process& p, int i, ExecutorSink* sink) {
   static constexpr const char* kNames[2] = {"stdout", "stderr"};
   std::string& pending = p.pending[i];
+  auto pass_on = [&](size_t cut) {
+    if (cut == 0) return;
+    std::string text = pending.substr(0, cut);
+    pending.erase(0, cut);
+    if (sink) {
+      streamed_bytes_ += cut;
+      sink->stream(kNames[i], std::move(text));
+    } else if (p.startup_output.size() < 65536) {
+      p.startup_output += text;
+    }
+  };
+  // Only what the pipe holds now: a writer faster than the sink would otherwise
+  // keep this loop going, and the channel (the cell's "started", its frames)
+  // unread. At least one read: an empty pipe and EOF both hold 0 bytes.
+  int queued = 0;
+  if (::ioctl(p.out_fd(i), FIONREAD, &queued) != 0 || queued < 1) queued = 1;
+  size_t left = static_cast<size_t>(queued);
   char buffer[65536];
-  while (true) {
-    ssize_t n = ::read(p.out_fd(i), buffer, sizeof buffer);
-    if (n > 0) {
-      pending.append(buffer, static_cast<size_t>(n));
-      if (pending.size() < kStreamChunk) continue;
-    } else if (n < 0 && errno == EINTR) {
-      continue;
+  bool eof = false;
+  while (left > 0) {
+    ssize_t n = ::read(p.out_fd(i), buffer, std::min(sizeof buffer, left));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      eof = n == 0;
+      break;
     }
-    // A full chunk, the pipe empty for now, or EOF (n == 0: the incomplete tail goes too).
-    size_t cut = n == 0 ? pending.size() : complete_utf8_prefix(pending);
-    if (cut > 0) {
-      std::string text = pending.substr(0, cut);
-      pending.erase(0, cut);
-      if (sink) {
-        streamed_bytes_ += cut;
-        sink->stream(kNames[i], std::move(text));
-      } else if (p.startup_output.size() < 65536) {
-        p.startup_output += text;
-      }
-    }
-    if (n > 0) continue;  // a full chunk went out: read on
-    return n == 0;
+    pending.append(buffer, static_cast<size_t>(n));
+    left -= std::min(left, static_cast<size_t>(n));
+    if (pending.size() >= kStreamChunk) pass_on(complete_utf8_prefix(pending));
   }
+  pass_on(eof ? pending.size() : complete_utf8_prefix(pending));  // at EOF the incomplete tail goes too
+  return eof;
 }
 
 void PythonExecutor::trim_memory_locked() {
@@ -576,6 +586,7 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
     if (fill == FrameReader::Fill::more) continue;
     // The channel closed: the executor is gone (crash, os._exit, OOM kill, or our kill).
     drain();
+    drain();  // now at EOF, unless a child of it holds the pipe: an incomplete last character goes too
     int status = launcher_->wait(p.pid);
     live_pid_ = 0;
     if (death_reason.empty()) death_reason = describe_exit(status);

@@ -141,10 +141,10 @@ class PythonExecutor {
   // Idle output: the watcher polls the process's fds only while watching_.
   void set_watching_locked(bool on);
   void pump_idle_locked();
-  // Reads what the process's stdout (i 0) or stderr (i 1) pipe holds now and passes it
-  // on in pieces of about kStreamChunk at most that end on a whole UTF-8 character
-  // (at EOF, whatever is left): to sink, or without one (startup) into startup_output.
-  // True at EOF.
+  // Reads what the process's stdout (i 0) or stderr (i 1) pipe holds when called (not
+  // what is written meanwhile: each call ends) and passes it on in pieces of about
+  // kStreamChunk at most that end on a whole UTF-8 character (at EOF, whatever is
+  // left): to sink, or without one (startup) into startup_output. True at EOF.
   bool read_pipe_locked(Process& p, int i, ExecutorSink* sink);
   void watch_loop();
   void trim_memory_locked();

@@ -48,7 +48,10 @@ def wait_for_reply(kc, msg_id, timeout):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise AssertionError("no execute_reply within %ss" % timeout)
-        reply = kc.get_shell_msg(timeout=remaining)
+        try:
+            reply = kc.get_shell_msg(timeout=remaining)
+        except queue.Empty:
+            raise AssertionError("no execute_reply within %ss" % timeout) from None
         if reply["parent_header"].get("msg_id") == msg_id:
             return reply
 
@@ -96,26 +99,26 @@ def run_jupyter_rounds(test, kc, interrupt, count, seed, timeout=60, settle=0.0)
     for number, name, code, delay in rounds(count, seed):
         context = "round %d (%s, interrupt after %s s)" % (number, name, delay)
         first = kc.execute(code)
-        if delay is not None:
-            if delay >= 0.02:  # a long cell: interrupted while it runs (the kernel has taken it)
-                wait_for_busy(kc, first, timeout)
-            time.sleep(delay)
-            interrupt()
-        reply = wait_for_reply(kc, first, timeout)
-        if delay is None:
-            interrupt()  # between cells: dropped
-            time.sleep(settle)
-        second = kc.execute("%d + 1" % number)  # at once, before iopub is read
-        next_reply = wait_for_reply(kc, second, timeout)
+        try:
+            if delay is not None:
+                if delay >= 0.02:  # a long cell: interrupted while it runs (the kernel has taken it)
+                    wait_for_busy(kc, first, timeout)
+                time.sleep(delay)
+                interrupt()
+            reply = wait_for_reply(kc, first, timeout)
+            if delay is None:
+                interrupt()  # between cells: dropped
+                time.sleep(settle)
+            second = kc.execute("%d + 1" % number)  # at once, before iopub is read
+            next_reply = wait_for_reply(kc, second, timeout)
+            messages = iopub_of(kc, [first, second], timeout)
+        except AssertionError as error:  # a wait that ran out: say which round
+            raise AssertionError("%s: %s" % (context, error)) from None
         content = reply["content"]
         test.assertIn(content["status"], ("ok", "error"), context)
         if content["status"] == "error":
             test.assertEqual(content.get("ename"), "KeyboardInterrupt", context)
         test.assertEqual(next_reply["content"]["status"], "ok", "%s: %s" % (context, next_reply["content"]))
-        try:
-            messages = iopub_of(kc, [first, second], timeout)
-        except AssertionError as error:
-            raise AssertionError("%s: %s" % (context, error)) from None
         kinds = [m["msg_type"] for m in messages[second]]
         test.assertEqual(kinds[0], "status", context)
         test.assertEqual(messages[second][0]["content"]["execution_state"], "busy", context)
