@@ -480,7 +480,7 @@ Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::o
   std::optional<Clock::time_point> deadline;
   if (timeout) deadline = Clock::now() + *timeout;
   {
-    std::lock_guard lock(interrupt_mutex_);
+    std::lock_guard sending(interrupt_mutex_);
     running_pid_ = process_->pid;
     request_started_ = false;  // an execute's code starts with its "started" frame
   }
