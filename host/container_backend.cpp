@@ -168,16 +168,19 @@ std::string why_it_ended(const std::string& engine, const std::string& name) {
 const char kImageHint[] =
     " (the image needs gpubox-agent as its ENTRYPOINT: build it from image/Dockerfile; see image/README.md)";
 
+// The error for an agent that ended before it was ready (when: "at its start"...),
+// with what the engine says of it.
+Status agent_ended(const std::string& engine, const std::string& name, const std::string& when) {
+  return Status(ErrorCode::invalid_request, "the container's agent " + why_it_ended(engine, name) + " " + when + kImageHint);
+}
+
 // Waits until the agent completes a CURVE handshake, or exits, or the time is up.
 Status await_agent(const ContainerSandboxSpec& spec, const SandboxRecord& record, const ProcessIdentity& agent) {
   auto options = client_options_for(record);
   if (!options) return options.status();
   auto deadline = Clock::now() + spec.ready_timeout;
   while (true) {
-    if (!process_alive(agent)) {
-      return Status(ErrorCode::invalid_request,
-                    "the container's agent " + why_it_ended(spec.engine, container_name(record.id)) + " before it was ready" + kImageHint);
-    }
+    if (!process_alive(agent)) return agent_ended(spec.engine, container_name(record.id), "before it was ready");
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
       return Status(ErrorCode::unavailable, "the container's agent did not answer on " + record.endpoint + " within " +
@@ -263,20 +266,27 @@ Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const Contai
   auto pid = container_pid(spec, record);
   if (!pid) return fail(pid.status());
   auto start_time = process_start_time(*pid);
-  if (!start_time) {
-    return fail(Status(ErrorCode::invalid_request,
-                       "the container's agent " + why_it_ended(spec.engine, name) + " at its start" + kImageHint));
-  }
+  if (!start_time) return fail(agent_ended(spec.engine, name, "at its start"));
   record.agent = {*pid, *start_time};
+  // An agent that ends while its port is set up fails that setup: its network
+  // namespace goes early in its exit, before its process shows as ended (so a
+  // moment is given for that). Then the agent's end is what the caller needs to hear.
+  auto port_failed = [&](Status status) {
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      if (!process_alive(record.agent)) return fail(agent_ended(spec.engine, name, "at its start"));
+      ::usleep(100'000);
+    }
+    return fail(std::move(status));
+  };
 
   if (spec.network == "none") {
     auto relay = start_port_relay(*pid, spec.publish_ip, spec.publish_port, kContainerAgentPort);
-    if (!relay) return fail(relay.status());
+    if (!relay) return port_failed(relay.status());
     record.spec["relay"] = {{"pid", relay->relay.pid}, {"start_time", relay->relay.start_time}};
     record.endpoint = "tcp://" + spec.publish_ip + ":" + std::to_string(relay->port);
   } else {
     auto address = published_address(spec, name);
-    if (!address) return fail(address.status());
+    if (!address) return port_failed(address.status());
     record.endpoint = "tcp://" + *address;
   }
   if (Status saved = store.save(record); !saved) return fail(saved);
