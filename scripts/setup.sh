@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 deps="$root/build/deps"
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config file git dpkg-dev patch util-linux procps
+  build-essential cmake ninja-build ccache pkg-config file git dpkg-dev patch patchelf util-linux procps
   clang libclang-rt-14-dev
   xeus-dev xtl-dev uuid-dev cppzmq-dev libsodium-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev
   nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev

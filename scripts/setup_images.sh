@@ -13,6 +13,10 @@
 #   localhost/gpubox-base-torch:bookworm-1    minbase + python3 with a venv on PATH (/opt/python)
 #                                             holding PyPI's torch: the CUDA + PyTorch stand-in
 #                                             (rebuilt when tests/image/python-standin.lock changes)
+#   localhost/gpubox-base-device:1            the torch base + what the GPU machine's Python has
+#                                             that tests/device/run.sh imports (transformers, peft,
+#                                             safetensors, numpy, msgpack); no compiler, no pyzmq:
+#                                             the GPU machine's stand-in of tests/device/rehearse.sh
 #
 # The wheelhouse: every wheel of tests/image/python-standin.lock, downloaded
 # by build/venv's pip (from its cache or PyPI) into $GPUBOX_WHEELHOUSE
@@ -87,7 +91,21 @@ if [ "$(cat "$wheelhouse/.gpubox-lock" 2>/dev/null)" != "$lock_key" ]; then
   echo "$lock_key" > "$wheelhouse/.gpubox-lock"
 fi
 
-# Rebuilt when its recipe or the lock changes (the label holds their key).
+# build_from_wheels IMAGE CONTAINERFILE KEY WHAT: builds IMAGE from CONTAINERFILE
+# (the wheelhouse mounted at /wheels) unless the IMAGE there was built for
+# KEY (its gpubox.recipe label); then removes the image it replaced
+# (podman's storage outlives a checkout).
+build_from_wheels() {
+  local image=$1 containerfile=$2 key=$3 what=$4 was
+  was=$(podman image inspect --format '{{.Id}} {{index .Labels "gpubox.recipe"}}' "$image" 2>/dev/null || true)
+  [ "${was#* }" != "$key" ] || return 0
+  echo "setup_images: building $image $what"
+  podman build --isolation chroot -q --volume "$wheelhouse:/wheels:ro" --label "gpubox.recipe=$key" \
+    -t "$image" -f "$containerfile" "$work" >/dev/null
+  [ -z "$was" ] || podman rmi "${was%% *}" >/dev/null 2>&1 || true
+}
+
+# Rebuilt when its recipe or the lock changes.
 torch=localhost/gpubox-base-torch:bookworm-1
 torch_version=$(sed -n 's/^torch==//p' "$lock")
 printf '%s\n' "FROM $minbase" \
@@ -97,13 +115,15 @@ printf '%s\n' "FROM $minbase" \
   "    --find-links /wheels torch==$torch_version" \
   "ENV PATH=/opt/python/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   > "$work/Containerfile.torch"
-torch_key=$(cat "$lock" "$work/Containerfile.torch" | sha256sum | cut -c1-16)
-torch_was=$(podman image inspect --format '{{.Id}} {{index .Labels "gpubox.recipe"}}' "$torch" 2>/dev/null || true)
-if [ "${torch_was#* }" != "$torch_key" ]; then
-  echo "setup_images: building $torch with torch $torch_version (once; a few minutes)"
-  podman build --isolation chroot -q --volume "$wheelhouse:/wheels:ro" --label "gpubox.recipe=$torch_key" \
-    -t "$torch" -f "$work/Containerfile.torch" "$work" >/dev/null
-  # The base this one replaced (podman's storage outlives a checkout).
-  [ -z "$torch_was" ] || podman rmi "${torch_was%% *}" >/dev/null 2>&1 || true
-fi
-echo "setup_images: ok ($minbase $busybox $torch)"
+build_from_wheels "$torch" "$work/Containerfile.torch" "$(cat "$lock" "$work/Containerfile.torch" | sha256sum | cut -c1-16)" \
+  "with torch $torch_version (once; a few minutes)"
+
+# Rebuilt when its recipe, the lock or the torch base changes.
+device=localhost/gpubox-base-device:1
+printf '%s\n' "FROM $torch" \
+  "RUN /opt/python/bin/pip install -q --no-cache-dir --no-index --find-links /wheels \\" \
+  "    transformers peft safetensors numpy msgpack" > "$work/Containerfile.device"
+build_from_wheels "$device" "$work/Containerfile.device" \
+  "$( (cat "$lock" "$work/Containerfile.device"; podman image inspect --format '{{.Id}}' "$torch") | sha256sum | cut -c1-16)" \
+  "(once; a minute)"
+echo "setup_images: ok ($minbase $busybox $torch $device)"

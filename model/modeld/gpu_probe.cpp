@@ -51,6 +51,20 @@ double copy_gbps(c10::Device from_device, c10::Device to_device, std::int64_t by
   return static_cast<double>(bytes) * repeats / seconds / 1e9;
 }
 
+// The device's memory bandwidth: a copy within it reads and writes each byte, and both are counted
+// (a batch-1 decode step reads every weight once: its limit is weight bytes / this figure).
+double memory_gbps(c10::Device device, std::int64_t bytes, int repeats) {
+  at::Tensor source = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+  at::Tensor target = at::empty_like(source);
+  target.copy_(source);
+  sync(target.narrow(0, 0, 1).to(at::kFloat));
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeats; ++i) target.copy_(source);
+  sync(target.narrow(0, 0, 1).to(at::kFloat));
+  double seconds = Seconds(std::chrono::steady_clock::now() - start).count();
+  return 2.0 * static_cast<double>(bytes) * repeats / seconds / 1e9;
+}
+
 }  // namespace
 
 Result<nlohmann::json> gpu_probe() {
@@ -64,7 +78,8 @@ Result<nlohmann::json> gpu_probe() {
                             {"bf16_tflops", gemm_tflops(device, at::kBFloat16, 8192, 20)},
                             {"fp32_tflops", gemm_tflops(device, at::kFloat, 8192, 5)},
                             {"host_to_device_gbps", copy_gbps(c10::Device(c10::kCPU), device, 1 << 30, 5)},
-                            {"device_to_host_gbps", copy_gbps(device, c10::Device(c10::kCPU), 1 << 30, 5)}};
+                            {"device_to_host_gbps", copy_gbps(device, c10::Device(c10::kCPU), 1 << 30, 5)},
+                            {"device_memory_gbps", memory_gbps(device, 1 << 30, 10)}};
     if (static_cast<std::size_t>(i) < gpus.size() && gpus[static_cast<std::size_t>(i)].contains("name")) {
       std::string name = gpus[static_cast<std::size_t>(i)]["name"];
       entry["name"] = name;

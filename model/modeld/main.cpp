@@ -3,12 +3,17 @@
 // SIGTERM or SIGINT. Started and supervised by gpubox-agent.
 // gpubox-modeld --torch-version: prints the LibTorch version it was built
 // against (image/Dockerfile checks it against the image's torch).
+// gpubox-modeld --profile-decode DIR [--device D] [--dtype T] [--steps N]
+// [--prompt-tokens P]: loads the model in DIR and prints, as JSON, what one
+// decode step costs (decode_profile.h; tests/device/decode_profile.py).
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 
+#include "model/modeld/decode_profile.h"
 #include "model/modeld/gpu_info.h"
 #include "model/modeld/gpu_probe.h"
 #include "model/modeld/host_config.h"
@@ -20,8 +25,50 @@
 namespace {
 
 int usage(const char* why) {
-  std::fprintf(stderr, "gpubox-modeld: %s\nusage: gpubox-modeld --endpoint ipc://PATH --config FILE | --torch-version\n", why);
+  std::fprintf(stderr,
+               "gpubox-modeld: %s\nusage: gpubox-modeld --endpoint ipc://PATH --config FILE | --torch-version\n"
+               "       gpubox-modeld --profile-decode DIR [--device D] [--dtype T] [--steps N] [--prompt-tokens P]\n",
+               why);
   return 2;
+}
+
+// --profile-decode DIR and its options (argv[2] on); the JSON goes to stdout.
+int profile_decode_main(int argc, char** argv) {
+  gpubox::modeld::ModelSpec spec;
+  spec.name = "profiled";
+  spec.path = argv[2];
+  gpubox::modeld::DecodeProfileOptions options;
+  for (int i = 3; i < argc; i += 2) {
+    std::string arg = argv[i];
+    if (i + 1 >= argc) return usage((arg + " needs a value").c_str());
+    std::string value = argv[i + 1];
+    if (arg == "--device") {
+      spec.device = value;
+    } else if (arg == "--dtype") {
+      spec.dtype = value;
+    } else if (arg == "--steps" || arg == "--prompt-tokens") {
+      char* end = nullptr;
+      long long n = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0') return usage((arg + " takes a whole number, not " + value).c_str());
+      (arg == "--steps" ? options.steps : options.prompt_tokens) = n;
+    } else {
+      return usage(("unknown argument " + arg).c_str());
+    }
+  }
+  if (spec.dtype.empty()) spec.dtype = spec.device == "cpu" ? "float32" : "bfloat16";  // as modeld.json's default
+  gpubox::modeld::LoadProgress progress;
+  auto model = gpubox::modeld::load_model(spec, progress);
+  if (!model) {
+    std::fprintf(stderr, "gpubox-modeld: %s\n", model.status().to_string().c_str());
+    return 1;
+  }
+  auto profile = gpubox::modeld::profile_decode(*model.value()->decoder, options);
+  if (!profile) {
+    std::fprintf(stderr, "gpubox-modeld: %s\n", profile.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("%s\n", profile->dump(1).c_str());
+  return 0;
 }
 
 }  // namespace
@@ -33,6 +80,10 @@ int main(int argc, char** argv) {
     if (arg == "--torch-version" && argc == 2) {
       std::printf("%s\n", TORCH_VERSION);
       return 0;
+    }
+    if (arg == "--profile-decode" && i == 1) {
+      if (argc < 3) return usage("--profile-decode needs a model directory");
+      return profile_decode_main(argc, argv);
     }
     if ((arg == "--endpoint" || arg == "--config") && i + 1 < argc) {
       (arg == "--endpoint" ? endpoint : config) = argv[++i];

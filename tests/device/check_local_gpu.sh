@@ -2,32 +2,70 @@
 # Checks `gpubox create --gpu` on a GPU machine, where CI cannot: a local
 # sandbox given the host's GPUs runs nvidia-smi and a torch CUDA matmul
 # inside its own root, sees only the GPUs it was given, and finds the
-# driver's files read-only.
+# driver's files read-only. tests/device/run.sh runs it.
 #
-#   tests/device/check_local_gpu.sh
-#   GPUBOX=build/bin/gpubox GPUBOX_AGENT=build/bin/gpubox-agent PYTHON=python3 tests/device/check_local_gpu.sh
+#   tests/device/check_local_gpu.sh                on a GPU machine
+#   tests/device/check_local_gpu.sh --cpu-dry-run  without a GPU: a sandbox
+#       runs the torch matmul on the CPU, and --gpu 0 is refused (exit 2)
+#       because this host has no NVIDIA GPU
 #
-# Needs root, the NVIDIA driver (/dev/nvidiactl, nvidia-smi) and a python3
-# with CUDA torch on the host's root file system (the sandbox's lower layer).
-# Exit 0: every check passed; 1: a check failed; 77: skipped (no GPU).
+# Environment: GPUBOX, GPUBOX_AGENT (default build/bin/...), PYTHON (default
+# python3: CUDA torch on the host's root file system, the sandbox's lower
+# layer, outside /root, /home and /tmp, which a sandbox does not see).
+# Needs root. Exit 0: every check passed; 1: a check failed; 77: no GPU here.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 GPUBOX="${GPUBOX:-$ROOT/build/bin/gpubox}"
 export GPUBOX_AGENT="${GPUBOX_AGENT:-$ROOT/build/bin/gpubox-agent}"
-PYTHON="${PYTHON:-python3}"
+PYTHON="$(command -v "${PYTHON:-python3}")"
+DRY_RUN=0
+[[ "${1:-}" == "--cpu-dry-run" ]] && DRY_RUN=1
 STATE="$(mktemp -d /tmp/gpubox-gpu-check-XXXXXX)"
 export XDG_STATE_HOME="$STATE"
+# The sandboxes' store on a tmpfs of its own: their overlay's upper layer
+# cannot sit on an overlayfs, which a container's or a VM's / (and /tmp) may be.
+mount -t tmpfs -o mode=0700 gpubox-gpu-check "$STATE"
 cleanup() {
   "$GPUBOX" terminate --all >/dev/null 2>&1 || true
+  umount "$STATE" 2>/dev/null || true
   rm -rf "$STATE"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-if [[ ! -e /dev/nvidiactl ]] || ! command -v nvidia-smi >/dev/null; then
+if [[ $DRY_RUN == 0 ]] && { [[ ! -e /dev/nvidiactl ]] || ! command -v nvidia-smi >/dev/null; }; then
   echo "SKIP: no NVIDIA driver here (/dev/nvidiactl, nvidia-smi)"; exit 77
 fi
-[[ -x "$GPUBOX" && -x "$GPUBOX_AGENT" ]] || fail "build gpubox and gpubox-agent first (scripts/build.sh)"
+[[ -x "$GPUBOX" && -x "$GPUBOX_AGENT" ]] || fail "missing $GPUBOX or $GPUBOX_AGENT (scripts/build.sh, or tests/device/prepare.sh)"
+
+# The torch matmul a sandbox runs, on DEVICE, checked against float64 on the CPU.
+matmul='
+import sys, torch
+device = sys.argv[1]
+assert device == "cpu" or torch.cuda.is_available(), "torch.cuda.is_available() is False inside"
+a = torch.randn(1024, 1024, device=device)
+b = torch.randn(1024, 1024, device=device)
+c = (a @ b).cpu()
+ref = a.cpu().double() @ b.cpu().double()
+err = (c.double() - ref).abs().max().item()
+print("device", device, "cuda devices", torch.cuda.device_count(), "max error", err)
+assert err < 1.0, err  # float32 (or TF32) sums of 1024 products of N(0,1) values: errors ~1e-3, never near 1
+'
+
+if [[ $DRY_RUN == 1 ]]; then
+  echo "== create (no GPU: the dry run)"
+  id=$("$GPUBOX" create --memory 4096) || fail "create"
+  "$GPUBOX" exec "$id" -- "$PYTHON" -c "$matmul" cpu || fail "torch matmul inside"
+  "$GPUBOX" terminate "$id" >/dev/null
+  echo "== --gpu 0 on a host without a GPU is refused with exit 2"
+  set +e
+  "$GPUBOX" create --gpu 0 >/dev/null 2>"$STATE/err"; code=$?
+  set -e
+  [[ $code == 2 ]] && grep -q 'has no NVIDIA GPU' "$STATE/err" || fail "--gpu 0: exit $code, $(cat "$STATE/err")"
+  echo "PASS (dry run)"
+  exit 0
+fi
+
 host_count=$(nvidia-smi -L | grep -c '^GPU ')
 echo "== host: $host_count GPU(s)"
 
@@ -40,17 +78,7 @@ echo "$inside"
 "$GPUBOX" exec "$id" -- sh -c 'echo x > "$(readlink -f "$(command -v nvidia-smi)")"' 2>/dev/null &&
   fail "the driver's nvidia-smi is writable inside"
 echo "== torch CUDA matmul inside"
-"$GPUBOX" exec "$id" -- "$PYTHON" -c '
-import torch
-assert torch.cuda.is_available(), "torch.cuda.is_available() is False inside"
-a = torch.randn(1024, 1024, device="cuda")
-b = torch.randn(1024, 1024, device="cuda")
-c = (a @ b).cpu()
-ref = a.cpu().double() @ b.cpu().double()
-err = (c.double() - ref).abs().max().item()
-print("devices", torch.cuda.device_count(), torch.cuda.get_device_name(0), "max error", err)
-assert err < 1.0, err
-' || fail "torch matmul inside"
+"$GPUBOX" exec "$id" -- "$PYTHON" -c "$matmul" cuda || fail "torch matmul inside"
 "$GPUBOX" terminate "$id" >/dev/null
 
 echo "== create --gpu 0: one GPU, numbered 0 inside"

@@ -1,0 +1,32 @@
+// decode_profile: what one decode step of generate() costs on a loaded
+// model — its time per token, then, under LibTorch's (Kineto) profiler, the
+// LibTorch ops it calls and the device kernels it launches. What
+// `gpubox-modeld --profile-decode` prints, and what tests/device/run.sh
+// reports on a GPU. Runs on the calling thread; the model is not shared.
+#pragma once
+
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "model/modeld/decoder.h"
+#include "rpc/status.h"
+
+namespace gpubox::modeld {
+
+struct DecodeProfileOptions {
+  std::int64_t prompt_tokens = 16;
+  std::int64_t steps = 32;  // decode steps timed, then profiled
+};
+
+// Greedy batch-1 generation of options.steps + 1 tokens from a fixed
+// prompt, three times: a warm-up, a timed run (ms_per_token: the median
+// time between two tokens, which includes the token's copy to the host) and
+// a profiled run of the same steps. Counts are per decode step:
+//   ops                    LibTorch ops, nested ones included
+//   top_level_ops          the ops the decoder itself calls (not inside another op)
+//   device_kernels         kernels, copies and fills run on the device (0 on the CPU)
+// and top_level_ops per layer; "top_ops" lists the most frequent top-level ops.
+Result<nlohmann::json> profile_decode(const Decoder& decoder, const DecodeProfileOptions& options);
+
+}  // namespace gpubox::modeld
