@@ -23,13 +23,13 @@ struct OpRule {
 
 const std::array<OpRule, 9> kRules = {{
     {OpKind::capture, "capture", {"dtype"}},
-    {OpKind::set, "set", {"value"}},
-    {OpKind::add, "add", {"vector", "scale"}},
+    {OpKind::set, "set", {"value", "allow_nonfinite"}},
+    {OpKind::add, "add", {"vector", "scale", "allow_nonfinite"}},
     {OpKind::scale, "scale", {"factor"}},
     {OpKind::zero, "zero", {}},
-    {OpKind::mean, "mean", {"value"}},
-    {OpKind::project_out, "project_out", {"direction"}},
-    {OpKind::patch, "patch", {"value", "from_row"}},
+    {OpKind::mean, "mean", {"value", "allow_nonfinite"}},
+    {OpKind::project_out, "project_out", {"direction", "allow_nonfinite"}},
+    {OpKind::patch, "patch", {"value", "from_row", "allow_nonfinite"}},
     {OpKind::capture_grad, "capture_grad", {}},
 }};
 
@@ -39,22 +39,32 @@ std::string op_names() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// The part of a hook name after "blocks.N." ("hook_resid_post"), or the whole name.
-std::string_view layer_free(std::string_view name) {
-  if (name.rfind("blocks.", 0) != 0) return name;
-  std::size_t dot = name.find('.', 7);
-  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+// The fewest single-character insertions, deletions and substitutions that turn a into b.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
 }
 
-// A few valid names to suggest: those with the same suffix as name, else the first ones.
+// The valid names nearest to name (by edit distance; the model's order breaks ties).
 std::string suggestions(const std::string& name, const std::vector<HookShape>& points) {
-  constexpr std::size_t few = 6;
-  std::vector<std::string> picked;
-  for (const auto& valid : points) {
-    if (picked.size() < few && layer_free(valid.name) == layer_free(name)) picked.push_back(valid.name);
-  }
-  for (std::size_t i = 0; picked.empty() && i < std::min(few, points.size()); ++i) picked.push_back(points[i].name);
-  return fmt::format("valid names include {} ({} in all: model.hooks lists them)", fmt::join(picked, ", "), points.size());
+  constexpr std::size_t few = 3;
+  std::vector<std::pair<std::size_t, std::size_t>> ranked;  // (distance, index)
+  for (std::size_t i = 0; i < points.size(); ++i) ranked.emplace_back(edit_distance(name, points[i].name), i);
+  std::size_t shown = std::min(few, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(shown), ranked.end());
+  std::vector<std::string_view> picked;
+  for (std::size_t i = 0; i < shown; ++i) picked.push_back(points[ranked[i].second].name);
+  return fmt::format("the nearest valid names are {} ({} in all: model.hooks lists them)", fmt::join(picked, ", "), points.size());
 }
 
 // Reads one index in [-size, size) at field, normalized to [0, size).
@@ -105,6 +115,10 @@ std::vector<std::int64_t> region_shape(const HookShape& point, const Selection& 
 Status read_tensor(const json& op, const char* key, const std::string& where, const HookShape& point, Op& out,
                    const std::vector<std::size_t>& attachment_bytes) {
   std::string field = fmt::format("{}.{}", where, key);
+  if (auto allow = op.find("allow_nonfinite"); allow != op.end()) {
+    if (!allow->is_boolean()) return invalid(fmt::format("{}.allow_nonfinite: expected true or false", where));
+    out.allow_nonfinite = allow->get<bool>();
+  }
   auto arg = decode_tensor_arg(op.at(key), field, attachment_bytes);
   if (!arg) return arg.status();
   std::vector<std::int64_t> region = region_shape(point, out.where);
@@ -118,6 +132,7 @@ Status read_tensor(const json& op, const char* key, const std::string& where, co
                                shape_text(arg->shape), point.name, shape_text(region)));
   }
   out.tensor = std::move(*arg);
+  out.tensor_field = key;
   return {};
 }
 
@@ -243,6 +258,18 @@ Result<Plan> decode_plan(const json& ops, const std::vector<HookShape>& points, 
     plan.ops.push_back(std::move(*op));
   }
   return plan;
+}
+
+Status check_finite(const Plan& plan, const std::vector<std::string_view>& attachments) {
+  for (const auto& op : plan.ops) {
+    if (!op.tensor || op.allow_nonfinite || op.tensor->attachment >= attachments.size()) continue;
+    auto bad = first_nonfinite(*op.tensor, attachments[op.tensor->attachment]);
+    if (!bad) continue;
+    return invalid(fmt::format("params.ops[{}].{}: element {} is {}; tensors must be finite "
+                               "(\"allow_nonfinite\": true on the op sends it anyway)",
+                               op.index, op.tensor_field, shape_text(bad->index), bad->what));
+  }
+  return {};
 }
 
 }  // namespace gpubox::hooks

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hooks/tensor_arg.h"
@@ -46,7 +47,9 @@ struct Op {
   CaptureDtype dtype = CaptureDtype::float32;  // capture
   double factor = 1.0;                         // add: the vector's scale; scale: the factor
   std::optional<TensorArg> tensor;             // set, mean, patch: the value; add: the vector; project_out: the direction
+  std::string tensor_field;                    // the op's field that holds tensor ("value", "vector", "direction")
   std::optional<std::int64_t> from_row;        // patch: the batch row to copy from (normalized)
+  bool allow_nonfinite = false;                // the tensor may hold NaN or infinities (check_finite passes it)
 };
 
 // What a request asks for, validated against one model and one input.
@@ -66,5 +69,11 @@ struct Plan {
 // neither checked nor in the plan (model.generate's ops for other passes).
 Result<Plan> decode_plan(const nlohmann::json& ops, const std::vector<HookShape>& points,
                          const std::vector<std::size_t>& attachment_bytes, const std::vector<bool>& active = {});
+
+// invalid_request naming the op's field and the first element that is NaN or
+// infinite, for the first op of plan whose tensor holds one and does not say
+// "allow_nonfinite": true (a NaN steering vector makes every later position's
+// logits NaN). attachments: the bytes of the request's attachments.
+Status check_finite(const Plan& plan, const std::vector<std::string_view>& attachments);
 
 }  // namespace gpubox::hooks

@@ -1,5 +1,7 @@
 #include "hooks/tensor_arg.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -25,6 +27,27 @@ const char* wire_dtype_name(WireDtype dtype) {
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::optional<NonFinite> first_nonfinite(const TensorArg& arg, std::string_view bytes) {
+  // The exponent bits of each format; all ones is an infinity (mantissa 0) or a NaN.
+  std::size_t size = element_bytes(arg.dtype);
+  std::uint32_t exponent = arg.dtype == WireDtype::float32 ? 0x7f800000u : arg.dtype == WireDtype::float16 ? 0x7c00u : 0x7f80u;
+  std::uint32_t sign = size == 4 ? 0x80000000u : 0x8000u;
+  for (std::size_t at = 0; at + size <= bytes.size(); at += size) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, bytes.data() + at, size);  // little-endian, as the wire is
+    if ((bits & exponent) != exponent) continue;
+    NonFinite found{{}, (bits & ~(sign | exponent)) != 0 ? "NaN" : (bits & sign) != 0 ? "-inf" : "+inf"};
+    std::int64_t flat = static_cast<std::int64_t>(at / size);
+    found.index.resize(arg.shape.size());
+    for (std::size_t d = arg.shape.size(); d-- > 0;) {
+      found.index[d] = arg.shape[d] == 0 ? 0 : flat % arg.shape[d];
+      flat = arg.shape[d] == 0 ? 0 : flat / arg.shape[d];
+    }
+    return found;
+  }
+  return std::nullopt;
+}
 
 bool broadcasts_to(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& target) {
   if (shape.size() > target.size()) return false;

@@ -113,7 +113,14 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
   std::vector<bool> finished(batch, false);
   std::vector<std::int64_t> step_tokens(batch);
   for (std::int64_t step = 0; step < new_tokens; ++step) {
-    Tensor next = pick_tokens(logits.select(1, 0).to(at::kFloat), options, generator).to(at::kCPU);
+    Tensor next;
+    try {
+      next = pick_tokens(logits.select(1, 0).to(at::kFloat), options, generator).to(at::kCPU);
+    } catch (const c10::Error& e) {  // what the caller's request did to the logits, not an internal fault
+      return Status(ErrorCode::invalid_request,
+                    fmt::format("cannot sample token {}: the logits hold NaN or infinities (an op with allow_nonfinite, "
+                                "or values beyond the dtype's range): {}", step, e.what_without_backtrace()));
+    }
     auto picked = next.accessor<std::int64_t, 1>();
     for (std::size_t row = 0; row < batch; ++row) {
       if (finished[row]) {

@@ -254,6 +254,7 @@ Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
                     plan.status().message() + " (at the passes after the prompt's, which add one position each; "
                                               "\"steps\": [0] keeps an op to the prompt's pass)");
     }
+    if (Status s = hooks::check_finite(*plan, byte_views(attachments)); !s) return s;
     for (const auto& op : plan->ops) {
       if (op.kind == OpKind::capture_grad) {
         return Status(ErrorCode::invalid_request,

@@ -303,6 +303,7 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
     if (last_only) keep_last_position_after_blocks(shapes);
     auto decoded = hooks::decode_plan(*ops, shapes, attachment_bytes);
     if (!decoded) return decoded.status();
+    if (Status s = hooks::check_finite(*decoded, byte_views(ctx.attachments())); !s) return s;
     plan = std::move(*decoded);
   }
   std::optional<GradientTarget> target;

@@ -4,6 +4,12 @@
 
 namespace gpubox::modeld {
 
+std::vector<std::string_view> byte_views(const std::vector<zmq::message_t>& frames) {
+  std::vector<std::string_view> views;
+  for (const auto& frame : frames) views.emplace_back(static_cast<const char*>(frame.data()), frame.size());
+  return views;
+}
+
 std::string dtype_wire_name(c10::ScalarType type) {
   switch (type) {
     case at::kFloat: return "float32";

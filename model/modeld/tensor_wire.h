@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <zmq.hpp>
 
@@ -19,6 +20,9 @@ nlohmann::json tensor_to_wire(const at::Tensor& tensor, std::vector<zmq::message
 
 // A tensor a caller sent (decode_tensor_arg checked frame's size against arg), copied out of the frame onto device.
 at::Tensor tensor_from_wire(const hooks::TensorArg& arg, const zmq::message_t& frame, c10::Device device);
+
+// The bytes of each frame, as hooks::check_finite reads them (valid while the frames live).
+std::vector<std::string_view> byte_views(const std::vector<zmq::message_t>& frames);
 
 // "float32", "bfloat16", "float16", "int64", "int32", "bool".
 std::string dtype_wire_name(c10::ScalarType type);

@@ -2,11 +2,14 @@
 // JSON document, against a small model's hook points for a batch and token
 // count taken from the input's length and three attachments. A plan it
 // accepts must name only known points, hold in-range, non-negative indices,
-// and only tensors that fit their attachment.
+// and only tensors that fit their attachment; check_finite then reads the
+// attachments (filled with the input's own bytes, so NaNs and infinities
+// come and go) and must refuse exactly the plans whose tensors hold one.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hooks/spec.h"
@@ -48,5 +51,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (op.from_row && (*op.from_row < 0 || *op.from_row >= batch)) __builtin_trap();
     if (op.tensor && op.tensor->attachment >= attachments.size()) __builtin_trap();
   }
+  std::vector<std::string> bytes;
+  for (std::size_t n : attachments) {
+    std::string filled(n, '\0');
+    for (std::size_t i = 0; i < n; ++i) filled[i] = static_cast<char>(data[i % size]);
+    bytes.push_back(std::move(filled));
+  }
+  std::vector<std::string_view> views(bytes.begin(), bytes.end());
+  bool any_bad = false;
+  for (const auto& op : plan->ops) {
+    any_bad |= op.tensor && !op.allow_nonfinite && gpubox::hooks::first_nonfinite(*op.tensor, views[op.tensor->attachment]);
+  }
+  if (gpubox::hooks::check_finite(*plan, views).is_ok() == any_bad) __builtin_trap();
   return 0;
 }

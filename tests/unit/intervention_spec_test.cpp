@@ -1,6 +1,8 @@
 // hooks/' intervention spec decoder (decode_plan) and the hook points an
 // architecture has (model/modeld/hook_points.h): what is accepted, normalized
 // and refused, with the field and a few valid names in the message.
+#include <cstring>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -118,6 +120,53 @@ TEST(InterventionSpec, RefusalsNameTheFieldAndSuggestNames) {
               HasSubstr("unknown field \"factor\" (capture takes hook, rows, positions, heads, dtype)"));
   EXPECT_THAT(error_of(json::parse(R"([3])")), HasSubstr("params.ops[0]"));
   EXPECT_THAT(error_of(json::parse(R"({"op": "capture"})")), HasSubstr("params.ops: expected a list"));
+}
+
+TEST(InterventionSpec, AWrongHookNameSuggestsTheNearestNames) {
+  // A name without its "hook_" is nearest to the point it meant, not to the first points of the model.
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "blocks.0.resid_post"}])")),
+              HasSubstr("the nearest valid names are blocks.0.hook_resid_post, blocks.1.hook_resid_post, "));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "capture", "hook": "blocks.0.attn.pattern"}])")),
+              HasSubstr("the nearest valid names are blocks.0.attn.hook_pattern, "));
+}
+
+// The bytes of n little-endian elements of size bytes each, all zero but element at, which is bits.
+std::string bytes_with(std::size_t n, std::size_t size, std::size_t at, std::uint32_t bits) {
+  std::string data(n * size, '\0');
+  std::memcpy(data.data() + at * size, &bits, size);
+  return data;
+}
+
+TEST(InterventionSpec, NonFiniteTensorsAreRefusedUnlessAllowed) {
+  // 0: 64 float32; 1: 2*5*64 float32; 2: 64 bfloat16; 3: 16 float32, as kAttachments' sizes.
+  std::vector<std::string> data = {bytes_with(64, 4, 5, 0x7fc00000u), bytes_with(640, 4, 64 * 5 + 3, 0xff800000u),
+                                   bytes_with(64, 2, 63, 0x7f80u), std::string(64, '\0')};
+  std::vector<std::string_view> views(data.begin(), data.end());
+  auto finite = [&](const json& ops) {
+    auto plan = decode(ops);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().message();
+    return plan.is_ok() ? hooks::check_finite(*plan, views) : plan.status();
+  };
+  auto add = json::parse(R"([{"op": "capture", "hook": "logits"},
+      {"op": "add", "hook": "hook_embed", "vector": {"shape": [64], "attachment": 0}}])");
+  Status nan = finite(add);
+  EXPECT_EQ(nan.code(), ErrorCode::invalid_request);
+  EXPECT_THAT(nan.message(), HasSubstr("params.ops[1].vector: element [5] is NaN; tensors must be finite"));
+  EXPECT_THAT(nan.message(), HasSubstr("\"allow_nonfinite\": true"));
+  EXPECT_THAT(finite(json::parse(R"([{"op": "set", "hook": "hook_embed",
+      "value": {"shape": [2, 5, 64], "attachment": 1}}])")).message(),
+              HasSubstr("params.ops[0].value: element [1, 0, 3] is -inf"));
+  EXPECT_THAT(finite(json::parse(R"([{"op": "project_out", "hook": "hook_embed",
+      "direction": {"dtype": "bfloat16", "shape": [64], "attachment": 2}}])")).message(),
+              HasSubstr("params.ops[0].direction: element [63] is +inf"));
+  add[1]["allow_nonfinite"] = true;
+  EXPECT_TRUE(finite(add).is_ok());
+  add[1]["allow_nonfinite"] = "yes";
+  EXPECT_THAT(error_of(add), HasSubstr("params.ops[1].allow_nonfinite: expected true or false"));
+  EXPECT_TRUE(finite(json::parse(R"([{"op": "mean", "hook": "blocks.0.attn.hook_q",
+      "value": {"shape": [16], "attachment": 3}}])")).is_ok());
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "zero", "hook": "hook_embed", "allow_nonfinite": true}])")),
+              HasSubstr("unknown field \"allow_nonfinite\""));
 }
 
 TEST(InterventionSpec, TensorsMustFitTheirAttachmentAndTheirRegion) {

@@ -24,8 +24,9 @@ value before any hook can change it).
 import math
 
 OPS = ("capture", "set", "add", "scale", "zero", "mean", "project_out", "patch")
-FIELDS = {"capture": {"dtype"}, "set": {"value"}, "add": {"vector", "scale"}, "scale": {"factor"}, "zero": set(),
-          "mean": {"value"}, "project_out": {"direction"}, "patch": {"value", "from_row"}}
+FIELDS = {"capture": {"dtype"}, "set": {"value", "allow_nonfinite"}, "add": {"vector", "scale", "allow_nonfinite"},
+          "scale": {"factor"}, "zero": set(), "mean": {"value", "allow_nonfinite"},
+          "project_out": {"direction", "allow_nonfinite"}, "patch": {"value", "from_row", "allow_nonfinite"}}
 COMMON = {"op", "hook", "rows", "positions", "heads"}
 HEAD_POINTS = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z")
 EDIT_REFUSED = ("hook_resid_mid",)
@@ -150,10 +151,32 @@ def _broadcasts(shape, target):
     return all(s == 1 or s == t for s, t in zip(reversed(shape), reversed(target)))
 
 
+def _edit_distance(a, b):
+    """The fewest single-character insertions, deletions and substitutions that turn a into b."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        diagonal, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (ca != cb))
+    return row[-1]
+
+
 def _suggest(hook, valid):
-    tail = hook.split(".", 2)[-1] if hook.startswith("blocks.") else hook
-    same = [n for n in valid if n.endswith(tail)][:6] or valid[:6]
-    return "valid names include %s (%d in all: hooks.names(model) lists them)" % (", ".join(same), len(valid))
+    """The valid names nearest to hook (as modeld's hooks/spec.cpp ranks them: edit distance, then order)."""
+    nearest = sorted(range(len(valid)), key=lambda i: (_edit_distance(hook, valid[i]), i))[:3]
+    return "the nearest valid names are %s (%d in all: hooks.names(model) lists them)" % (
+        ", ".join(valid[i] for i in nearest), len(valid))
+
+
+def _first_nonfinite(tensor):
+    """(index, 'NaN' / '+inf' / '-inf') of tensor's first element that is not finite, or None."""
+    torch = _torch()
+    bad = (~torch.isfinite(tensor)).nonzero()
+    if len(bad) == 0:
+        return None
+    index = [int(i) for i in bad[0]]
+    value = float(tensor[tuple(index)])
+    return index, "NaN" if value != value else ("+inf" if value > 0 else "-inf")
 
 
 class _Op:
@@ -206,6 +229,13 @@ class _Op:
             if field not in spec:
                 raise ValueError("%s.%s: %s needs a tensor" % (where, field, self.kind))
             self.tensor = _as_tensor(spec[field], "%s.%s" % (where, field))
+            allow = spec.get("allow_nonfinite", False)
+            if not isinstance(allow, bool):
+                raise ValueError("%s.allow_nonfinite: expected True or False" % where)
+            bad = None if allow else _first_nonfinite(self.tensor)
+            if bad:
+                raise ValueError("%s.%s: element %s is %s; tensors must be finite (allow_nonfinite=True on the op sends "
+                                 "it anyway)" % (where, field, bad[0], bad[1]))
             if self.kind == "project_out":
                 if list(self.tensor.shape) != [shape[-1]]:
                     raise ValueError("%s.direction: a direction of %s has shape [%d]; this one is %s"

@@ -93,6 +93,11 @@ class HooksToolkit(ServedTinyModels):
             ([{"op": "zero", "hook": "blocks.0.hook_resid_mid"}], "captured but not edited"),
             ([{"op": "patch", "hook": "hook_embed"}], "either value"),
             ([{"op": "capture", "hook": "blocks.0.attn.hook_pattern"}], "ops[0].hook"),
+            ([{"op": "capture", "hook": "blocks.0.resid_post"}], "the nearest valid names are blocks.0.hook_resid_post, "),
+            ([{"op": "add", "hook": "hook_embed", "vector": np.r_[np.zeros(63), np.inf]}],
+             "ops[0].vector: element [63] is +inf; tensors must be finite"),
+            ([{"op": "set", "hook": "hook_embed", "value": np.zeros(64), "allow_nonfinite": 1}],
+             "ops[0].allow_nonfinite: expected True or False"),
         ]
         try:
             for ops, words in cases:

@@ -339,6 +339,25 @@ class ModeldGenerateInterventions(ServedTinyModels):
         ok = self.generate("llama", ops=[{"op": "zero", "hook": "blocks.0.hook_resid_post", "positions": [3], "steps": [0]}])
         self.assertEqual(len(ok["tokens"]), self.NEW)
 
+    def test_non_finite_tensors_are_refused_unless_allowed_and_sampling_never_fails_as_internal(self):
+        vector = self.vector.clone()
+        vector[7] = float("nan")
+        nan_add = [{"op": "add", "hook": "blocks.1.hook_resid_post", "vector": vector, "positions": [2], "steps": [0]}]
+        run_ops = [{k: v for k, v in nan_add[0].items() if k != "steps"}]
+        for call, ops in ((lambda ops: Model(self.modeld.client, "llama").run(ids=CLEAN, ops=ops), run_ops),
+                          (lambda ops: self.generate("llama", ops=ops), nan_add)):
+            with self.assertRaises(RpcError) as raised:
+                call(ops)
+            self.assertEqual(raised.exception.code, "invalid_request")
+            self.assertIn("params.ops[0].vector: element [7] is NaN", raised.exception.message)
+        logits = Model(self.modeld.client, "llama").run(ids=CLEAN, ops=[dict(run_ops[0], allow_nonfinite=True)])["logits"]
+        self.assertTrue(torch.isnan(logits[0, -1]).all())  # one NaN position spreads through attention
+        with self.assertRaises(RpcError) as raised:
+            self.generate("llama", ops=[dict(nan_add[0], allow_nonfinite=True)], temperature=0.8, seed=1)
+        self.assertEqual(raised.exception.code, "invalid_request")
+        self.assertIn("cannot sample token 0: the logits hold NaN or infinities", raised.exception.message)
+        self.assertEqual(len(self.generate("llama")["tokens"]), self.NEW)  # and modeld serves on
+
 
 class TraceForm(ServedTinyModels):
     """Model.trace, the nnsight-style form, is the same model.run call."""
