@@ -160,6 +160,16 @@ class SandboxTest(unittest.TestCase):
             self.box.read_file("/workspace/missing.txt")
         self.assertEqual(raised.exception.code, "not_found")
 
+    def test_relative_file_paths_are_under_the_workspace(self):
+        self.box.write_file("rel/dir/note.txt", "relative")  # as the CLI's put and MCP's file tools take them
+        self.assertEqual(self.box.exec("cat /workspace/rel/dir/note.txt").stdout, "relative")
+        self.assertEqual(self.box.read_file("rel/dir/note.txt"), "relative")
+        self.box.ensure_dir("rel/made")
+        self.assertEqual(self.box.exec("test -d /workspace/rel/made").returncode, 0)
+        with self.assertRaises(gpubox.RpcError) as raised:
+            self.box.read_file("rel/missing.txt")
+        self.assertIn("/workspace/rel/missing.txt", raised.exception.message)
+
     def test_local_files_dirs_and_volumes(self):
         self.assertEqual(self.box.read_file("/data/in/notes.txt"), "a local file\n")
         self.assertEqual(self.box.exec("cat /data/tree/a.txt /data/tree/sub/b.txt").stdout, "AB")

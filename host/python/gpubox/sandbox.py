@@ -6,6 +6,7 @@ the config asks for. A Sandbox, like its Client, is for one thread."""
 import hashlib
 import json
 import os
+import posixpath
 import re
 import secrets as _random
 import subprocess
@@ -17,6 +18,15 @@ from .cli_path import find_cli
 from .client import Client
 from .config import SandboxConfig
 from .sandboxes import connect as _connect, find as _find
+
+# Where a relative sandbox path is, as for the CLI's put/get and MCP's file tools.
+WORKSPACE = "/workspace"
+
+
+def sandbox_path(path: str) -> str:
+    """path in the sandbox: an absolute path as it is, a relative one under /workspace."""
+    return path if path.startswith("/") else posixpath.join(WORKSPACE, path)
+
 
 INLINE_BYTES = 512 * 1024        # fs.write content in the CALL body up to this size
 ATTACHMENT_BYTES = 32 << 20      # beyond it, attachments of this size (at most 64 of them)
@@ -246,9 +256,9 @@ class Sandbox:
         return self.exec([self.config.python, "-c", code], timeout=timeout)
 
     def write_file(self, path: str, content: Union[str, bytes], mode: int = 0o644) -> None:
-        """Writes a file (atomically; parent directories created)."""
+        """Writes a file (atomically; parent directories created). A relative path is under /workspace."""
         data = content.encode() if isinstance(content, str) else bytes(content)
-        params = {"path": path, "mode": mode, "parents": True, "size": len(data),
+        params = {"path": sandbox_path(path), "mode": mode, "parents": True, "size": len(data),
                   "sha256": hashlib.sha256(data).hexdigest()}
         if len(data) <= INLINE_BYTES:
             self._require().call("fs.write", params=dict(params, data=data))
@@ -259,8 +269,8 @@ class Sandbox:
         self._require().call("fs.write", params=params, attachments=chunks)
 
     def read_file(self, path: str, binary: bool = False) -> Union[str, bytes]:
-        """A file's content: text (UTF-8), or bytes with binary=True."""
-        out = self._require().call("fs.read", path=path)
+        """A file's content: text (UTF-8), or bytes with binary=True. A relative path is under /workspace."""
+        out = self._require().call("fs.read", path=sandbox_path(path))
         if "data" in out:
             data = out["data"]
         else:
@@ -271,8 +281,8 @@ class Sandbox:
         return data if binary else data.decode()
 
     def ensure_dir(self, path: str) -> None:
-        """Creates a directory and its missing parents (an existing one is fine)."""
-        self._require().call("fs.mkdir", path=path, parents=True)
+        """Creates a directory and its missing parents (an existing one is fine). A relative path is under /workspace."""
+        self._require().call("fs.mkdir", path=sandbox_path(path), parents=True)
 
     def upload(self, local: str, remote: str) -> None:
         """Copies a local file or directory to the sandbox path `remote` (a directory's contents
@@ -291,7 +301,7 @@ class Sandbox:
 
     def _is_dir(self, path: str) -> bool:
         try:
-            return self._require().call("fs.stat", path=path)["type"] == "dir"
+            return self._require().call("fs.stat", path=sandbox_path(path))["type"] == "dir"
         except Exception:
             return False
 
