@@ -95,6 +95,11 @@ class Model:
     def info(self) -> dict:
         return self.client.call("model.info", model=self.name)
 
+    def hooks(self) -> List[dict]:
+        """Every hook point ops and captures can name, in forward order, as TransformerLens names
+        them: [{"name": "blocks.0.hook_resid_post", "shape": ["batch", "pos", 64]}, ...]."""
+        return self.client.call("model.hooks", model=self.name)["hooks"]
+
     def tokenize(self, text: str, add_special_tokens: Optional[bool] = None) -> dict:
         """{"ids": [...], "offsets": [[begin, end], ...]} (byte offsets into text's UTF-8)."""
         params = {"model": self.name, "text": text}

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from gpubox.client import RpcError
+from gpubox.models import Model
 from served_models import ServedTinyModels
 
 TOLERANCE = 1e-4
@@ -112,6 +113,12 @@ class ModeldHooks(ServedTinyModels):
         self.assertEqual(gemma2["blocks.2.hook_resid_post"], ["batch", "pos", 64])
         self.assertEqual(gpt2["logits"], ["batch", "pos", 320])
         self.assertNotIn("blocks.3.hook_resid_pre", llama)
+        # Model.hooks() (the Python client) is the same list, in forward order.
+        listed = Model(self.modeld.client, "llama").hooks()
+        self.assertEqual({h["name"]: h["shape"] for h in listed}, llama)
+        names = [h["name"] for h in listed]
+        self.assertLess(names.index("hook_embed"), names.index("blocks.0.hook_resid_post"))
+        self.assertLess(names.index("blocks.2.hook_resid_post"), names.index("logits"))
 
     def test_captures_match_transformers_forward_hooks(self):
         for name in ARCHITECTURES:
