@@ -119,6 +119,12 @@ bool ModelClient::host_starting() {
 
 Result<json> ModelClient::info(const std::string& model) { return client_.call("model.info", {{"model", model}}); }
 
+Result<json> ModelClient::hooks(const std::string& model) {
+  auto listed = client_.call("model.hooks", {{"model", model}});
+  if (!listed) return listed.status();
+  return (*listed)["hooks"];
+}
+
 Result<json> ModelClient::tokenize(const std::string& model, const std::string& text, std::optional<bool> add_special) {
   json params = {{"model", model}, {"text", text}};
   if (add_special) params["add_special_tokens"] = *add_special;

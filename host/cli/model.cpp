@@ -1,4 +1,4 @@
-// `gpubox model ID ls | info | tokenize | generate | run | load | unload`: the
+// `gpubox model ID ls | info | hooks | tokenize | generate | run | load | unload`: the
 // sandbox's model host (pull: host/cli/model_pull.cpp) (rpc/PROTOCOL.md, "Models") through host/model_client.h.
 // Every subcommand waits for a model host that is starting; info, tokenize and
 // generate also for a model that is still loading, with a progress bar on stderr.
@@ -24,6 +24,7 @@ using nlohmann::json;
 constexpr char kUsage[] =
     "usage: gpubox model ID ls\n"
     "       gpubox model ID info NAME\n"
+    "       gpubox model ID hooks NAME\n"
     "       gpubox model ID tokenize NAME TEXT\n"
     "       gpubox model ID generate NAME PROMPT|--ids I,J,... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                                [--top-p P] [--seed S] [--stop STR]... [--ignore-eos] [--stream]\n"
@@ -35,9 +36,10 @@ constexpr char kUsage[] =
     "                              [--timeout S]   (also: gpubox model pull ID REPO ...)\n"
     "  ID is a sandbox (id, prefix or name) or an ipc:// endpoint of an agent. info and generate wait for a\n"
     "  model that is loading (a progress bar on stderr). generate prints the text (the token ids for a model\n"
-    "  without a tokenizer); --stream prints it as the tokens arrive. run captures hook points (model.hooks\n"
-    "  names, TransformerLens'), prints each tensor's name, dtype and shape, and with --out writes the\n"
-    "  captures to a safetensors file. --chat sends PROMPT as the user's message (after --system's), rendered\n"
+    "  without a tokenizer); --stream prints it as the tokens arrive. hooks lists the hook points (ops and\n"
+    "  captures name them, as TransformerLens does) with their shapes. run captures hook points, prints each\n"
+    "  tensor's name, dtype and shape, and with --out writes the captures to a safetensors file.\n"
+    "  --chat sends PROMPT as the user's message (after --system's), rendered\n"
     "  with the model's chat template (docs/chat_templates.md). --json: the methods' results as JSON.\n"
     "  pull runs a job in the sandbox that downloads the Hugging Face repository REPO (the image's\n"
     "  huggingface_hub) into the volume's VOLUME_PATH/REPO (or --subdir; --to DIR instead of a volume), unless\n"
@@ -111,7 +113,26 @@ int run_model_info(ModelClient& models, const std::string& name, bool as_json) {
   auto info = models.info(name);
   if (!info) return call_error(info.status());
   if (as_json) return print_json(*info), kExitOk;
-  for (const auto& [key, value] : info->items()) std::printf("%-20s %s\n", (key + ":").c_str(), text_of(value).c_str());
+  for (const auto& [key, value] : info->items()) {
+    std::string text = text_of(value);
+    if (key == "hook_points") text += "   (gpubox model ID hooks " + name + " lists them)";
+    std::printf("%-20s %s\n", (key + ":").c_str(), text.c_str());
+  }
+  return kExitOk;
+}
+
+// One line a hook point: its name and its shape, symbolic dims as words ("[batch, pos, 64]").
+int run_hooks(ModelClient& models, const std::string& name, bool as_json) {
+  if (Status s = wait_ready(models, name); !s) return call_error(s);
+  auto hooks = models.hooks(name);
+  if (!hooks) return call_error(hooks.status());
+  if (as_json) return print_json(*hooks), kExitOk;
+  for (const auto& hook : *hooks) {
+    std::string shape;
+    for (const auto& dim : hook["shape"]) shape += (shape.empty() ? "" : ", ") + text_of(dim);
+    std::printf("%-36s [%s]\n", hook.value("name", "?").c_str(), shape.c_str());
+  }
+  std::printf("%zu hook points\n", hooks->size());
   return kExitOk;
 }
 
@@ -298,14 +319,15 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
     std::swap(args->positional[0], args->positional[1]);
   }
   const auto& p = args->positional;
-  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, tokenize, generate, run, load, unload, pull)");
+  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, hooks, tokenize, generate, run, load, unload, pull)");
   const std::string& sub = p[1];
   struct Shape {
     const char* name;
     size_t min, max;
     const char* expects;
   };
-  const Shape shapes[] = {{"ls", 2, 2, ""},           {"info", 3, 3, " NAME"},          {"tokenize", 4, 4, " NAME TEXT"},
+  const Shape shapes[] = {{"ls", 2, 2, ""},           {"info", 3, 3, " NAME"},          {"hooks", 3, 3, " NAME"},
+                          {"tokenize", 4, 4, " NAME TEXT"},
                           {"generate", 3, 4, " NAME PROMPT"}, {"run", 3, 4, " NAME PROMPT --capture HOOK"},
                           {"load", 4, 4, " NAME PATH"},       {"unload", 3, 3, " NAME"},
                           {"pull", 3, 3, " REPO --volume NAME"}};
@@ -313,7 +335,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   for (const auto& s : shapes) {
     if (sub == s.name) shape = &s;
   }
-  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, tokenize, generate, run, load, unload, pull)");
+  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, hooks, tokenize, generate, run, load, unload, pull)");
   if (p.size() < shape->min || p.size() > shape->max) return usage_error(sub + ": expected ID " + sub + shape->expects);
   if (sub == "pull") return run_model_pull(*args, global);  // a job of the agent's: no model host needed
 
@@ -341,6 +363,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   bool as_json = global.json || args->flag("--json");
   if (sub == "ls") return run_list(models, as_json);
   if (sub == "info") return run_model_info(models, p[2], as_json);
+  if (sub == "hooks") return run_hooks(models, p[2], as_json);
   if (sub == "tokenize") return run_tokenize(models, p[2], p[3], as_json);
   if (sub == "generate") return run_generate(models, *args, as_json);
   if (sub == "run") return run_captures(models, *args, as_json);

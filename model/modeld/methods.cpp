@@ -142,7 +142,8 @@ json model_info(const LoadedModel& model) {
                {"tokenizer", model.tokenizer != nullptr},
                {"chat_template", model.chat && model.chat->has_template()},
                {"load_seconds", model.load_seconds},
-               {"unexpected_tensors", model.decoder->unexpected_tensors()}};
+               {"unexpected_tensors", model.decoder->unexpected_tensors()},
+               {"hook_points", hook_points(a).size()}};
   if (model.chat && model.chat->has_template()) info["chat_templates"] = model.chat->names();
   if (!model.chat_error.empty()) info["chat_template_error"] = model.chat_error;
   if (!model.spec.hidden) info["path"] = model.spec.path;

@@ -32,6 +32,15 @@ class ModelCliTest(ModelSandboxTestCase):
         self.assertEqual(info["architecture"], "llama")
         self.assertEqual(info["vocab_size"], 320)
         self.assertIn("context_length:", self.ok("info", "tiny").stdout)
+        hooks = self.ok("hooks", "tiny").stdout.splitlines()
+        self.assertRegex(hooks[0], r"^hook_embed\s+\[batch, pos, 64\]$")
+        self.assertTrue(any(line.split()[0] == "blocks.1.attn.hook_q" and line.endswith("[batch, pos, 4, 16]") for line in hooks))
+        self.assertEqual(hooks[-1], "%d hook points" % info["hook_points"])
+        self.assertEqual(len(hooks) - 1, info["hook_points"])
+        self.assertEqual([h["name"] for h in json.loads(self.ok("hooks", "tiny", "--json").stdout)][-1], "logits")
+        self.assertIn("(gpubox model ID hooks tiny lists them)", self.ok("info", "tiny").stdout)
+        missing = self.model("hooks", "nope")
+        self.assertEqual(missing.returncode, 2, missing.stderr)
         self.assertEqual(self.ok("tokenize", "tiny", "Hello").stdout, "72 101 108 108 111\n")
 
     def test_generate_equals_transformers_greedy(self):
