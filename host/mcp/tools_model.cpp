@@ -1,4 +1,4 @@
-// tokenize, generate, run_model: the sandbox's model host (rpc/PROTOCOL.md
+// list_models, model_hooks, tokenize, generate, run_model: the sandbox's model host (rpc/PROTOCOL.md
 // "Models"). run_model's tensors (logits and captures) come back as their
 // dtype and shape with the values when small, else a summary and the first
 // values: an agent reads numbers, not megabytes.
@@ -19,6 +19,15 @@ ToolResult as_tool(Result<json> result) {
   ToolResult tool;
   tool.structured = std::move(*result);
   return tool;
+}
+
+ToolResult list_models(ToolEnv& env, const json& args) { return as_tool(call_sandbox(env, args, "model.list", json::object())); }
+
+ToolResult model_hooks(ToolEnv& env, const json& args) {
+  auto listed = call_sandbox(env, args, "model.hooks", {{"model", args["model"]}});
+  if (!listed) return ToolResult::from(listed.status());
+  (*listed)["count"] = (*listed)["hooks"].size();
+  return as_tool(std::move(listed));
 }
 
 ToolResult tokenize(ToolEnv& env, const json& args) {
@@ -106,6 +115,16 @@ ToolResult run_model(ToolEnv& env, const json& args) {
 
 void add_model_tools(ToolRegistry& tools, ToolEnv& env) {
   json model = {{"type", "string"}, {"description", "a model's name in the sandbox's model host"}};
+  tools.add({"list_models",
+             "List the models of the sandbox's model host: name, state (loading, ready, failed), load progress, and "
+             "once ready the architecture, dtype, device and how many hook points it has (model_hooks lists them).",
+             tool_schema(json::object())},
+            [&env](const json& args, CallContext&) { return list_models(env, args); });
+  tools.add({"model_hooks",
+             "List a model's hook points, the names run_model captures and interventions edit (TransformerLens names, "
+             "e.g. blocks.0.hook_resid_post), in forward order, each with its shape (batch and pos symbolic).",
+             tool_schema({{"model", model}}, {"model"})},
+            [&env](const json& args, CallContext&) { return model_hooks(env, args); });
   tools.add({"tokenize", "Tokenize text with a model's tokenizer: token ids and their byte offsets.",
              tool_schema({{"model", model}, {"text", {{"type", "string"}}}, {"add_special_tokens", {{"type", "boolean"}}}},
                          {"model", "text"})},

@@ -384,6 +384,7 @@ void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupPro
         entry["architecture"] = (*ready)->architecture.name;
         entry["device"] = (*ready)->decoder->device().str();
         entry["dtype"] = dtype_wire_name((*ready)->decoder->dtype());
+        entry["hook_points"] = hook_points((*ready)->architecture).size();
       }
     }
     return json{{"models", models}};

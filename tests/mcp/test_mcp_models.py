@@ -1,4 +1,4 @@
-"""The model tools of `gpubox mcp` (tokenize, generate, run_model) through the
+"""The model tools of `gpubox mcp` (list_models, model_hooks, tokenize, generate, run_model) through the
 official MCP Python SDK (build/venv/bin/python), in a sandbox that the
 create_sandbox tool makes with a model_host config, whose real gpubox-modeld
 serves the tiny random Llama of tests/python_models/make_fixture.py
@@ -67,9 +67,22 @@ class ModelToolsTest(unittest.TestCase):
                 unknown = await client.call_tool("run_model", {**box, "model": "tiny", "text": "Hello",
                                                                "captures": ["blocks.99.nothing"]})
                 gpu = await client.call_tool("gpu_status", box)
+                listed = await client.call_tool("list_models", box)
+                hooks = await client.call_tool("model_hooks", {**box, "model": "tiny"})
+                no_model = await client.call_tool("model_hooks", {**box, "model": "nope"})
                 await client.call_tool("terminate_sandbox", box)
                 self.assertFalse(text.is_error, text.structured_content)
                 self.assertIsInstance(text.structured_content["text"], str)
+                self.assertFalse(listed.is_error, listed.structured_content)
+                (tiny,) = listed.structured_content["models"]
+                self.assertEqual((tiny["name"], tiny["state"], tiny["architecture"]), ("tiny", "ready", "llama"))
+                self.assertFalse(hooks.is_error, hooks.structured_content)
+                points = {h["name"]: h["shape"] for h in hooks.structured_content["hooks"]}
+                self.assertEqual(hooks.structured_content["count"], len(points))
+                self.assertEqual(tiny["hook_points"], len(points))
+                self.assertEqual(points["blocks.0.hook_resid_post"], ["batch", "pos", 64])
+                self.assertTrue(no_model.is_error)
+                self.assertIn("nope", no_model.structured_content["error"])
                 return tokens, generated, ran, unknown, gpu
         tokens, generated, ran, unknown, gpu = asyncio.run(asyncio.wait_for(body(), 300))
         self.assertFalse(tokens.is_error, tokens.structured_content)
