@@ -38,7 +38,8 @@ constexpr char kUsage[] =
     "  model that is loading (a progress bar on stderr). generate prints the text (the token ids for a model\n"
     "  without a tokenizer); --stream prints it as the tokens arrive. hooks lists the hook points (ops and\n"
     "  captures name them, as TransformerLens does) with their shapes. run captures hook points, prints each\n"
-    "  tensor's name, dtype and shape, and with --out writes the captures to a safetensors file.\n"
+    "  tensor's name, dtype and shape, and with --out writes the captures to a safetensors file (the logits\n"
+    "  too with --capture logits).\n"
     "  --chat sends PROMPT as the user's message (after --system's), rendered\n"
     "  with the model's chat template (docs/chat_templates.md). --json: the methods' results as JSON.\n"
     "  pull runs a job in the sandbox that downloads the Hugging Face repository REPO (the image's\n"
@@ -212,13 +213,19 @@ int run_captures(ModelClient& models, const Args& args, bool as_json) {
   json params = json::object();
   if (auto bad = prompt_params(args, "run", params)) return usage_error(*bad);
   const auto& hooks = args.all("--capture");
-  if (hooks.empty()) return usage_error("run: give --capture HOOK (one or more; `gpubox model ID info NAME` and model.hooks list them)");
+  if (hooks.empty()) return usage_error("run: give --capture HOOK (one or more; `gpubox model ID hooks " + name + "` lists them)");
   params["ops"] = json::array();
+  // The logits always come back: --capture logits asks for them in the file, not for a second copy.
+  bool logits_asked = false;
   for (std::size_t i = 0; i < hooks.size(); ++i) {
     if (std::find(hooks.begin(), hooks.begin() + static_cast<long>(i), hooks[i]) != hooks.begin() + static_cast<long>(i)) {
       return usage_error("--capture " + hooks[i] + " is given twice");
     }
-    params["ops"].push_back({{"op", "capture"}, {"hook", hooks[i]}});
+    if (hooks[i] == "logits") {
+      logits_asked = true;
+    } else {
+      params["ops"].push_back({{"op", "capture"}, {"hook", hooks[i]}});
+    }
   }
   if (Status s = wait_ready(models, name); !s) return call_error(s);
   auto result = models.run(name, params);
@@ -227,7 +234,7 @@ int run_captures(ModelClient& models, const Args& args, bool as_json) {
   std::vector<weights::TensorToWrite> captures;
   for (const auto& t : result->tensors) {
     listed.push_back({{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}});
-    if (t.name == "logits") continue;
+    if (t.name == "logits" && !logits_asked) continue;
     auto dtype = safetensors_dtype(t.dtype);
     if (!dtype) return fail(kCommand, "capture " + t.name + " has dtype " + t.dtype + ", which safetensors cannot hold here", kExitFailed);
     captures.push_back({t.name, *dtype, t.shape, t.bytes(), t.size()});

@@ -36,13 +36,26 @@ class ModelCliRunTest(ModelSandboxTestCase):
             for hook in HOOKS:
                 torch.testing.assert_close(f.get_tensor(hook), want[hook], rtol=0, atol=0)
 
+    def test_captured_logits_are_listed_once_and_written_to_the_file(self):
+        out = os.path.join(self.scratch, "with-logits.safetensors")
+        run = self.gpubox("model", self.id, "run", "tiny", "--ids", "5,17,33", "--capture", "logits",
+                          "--capture", "blocks.1.hook_resid_post", "--out", out)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual([line.split()[0] for line in run.stdout.splitlines()], ["logits", "blocks.1.hook_resid_post"])
+        with gpubox.connect(self.id) as client:
+            want = client.model("tiny").run(ids=[5, 17, 33], capture=["blocks.1.hook_resid_post"])
+        with safe_open(out, "pt") as f:
+            self.assertEqual(sorted(f.keys()), ["blocks.1.hook_resid_post", "logits"])
+            torch.testing.assert_close(f.get_tensor("logits"), want["logits"], rtol=0, atol=0)
+            torch.testing.assert_close(f.get_tensor("blocks.1.hook_resid_post"), want["blocks.1.hook_resid_post"], rtol=0, atol=0)
+
     def test_json_and_refusals(self):
         run = self.gpubox("model", self.id, "run", "tiny", "--ids", "1,2,3", "--capture", "hook_embed", "--json")
         self.assertEqual(run.returncode, 0, run.stderr)
         shown = json.loads(run.stdout)
         self.assertEqual([t["name"] for t in shown["tensors"]], ["logits", "hook_embed"])
         self.assertEqual(shown["tensors"][1]["shape"], [1, 3, 64])
-        cases = [(["run", "tiny", "--ids", "1,2"], "--capture HOOK"),
+        cases = [(["run", "tiny", "--ids", "1,2"], "`gpubox model ID hooks tiny` lists them"),
                  (["run", "tiny", "--ids", "1,2", "--capture", "hook_embed", "--capture", "hook_embed"], "given twice"),
                  (["run", "tiny", "--ids", "1,2", "--capture", "blocks.9.hook_resid_post"], "blocks.9.hook_resid_post")]
         for args, words in cases:
