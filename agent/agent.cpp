@@ -184,6 +184,9 @@ Status Agent::start_rpc() {
   AgentHooks hooks;
   hooks.request_shutdown = [this] { loop_->post([this] { begin_shutdown("shutdown", "sys.shutdown"); }); };
   hooks.components = [this] { return components(); };
+  auto seconds = [](std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; };
+  hooks.lifecycle = {{"timeout_s", seconds(options_.config.lifecycle.timeout)},
+                     {"idle_timeout_s", seconds(options_.config.lifecycle.idle_timeout)}};
   hooks.accepting_work = [this] { return accepting_work_.load(); };
   hooks.child_env = child_env();
   hooks.model_host = [this] { return model_host_ ? model_host_->info() : nlohmann::json{{"state", "off"}}; };

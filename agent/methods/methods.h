@@ -34,6 +34,8 @@ struct AgentHooks {
   std::function<bool()> accepting_work;
   // Environment overrides applied to every process the agent starts (config env and secrets).
   std::vector<std::pair<std::string, std::string>> child_env;
+  // sys.info's lifecycle: the deadlines the agent keeps, {"timeout_s", "idle_timeout_s"} (0: none).
+  nlohmann::json lifecycle = nlohmann::json::object();
   // sys.info's model_host: {"state": "off"} without a model_host section.
   std::function<nlohmann::json()> model_host;
   // sys.usage's jobs (JobManager::usage); null: no jobs.

@@ -89,6 +89,7 @@ void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, cons
           {"max_in_flight", limits.max_in_flight},
           {"max_attachments", limits.max_attachments}}},
         {"components", hooks.components()},
+        {"lifecycle", hooks.lifecycle},
         {"model_host", hooks.model_host ? hooks.model_host() : nlohmann::json{{"state", "off"}}},
     };
   });

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Modal backend against a real Modal account: create (CPU, then a GPU
 # when GPUBOX_MODAL_GPU is set, e.g. T4 or H100), exec, run-code, a job with
-# its result, snapshot and a sandbox restored from it, terminate. Skips (exit 0) unless MODAL_TOKEN_ID is set. It costs
+# its result, snapshot and a sandbox restored from it, terminate. Skips (exit 77, as ctest and scripts/test.sh count a skip) unless MODAL_TOKEN_ID is set. It costs
 # a few cents of Modal time; every sandbox it starts is terminated on exit.
 #
 #   MODAL_TOKEN_ID=... MODAL_TOKEN_SECRET=... tests/modal/check_real_modal.sh [build/bin/gpubox]
@@ -14,7 +14,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -z "${MODAL_TOKEN_ID:-}" ]; then
   echo "check_real_modal: skipped (MODAL_TOKEN_ID is not set)"
-  exit 0
+  exit 77
 fi
 cli=${1:-$root/build/bin/gpubox}
 export GPUBOX_PYTHON=${GPUBOX_PYTHON:-$root/build/venv/bin/python}

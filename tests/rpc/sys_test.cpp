@@ -47,6 +47,7 @@ TEST_F(SysTest, InfoDescribesTheAgent) {
   EXPECT_TRUE((*info)["agent_version"].is_string());
   EXPECT_GE((*info)["uptime_s"].get<double>(), 0.0);
   EXPECT_EQ((*info)["components"]["rpc"]["state"], "ready");
+  EXPECT_EQ((*info)["lifecycle"], json({{"timeout_s", 0.0}, {"idle_timeout_s", 0.0}}));  // this agent's config sets neither
   for (const char* method : {"sys.ping", "sys.info", "sys.shutdown", "proc.exec", "proc.spawn", "proc.signal", "proc.list"}) {
     EXPECT_NE(std::find((*info)["methods"].begin(), (*info)["methods"].end(), method), (*info)["methods"].end()) << method;
   }
