@@ -330,15 +330,6 @@ const std::vector<std::string>& supported_architectures() {
   return names;
 }
 
-std::int64_t Architecture::parameter_count() const {
-  std::int64_t q = num_heads * head_dim, kv = num_kv_heads * head_dim;
-  std::int64_t attention = hidden_size * (q + 2 * kv) + q * hidden_size;
-  std::int64_t mlp = (gated_mlp ? 3 : 2) * hidden_size * intermediate_size;
-  std::int64_t embeddings = vocab_size * hidden_size * (tie_embeddings ? 1 : 2);
-  if (learned_positions) embeddings += max_positions * hidden_size;
-  return num_layers * (attention + mlp) + embeddings;
-}
-
 Result<Architecture> parse_architecture(const json& config, const json* generation_config, const std::string& source) {
   if (!config.is_object()) return Status(ErrorCode::invalid_request, source + ": not a JSON object");
   FieldReader fields(config, source);

@@ -63,8 +63,6 @@ struct Architecture {
   std::vector<std::int64_t> eos_ids;      // generation_config.json, else config.json
   std::optional<std::int64_t> bos_id;
   std::optional<std::int64_t> pad_id;
-
-  std::int64_t parameter_count() const;
 };
 
 // The architectures modeld implements, as config.json's model_type names them.

@@ -116,6 +116,7 @@ class WeightBinder {
     }
     used_.insert(name);
     held_bytes_ += static_cast<std::uint64_t>(bound.nbytes());
+    held_elements_ += static_cast<std::uint64_t>(bound.numel());
     progress_.bytes_loaded += entry.size;
     progress_.tensors_loaded += 1;
     return bound;
@@ -131,6 +132,7 @@ class WeightBinder {
     return out;
   }
   std::uint64_t held_bytes() const { return held_bytes_; }
+  std::uint64_t held_elements() const { return held_elements_; }
 
  private:
   const weights::Checkpoint& checkpoint_;
@@ -139,6 +141,7 @@ class WeightBinder {
   LoadProgress& progress_;
   std::set<std::string> used_;
   std::uint64_t held_bytes_ = 0;
+  std::uint64_t held_elements_ = 0;
 };
 
 // Binds a Result<Tensor> to a field or returns its error from the enclosing function.
@@ -212,6 +215,7 @@ struct Decoder::Weights {
   Tensor embed_scale;
   std::vector<LayerWeights> layers;
   std::uint64_t held_bytes = 0;
+  std::uint64_t parameters = 0;  // elements of the bound weights (a tied head counted once, as transformers does)
   std::vector<std::string> unexpected;
 
   void hook(Hooks* hooks, HookPoint point, int layer, Tensor& value) const {
@@ -483,6 +487,7 @@ Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const w
       w->embed_scale = at::scalar_tensor(std::sqrt(static_cast<double>(h)), options.dtype(dtype));
     }
     w->held_bytes = bind.held_bytes();
+    w->parameters = bind.held_elements();
     w->unexpected = bind.unused();
     return std::unique_ptr<Decoder>(new Decoder(std::move(w)));
   } catch (const c10::OutOfMemoryError& e) {
@@ -575,6 +580,7 @@ const Architecture& Decoder::architecture() const { return weights_->arch; }
 c10::ScalarType Decoder::dtype() const { return weights_->dtype; }
 c10::Device Decoder::device() const { return weights_->device; }
 std::uint64_t Decoder::weight_bytes() const { return weights_->held_bytes; }
+std::uint64_t Decoder::parameter_count() const { return weights_->parameters; }
 const std::vector<std::string>& Decoder::unexpected_tensors() const { return weights_->unexpected; }
 
 Status enable_cuda() {

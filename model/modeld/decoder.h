@@ -76,6 +76,7 @@ class Decoder {
   c10::ScalarType dtype() const;
   c10::Device device() const;
   std::uint64_t weight_bytes() const;             // as held (after casts)
+  std::uint64_t parameter_count() const;          // elements of the weights, norms and biases included
   const std::vector<std::string>& unexpected_tensors() const;  // in the files, unused
 
  private:

@@ -127,7 +127,7 @@ json model_info(const LoadedModel& model) {
   const Architecture& a = model.architecture;
   json info = {{"name", model.spec.name},
                {"architecture", a.name},
-               {"parameters", a.parameter_count()},
+               {"parameters", model.decoder->parameter_count()},
                {"dtype", dtype_wire_name(model.decoder->dtype())},
                {"device", model.decoder->device().str()},
                {"memory_bytes", model.decoder->weight_bytes()},

@@ -17,7 +17,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // What the decoder relies on after a successful parse.
     if (architecture->layer_window.size() != static_cast<std::size_t>(architecture->num_layers)) __builtin_trap();
     if (architecture->num_heads % architecture->num_kv_heads != 0) __builtin_trap();
-    (void)architecture->parameter_count();
   }
   (void)gpubox::modeld::parse_model_spec(json, "models[0]");
   return 0;

@@ -89,6 +89,12 @@ class ModeldAgainstTransformers(unittest.TestCase):
                 self.assertLess(relative_error(got[0], want), FP32_TOLERANCE)
                 self.assertEqual(result["lengths"], [len(PROMPTS[0])])
 
+    def test_the_parameter_count_is_transformers(self):
+        for name in ARCHITECTURES:  # norms, biases and a tied head (counted once) included
+            with self.subTest(architecture=name):
+                info = self.modeld.client.call("model.info", model=name)
+                self.assertEqual(info["parameters"], self.models[name][1].num_parameters())
+
     def test_gemma3_in_transformers_4_spelling_reads_as_transformers_reads_it(self):
         hf = tf.AutoModelForCausalLM.from_pretrained(self.gemma3_legacy).eval()
         self.assertEqual(hf.config.layer_types, ["sliding_attention", "full_attention", "sliding_attention"])
