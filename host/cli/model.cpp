@@ -291,6 +291,10 @@ int run_generate(ModelClient& models, const Args& args, bool as_json) {
     std::cout << line << std::endl;
   }
   std::fprintf(stderr, "finish_reason: %s\n", text_of(result->value("finish_reason", json("?"))).c_str());
+  if (const auto cut = result->find("max_new_tokens_cut"); cut != result->end()) {
+    std::fprintf(stderr, "max_new_tokens %s cut to %s: the prompt and the new tokens fill the model's context of %s tokens\n",
+                 text_of((*cut)["asked"]).c_str(), text_of((*cut)["allowed"]).c_str(), text_of((*cut)["context_length"]).c_str());
+  }
   return kExitOk;
 }
 

@@ -264,6 +264,13 @@ Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
   for (const auto& p : prompts) result["prompt_tokens"].push_back(p.size());
   if (!batched) result["prompt_tokens"] = result["prompt_tokens"][0];
   if (m.tokenizer) result["text"] = batched ? texts : texts[0];
+  std::int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, static_cast<std::int64_t>(p.size()));
+  if (std::int64_t allowed = new_token_limit(m.architecture, options, longest); allowed < options.max_new_tokens) {
+    // The context, not max_new_tokens, ended the generation: say so rather than let "length" hide it.
+    result["max_new_tokens_cut"] = {{"asked", options.max_new_tokens}, {"allowed", std::max<std::int64_t>(allowed, 0)},
+                                    {"context_length", m.architecture.max_positions}};
+  }
   return result;
 }
 

@@ -52,6 +52,10 @@ class ModelCliTest(ModelSandboxTestCase):
         self.assertEqual(text.stderr, "finish_reason: length\n")
         streamed = self.ok("generate", "tiny", "Hel", "--max-new-tokens", "4", "--ignore-eos", "--stream")
         self.assertEqual(streamed.stdout, text.stdout)
+        long = ",".join(str(3 + i % 300) for i in range(250))  # 250 of the tiny Llama's 256 positions
+        cut = self.ok("generate", "tiny", "--ids", long, "--max-new-tokens", "20", "--ignore-eos")
+        self.assertEqual(cut.stderr, "finish_reason: length\nmax_new_tokens 20 cut to 6: the prompt and the new tokens "
+                                     "fill the model's context of 256 tokens\n")
 
     def test_stream_prints_as_tokens_arrive(self):
         self.ok("load", "streamer", self.refs["big"], "--wait")

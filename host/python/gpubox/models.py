@@ -199,7 +199,8 @@ class Model:
         (strings), stop_ids, ignore_eos; or messages=[{"role", "content"}, ...] in place of the
         prompt (rendered with the model's chat template, add_generation_prompt true unless
         given; tools, template_name and template_kwargs as chat_template() takes them).
-        Returns {"tokens", "text"?, "finish_reason", "prompt_tokens"}.
+        Returns {"tokens", "text"?, "finish_reason", "prompt_tokens"}, and "max_new_tokens_cut":
+        {"asked", "allowed", "context_length"} when the model's context allowed fewer new tokens.
         ops / capture / add as for run(), applied at every forward pass (an op's
         "steps": [pass, ...] limits it: 0 is the prompt's pass, k the one that picks
         token k); then "captures" holds (pass, hook, tensor) in the order produced."""

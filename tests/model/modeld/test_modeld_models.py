@@ -195,6 +195,16 @@ class ModeldAgainstTransformers(unittest.TestCase):
         self.assertEqual(len(self.modeld.client.call("model.generate", model="mistral", ids=[1], max_new_tokens=2,
                                                      ignore_eos=True)["tokens"]), 2)
 
+    def test_a_generation_the_context_cuts_says_so(self):
+        prompt = list(range(3, 123))  # 120 of gpt2's 128 positions: room for 8 new tokens
+        cut = self.modeld.client.call("model.generate", model="gpt2", ids=prompt, max_new_tokens=20, ignore_eos=True)
+        self.assertEqual(len(cut["tokens"]), 8)
+        self.assertEqual(cut["finish_reason"], "length")
+        self.assertEqual(cut["max_new_tokens_cut"], {"asked": 20, "allowed": 8, "context_length": 128})
+        whole = self.modeld.client.call("model.generate", model="gpt2", ids=prompt, max_new_tokens=8, ignore_eos=True)
+        self.assertNotIn("max_new_tokens_cut", whole)  # asked for what fits: nothing was cut
+        self.assertEqual(whole["tokens"], cut["tokens"])
+
     def test_bad_requests_get_clear_errors_and_modeld_keeps_serving(self):
         cases = [
             (dict(method="model.forward", model="nope", ids=[1]), "not_found", "no model \"nope\""),
