@@ -21,6 +21,7 @@
 #include <fstream>
 
 #include "host/capabilities.h"
+#include "host/runtime_binds.h"
 #include "host/sandbox_root.h"
 #include "host/user_namespace.h"
 #include "rpc/fd.h"
@@ -85,7 +86,6 @@ struct ChildPlan {
   int null_fd = -1;
   int error_fd = -1;
   int go_fd = -1;  // read end: one byte once the CLI has moved the child into its cgroups
-  int agent_fd = -1;  // the agent binary, opened before the mounts could hide its path (e.g. under /tmp)
   std::vector<std::string> argv;
   std::vector<std::string> envp;
 };
@@ -129,9 +129,8 @@ bool bring_up_loopback() {
   // Descriptors: move every one we keep above the fixed numbers, then into place.
   int config = ::fcntl(plan.config_fd, F_DUPFD_CLOEXEC, 10);
   int ready = ::fcntl(plan.ready_fd, F_DUPFD_CLOEXEC, 10);
-  int agent = ::fcntl(plan.agent_fd, F_DUPFD_CLOEXEC, 10);
   int userns = plan.userns_fd >= 0 ? ::fcntl(plan.userns_fd, F_DUPFD_CLOEXEC, 10) : -1;
-  if (config < 0 || ready < 0 || agent < 0 || (plan.userns_fd >= 0 && userns < 0) || ::dup2(plan.null_fd, 0) != 0 || ::dup2(plan.log_fd, 1) != 1 ||
+  if (config < 0 || ready < 0 || (plan.userns_fd >= 0 && userns < 0) || ::dup2(plan.null_fd, 0) != 0 || ::dup2(plan.log_fd, 1) != 1 ||
       ::dup2(plan.log_fd, 2) != 2 || ::dup2(config, kConfigFd) != kConfigFd || ::dup2(ready, kReadyFd) != kReadyFd) {
     child_fail(plan, stage_descriptors);
   }
@@ -159,17 +158,26 @@ bool bring_up_loopback() {
   sigset_t empty;
   sigemptyset(&empty);
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-  ::execveat(agent, "", argv.data(), envp.data(), AT_EMPTY_PATH);
+  // From its neutral path, so that it finds gpubox-modeld beside itself.
+  ::execve(kSandboxAgentPath, argv.data(), envp.data());
   child_fail(plan, stage_exec, plan.argv[0]);
 }
 
-// What the sandbox's root holds: its state and work dirs, the --mount binds,
-// the GPUs, its own cgroups writable; the store, /root and /home hidden.
+// What the sandbox's root holds: its state and work dirs, what its agent runs
+// (host/runtime_binds.h), the --mount binds, the GPUs, its own cgroups
+// writable; the store, /root and /home hidden.
 RootPlan root_plan(const SandboxStore& store, const SandboxRecord& record, const LocalSandboxSpec& spec,
                    const std::string& layer_dir, const LimitPlan& limits) {
   RootPlan root;
   root.layer_dir = layer_dir;
   root.hidden = {"/root", "/home", store.root()};
+  std::vector<std::string> covered = root.hidden;
+  covered.insert(covered.end(), {"/tmp", "/run"});
+  std::string python;  // a wrong type is the agent's to refuse
+  if (auto kernel = spec.agent_config.find("kernel"); kernel != spec.agent_config.end() && kernel->is_object()) {
+    if (auto given = kernel->find("python"); given != kernel->end() && given->is_string()) python = *given;
+  }
+  for (auto& bind : runtime_binds(spec.agent_path, python, covered)) root.binds.push_back(std::move(bind));
   root.binds.push_back({record.agent_dir(), kSandboxStateDir, false});
   root.binds.push_back({record.work_dir(), kSandboxWorkDir, false});
   for (const auto& mount : spec.mounts) root.binds.push_back({mount.source, mount.target, mount.read_only});
@@ -359,9 +367,7 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   std::string log_path = record.agent_dir() + "/agent.stderr";
   Fd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   Fd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
-  Fd agent_fd(::open(spec.agent_path.c_str(), O_PATH | O_CLOEXEC));
   if (log_fd.get() < 0 || null_fd.get() < 0) return fail(Status::from_errno(errno, "open " + log_path), &*limits);
-  if (agent_fd.get() < 0) return fail(Status::from_errno(errno, "open the agent binary " + spec.agent_path), &*limits);
 
   ChildPlan plan;
   plan.spec = &spec;
@@ -381,8 +387,7 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   plan.null_fd = null_fd.get();
   plan.error_fd = error_write.get();
   plan.go_fd = go_read.get();
-  plan.agent_fd = agent_fd.get();
-  plan.argv = {spec.agent_path, "--config-fd", std::to_string(kConfigFd), "--ready-fd", std::to_string(kReadyFd)};
+  plan.argv = {kSandboxAgentPath, "--config-fd", std::to_string(kConfigFd), "--ready-fd", std::to_string(kReadyFd)};
   plan.envp = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", std::string("HOME=") + kSandboxWorkDir,
                "LANG=C.UTF-8", "HOSTNAME=" + plan.hostname, "GPUBOX_SANDBOX_ID=" + record.id};
 

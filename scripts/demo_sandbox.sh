@@ -23,10 +23,11 @@ echo "   with 1 GiB of memory, one CPU, no network but loopback, and a secret re
 export DEMO_TOKEN="tok-$RANDOM$RANDOM"   # a secret: it travels through a pipe, never argv, logs or state files
 model_config=()
 if [ -n "${DEMO_MODEL:-}" ]; then
-  echo "   Its config names a model for the native model host (gpubox-modeld, LibTorch, no Python):"
-  printf '{"model_host": {"models": [{"name": "tiny", "path": "%s"}]}}\n' "$DEMO_MODEL" > "$work/config.json"
+  echo "   Its config names a model for the native model host (gpubox-modeld, LibTorch, no Python),"
+  echo "   mounted read-only from this machine (the sandbox does not see /root, /home or our /tmp):"
+  printf '{"model_host": {"models": [{"name": "tiny", "path": "/models/tiny"}]}}\n' > "$work/config.json"
   echo "   $(cat "$work/config.json")"
-  model_config=(--config "$work/config.json")
+  model_config=(--config "$work/config.json" --mount "$DEMO_MODEL:/models/tiny:ro")
 fi
 id=$(run "$gpubox" create --name "demo-$$" --memory 1024 --cpu 1 --secret DEMO_TOKEN --env GREETING=hello "${model_config[@]}")
 echo "   created sandbox $id; it runs on after 'create' returns:"

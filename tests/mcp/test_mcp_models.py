@@ -44,8 +44,11 @@ class ModelToolsTest(unittest.TestCase):
         shutil.rmtree(cls.state, ignore_errors=True)
 
     def test_tokenize_generate_run_model(self):
-        config = {"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": self.refs["llama"]}]},
-                  "kernel": {"enabled": False}}
+        # modeld beside the agent; the model where any sandbox sees it, wherever the checkout lies.
+        visible = tempfile.mkdtemp(prefix="gpubox-mcp-model-", dir="/var/tmp")
+        self.addCleanup(shutil.rmtree, visible, ignore_errors=True)
+        model = shutil.copytree(self.refs["llama"], os.path.join(visible, "llama"))
+        config = {"model_host": {"models": [{"name": "tiny", "path": model}]}, "kernel": {"enabled": False}}
 
         async def body():
             async with Client(self.params) as client:

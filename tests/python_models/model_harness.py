@@ -38,7 +38,10 @@ def fixture():
 
 class ModelSandboxTestCase(unittest.TestCase):
     """One real local sandbox (`gpubox create --config`, a model_host serving "tiny") for the
-    whole class, reached with the real CLI (cls.gpubox) or gpubox.connect(cls.id)."""
+    whole class, reached with the real CLI (cls.gpubox) or gpubox.connect(cls.id). Its kernel's
+    config is cls.kernel_config (none by default)."""
+
+    kernel_config = {"enabled": False}
 
     @classmethod
     def setUpClass(cls):
@@ -51,10 +54,12 @@ class ModelSandboxTestCase(unittest.TestCase):
         os.environ["XDG_STATE_HOME"] = cls.state  # where gpubox.connect finds the CLI's records too
         cls.env = dict(os.environ, GPUBOX_AGENT=AGENT)
         config = os.path.join(cls.scratch, "config.json")
+        # modeld beside the agent, found as a user's would be; the models at
+        # their own paths, which a checkout under /root or /home would hide.
         with open(config, "w") as f:
-            json.dump({"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": cls.refs["llama"]}]},
-                       "kernel": {"enabled": False}}, f)
-        created = cls.gpubox("create", "--config", config)
+            json.dump({"model_host": {"models": [{"name": "tiny", "path": cls.refs["llama"]}]},
+                       "kernel": cls.kernel_config}, f)
+        created = cls.gpubox("create", "--config", config, "--mount", FIXTURE + ":" + FIXTURE + ":ro")
         if created.returncode != 0:
             raise AssertionError("gpubox create failed: %s" % created.stderr)
         cls.id = created.stdout.strip()
@@ -92,3 +97,39 @@ class ModelHostTestCase(unittest.TestCase):
 
     def model_host(self):
         return self.client.call("sys.info")["model_host"]
+
+
+NOTEBOOK_HOOK = "blocks.0.hook_resid_post"
+
+
+def notebook_cell(refs):
+    """A cell that, through gpubox.Client() (the agent's own package), captures NOTEBOOK_HOOK
+    from the model host's "tiny", generates greedily, and again steered by a vector of 0.5s
+    at 8x; it prints what it got as one line of JSON."""
+    ids, steps = refs["generate_ids"], refs["new_tokens"]
+    return """
+import gpubox, json
+m = gpubox.Client().model("tiny")
+act = m.run(ids=%r, capture=[%r])[%r]
+plain = m.generate(%r, max_new_tokens=%d, ignore_eos=True)["tokens"]
+steered = m.generate(%r, max_new_tokens=%d, ignore_eos=True, add={%r: (act[0, -1] * 0 + 0.5, 8.0)})["tokens"]
+print(json.dumps({"file": gpubox.__file__, "transport": type(m.client._socket).__name__, "shape": list(act.shape),
+                  "act": act.flatten().tolist(), "plain": plain, "steered": steered}))
+""" % (ids, NOTEBOOK_HOOK, NOTEBOOK_HOOK, ids, steps, ids, steps, NOTEBOOK_HOOK)
+
+
+def check_notebook_cell(test, got, model, refs):
+    """What notebook_cell printed (got) equals what a remote caller gets from `model` (a
+    gpubox Model of the same sandbox's "tiny"): the capture bit for bit, the greedy tokens
+    transformers' own, the steered ones the same and different."""
+    import numpy as np
+    ids, steps = refs["generate_ids"], refs["new_tokens"]
+    test.assertEqual(got["file"], "<gpubox>/__init__.py")  # the agent's own copy of the package
+    theirs = np.asarray(model.run(ids=ids, capture=[NOTEBOOK_HOOK])[NOTEBOOK_HOOK])
+    test.assertEqual(got["shape"], list(theirs.shape))
+    np.testing.assert_array_equal(np.asarray(got["act"], dtype=theirs.dtype).reshape(theirs.shape), theirs)
+    vector = np.full(theirs.shape[-1], 0.5, dtype=np.float32)
+    steered = model.generate(ids, max_new_tokens=steps, ignore_eos=True, add={NOTEBOOK_HOOK: (vector, 8.0)})["tokens"]
+    test.assertEqual(got["plain"], refs["greedy"])
+    test.assertEqual(got["steered"], steered)
+    test.assertNotEqual(got["steered"], got["plain"])
