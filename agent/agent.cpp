@@ -131,8 +131,8 @@ void Agent::start_kernel() {
   kernel::AgentKernelOptions options;
   options.executor.python = config.python;
   options.executor.mode = config.mode;
-  // Setup order: the hooks toolkit, the workspace on sys.path, the models, then the custom init code (which may use all).
-  options.executor.setup_code.push_back(kernel::hooks_toolkit_setup_code());
+  // Setup order: the gpubox package, the workspace on sys.path, the models, then the custom init code (which may use all).
+  options.executor.setup_code.push_back(kernel::python_package_setup_code());
   if (!config.workspace_dir.empty()) options.executor.setup_code.push_back(kernel::workspace_setup_code(config.workspace_dir));
   std::vector<kernel::ModelLoad> models = place_models(config.models, options_.config.state_dir, is_pid1_);
   for (const auto& model : models) {

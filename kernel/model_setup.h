@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -53,13 +54,14 @@ nlohmann::json pending_model_report(const std::vector<ModelLoad>& loads);
 // The embedded kernel/model_loader.py.
 extern const char kModelLoaderSource[];
 
-// Python that makes `from gpubox import hooks` work in the kernel: the embedded
-// toolkit (host/python/gpubox/hooks.py) as module gpubox.hooks, compiled at
-// its first import, unless the image has the gpubox package itself (which
-// holds the same file).
-std::string hooks_toolkit_setup_code();
+// Python that makes the gpubox package importable in the kernel, at the
+// agent's own version, whatever the image holds: the embedded sources of
+// host/python/gpubox, served by a finder first on sys.meta_path and compiled
+// at a module's first import. A cell reaches the agent's model host with
+// gpubox.Client() (GPUBOX_ENDPOINT; pure Python when the image lacks pyzmq).
+std::string python_package_setup_code();
 
-// The embedded host/python/gpubox/hooks.py.
-extern const char kHooksToolkitSource[];
+// The embedded host/python/gpubox/*.py: (module name, source), "__init__" included.
+const std::vector<std::pair<std::string, std::string>>& python_package_sources();
 
 }  // namespace gpubox::kernel

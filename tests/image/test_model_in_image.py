@@ -5,8 +5,8 @@ stage from the wheelhouse, MODELD_FROM=context), with the model fixture's tiny
 Llama mounted read-only. Through the container's published port and CURVE:
 the image's own gpubox-modeld serves it with logits and a greedy generation
 equal to transformers' on the host (the independent reference; 1e-4 relative,
-as every modeld test), and the kernel imports the image's torch and
-transformers. Interpreter: Debian's /usr/bin/python3 (numpy; the client
+as every modeld test), the kernel imports the image's torch and
+transformers, and a cell drives the same model host with gpubox.Client(). Interpreter: Debian's /usr/bin/python3 (numpy; the client
 needs no torch)."""
 
 import json
@@ -21,7 +21,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python_models"))
-from model_harness import CLI, FIXTURE, fixture  # noqa: E402
+from model_harness import CLI, FIXTURE, check_notebook_cell, fixture, notebook_cell  # noqa: E402
 import gpubox  # noqa: E402
 
 IMAGE = "localhost/gpubox-test-python:" + (os.environ.get("GPUBOX_TEST_IMAGE_VERSION") or "latest")
@@ -91,6 +91,11 @@ class ModelInImageTest(unittest.TestCase):
         self.assertEqual(torch_version.split("+")[0], pins["torch"])  # the wheel's is "2.11.0+cu130"
         self.assertEqual(transformers_version, pins["transformers"])
         self.assertEqual(total, "3.0")
+
+    def test_a_cell_drives_the_same_model_host(self):
+        run = self.gpubox("run-code", self.id, notebook_cell(self.refs), timeout=180)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        check_notebook_cell(self, json.loads(run.stdout.splitlines()[-1]), self.model, self.refs)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ The model host's models (gpubox.models):
     model.generate("Hello", max_new_tokens=8)["text"]
 
 Failures raise gpubox.RpcError (with .code, .message, .details). A Client is
-for one thread. Needs only pyzmq and msgpack.
+for one thread. Needs pyzmq and msgpack; without them (a sandbox's kernel on a bare
+image) an ipc:// endpoint is reached in pure Python.
 """
 
 from .client import Chunk, Client, RpcError, Stream, keygen

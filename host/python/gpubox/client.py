@@ -1,7 +1,8 @@
-"""A gpubox RPC client: one ZeroMQ DEALER connection to an agent.
+"""A gpubox RPC client: one ZeroMQ DEALER connection to an agent (pyzmq's, or
+for ipc:// without pyzmq a pure-Python one: _transport.py).
 
-A Client and its Streams belong to one thread: they share one ZeroMQ socket
-and nothing here is locked. Use one Client per thread.
+A Client and its Streams belong to one thread: they share one socket and
+nothing here is locked. Use one Client per thread.
 """
 
 import collections
@@ -11,9 +12,7 @@ import os
 import time
 from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
-import zmq
-from zmq.utils.monitor import recv_monitor_message
-
+from . import _transport
 from .protocol import DEFAULT_WINDOW, Header, Kind, decode_body, decode_header, encode_body, encode_header
 
 Key = Union[str, bytes]
@@ -52,7 +51,7 @@ class Chunk(NamedTuple):
 
 def keygen() -> Tuple[str, str]:
     """A new CURVE key pair, (public, secret), each 40 Z85 characters."""
-    public, secret = zmq.curve_keypair()
+    public, secret = _transport.curve_keypair()
     return public.decode("ascii"), secret.decode("ascii")
 
 
@@ -242,61 +241,23 @@ class Client:
             if client_secret_key is None:
                 if client_public_key is not None:
                     raise ValueError("client_public_key given without client_secret_key")
-                public, secret = zmq.curve_keypair()
+                public, secret = _transport.curve_keypair()
             else:
                 secret = _z85_key(client_secret_key, "client_secret_key")
                 public = (_z85_key(client_public_key, "client_public_key") if client_public_key is not None
-                          else zmq.curve_public(secret))
+                          else _transport.curve_public(secret))
             self.public_key = public.decode("ascii")
         elif not os.path.exists(endpoint[len("ipc://"):]):
             raise RpcError("unavailable", "cannot reach %s: no such socket (is the agent running?)" % endpoint)
 
-        self._context = zmq.Context()
-        self._socket = self._context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.SNDHWM, 0)
-        if tcp:
-            self._socket.setsockopt(zmq.CURVE_SERVERKEY, server_key)
-            self._socket.setsockopt(zmq.CURVE_PUBLICKEY, public)
-            self._socket.setsockopt(zmq.CURVE_SECRETKEY, secret)
         self._ids = itertools.count(1)
         self._queues: Dict[int, Deque[tuple]] = {}  # messages for open requests, not yet taken
         self._zero_copy: set = set()  # open requests whose attachments come as memoryviews of the frames
         try:
-            self._connect(connect_timeout)
-        except BaseException:
-            self.close()
-            raise
-
-    def _connect(self, timeout: Optional[float]) -> None:
-        try:
-            if not timeout:
-                self._socket.connect(self.endpoint)
-                return
-            monitor = self._socket.get_monitor_socket(
-                zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-            self._socket.connect(self.endpoint)
-        except zmq.ZMQError as e:
-            raise ValueError("cannot connect to %r: %s" % (self.endpoint, e)) from None
-        try:
-            give_up = time.monotonic() + timeout
-            while True:
-                left_ms = math.ceil((give_up - time.monotonic()) * 1000)
-                if left_ms <= 0 or not monitor.poll(left_ms):
-                    raise RpcError("unavailable", "cannot reach %s within %g s: is the agent running there?"
-                                   % (self.endpoint, timeout))
-                event = recv_monitor_message(monitor)["event"]
-                if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                    return
-                if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-                    raise RpcError("permission_denied", "the agent at %s refused this client's key "
-                                   "(not on its allow-list)" % self.endpoint)
-                raise RpcError("unavailable", "handshake with %s failed: wrong server key or not a gpubox agent"
-                               % self.endpoint)
-        finally:
-            self._socket.disable_monitor()
-            monitor.close(linger=0)
+            self._socket = _transport.open_dealer(endpoint, (server_key, public, secret) if tcp else None,
+                                                  connect_timeout)
+        except _transport.TransportError as e:
+            raise RpcError(e.code, e.message) from None
 
     # -- requests ----------------------------------------------------------
 
@@ -402,9 +363,8 @@ class Client:
 
     def close(self) -> None:
         """Closes the connection; requests in flight are abandoned."""
-        if not self._socket.closed:
-            self._socket.close(linger=0)
-        self._context.term()
+        if getattr(self, "_socket", None) is not None and not self._socket.closed:
+            self._socket.close()
         self._queues.clear()
         self._zero_copy.clear()
 
@@ -419,15 +379,7 @@ class Client:
     def _send(self, header: Header, body: dict, attachments: Iterable[bytes] = ()) -> None:
         if self._socket.closed:
             raise RpcError("unavailable", "the client is closed")
-        self._socket.send_multipart([encode_header(header), encode_body(body), *attachments])
-
-    def _recv_message(self) -> list:
-        """One multipart message: header and body as bytes, attachments as
-        zmq.Frame (not copied yet: _receive copies them unless zero-copy)."""
-        parts = [self._socket.recv()]
-        while self._socket.getsockopt(zmq.RCVMORE):
-            parts.append(self._socket.recv(copy=len(parts) < 2))
-        return parts
+        self._socket.send([encode_header(header), encode_body(body), *attachments])
 
     def _forget(self, request_id: int) -> None:
         self._queues.pop(request_id, None)
@@ -443,11 +395,14 @@ class Client:
             raise RpcError("unavailable", "the client is closed")
         give_up = None if wait is None else time.monotonic() + wait
         while True:
-            timeout_ms = None if give_up is None else max(0, math.ceil((give_up - time.monotonic()) * 1000))
-            if not self._socket.poll(timeout_ms):
+            # Header and body as bytes, attachments as frames: copied below unless zero-copy.
+            try:
+                frames = self._socket.receive(None if give_up is None else max(0.0, give_up - time.monotonic()))
+            except _transport.TransportError as e:
+                raise RpcError(e.code, e.message) from None
+            if frames is None:
                 raise RpcError("unavailable", "no answer from %s within %g s: is the agent still running?"
                                % (self.endpoint, wait))
-            frames = self._recv_message()
             if len(frames) < 2:
                 continue
             try:

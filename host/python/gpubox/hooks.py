@@ -11,10 +11,9 @@ Gemma 2) — the ops are applied by PyTorch forward hooks on the modules that
 carry each hook point — or the name of a model of the sandbox's model host,
 run there through gpubox's client (`client.model(name).run`). Names, ops,
 selections (rows, positions, heads) and results are those of model.run, so a
-notebook cell and an RPC caller share them. The agent injects this module into
-its kernel as `gpubox.hooks` (from this very file); it needs torch for
-transformers models, and the gpubox package (pyzmq, msgpack) for the model
-host's.
+notebook cell and an RPC caller share them. The agent serves the whole gpubox
+package, this file included, to its kernel; it needs torch for transformers
+models, and nothing more for the model host's.
 
 Points no single module carries (`attn.hook_rot_q/k`, `attn.hook_attn_scores`,
 `attn.hook_pattern`) are not offered for transformers models; `hook_resid_mid`
@@ -441,11 +440,7 @@ def _client():
     """The kernel's client of its own agent (GPUBOX_ENDPOINT), made once."""
     if not _CLIENT:
         import os
-        try:
-            from gpubox.client import Client
-        except ImportError:
-            raise RuntimeError("gpubox.hooks: reaching the model host needs the gpubox package in the image "
-                               "(pip install host/python); transformers models work without it") from None
+        from .client import Client
         endpoint = os.environ.get("GPUBOX_ENDPOINT")
         if not endpoint:
             raise RuntimeError("gpubox.hooks: no GPUBOX_ENDPOINT: a model host's model is reachable only in a gpubox kernel")

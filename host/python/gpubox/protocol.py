@@ -8,7 +8,10 @@ attachment frames. These are pure functions over bytes.
 import enum
 from typing import Any, Mapping, NamedTuple
 
-import msgpack
+try:
+    import msgpack
+except ImportError:  # a bare Python (a sandbox's kernel on a bare image)
+    from . import _msgpack as msgpack
 
 VERSION = 1
 DEFAULT_WINDOW = 16  # a CALL's credit of 0 means this many DATA messages

@@ -18,8 +18,7 @@ import sys
 import types
 from typing import Any, Dict, Iterator, List, Optional
 
-import zmq
-
+from ._transport import zmq
 from .cli_path import find_cli
 from .client import RpcError
 
@@ -91,7 +90,7 @@ def _tensor_to_wire(value: Any, frames: List[Any], keep: List[Any]) -> dict:
         indexes.append(len(frames))
         part = view[start:start + FRAME_BYTES]
         # Sent from the tensor's own memory, not copied into a frame first.
-        frames.append(zmq.Frame(part, copy=False) if len(part) >= ZERO_COPY_BYTES else part)
+        frames.append(zmq.Frame(part, copy=False) if zmq is not None and len(part) >= ZERO_COPY_BYTES else part)
     return {TENSOR_KEY: {"kind": kind, "dtype": dtype, "shape": shape, "attachments": indexes}}
 
 
