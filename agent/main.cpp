@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> args(argv + 1, argv + argc);
   auto line = gpubox::parse_command_line(args, std::getenv("GPUBOX_CONFIG"));
+  gpubox::hide_secrets_from_sandbox();  // the config is parsed: its copy in the environment goes
   if (!line) {
     std::fprintf(stderr, "gpubox-agent: %s\n", line.status().message().c_str());
     return gpubox::kExitUsage;

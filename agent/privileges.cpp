@@ -5,6 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
+
 namespace gpubox {
 
 void withhold_capabilities_from_children() {
@@ -15,6 +18,17 @@ void withhold_capabilities_from_children() {
   if (data[0].inheritable == 0 && data[1].inheritable == 0) return;
   data[0].inheritable = data[1].inheritable = 0;
   ::syscall(SYS_capset, &header, data);
+}
+
+void hide_secrets_from_sandbox() {
+  constexpr char kName[] = "GPUBOX_CONFIG=";
+  if (char* value = std::getenv("GPUBOX_CONFIG")) {
+    char* entry = value - (sizeof kName - 1);  // getenv points just past "NAME="
+    std::size_t size = std::strlen(entry);
+    ::unsetenv("GPUBOX_CONFIG");
+    ::explicit_bzero(entry, size);
+  }
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
 }  // namespace gpubox

@@ -11,4 +11,13 @@ namespace gpubox {
 
 void withhold_capabilities_from_children();
 
+// Keeps the agent's secrets from sandbox code: the config handed in the
+// environment (GPUBOX_CONFIG: the CURVE server key, the --secret values) is
+// removed from the environment and its bytes in the initial environment
+// block, which /proc/1/environ shows, are overwritten; and the agent becomes
+// non-dumpable, so that a process without CAP_SYS_PTRACE (all sandbox code)
+// can neither ptrace it nor read its /proc/PID/{environ,mem,maps,fd}. Call
+// once the config is parsed, before any thread exists.
+void hide_secrets_from_sandbox();
+
 }  // namespace gpubox

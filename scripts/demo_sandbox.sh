@@ -56,9 +56,9 @@ cmp "$work/data.bin" "$work/data.back" && echo "   data.bin made the round trip 
 
 say "4. Look at it: limits and how they are enforced (cgroup v2, v1 or rlimits), memory in use, the agent."
 run "$gpubox" info "$id"
-echo "   the memory limit is real: allocating 512 MiB is stopped, and said so"
+echo "   the memory limit is real: allocating 2 GiB in this 1 GiB sandbox is stopped, and said so"
 set +e
-run "$gpubox" exec "$id" -- python3 -c "b = b'x' * (512 << 20)"
+run "$gpubox" exec "$id" -- python3 -c "b = b'x' * (2048 << 20)"
 echo "   exit code: $?"
 set -e
 echo "   the agent's own log (last lines):"

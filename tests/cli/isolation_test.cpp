@@ -161,6 +161,11 @@ TEST_P(BackendCliTest, SecretsReachTheSandboxButNoListingLogOrStateFile) {
   pid_t agent = agent_pid(id);
   EXPECT_EQ(read_text("/proc/" + std::to_string(agent) + "/cmdline").find(value), std::string::npos);
   EXPECT_EQ(read_text("/proc/" + std::to_string(agent) + "/environ").find(value), std::string::npos);
+  // Sandbox code cannot read PID 1's environment or memory: the agent is not dumpable.
+  CliRun probe = run({"exec", id, "--", "sh", "-c", "cat /proc/1/environ /proc/1/cmdline; head -c 65536 /proc/1/mem; true"});
+  EXPECT_THAT(probe.err, HasSubstr("/proc/1/environ: Permission denied"));
+  EXPECT_THAT(probe.err, HasSubstr("'/proc/1/mem' for reading: Permission denied"));
+  EXPECT_EQ((probe.out + probe.err).find(value), std::string::npos);
   for (const auto& entry : fs::recursive_directory_iterator(state_home())) {
     if (!entry.is_regular_file()) continue;
     EXPECT_EQ(read_text(entry.path()).find(value), std::string::npos) << "the secret is in " << entry.path();

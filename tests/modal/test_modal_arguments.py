@@ -70,7 +70,11 @@ class SandboxArgumentsTest(unittest.TestCase):
     def test_defaults(self):
         args, kwargs, notes = backend.sandbox_arguments(request(), Recorder())
         self.assertIn("from_registry('%s')" % backend.DEFAULT_IMAGE, repr(kwargs["image"]))
-        self.assertEqual(sorted(kwargs), ["image", "secrets", "tags", "unencrypted_ports"])
+        self.assertEqual(sorted(kwargs), ["image", "outbound_cidr_allowlist", "secrets", "tags", "unencrypted_ports"])
+        self.assertEqual(kwargs["outbound_cidr_allowlist"], [])  # no network unless asked for by name
+        self.assertIn("none", notes["network"])
+        _, kwargs, notes = backend.sandbox_arguments(request(network="open"), Recorder())
+        self.assertNotIn("outbound_cidr_allowlist", kwargs)
         self.assertEqual(notes["network"], "open (Modal's default outbound network)")
 
     def test_network_none_is_an_empty_allowlist_not_block_network(self):

@@ -216,11 +216,13 @@ class ModalFlagsAndSecretsTest(ModalTestCase):
         pid = podman("inspect", "--format", "{{.State.Pid}}", container).stdout.strip()
         with open("/proc/%s/cmdline" % pid, "rb") as f:
             cmdline = f.read().decode()
-        with open("/proc/%s/environ" % pid, "rb") as f:  # Modal's side: the secret is the agent's env
-            for entry in f.read().decode(errors="replace").split("\0"):
-                if entry.startswith("GPUBOX_CONFIG="):
-                    config_b64 = entry[len("GPUBOX_CONFIG="):]
+        # Modal's side: the config is a secret, the container's env (the agent's at its start).
+        for entry in json.loads(podman("inspect", "--format", "{{json .Config.Env}}", container).stdout):
+            if entry.startswith("GPUBOX_CONFIG="):
+                config_b64 = entry[len("GPUBOX_CONFIG="):]
         self.assertIsNotNone(config_b64)
+        with open("/proc/%s/environ" % pid, "rb") as f:  # the agent overwrote it once it had read it
+            agent_environ = f.read().decode(errors="replace")
         agent_config = json.loads(base64.b64decode(config_b64))
         server_secret = agent_config["rpc"]["secret_key"]
         self.assertEqual(agent_config["lifecycle"]["timeout_seconds"], 120)
@@ -229,7 +231,14 @@ class ModalFlagsAndSecretsTest(ModalTestCase):
             python_argv = f.read()
         self.assertIn("gpubox.modal_backend", python_argv)
         logs = podman("logs", container)
+        # Sandbox code may not read PID 1's environment or memory (the agent is not dumpable).
+        probe = self.gpubox("exec", sandbox, "--", "sh", "-c", "cat /proc/1/environ; cat /proc/1/cmdline; "
+                            "head -c 65536 /proc/1/mem; grep -rs secret_key /run /workspace /tmp; true")
+        self.assertIn("/proc/1/environ: Permission denied", probe.stderr)
+        self.assertIn("'/proc/1/mem' for reading: Permission denied", probe.stderr)
         places = {"the agent's cmdline": cmdline, "the backend's python argv": python_argv,
+                  "the agent's environment after start": agent_environ,
+                  "what sandbox code reads of PID 1 and its files": probe.stdout + probe.stderr,
                   "the fake's call log (podman argv included)": "\n".join(self.fake.calls()),
                   "the agent's log": logs.stdout + logs.stderr}
         store = os.path.join(self.env["XDG_STATE_HOME"], "gpubox")

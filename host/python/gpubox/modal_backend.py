@@ -127,7 +127,7 @@ def sandbox_arguments(request: Dict[str, Any], modal) -> Tuple[Tuple[str, ...], 
     if volumes:
         kwargs["volumes"] = volumes
 
-    network = request.get("network", "open")
+    network = request.get("network", "none")  # closed unless asked for by name
     if network == "none":
         # Modal refuses block_network with open ports, and the agent's tunnel is one.
         kwargs["outbound_cidr_allowlist"] = []
