@@ -93,18 +93,7 @@ std::vector<std::string> run_arguments(const ContainerSandboxSpec& spec, const S
     args.insert(args.end(), {"--memory=" + memory, "--memory-swap=" + memory});
   }
   if (spec.limits.pids > 0) args.push_back("--pids-limit=" + std::to_string(spec.limits.pids));
-  if (!spec.gpus.empty()) {
-    if (spec.engine == "docker") {
-      args.insert(args.end(), {"--gpus", spec.gpus});
-    } else if (spec.gpus == "all") {
-      args.insert(args.end(), {"--device", "nvidia.com/gpu=all"});
-    } else {
-      // CDI names devices, it does not count them: N GPUs are devices 0 … N-1.
-      for (int index = 0; index < std::stoi(spec.gpus); ++index) {
-        args.insert(args.end(), {"--device", "nvidia.com/gpu=" + std::to_string(index)});
-      }
-    }
-  }
+  for (auto& arg : gpu_arguments(spec.engine, spec.gpus)) args.push_back(std::move(arg));
   args.insert(args.end(), {spec.image, "--config", std::string(kConfigDir) + "/config.json"});
   return args;
 }
@@ -206,6 +195,18 @@ void kill_relay(const SandboxRecord& record) {
 }
 
 }  // namespace
+
+std::vector<std::string> gpu_arguments(const std::string& engine, const std::string& gpus) {
+  if (gpus.empty()) return {};
+  if (engine == "docker") return {"--gpus", gpus};
+  if (gpus == "all") return {"--device", "nvidia.com/gpu=all"};
+  // CDI names devices, it does not count them: N GPUs are devices 0 … N-1.
+  std::vector<std::string> args;
+  for (int index = 0; index < std::stoi(gpus); ++index) {
+    args.insert(args.end(), {"--device", "nvidia.com/gpu=" + std::to_string(index)});
+  }
+  return args;
+}
 
 std::string container_name(const std::string& id) { return "gpubox-" + id; }
 

@@ -57,6 +57,11 @@ Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const Contai
 Status terminate_container_sandbox(const SandboxStore& store, const SandboxRecord& record,
                                    std::chrono::milliseconds grace, bool* killed = nullptr);
 
+// The `ENGINE run` arguments that give a container gpus ("", "all" or a count
+// "N", as parse_container_flags checked it): docker's --gpus; for podman the
+// CDI devices nvidia.com/gpu=all, or nvidia.com/gpu=0 … N-1.
+std::vector<std::string> gpu_arguments(const std::string& engine, const std::string& gpus);
+
 // The container's name for a sandbox id.
 std::string container_name(const std::string& id);
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+#include "tests/prerequisite.h"
 
 extern char** environ;
 
@@ -210,7 +211,7 @@ void BackendCliTest::SetUp() {
   CliTest::SetUp();
   if (!container()) return;
   std::string problem = modal() ? fake_modal_problem() : podman_problem();
-  if (!problem.empty()) GTEST_SKIP() << problem;
+  if (!problem.empty()) GPUBOX_MISSING(problem);
   std::string built = build_test_image(kTestImagePython);
   ASSERT_EQ(built, "") << "building the sandbox image for the " << backend() << " backend";
   if (!modal()) return;

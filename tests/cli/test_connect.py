@@ -16,6 +16,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from local_children import become_subreaper, reap_orphans  # noqa: E402
 import gpubox  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from prerequisite import requires  # noqa: E402
 
 CLI = os.environ.get("GPUBOX_CLI", "")
 
@@ -27,7 +29,7 @@ def setUpModule():
 
 
 
-@unittest.skipUnless(CLI and os.geteuid() == 0, "needs GPUBOX_CLI and root")
+@requires(CLI and os.geteuid() == 0, "needs GPUBOX_CLI and root")
 class ConnectTest(unittest.TestCase):
     def setUp(self):
         self.state = tempfile.mkdtemp(prefix="gpubox-py-state-")

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "host/container_backend.h"
 #include "host/resource_limits.h"
 
 namespace gpubox::host::cli {
@@ -75,6 +76,34 @@ TEST(LimitPlan, SurvivesItsRecordAndReportsUnknownOomCounts) {
   EXPECT_EQ(oom_kill_count(back), -1);
   EXPECT_EQ(memory_usage_bytes(LimitPlan{}), -1);
   EXPECT_TRUE(LimitPlan::from_json(nlohmann::json("garbage")).cgroup_dirs.empty());
+}
+
+// --gpu of the podman and docker backends: what the engine is asked for, and what is refused first.
+TEST(ContainerGpus, PodmanNamesCdiDevicesAndDockerCountsGpus) {
+  EXPECT_THAT(gpu_arguments("podman", ""), ElementsAre());
+  EXPECT_THAT(gpu_arguments("podman", "all"), ElementsAre("--device", "nvidia.com/gpu=all"));
+  EXPECT_THAT(gpu_arguments("podman", "2"), ElementsAre("--device", "nvidia.com/gpu=0", "--device", "nvidia.com/gpu=1"));
+  EXPECT_THAT(gpu_arguments("docker", "all"), ElementsAre("--gpus", "all"));
+  EXPECT_THAT(gpu_arguments("docker", "3"), ElementsAre("--gpus", "3"));
+  EXPECT_THAT(gpu_arguments("docker", ""), ElementsAre());
+}
+
+TEST(ContainerGpus, BadCountsAreRefusedNamingTheFlag) {
+  for (const char* gpu : {"0", "65", "1.5", "-1", "two", "0,1", ""}) {
+    auto args = parse_args({"--gpu", gpu}, {"--gpu"}, {});
+    ASSERT_TRUE(args) << gpu;
+    ContainerSandboxSpec spec;
+    Status parsed = parse_container_flags(*args, true, &spec);
+    EXPECT_FALSE(parsed) << gpu;
+    EXPECT_THAT(parsed.message(), ::testing::HasSubstr("--gpu: expected all or a number of GPUs from 1 to 64")) << gpu;
+    EXPECT_EQ(spec.gpus, "") << "nothing is changed by a refused flag";
+  }
+  for (const char* gpu : {"all", "1", "64"}) {
+    auto args = parse_args({"--gpu", gpu}, {"--gpu"}, {});
+    ContainerSandboxSpec spec;
+    EXPECT_TRUE(parse_container_flags(*args, true, &spec)) << gpu;
+    EXPECT_EQ(spec.gpus, gpu);
+  }
 }
 
 }  // namespace

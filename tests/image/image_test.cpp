@@ -23,6 +23,7 @@
 #include "rpc/client.h"
 #include "rpc/keys.h"
 #include "tests/image/test_image.h"
+#include "tests/prerequisite.h"
 
 namespace gpubox::testing {
 namespace {
@@ -139,7 +140,7 @@ class Container {
 class ImageTest : public ::testing::TestWithParam<ImageCase> {
  protected:
   void SetUp() override {
-    if (!podman_problem().empty()) GTEST_SKIP() << podman_problem();
+    if (!podman_problem().empty()) GPUBOX_MISSING(podman_problem());
     std::string built = build_test_image(GetParam());
     ASSERT_EQ(built, "") << "building image/Dockerfile on " << GetParam().base;
   }

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "tests/jobs/jobs_sandbox.h"
+#include "tests/prerequisite.h"
 
 namespace gpubox::testing {
 namespace {
@@ -265,7 +266,7 @@ TEST(JobEndings, ADiskThatFillsDuringTheJobIsHintedAndWhatWasWrittenIsStaged) {
   std::string fs = make_temp_dir("gpubox-jobs-fs");
   if (::mount("tmpfs", fs.c_str(), "tmpfs", 0, "size=1m") != 0) {
     std::filesystem::remove_all(fs);
-    GTEST_SKIP() << "cannot mount a tmpfs";
+    GPUBOX_MISSING("cannot mount a tmpfs");
   }
   struct Unmount {
     std::string path;

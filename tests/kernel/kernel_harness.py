@@ -1,10 +1,14 @@
 """Starts the real gpubox kernel (build/share/jupyter/kernels/gpubox) with jupyter_client
 and runs cells, collecting every iopub message of the cell up to its idle status."""
 import os
+import sys
 import time
 import unittest
 
 from jupyter_client.manager import start_new_kernel
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from prerequisite import missing, requires  # noqa: E402,F401
 
 KERNEL_NAME = "gpubox"
 TIMEOUT = 60
@@ -12,7 +16,7 @@ TIMEOUT = 60
 
 def require_kernelspec():
     if "JUPYTER_PATH" not in os.environ:
-        raise unittest.SkipTest("JUPYTER_PATH must name build/share/jupyter (ctest sets it)")
+        missing("JUPYTER_PATH must name build/share/jupyter (ctest sets it)")
 
 
 class Cell:

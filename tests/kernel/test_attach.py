@@ -25,6 +25,7 @@ from jupyter_client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
 import interrupt_rounds
+from kernel_harness import missing, requires
 import test_conformance
 
 CLI = os.environ.get("GPUBOX_CLI", "")
@@ -48,7 +49,7 @@ def create_sandbox(name):
 
 def setUpModule():
     if not CLI or os.geteuid() != 0:
-        raise unittest.SkipTest("needs GPUBOX_CLI and root")
+        missing("needs GPUBOX_CLI and root")
     test_conformance.require_kernelspec()
     # The agents the CLI detaches are reparented here and reaped at the end, as init would.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -428,7 +429,7 @@ class AttachProcessTest(unittest.TestCase):
         self.assertEqual(code, 3, stderr)
         self.assertIn("the agent sent nothing for 30 s", stderr)
 
-    @unittest.skipUnless(os.path.exists("/usr/bin/jupyter-console"), "needs jupyter-console")
+    @requires(os.path.exists("/usr/bin/jupyter-console"), "needs jupyter-console (scripts/setup.sh installs it)")
     def test_jupyter_console_existing(self):
         attached = self.attach()
         done = subprocess.run(["/usr/bin/jupyter-console", "--existing", attached.path, "--simple-prompt"],
@@ -438,7 +439,7 @@ class AttachProcessTest(unittest.TestCase):
         self.assertIn("keeping kernel alive", done.stdout)
         self.assertIsNone(attached.process.poll(), "the console leaves the kernel, and attach, running")
 
-    @unittest.skipUnless(os.path.exists("/usr/bin/jupyter-console"), "needs jupyter-console")
+    @requires(os.path.exists("/usr/bin/jupyter-console"), "needs jupyter-console (scripts/setup.sh installs it)")
     def test_exit_in_jupyter_console_leaves_it(self):
         attached = self.attach()
         done = subprocess.run(["/usr/bin/jupyter-console", "--existing", attached.path, "--simple-prompt"],

@@ -7,7 +7,7 @@ import time
 import unittest
 import uuid
 
-from kernel_harness import TIMEOUT, KernelTestCase
+from kernel_harness import TIMEOUT, KernelTestCase, requires
 from test_agent_kernel import AgentKernelCase
 
 try:
@@ -93,7 +93,7 @@ class CommClient:
         return comm_id
 
 
-@unittest.skipUnless(HAVE_COMM, "python3-comm is not installed (scripts/setup.sh installs it)")
+@requires(HAVE_COMM, "python3-comm is not installed (scripts/setup.sh installs it)")
 class CommTest(CommClient, KernelTestCase):
 
     @classmethod
@@ -258,7 +258,7 @@ class PlainModeCommTest(CommTest):
         self.assertIn("plain mode", reply["content"]["banner"])
 
 
-@unittest.skipUnless(HAVE_COMM, "python3-comm is not installed (scripts/setup.sh installs it)")
+@requires(HAVE_COMM, "python3-comm is not installed (scripts/setup.sh installs it)")
 class AgentCommTest(CommClient, AgentKernelCase):
     """The kernel inside the agent: a Jupyter frontend's comms, and an RPC execution's."""
     kernel_config = {"python": "/usr/bin/python3"}

@@ -7,6 +7,7 @@ build/venv/bin/python (torch, transformers); of the test: Debian's python3."""
 import os
 import unittest
 
+from kernel_harness import requires
 from test_agent_kernel import AgentKernelCase
 
 VENV_PYTHON = os.path.join(os.path.dirname(__file__), "../../build/venv/bin/python")
@@ -22,7 +23,7 @@ print(hooks.__file__, tuple(r["blocks.1.hook_resid_post"].shape), bool((r["logit
 """
 
 
-@unittest.skipUnless(os.path.exists(VENV_PYTHON), "build/venv is missing (scripts/setup_python.sh)")
+@requires(os.path.exists(VENV_PYTHON), "build/venv is missing (scripts/setup_python.sh)")
 class HooksInKernel(AgentKernelCase):
     kernel_config = {"python": os.path.abspath(VENV_PYTHON)}
 

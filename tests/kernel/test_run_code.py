@@ -23,12 +23,13 @@ from tiny_models import TinyNet
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from local_children import become_subreaper, reap_orphans  # noqa: E402
+from kernel_harness import requires  # noqa: E402
 
 CLI = os.environ.get("GPUBOX_CLI", "")
 HIDDEN_NAME = "secret-llama-7b"
 
 
-@unittest.skipUnless(CLI and os.geteuid() == 0, "needs GPUBOX_CLI and root")
+@requires(CLI and os.geteuid() == 0, "needs GPUBOX_CLI and root")
 class RunCodeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -14,6 +14,8 @@ AGENT = os.environ.get("GPUBOX_AGENT", "")
 DEBIAN_PYTHON = "/usr/bin/python3"
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from local_children import become_subreaper, reap_orphans  # noqa: E402,F401
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from prerequisite import missing, requires  # noqa: E402,F401
 
 
 class SandboxHome:

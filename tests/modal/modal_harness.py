@@ -17,6 +17,9 @@ import tempfile
 import time
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from prerequisite import missing  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = os.environ.get("GPUBOX_CLI", "")
 VENV_PYTHON = os.environ.get("GPUBOX_VENV_PYTHON", sys.executable)
@@ -125,7 +128,7 @@ class ModalTestCase(unittest.TestCase):
     def setUpClass(cls):
         why = problem()
         if why:
-            raise unittest.SkipTest(why)
+            missing(why)
         cls.work = tempfile.mkdtemp(prefix="gpubox-modal-test-")
         cls.own_fake = cls.blackhole or bool(cls.open_network)
         cls.fake = (FakeModal(cls.work, blackhole=cls.blackhole, secrets=NAMED_SECRETS, open_network=cls.open_network)

@@ -11,13 +11,15 @@ import gpubox
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from local_children import become_subreaper, reap_orphans  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from prerequisite import missing, requires  # noqa: E402,F401
 
 CLI = os.environ.get("GPUBOX_CLI", "")
 
 
 def require_root_and_cli():
     if not CLI or os.geteuid() != 0:
-        raise unittest.SkipTest("needs GPUBOX_CLI and root (local sandboxes)")
+        missing("needs GPUBOX_CLI and root (local sandboxes)")
 
 
 class PrivateState:

@@ -5,7 +5,6 @@ workspace; serve(interface.py, expose_as=...) delegates to gpubox.served.serve
 Run by ctest (python_api_scoped) with Debian's /usr/bin/python3, also the
 sandbox's python; needs root and GPUBOX_CLI.
 """
-import importlib.util
 import os
 import unittest
 
@@ -13,7 +12,6 @@ import gpubox
 from local_sandboxes import PrivateState, require_root_and_cli
 
 PYTHON = "/usr/bin/python3"
-HAVE_SERVED = importlib.util.find_spec("gpubox.served") is not None
 INTERFACE = '''
 @expose
 def scale(values: list, *, factor: float = 2.0) -> list:
@@ -54,13 +52,11 @@ class ScopedSandboxTest(unittest.TestCase):
         self.assertEqual(self.box.name, "py-scoped")
         self.assertEqual(self.box.read_file("/workspace/libraries/helpers.py"), "K = 3\n")
 
-    @unittest.skipUnless(HAVE_SERVED, "gpubox.served (the served-functions part) is not in this branch yet")
     def test_serve_as_a_library(self):
         module = self.box.serve(self.interface, expose_as="library", name="scaler")
         self.assertEqual(module.scale([1, 2], factor=3.0), [3.0, 6.0])
         self.assertEqual(module.scale.__doc__.strip(), "Multiplies each value by factor.")
 
-    @unittest.skipUnless(HAVE_SERVED, "gpubox.served (the served-functions part) is not in this branch yet")
     def test_serve_as_a_prompt_and_as_mcp(self):
         prompt = self.box.serve(self.interface, expose_as="prompt", name="scaler_prompt")
         self.assertIn("scale", prompt)

@@ -16,7 +16,7 @@ import subprocess
 import unittest
 
 import gpubox
-from local_sandboxes import CLI, PrivateState, require_root_and_cli
+from local_sandboxes import CLI, PrivateState, missing, require_root_and_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKENIZER = os.path.join(HERE, "..", "assets", "node_modules", "@lenml", "tokenizer-llama2", "models")
@@ -49,7 +49,7 @@ def setUpModule():
     global state
     require_root_and_cli()
     if not os.path.isdir(TOKENIZER):
-        raise unittest.SkipTest("%s is missing (scripts/setup_npm.sh)" % TOKENIZER)
+        missing("%s is missing (scripts/setup_npm.sh)" % TOKENIZER)
     state = PrivateState("gpubox-seer-")
 
 

@@ -16,6 +16,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from prerequisite import missing, requires  # noqa: E402,F401
 from agent_harness import AGENT, REPO, Agent, wait_until  # noqa: E402,F401
 import gpubox  # noqa: E402
 
@@ -46,7 +48,7 @@ class ModelSandboxTestCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not os.path.exists(MODELD):
-            raise unittest.SkipTest("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
+            missing("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
         cls.refs = fixture()
         # Beside the models, which the sandbox sees (it has a /tmp of its own).
         cls.scratch = tempfile.mkdtemp(prefix="cli-", dir=FIXTURE)
@@ -82,7 +84,7 @@ class ModelHostTestCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not os.path.exists(MODELD):
-            raise unittest.SkipTest("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
+            missing("no gpubox-modeld at %s (built only with the venv's torch)" % MODELD)
         cls.refs = fixture()
         config = {"model_host": {"binary": MODELD, "models": [{"name": "tiny", "path": cls.refs["llama"]}]},
                   "kernel": {"enabled": False}}

