@@ -91,6 +91,7 @@ std::vector<std::pair<std::string, std::string>> settings(const std::string& con
                                                           bool v2) {
   constexpr long kPeriodUs = 100'000;
   if (controller == "memory") {
+    if (limits.memory_mib == 0) return {};  // accounted only: what info and usage report is the sandbox's own
     std::string bytes = std::to_string(limits.memory_mib << 20);
     if (v2) return {{"memory.max", bytes}, {"memory.swap.max", "0"}};
     return {{"memory.limit_in_bytes", bytes}};
@@ -178,7 +179,9 @@ Result<LimitPlan> prepare_limits(const std::string& id, const ResourceLimits& li
     const char* controller;
     bool wanted;
   };
-  for (const Wanted& want : {Wanted{"memory", limits.memory_mib > 0}, Wanted{"cpu", limits.cpus > 0},
+  // Memory always has a cgroup of its own where one can be made, a limit or
+  // not: the sandbox's memory use is then its own, not its host's.
+  for (const Wanted& want : {Wanted{"memory", true}, Wanted{"cpu", limits.cpus > 0},
                              Wanted{"pids", limits.pids > 0}}) {
     std::string controller = want.controller;
     if (!want.wanted) {
@@ -198,7 +201,8 @@ Result<LimitPlan> prepare_limits(const std::string& id, const ResourceLimits& li
     std::string leaf = dir + "/" + kSandboxCgroup;
     if (!how.empty() && !make_cgroup(leaf, plan)) how.clear();
     if (!how.empty()) {
-      plan.enforced_by[controller] = how;
+      bool accounted_only = controller == "memory" && limits.memory_mib == 0;
+      plan.enforced_by[controller] = accounted_only ? "unlimited; accounted in the sandbox's own " + how : how;
       std::string procs = leaf + "/cgroup.procs";
       if (std::find(plan.procs_files.begin(), plan.procs_files.end(), procs) == plan.procs_files.end()) {
         plan.procs_files.push_back(procs);
@@ -210,7 +214,9 @@ Result<LimitPlan> prepare_limits(const std::string& id, const ResourceLimits& li
       continue;
     }
     // No writable cgroup: the per-process rlimits that come closest.
-    if (controller == "memory") {
+    if (controller == "memory" && limits.memory_mib == 0) {
+      plan.enforced_by[controller] = "unlimited; not accounted apart from the host (no writable memory cgroup)";
+    } else if (controller == "memory") {
       // The rlimit binds the agent too, whose threads reserve address space:
       // it never goes below what the agent needs to run.
       std::uint64_t mib = std::max<std::uint64_t>(limits.memory_mib, kMinAddressSpaceMib);

@@ -1,5 +1,8 @@
 #include "rpc/params.h"
 
+#include <cmath>
+#include <sstream>
+
 namespace gpubox::rpc {
 
 using nlohmann::json;
@@ -76,12 +79,24 @@ std::optional<std::int64_t> ParamReader::integer(const std::string& name, std::i
   return value->get<std::int64_t>();
 }
 
+namespace {
+
+// A bound as people write it: 1073741824, not 1073741824.000000; 0.5 as 0.5.
+std::string bound_text(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e15) return std::to_string(static_cast<long long>(value));
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+}  // namespace
+
 std::optional<double> ParamReader::number(const std::string& name, double min, double max) {
   const json* value = find(name, false);
   if (!value) return std::nullopt;
   // Written so that NaN (which compares false with everything) is refused.
   if (!value->is_number() || !(value->get<double>() >= min && value->get<double>() <= max)) {
-    fail(name, "a number from " + std::to_string(min) + " to " + std::to_string(max), value);
+    fail(name, "a number from " + bound_text(min) + " to " + bound_text(max), value);
     return std::nullopt;
   }
   return value->get<double>();

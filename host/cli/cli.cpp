@@ -93,6 +93,10 @@ std::string in_cli_words(const std::string& message) {
       {"sys.shutdown", "`gpubox terminate " + id + "`"},
       {"sys.heartbeat", "heartbeats"},
       {"fs.list lists it", "`gpubox get` copies a directory"},
+      {"(model.list shows the loaded ones)", "(`gpubox model " + id + " ls` shows the loaded ones)"},
+      {"model.hooks lists them", "`gpubox model " + id + " hooks MODEL` lists them"},
+      {"params.ops[", "op ["},
+      {"params.", ""},
   };
   for (const auto& [from, to] : words) replace_all(text, from, to);
   return text;

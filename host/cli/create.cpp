@@ -9,6 +9,7 @@
 #include <iostream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "host/cli/cli.h"
 #include "host/container_backend.h"
@@ -22,7 +23,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: gpubox create [--backend local|podman|docker|modal] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
     "                     [--timeout S] [--idle-timeout S] [--network none|host|bridge] [--env K=V]... [--secret NAME]...\n"
-    "                     [--mount LOCAL:SANDBOX[:ro]]... [--gpu GPUS] [--json]\n"
+    "                     [--mount LOCAL:SANDBOX[:ro]]... [--gpu GPUS] [--models-optional] [--json]\n"
     "       local:         [--userns]\n"
     "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--ready-timeout S]\n"
     "       modal:         [--app NAME] [--image REF] [--gpu TYPE[:N]] [--region R[,R...]] [--volume NAME:/path]...\n"
@@ -34,9 +35,51 @@ constexpr char kUsage[] =
     "              the agent's port is relayed) or bridge (the engine's network, outbound allowed)\n"
     "  --gpu       local: all or GPU numbers N[,N...] (the host's /dev/nvidia* and driver files bound in);\n"
     "              podman|docker: all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n"
+    "  --models-optional  keep the sandbox when a model of its config fails to load (default: create fails\n"
+    "              with the model's reason and ends the sandbox)\n"
     "  --userns    root inside maps to an unprivileged uid range of the host (idmapped mounts)\n"
     "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"
     "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n";
+
+// How long create waits for the model host to say how each model's load began.
+constexpr std::chrono::seconds kModelStartWait{60};
+
+// The configured models as the sandbox's model host reports them once each
+// load has begun (its size known), is ready, or has failed: an error naming
+// the first that failed, or the model host itself failing. Models still
+// loading are fine. Gives up quietly after kModelStartWait.
+Status check_models_began(const SandboxRecord& record, const std::string& backend) {
+  auto client = connect_sandbox(record);
+  if (!client) return client.status();
+  auto give_up = std::chrono::steady_clock::now() + kModelStartWait;
+  while (std::chrono::steady_clock::now() < give_up) {
+    auto info = (*client)->call("sys.info");
+    if (!info) return info.status();
+    const auto& host = info->value("model_host", nlohmann::json::object());
+    if (host.value("state", "") == "failed") return Status(ErrorCode::unavailable, "the model host failed: " + host.value("error", "?"));
+    bool all_began = host.value("state", "") == "running";
+    for (const auto& model : host.value("models", nlohmann::json::array())) {
+      std::string state = model.value("state", "");
+      if (state == "failed") {
+        std::string hint = backend == "local" ? " (a host path the sandbox does not see must be mounted: --mount HOST:SANDBOX[:ro])" : "";
+        return Status(ErrorCode::unavailable, "model '" + model.value("name", "?") + "' failed to load: " +
+                                                  model.value("error", "no reason given") + hint);
+      }
+      all_began = all_began && (state == "ready" || model.value("bytes_total", 0.0) > 0);
+    }
+    if (all_began) return Status::ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Status::ok();
+}
+
+// Does the agent config name models for the model host?
+bool spec_has_models(const nlohmann::json& config) {
+  auto host = config.find("model_host");
+  if (host == config.end() || !host->is_object()) return false;
+  auto models = host->find("models");
+  return models != host->end() && models->is_array() && !models->empty();
+}
 
 bool valid_env_name(const std::string& name) {
   static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
@@ -51,7 +94,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
                             "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",
                             "--ready-timeout", "--app", "--region", "--volume", "--modal-secret", "--tag"},
-                           {"--userns"});
+                           {"--userns", "--models-optional"});
   if (!parsed) return usage(parsed.status().message());
   if (parsed->flag("--help")) return show_usage(kUsage);
   const Args& args = *parsed;
@@ -252,6 +295,13 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
     }
     std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
                  from->name.c_str(), from->source_id.c_str(), from->kind != "archive" || from->has_layer() ? ", installed packages" : "");
+  }
+  bool has_models = spec_has_models(pub["agent_config"]);
+  if (has_models && !args.flag("--models-optional")) {
+    if (Status models = check_models_began(*created, backend); !models) {
+      (void)terminate_sandbox(*store, *created, std::chrono::seconds(2));
+      return fail("create", models.message() + "; the sandbox was ended (--models-optional keeps it)", kExitFailed);
+    }
   }
   if (json) {
     std::cout << nlohmann::json{{"id", created->id}, {"name", created->name}, {"backend", created->backend},

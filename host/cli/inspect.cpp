@@ -191,7 +191,12 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
     std::printf("image:       %s (%s container %s)\n", text(spec["image"]).c_str(), record->backend.c_str(),
                 text(spec.value("container", nlohmann::json(""))).c_str());
   }
-  if (record->backend != "modal") print_isolation(info["isolation"]);
+  if (record->backend == "local") {
+    print_isolation(info["isolation"]);
+  } else if (record->backend != "modal") {
+    std::printf("isolation:   %s's own: its namespaces, default capabilities and seccomp profile; network %s\n",
+                record->backend.c_str(), text(spec.value("network", nlohmann::json("none"))).c_str());
+  }
   auto enforced = spec.value("limits_enforced_by", nlohmann::json::object());
   auto limit_line = [&](const char* label, const char* key, const std::string& value) {
     std::printf("%-12s %s  (%s)\n", label, value.c_str(), text(enforced.value(key, nlohmann::json("?"))).c_str());

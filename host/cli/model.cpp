@@ -304,10 +304,17 @@ int run_load(ModelClient& models, const Args& args, bool as_json) {
   if (auto dtype = args.last("--dtype")) spec["dtype"] = *dtype;
   if (auto device = args.last("--device")) spec["device"] = *device;
   if (args.flag("--hidden")) spec["hidden"] = true;
+  // PATH is the sandbox's: a host path it does not see says so.
+  auto with_mount_hint = [](const Status& status) {
+    const std::string& text = status.message();
+    if (text.find("cannot open '") == std::string::npos && text.find(": cannot be read") == std::string::npos) return status;
+    return Status(status.code(), status.message() + " (PATH is a path in the sandbox; a host path it does not see "
+                                                    "must be mounted: gpubox create --mount HOST:SANDBOX[:ro])");
+  };
   auto loaded = models.load(spec);
-  if (!loaded) return call_error(loaded.status());
+  if (!loaded) return call_error(with_mount_hint(loaded.status()));
   if (args.flag("--wait")) {
-    if (Status s = wait_ready(models, args.positional[2]); !s) return call_error(s);
+    if (Status s = wait_ready(models, args.positional[2]); !s) return call_error(with_mount_hint(s));
     (*loaded)["state"] = "ready";
   }
   if (as_json) return print_json(*loaded), kExitOk;

@@ -23,25 +23,33 @@ constexpr char kUsage[] =
 
 int usage_error(const std::string& message) { return fail("rpc", message, kExitUsage, kUsage); }
 
+// Binary data longer than this is not dumped onto a terminal.
+constexpr std::size_t kTerminalBinaryBytes = 64;
+
 // Bytes become text when they are UTF-8, else {"base64": …}: JSON has no bytes.
-nlohmann::json printable(const nlohmann::json& value) {
+// On a terminal, binary data (a tensor's bytes, say) becomes {"bytes": N} and a
+// note: pipe stdout to get it.
+nlohmann::json printable(const nlohmann::json& value, bool terminal) {
   if (value.is_binary()) {
     std::string bytes(value.get_binary().begin(), value.get_binary().end());
     try {
       (void)nlohmann::json(bytes).dump();  // throws on invalid UTF-8
       return bytes;
     } catch (const nlohmann::json::exception&) {
+      if (terminal && bytes.size() > kTerminalBinaryBytes) {
+        return nlohmann::json{{"bytes", bytes.size()}, {"not_shown", "binary; pipe stdout to get it as base64"}};
+      }
       return nlohmann::json{{"base64", base64_encode(bytes)}};
     }
   }
   if (value.is_object()) {
     nlohmann::json copy = nlohmann::json::object();
-    for (const auto& [key, item] : value.items()) copy[key] = printable(item);
+    for (const auto& [key, item] : value.items()) copy[key] = printable(item, terminal);
     return copy;
   }
   if (value.is_array()) {
     nlohmann::json copy = nlohmann::json::array();
-    for (const auto& item : value) copy.push_back(printable(item));
+    for (const auto& item : value) copy.push_back(printable(item, terminal));
     return copy;
   }
   return value;
@@ -128,17 +136,18 @@ int run_rpc(const std::vector<std::string>& args, const Global&) {
   // A method that streams (proc.spawn, kernel.execute, fs.read of a large file…):
   // each DATA item is printed as one JSON line as it arrives, its attachments as
   // "attachments" (text, or {"base64": …}), then the RESULT.
+  bool terminal = ::isatty(STDOUT_FILENO) != 0;
   auto stream = connected->stream(positional[1], params, options);
   if (!stream) return fail("rpc", stream.status().to_string(), kExitFailed);
   while (true) {
     auto item = (*stream)->next();
     if (!item || !*item) break;
-    nlohmann::json line = printable((*item)->body);
+    nlohmann::json line = printable((*item)->body, terminal);
     if (!(*item)->attachments.empty()) {
       nlohmann::json attachments = nlohmann::json::array();
       for (const auto& part : (*item)->attachments) {
         const auto* bytes = static_cast<const std::uint8_t*>(part.data());
-        attachments.push_back(printable(nlohmann::json::binary({bytes, bytes + part.size()})));
+        attachments.push_back(printable(nlohmann::json::binary({bytes, bytes + part.size()}), terminal));
       }
       line["attachments"] = std::move(attachments);
     }
@@ -146,7 +155,7 @@ int run_rpc(const std::vector<std::string>& args, const Global&) {
   }
   const auto& result = (*stream)->result();
   if (!result) return fail("rpc", result.status().to_string(), kExitFailed);
-  std::cout << printable(result.value()).dump(2) << "\n";
+  std::cout << printable(result.value(), terminal).dump(2) << "\n";
   return kExitOk;
 }
 

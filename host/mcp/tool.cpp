@@ -1,5 +1,7 @@
 #include "host/mcp/tool.h"
 
+#include <cstring>
+
 #include "host/mcp/jsonrpc.h"
 
 namespace gpubox::mcp {
@@ -12,8 +14,25 @@ ToolResult ToolResult::error(const std::string& message, json details) {
   return result;
 }
 
+namespace {
+
+// An agent's refusal in the words of this server's tools, not the RPC methods behind them.
+std::string in_tool_words(std::string text) {
+  const std::pair<const char*, const char*> words[] = {
+      {"model.list shows", "list_models shows"}, {"model.hooks lists them", "model_hooks lists them"},
+      {"fs.list lists it", "list_files lists it"}, {"params.ops[", "captures["}, {"params.", ""}};
+  for (const auto& [from, to] : words) {
+    for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + std::strlen(to))) {
+      text.replace(at, std::strlen(from), to);
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
 ToolResult ToolResult::from(const Status& status) {
-  return error(status.message(), {{"code", std::string(error_code_name(status.code()))}});
+  return error(in_tool_words(status.message()), {{"code", std::string(error_code_name(status.code()))}});
 }
 
 namespace {
@@ -29,15 +48,43 @@ json textify(const json& value) {
   return value;
 }
 
+// Values shorter than this are written out in the text summary.
+constexpr std::size_t kInlineChars = 160;
+
+// The result for a reader of text, not the JSON again: a line per field, a
+// text field whole (the tools cap them: stdout, a cell's output), a short
+// value as compact JSON, a long list or object by its size.
+std::string summary_text(const json& structured) {
+  std::string out;
+  for (const auto& [key, item] : structured.items()) {
+    if (item.is_string()) {
+      const auto& text = item.get_ref<const std::string&>();
+      if (text.find('\n') == std::string::npos && text.size() <= kInlineChars) {
+        out += key + ": " + text + "\n";
+      } else {
+        out += key + ":\n" + text + (text.empty() || text.back() != '\n' ? "\n" : "");
+      }
+      continue;
+    }
+    std::string compact = serialize(item);
+    if (compact.size() <= kInlineChars) {
+      out += key + ": " + compact + "\n";
+    } else {
+      out += key + ": " + std::to_string(item.size()) + (item.is_array() ? " items" : " fields") +
+             " (in structuredContent)\n";
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 json ToolResult::to_json() const {
-  json structured_text = textify(structured);
   // Round-trip through text so that invalid UTF-8 is replaced in structuredContent too.
-  std::string text = serialize(structured_text);
-  json blocks = json::array({{{"type", "text"}, {"text", text}}});
+  json structured_content = json::parse(serialize(textify(structured)), nullptr, false);
+  json blocks = json::array({{{"type", "text"}, {"text", summary_text(structured_content)}}});
   for (const auto& block : content) blocks.push_back(block);
-  json result = {{"content", std::move(blocks)}, {"structuredContent", json::parse(text, nullptr, false)}};
+  json result = {{"content", std::move(blocks)}, {"structuredContent", std::move(structured_content)}};
   if (is_error) result["isError"] = true;
   return result;
 }

@@ -22,8 +22,9 @@ struct ToolSpec {
   json input_schema = {{"type", "object"}};
 };
 
-// A tool's answer. structured becomes structuredContent and, serialized, the
-// first text block; content holds any further blocks (images).
+// A tool's answer. structured becomes structuredContent, and a text summary of
+// it (a line per field, not the JSON again) the first text block; content
+// holds any further blocks (images).
 struct ToolResult {
   json structured = json::object();
   json content = json::array();
@@ -31,7 +32,7 @@ struct ToolResult {
 
   static ToolResult error(const std::string& message, json details = json::object());
   static ToolResult from(const Status& status);
-  // The tools/call result: content (the JSON text first), structuredContent, isError.
+  // The tools/call result: content (the summary first), structuredContent, isError.
   json to_json() const;
 };
 

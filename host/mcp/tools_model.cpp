@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "host/mcp/tools.h"
+#include "host/model_client.h"
 
 namespace gpubox::mcp {
 namespace {
@@ -21,6 +22,18 @@ ToolResult as_tool(Result<json> result) {
   return tool;
 }
 
+// As the CLI does: waits while the model loads or the model host (re)starts;
+// a model that failed to load is an error with modeld's reason.
+Status wait_for_model(ToolEnv& env, const json& args) {
+  auto record = env.sandboxes.resolve(args);
+  if (!record) return record.status();
+  auto lease = env.sandboxes.connect(*record);
+  if (!lease) return lease.status();
+  host::ModelClient models(**lease);
+  auto ready = models.wait_ready(args["model"].get<std::string>(), {});
+  return ready ? Status::ok() : ready.status();
+}
+
 ToolResult list_models(ToolEnv& env, const json& args) { return as_tool(call_sandbox(env, args, "model.list", json::object())); }
 
 ToolResult model_hooks(ToolEnv& env, const json& args) {
@@ -31,6 +44,7 @@ ToolResult model_hooks(ToolEnv& env, const json& args) {
 }
 
 ToolResult tokenize(ToolEnv& env, const json& args) {
+  if (Status ready = wait_for_model(env, args); !ready) return ToolResult::from(ready);
   json params = {{"model", args["model"]}, {"text", args["text"]}};
   if (args.contains("add_special_tokens")) params["add_special_tokens"] = args["add_special_tokens"];
   return as_tool(call_sandbox(env, args, "model.tokenize", params));
@@ -38,6 +52,7 @@ ToolResult tokenize(ToolEnv& env, const json& args) {
 
 ToolResult generate(ToolEnv& env, const json& args) {
   if (args.contains("prompt") == args.contains("ids")) return ToolResult::error("generate: give exactly one of prompt and ids");
+  if (Status ready = wait_for_model(env, args); !ready) return ToolResult::from(ready);
   json params = {{"model", args["model"]}};
   if (args.contains("prompt")) params["text"] = args["prompt"];
   if (args.contains("ids")) params["ids"] = args["ids"];
@@ -70,6 +85,7 @@ json tensor_values(const std::string& dtype, const zmq::message_t& frame) {
 }
 
 ToolResult run_model(ToolEnv& env, const json& args) {
+  if (Status ready = wait_for_model(env, args); !ready) return ToolResult::from(ready);
   auto record = env.sandboxes.resolve(args);
   if (!record) return ToolResult::from(record.status());
   auto lease = env.sandboxes.connect(*record);

@@ -6,6 +6,45 @@
 namespace gpubox::mcp {
 namespace {
 
+constexpr std::size_t kMaxStreamText = 256 << 10;  // as execute_code: an agent reads this much at most
+constexpr std::size_t kFileChunk = 1 << 20;
+
+// Saves a stream's whole output in the sandbox (fs.write, its bytes as the CALL's attachments).
+Status save_in_sandbox(ToolEnv& env, const json& args, const std::string& path, const std::string& bytes) {
+  auto record = env.sandboxes.resolve(args);
+  if (!record) return record.status();
+  auto lease = env.sandboxes.connect(*record);
+  if (!lease) return lease.status();
+  std::vector<zmq::message_t> parts;
+  for (std::size_t at = 0; at < bytes.size(); at += kFileChunk) {
+    parts.emplace_back(bytes.data() + at, std::min(kFileChunk, bytes.size() - at));
+  }
+  rpc::CallOptions options;
+  options.attachments = &parts;
+  options.wait = std::chrono::seconds(60);
+  auto written = (*lease)->call("fs.write", {{"path", path}, {"parents", true}}, options);
+  return written ? Status::ok() : written.status();
+}
+
+// A stream of exec's result: all of it when it fits, else its first 256 KiB
+// and where in the sandbox all of it was saved (also under NAME_file).
+void put_stream(ToolEnv& env, const json& args, const char* name, const std::string& bytes, json* structured) {
+  bool text = is_utf8(bytes);
+  if (bytes.size() <= kMaxStreamText) {
+    (*structured)[name] = text ? bytes : "(binary, " + std::to_string(bytes.size()) + " bytes)";
+    return;
+  }
+  std::size_t cut = kMaxStreamText;
+  while (cut > 0 && (static_cast<unsigned char>(bytes[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+  std::string path = "/workspace/.gpubox/exec/" + std::to_string(millis.count()) + "." + name;
+  Status saved = save_in_sandbox(env, args, path, bytes);
+  std::string where = saved ? "all " + std::to_string(bytes.size()) + " bytes are in " + path + " (read_file)"
+                            : "the rest could not be saved in the sandbox: " + saved.message();
+  (*structured)[name] = (text ? bytes.substr(0, cut) : "(binary)") + "\n[output cut at 256 KiB here; " + where + "]\n";
+  if (saved) (*structured)[std::string(name) + "_file"] = path;
+}
+
 ToolResult exec(ToolEnv& env, const json& args, CallContext& context) {
   json params = json::object();
   if (args.contains("command")) params["shell"] = args["command"];
@@ -24,10 +63,10 @@ ToolResult exec(ToolEnv& env, const json& args, CallContext& context) {
   std::string out = bytes_of((*ran)["stdout"]), err = bytes_of((*ran)["stderr"]);
   result.structured = {{"exit_code", (*ran)["exit_code"]},
                        {"signal", (*ran)["signal"]},
-                       {"stdout", is_utf8(out) ? out : "(binary, " + std::to_string(out.size()) + " bytes)"},
-                       {"stderr", is_utf8(err) ? err : "(binary, " + std::to_string(err.size()) + " bytes)"},
                        {"timed_out", ran->value("timed_out", false)},
                        {"wall_s", ran->value("wall_s", 0.0)}};
+  put_stream(env, args, "stdout", out, &result.structured);
+  put_stream(env, args, "stderr", err, &result.structured);
   for (const char* key : {"stdout_truncated", "stderr_truncated"}) {
     if (ran->value(key, false)) result.structured[key] = true;
   }

@@ -1,6 +1,10 @@
 #include "model/modeld/host_config.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <fstream>
 #include <set>
 
@@ -64,6 +68,27 @@ Result<std::vector<ModelSpec>> read_host_config(const std::string& path) {
     specs.push_back(std::move(*spec));
   }
   return specs;
+}
+
+Status write_host_config(const std::string& path, const std::vector<ModelSpec>& specs) {
+  nlohmann::json models = nlohmann::json::array();
+  for (const auto& spec : specs) {
+    models.push_back({{"name", spec.name}, {"path", spec.path}, {"dtype", spec.dtype}, {"device", spec.device},
+                      {"hidden", spec.hidden}});
+  }
+  std::string text = nlohmann::json{{"models", std::move(models)}}.dump(2) + "\n";
+  std::string temporary = path + ".new";
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::from_errno(errno, "cannot write " + temporary);
+  bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  int saved = errno;
+  ::close(fd);
+  if (!written || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    if (written) saved = errno;
+    ::unlink(temporary.c_str());
+    return Status::from_errno(saved, "cannot write " + path);
+  }
+  return Status::ok();
 }
 
 }  // namespace gpubox::modeld

@@ -22,5 +22,8 @@ struct ModelSpec {
 // One entry; where names the entry in errors ("models[2]").
 Result<ModelSpec> parse_model_spec(const nlohmann::json& entry, const std::string& where);
 Result<std::vector<ModelSpec>> read_host_config(const std::string& path);
+// Replaces the file at path (written beside it, then renamed; mode 0600) with
+// {"models": [...]} of specs, which read_host_config reads back as they are.
+Status write_host_config(const std::string& path, const std::vector<ModelSpec>& specs);
 
 }  // namespace gpubox::modeld

@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // every thread started below inherits the mask
 
-  gpubox::modeld::ModelHost host;
+  gpubox::modeld::ModelHost host(config);
   gpubox::modeld::StartupProbe probe;
   gpubox::rpc::MethodRegistry methods;
   gpubox::modeld::add_model_methods(methods, host, probe);

@@ -1,6 +1,7 @@
 #include "model/modeld/model_host.h"
 
 #include <chrono>
+#include <cstdio>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <fstream>
@@ -100,7 +101,18 @@ Status ModelHost::add(const ModelSpec& spec) {
   entry->spec = spec;
   entries_.push_back(entry);
   loaders_.emplace_back([this, entry] { load(entry); });
+  save_locked();
   return Status::ok();
+}
+
+void ModelHost::save_locked() const {
+  if (config_path_.empty()) return;
+  std::vector<ModelSpec> specs;
+  for (const auto& entry : entries_) specs.push_back(entry->spec);
+  if (Status saved = write_host_config(config_path_, specs); !saved) {
+    std::fprintf(stderr, "gpubox-modeld: the models file is not updated (a restart reloads the older list): %s\n",
+                 saved.message().c_str());
+  }
 }
 
 void ModelHost::load(std::shared_ptr<Entry> entry) {
@@ -125,6 +137,7 @@ Status ModelHost::remove(const std::string& name) {
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if ((*it)->spec.name == name) {
       entries_.erase(it);
+      save_locked();
       return Status::ok();
     }
   }

@@ -1,6 +1,7 @@
 // ModelHost: the models of one modeld by name. Each loads on its own thread
 // (state loading → ready or failed, progress visible); a call holds a
 // shared_ptr, so unloading never pulls weights from under a running call.
+// The list is kept in modeld's models file, so a restart reloads it.
 #pragma once
 
 #include <memory>
@@ -32,7 +33,9 @@ struct LoadedModel {
 
 class ModelHost {
  public:
-  ModelHost() = default;
+  // config_path: the models file modeld started from; every add and remove
+  // rewrites it, so that a restarted modeld loads what was loaded (none: "").
+  explicit ModelHost(std::string config_path = "") : config_path_(std::move(config_path)) {}
   ~ModelHost();  // waits for loads in progress
   ModelHost(const ModelHost&) = delete;
   ModelHost& operator=(const ModelHost&) = delete;
@@ -56,7 +59,9 @@ class ModelHost {
     std::shared_ptr<const LoadedModel> model;
   };
   void load(std::shared_ptr<Entry> entry);
+  void save_locked() const;  // REQUIRES: mutex_ held
 
+  const std::string config_path_;
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<Entry>> entries_;  // guarded by mutex_
   std::vector<std::thread> loaders_;             // guarded by mutex_

@@ -22,6 +22,7 @@ namespace gpubox::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace fs = std::filesystem;
 
 // Names the instances /local, /podman and /modal.
@@ -130,7 +131,10 @@ TEST_F(PodmanCliTest, CreateExecFilesRunCodeRpcInfoAndTerminateAContainer) {
   auto details = nlohmann::json::parse(info.out);
   EXPECT_EQ(details["agent"]["pid"], 1);
   EXPECT_THAT(details["spec"]["limits_enforced_by"]["memory"].get<std::string>(), HasSubstr("podman"));
-  EXPECT_THAT(run({"info", "box"}).out, HasSubstr("image:       " + test_image_tag(kTestImagePython)));
+  std::string text = run({"info", "box"}).out;
+  EXPECT_THAT(text, HasSubstr("image:       " + test_image_tag(kTestImagePython)));
+  EXPECT_THAT(text, HasSubstr("isolation:   podman's own: its namespaces, default capabilities and seccomp profile"));
+  EXPECT_THAT(text, Not(HasSubstr("older gpubox")));
   EXPECT_THAT(run({"logs", "box"}).out, HasSubstr("agent ready"));
 
   pid_t relay = saved["spec"]["relay"]["pid"];

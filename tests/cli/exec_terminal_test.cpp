@@ -13,6 +13,7 @@ namespace gpubox::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST_F(CliTest, ExecInteractiveForwardsStdinAndWithoutItTheCommandReadsEndOfFile) {
   std::string id = create();
@@ -43,6 +44,38 @@ TEST_F(CliTest, ExecTtyWithoutATerminalStillRunsOnAPty) {
   CliRun bad = run({"rpc", id, "proc.spawn", R"({"argv": ["true"], "rows": 10})"});
   EXPECT_EQ(bad.status, 1);
   EXPECT_THAT(bad.err, HasSubstr("only with tty: true"));
+}
+
+TEST_F(CliTest, RpcShowsBinaryDataOnATerminalOnlyBySize) {
+  std::string id = create();
+  ASSERT_EQ(run({"exec", id, "--", "sh", "-c", "head -c 4096 /dev/urandom > b.bin"}).status, 0);
+  const std::string params = R"({"path": "/workspace/b.bin"})";
+  CliRun piped = run({"rpc", id, "fs.read", params});
+  ASSERT_EQ(piped.status, 0) << piped.err;
+  EXPECT_THAT(piped.out, HasSubstr("\"base64\":")) << "piped: the bytes, for a program to read";
+  TerminalSession terminal({cli_path(), "rpc", id, "fs.read", params}, cli_environment(), 24, 80);
+  EXPECT_TRUE(terminal.expect("4096")) << terminal.screen();
+  EXPECT_EQ(terminal.wait(), 0);
+  EXPECT_THAT(terminal.screen(), HasSubstr("\"bytes\""));
+  EXPECT_THAT(terminal.screen(), HasSubstr("pipe stdout to get it as base64"));
+  EXPECT_THAT(terminal.screen(), Not(HasSubstr("\"base64\":"))) << "no screenful of base64";
+}
+
+TEST_F(CliTest, PutAndGetDrawAProgressBarOnATerminalOnly) {
+  std::string id = create();
+  std::string data = random_bytes(24 << 20, 9);  // above the 8 MiB below which no bar is drawn
+  write_text(scratch() + "/big.bin", data);
+  TerminalSession put({cli_path(), "put", id, scratch() + "/big.bin", "big.bin"}, cli_environment(), 24, 100);
+  EXPECT_TRUE(put.expect("100% 24.0/24.0 MiB")) << put.screen();
+  EXPECT_EQ(put.wait(), 0) << put.screen();
+  EXPECT_THAT(put.screen(), HasSubstr("[##############################]"));
+  TerminalSession get({cli_path(), "get", id, "big.bin", scratch() + "/back.bin"}, cli_environment(), 24, 100);
+  EXPECT_TRUE(get.expect("100% 24.0/24.0 MiB")) << get.screen();
+  EXPECT_EQ(get.wait(), 0) << get.screen();
+  EXPECT_EQ(read_text(scratch() + "/back.bin"), data);
+  CliRun piped = run({"put", id, scratch() + "/big.bin", "again.bin"});
+  EXPECT_EQ(piped.status, 0) << piped.err;
+  EXPECT_THAT(piped.err, Not(HasSubstr("MiB"))) << "no bar when stderr is not a terminal";
 }
 
 TEST_F(CliTest, ExecInteractiveTtyRunsAShellLikeDockerExecIt) {

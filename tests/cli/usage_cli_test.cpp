@@ -115,6 +115,20 @@ TEST_P(BackendCliTest, UsageCountsContainerJobAndSandboxSeconds) {
   EXPECT_THAT(run({"info", id}).out, HasSubstr("container:"));
 }
 
+TEST_F(CliTest, WithoutAMemoryLimitTheSandboxsMemoryIsStillItsOwn) {
+  Runner cli = [this](const std::vector<std::string>& args) { return run(args); };
+  std::string id = create();
+  ASSERT_EQ(run({"exec", id, "--", "python3", "-c", "b = b'x' * (96 << 20)"}).status, 0);
+  nlohmann::json usage = usage_json(cli, id);
+  nlohmann::json info = nlohmann::json::parse(run({"info", id, "--json"}).out);
+  std::string enforced = info["spec"]["limits_enforced_by"]["memory"];
+  EXPECT_THAT(enforced, HasSubstr("unlimited; accounted in the sandbox's own cgroup"));
+  const auto& cgroup = usage["usage"]["cgroup"];
+  ASSERT_TRUE(cgroup.is_object()) << usage.dump();
+  EXPECT_THAT(cgroup["memory_path"].get<std::string>(), HasSubstr("gpubox-" + id)) << "the sandbox's cgroup, not its host's";
+  EXPECT_GE(cgroup["memory_peak_bytes"].get<double>(), 96 << 20);
+}
+
 TEST_P(BackendCliTest, UsageSeesARunningJobsCpuGrow) {
   Runner cli = [this](const std::vector<std::string>& args) { return run(args); };
   std::string id = create();

@@ -61,8 +61,9 @@ class PythonSdkTest(unittest.TestCase):
         result = run(body())
         self.assertFalse(result.is_error)
         self.assertEqual(result.structured_content["results"], ["'modern'"])
-        # structuredContent mirrored as text
-        self.assertEqual(json.loads(result.content[0].text), result.structured_content)
+        # The text block summarizes, a line per field: the JSON itself is structuredContent only.
+        self.assertIn("results: [\"'modern'\"]\n", result.content[0].text)
+        self.assertIn("status: ok\n", result.content[0].text)
 
     def test_legacy_handshake(self):
         async def body():
@@ -145,12 +146,15 @@ class PythonSdkTest(unittest.TestCase):
                 ran = await client.call_tool("exec", {"command": "cat notes/a.txt; echo err >&2; exit 3",
                                                       "cwd": "/workspace"})
                 argv = await client.call_tool("exec", {"argv": ["/bin/echo", "a b"]})
+                # 300 KiB of output: 256 KiB of it in the result, and where all of it was kept.
+                big = await client.call_tool("exec", {"command": "head -c 307200 /dev/zero | tr '\\0' x"})
+                kept = await client.call_tool("exec", {"command": "wc -c < %s" % big.structured_content["stdout_file"]})
                 procs = await client.call_tool("processes", {})
                 boxes = await client.call_tool("list_sandboxes", {})
                 self.assertIn(self.home.id, [b["sandbox_id"] for b in boxes.structured_content["sandboxes"]])
                 gpu = await client.call_tool("gpu_status", {})
-                return written, binary, read, read_binary, listed, ran, argv, procs, gpu
-        written, binary, read, read_binary, listed, ran, argv, procs, gpu = run(body())
+                return written, binary, read, read_binary, listed, ran, argv, big, kept, procs, gpu
+        written, binary, read, read_binary, listed, ran, argv, big, kept, procs, gpu = run(body())
         self.assertEqual(written.structured_content["size"], len("héllo\n".encode()))
         self.assertEqual(binary.structured_content["size"], 3)
         self.assertEqual(read.structured_content["content"], "héllo\n")
@@ -160,6 +164,15 @@ class PythonSdkTest(unittest.TestCase):
         self.assertEqual((ran.structured_content["exit_code"], ran.structured_content["stdout"],
                           ran.structured_content["stderr"]), (3, "héllo\n", "err\n"))
         self.assertEqual(argv.structured_content["stdout"], "a b\n")
+        # The text block is a summary a line per field, the output as text, not the JSON again.
+        summary = ran.content[0].text
+        self.assertIn("exit_code: 3\n", summary)
+        self.assertIn("stdout:\nhéllo\n", summary)
+        self.assertNotIn("{", summary)
+        head, note = big.structured_content["stdout"].split("\n[output cut at 256 KiB here; ")
+        self.assertEqual(head, "x" * (256 << 10))
+        self.assertEqual(note, "all 307200 bytes are in %s (read_file)]\n" % big.structured_content["stdout_file"])
+        self.assertEqual(kept.structured_content["stdout"], "307200\n")
         pid1 = [p for p in procs.structured_content["processes"] if p["pid"] == 1]
         self.assertIn("gpubox-agent", " ".join(pid1[0]["cmdline"]))
         # No model host in this sandbox: what the agent knows, and why there is no more.
@@ -197,8 +210,6 @@ class PythonSdkTest(unittest.TestCase):
             async with self.client() as client:
                 return await client.call_tool("list_served", {})
         listed = run(body())
-        if listed.is_error and "unknown_method" in json.dumps(listed.structured_content):
-            self.skipTest("serve.* is not in this agent yet (S's branch); list_served/call_served are wired at merge")
         self.assertFalse(listed.is_error, listed.structured_content)
         self.assertIn("services", listed.structured_content)
 
@@ -226,7 +237,7 @@ def count(n: int):
 
 class ServiceModeTest(unittest.TestCase):
     """`gpubox mcp --sandbox X --service NAME` (tools = the service's functions) and call_served, per the
-    serve.* contract (rpc/PROTOCOL.md "Served functions"); skipped while the agent has no serve.start."""
+    serve.* contract (rpc/PROTOCOL.md "Served functions")."""
 
     @classmethod
     def setUpClass(cls):
@@ -236,17 +247,11 @@ class ServiceModeTest(unittest.TestCase):
         put = cls.home.cli("put", cls.home.id, os.path.join(cls.home.state, "calc.py"), "/workspace/calc.py")
         assert put.returncode == 0, put.stderr
         started = cls.home.cli("rpc", cls.home.id, "serve.start", json.dumps({"name": "calc", "path": "/workspace/calc.py"}))
-        cls.skip_reason = None
-        if started.returncode != 0:
-            cls.skip_reason = "serve.start is not in this agent yet (S's branch): " + (started.stderr or started.stdout).strip()
+        assert started.returncode == 0, "serve.start failed: " + (started.stderr or started.stdout).strip()
 
     @classmethod
     def tearDownClass(cls):
         cls.home.close()
-
-    def setUp(self):
-        if self.skip_reason:
-            self.skipTest(self.skip_reason)
 
     def test_tools_are_the_service_functions(self):
         async def body():

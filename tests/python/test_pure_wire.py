@@ -123,6 +123,7 @@ class PureDealer(unittest.TestCase):
 
             def answer():
                 conn, _ = plain.accept()
+                conn.recv(64)  # our greeting first, as a server reads it
                 conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n" + b"\0" * 64)
                 conn.close()
             threading.Thread(target=answer, daemon=True).start()

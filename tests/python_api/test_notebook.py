@@ -209,5 +209,20 @@ class FailingSetupTest(unittest.TestCase):
                 gpubox.create_notebook_session(box, gpubox.Workspace(custom_init_code="undefined_name"))
 
 
+class ModelTheKernelCannotLoadTest(unittest.TestCase):
+    def test_create_notebook_session_names_the_model_and_what_to_do(self):
+        model = os.path.join(state.root, "models", "tiny")
+        write(os.path.join(model, "config.json"), '{"model_type": "llama"}\n')
+        config = gpubox.SandboxConfig(python=PYTHON, models=[gpubox.ModelConfig("acme/tiny", path=model)])
+        with gpubox.Sandbox(config) as box:  # Debian's python3 has no torch nor transformers
+            with self.assertRaises(gpubox.SandboxError) as raised:
+                gpubox.create_notebook_session(box)
+        message = str(raised.exception)
+        self.assertIn("the kernel could not load a model:\n  acme/tiny: ", message)
+        self.assertIn("torch", message)
+        self.assertIn("The kernel runs /usr/bin/python3", message)
+        self.assertIn("SandboxConfig(python=...)", message)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -118,6 +118,32 @@ class ModelCliTest(ModelSandboxTestCase):
         self.assertEqual(run.returncode, 1)
         self.assertIn("model 'broken' failed to load", run.stderr)
         self.model("unload", "broken")
+        # A path the sandbox does not see (a host path never mounted) says what to do.
+        run = self.model("load", "elsewhere", "/root/not-mounted-model", "--wait")
+        self.assertEqual(run.returncode, 1, run.stderr)
+        self.assertIn("/root/not-mounted-model/config.json: cannot be read", run.stderr)
+        self.assertIn("must be mounted: gpubox create --mount HOST:SANDBOX[:ro]", run.stderr)
+        self.model("unload", "elsewhere")
+
+    def test_create_fails_for_a_model_that_cannot_load(self):
+        config = os.path.join(self.scratch, "missing-model.json")
+        with open(config, "w") as f:
+            json.dump({"model_host": {"models": [{"name": "ghost", "path": "/no/such/model"}]},
+                       "kernel": {"enabled": False}}, f)
+        before = self.gpubox("ls", "--json").stdout
+        failed = self.gpubox("create", "--config", config)
+        self.assertEqual(failed.returncode, 1, failed.stderr)
+        self.assertIn("model 'ghost' failed to load", failed.stderr)
+        self.assertIn("/no/such/model", failed.stderr)
+        self.assertIn("--mount HOST:SANDBOX", failed.stderr)
+        self.assertEqual(self.gpubox("ls", "--json").stdout, before, "the sandbox was not ended")
+        kept = self.gpubox("create", "--config", config, "--models-optional")
+        self.assertEqual(kept.returncode, 0, kept.stderr)
+        try:
+            listing = self.gpubox("model", kept.stdout.strip(), "ls").stdout
+            self.assertRegex(listing, r"ghost\s+failed")
+        finally:
+            self.gpubox("terminate", kept.stdout.strip())
 
     def test_unknown_model_and_bad_usage(self):
         run = self.model("info", "nope")
@@ -126,6 +152,17 @@ class ModelCliTest(ModelSandboxTestCase):
         run = self.model("generate", "nope", "hi")
         self.assertEqual(run.returncode, 2)
         self.assertIn("not_found", run.stderr)
+        run = self.model("unload", "nope")
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn("(`gpubox model %s ls` shows the loaded ones)" % self.id, run.stderr)
+        # Refusals in the CLI's words: the command to use, never the RPC method or params.ops[0].
+        run = self.model("run", "tiny", "Hi", "--capture", "blocks.0.resid_post")
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn("op [0].hook", run.stderr)
+        self.assertIn("blocks.0.hook_resid_post", run.stderr)
+        self.assertIn("`gpubox model %s hooks MODEL` lists them" % self.id, run.stderr)
+        for rpc_words in ("params.", "model.hooks lists", "model.list shows"):
+            self.assertNotIn(rpc_words, run.stderr)
         for args in (["generate", "tiny", "hi", "--max-new-tokens", "many"], ["generate", "tiny", "hi", "--top-p", "2"],
                      ["generate", "tiny", "hi", "--bogus"], ["frobnicate"], ["tokenize", "tiny"],
                      ["generate", "tiny", "--ids", "1,x"]):

@@ -1,6 +1,7 @@
 """modeld killed (by its pid, from sys.info) in the middle of a generate through
 the agent: the caller gets `unavailable` saying so, the agent restarts modeld,
-its model is ready again and generates the same tokens."""
+its model is ready again and generates the same tokens. A model loaded at run
+time (model.load) comes back after a restart too; one unloaded does not."""
 
 import os
 import signal
@@ -32,6 +33,24 @@ class ModeldRestartTest(ModelHostTestCase):
         self.assertTrue(wait_until(back, timeout=60, interval=0.2), self.model_host())
         result = model.generate(self.refs["generate_ids"], max_new_tokens=self.refs["new_tokens"], ignore_eos=True)
         self.assertEqual(result["tokens"], self.refs["greedy"])
+
+    def test_models_loaded_at_run_time_come_back_after_a_restart(self):
+        self.client.load_model("runtime", self.refs["llama"], wait=True)
+        self.client.load_model("dropped", self.refs["llama"], wait=True)
+        self.client.unload_model("dropped")
+        host = self.model_host()
+        os.kill(host["pid"], signal.SIGKILL)
+
+        def back():
+            now = self.model_host()
+            return (now["state"] == "running" and now["pid"] != host["pid"]
+                    and sorted(m["name"] for m in now["models"]) == ["runtime", "tiny"]
+                    and all(m["state"] == "ready" for m in now["models"]))
+        self.assertTrue(wait_until(back, timeout=60, interval=0.2), self.model_host())
+        result = self.client.model("runtime").generate(self.refs["generate_ids"], max_new_tokens=self.refs["new_tokens"],
+                                                       ignore_eos=True)
+        self.assertEqual(result["tokens"], self.refs["greedy"])
+        self.client.unload_model("runtime")
 
 
 if __name__ == "__main__":

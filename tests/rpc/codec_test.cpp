@@ -207,5 +207,15 @@ TEST(CodecTest, ParamReaderRefusesNaNAndInfinity) {
   EXPECT_TRUE(reader.finish());
 }
 
+TEST(CodecTest, ANumberOutOfRangeNamesItsBoundsAsPeopleWriteThem) {
+  json params = {{"size", -1}, {"scale", 9.0}};
+  ParamReader reader(params);
+  EXPECT_FALSE(reader.number("size", 0, 1073741824));
+  EXPECT_EQ(reader.finish().message(), "params.size: expected a number from 0 to 1073741824, got -1");
+  ParamReader fractional(params);
+  EXPECT_FALSE(fractional.number("scale", 0.5, 2.25));
+  EXPECT_EQ(fractional.finish().message(), "params.scale: expected a number from 0.5 to 2.25, got 9.0");
+}
+
 }  // namespace
 }  // namespace gpubox::rpc

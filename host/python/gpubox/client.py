@@ -38,7 +38,18 @@ class RpcError(Exception):
         if not isinstance(code, str):
             return cls("internal", "the agent sent a malformed ERROR body: %r" % (body,))
         details = body.get("details")
-        return cls(code, str(body.get("message", "")), details if isinstance(details, dict) else None)
+        return cls(code, _in_python_words(str(body.get("message", ""))), details if isinstance(details, dict) else None)
+
+
+# An agent's refusal in the words of this package, not the RPC methods behind it.
+_PYTHON_WORDS = (("model.list shows", "client.models() shows"), ("model.hooks lists them", "model.hooks() lists them"),
+                 ("fs.list lists it", "Sandbox.download() copies a directory"), ("params.ops[", "ops["), ("params.", ""))
+
+
+def _in_python_words(message: str) -> str:
+    for rpc_words, python_words in _PYTHON_WORDS:
+        message = message.replace(rpc_words, python_words)
+    return message
 
 
 class Chunk(NamedTuple):

@@ -181,15 +181,29 @@ class Model:
         result.update(dict(captures[1:]))
         return result
 
-    def trace(self, ids=None, text=None, timeout: Optional[float] = None) -> "Trace":
+    def run_with_cache(self, ids=None, text=None, names=None, timeout: Optional[float] = None):
+        """TransformerLens' run_with_cache: (logits, cache), the cache a dict of every hook
+        point's activation by name (float32), or of those in `names` (a list, or a function
+        of the name that says which to keep). One round trip; memory grows with the prompt."""
+        points = [h["name"] for h in self.hooks() if h["name"] != "logits"]
+        if callable(names):
+            points = [n for n in points if names(n)]
+        elif names is not None:
+            points = list(names)
+        result = self.run(ids=ids, text=text, capture=points, timeout=timeout)
+        return result["logits"], dict(result["captures"])
+
+    def trace(self, ids=None, text=None, timeout: Optional[float] = None, grad_of: Optional[dict] = None) -> "Trace":
         """nnsight-style: ops recorded in a with block, run in one round trip when it ends.
 
             with model.trace(ids) as t:
                 t.add("blocks.3.hook_resid_post", vector, scale=4.0)
                 saved = t["blocks.5.hook_resid_post"].save()
             saved.value, t.logits
-        """
-        return Trace(self, ids, text, timeout)
+
+        With grad_of (as run() takes it), point.grad() saves the gradient of that scalar
+        with respect to the point; t.result["grad_of_value"] is the scalar."""
+        return Trace(self, ids, text, timeout, grad_of)
 
     def generate(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None,
                  ops: Sequence[dict] = (), capture: Sequence[str] = (), add: Optional[Dict[str, Any]] = None,
@@ -280,6 +294,14 @@ class _Point:
         self._trace._op({"op": "capture", "dtype": dtype}, self, saved)
         return saved
 
+    def grad(self) -> Saved:
+        """The gradient of the trace's grad_of scalar with respect to this point (float32)."""
+        if self._trace._grad_of is None:
+            raise ValueError("grad(): give the trace grad_of, e.g. model.trace(ids, grad_of={'logit_diff': {'tokens': [a, b]}})")
+        saved = Saved()
+        self._trace._op({"op": "capture_grad"}, self, saved)
+        return saved
+
     def add(self, vector, scale: float = 1.0):
         self._trace._op({"op": "add", "vector": vector, "scale": scale}, self)
 
@@ -310,9 +332,9 @@ class _Point:
 class Trace:
     """The ops of a `with model.trace(...)` block, run by model.run when the block ends."""
 
-    def __init__(self, model: Model, ids, text, timeout):
-        self._model, self._ids, self._text, self._timeout = model, ids, text, timeout
-        self._ops, self._saved = [], []
+    def __init__(self, model: Model, ids, text, timeout, grad_of=None):
+        self._model, self._ids, self._text, self._timeout, self._grad_of = model, ids, text, timeout, grad_of
+        self._ops, self._saved, self._grads = [], [], []
         self.logits = None
         self.result = None
 
@@ -326,7 +348,7 @@ class Trace:
         op = dict(op, hook=point._hook, **point._where)
         self._ops.append(op)
         if saved is not None:
-            self._saved.append(saved)
+            (self._grads if op["op"] == "capture_grad" else self._saved).append(saved)
 
     def __enter__(self) -> "Trace":
         return self
@@ -334,9 +356,12 @@ class Trace:
     def __exit__(self, kind, value, tb):
         if kind is not None:
             return False
-        self.result = self._model.run(ids=self._ids, text=self._text, ops=self._ops, timeout=self._timeout)
+        self.result = self._model.run(ids=self._ids, text=self._text, ops=self._ops, timeout=self._timeout,
+                                      grad_of=self._grad_of)
         self.logits = self.result["logits"]
         for saved, (_, tensor) in zip(self._saved, self.result["captures"]):
+            saved.value = tensor
+        for saved, (_, tensor) in zip(self._grads, self.result["grads"]):
             saved.value = tensor
         return False
 

@@ -69,6 +69,7 @@ class NotebookSession:
         if workspace is not None:
             workspace.install(sandbox)
         sandbox.wait_kernel()
+        _raise_for_failed_models(sandbox)
         sandbox._on_terminate(self.close)
 
     @property
@@ -192,6 +193,20 @@ class NotebookSession:
         self.close()
 
 
+def _raise_for_failed_models(sandbox: Sandbox) -> None:
+    """SandboxError naming each model the kernel could not load, why, and what to do."""
+    failed = [m for m in sandbox.client.call("kernel.info").get("models", []) if m.get("status") == "failed"]
+    if not failed:
+        return
+    python = getattr(getattr(sandbox, "config", None), "python", None) or "python3"
+    lines = ["%s: %s" % (m.get("name") or "a hidden model (%s)" % m.get("var_name"), m.get("error", "no reason given"))
+             for m in failed]
+    raise SandboxError("the kernel could not load %s:\n  %s\nThe kernel runs %s: install transformers and torch "
+                       "(and peft for an adapter) in it, or name a Python that has them with SandboxConfig(python=...)"
+                       % ("a model" if len(failed) == 1 else "%d models" % len(failed), "\n  ".join(lines), python))
+
+
 def create_notebook_session(sandbox: Sandbox, workspace=None) -> NotebookSession:
-    """A notebook session on the sandbox's kernel, with the workspace installed; waits for the models."""
+    """A notebook session on the sandbox's kernel, with the workspace installed; waits for the models.
+    Raises SandboxError when the kernel could not load one of them, naming it and why."""
     return NotebookSession(sandbox, workspace)

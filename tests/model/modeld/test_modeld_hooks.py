@@ -173,13 +173,13 @@ class ModeldHooks(ServedTinyModels):
         cases = [
             ([{"op": "capture", "hook": "blocks.9.hook_resid_post"}], ["blocks.9.hook_resid_post", "blocks.0.hook_resid_post"]),
             ([{"op": "capture", "hook": "blocks.0.hook_resid_post"}, {"op": "capture", "hook": "hook_nope"}],
-             ["params.ops[1].hook", "hook_nope", "hook_embed"]),
+             ["ops[1].hook", "hook_nope", "hook_embed", "model.hooks() lists them"]),
             ([{"op": "capture", "hook": "hook_embed", "positions": [len(PROMPT)]}], ["positions", str(len(PROMPT))]),
             ([{"op": "capture", "hook": "hook_embed", "positions": [-len(PROMPT) - 1]}], ["positions"]),
             ([{"op": "capture", "hook": "hook_embed", "dtype": "int8"}], ["dtype", "int8"]),
-            ([{"op": "steer", "hook": "hook_embed"}], ["params.ops[0].op", "steer"]),
+            ([{"op": "steer", "hook": "hook_embed"}], ["ops[0].op", "steer"]),
             ([{"op": "capture", "hook": "hook_embed", "heads": [0]}], ["heads"]),
-            ({"op": "capture"}, ["params.ops"]),
+            ({"op": "capture"}, ["ops: "]),
             ([{"op": "capture", "hook": "blocks.0.attn.hook_rot_q"}], ["hook_rot_q"]),  # GPT-2 has no RoPE
         ]
         for ops, words in cases:
@@ -189,6 +189,7 @@ class ModeldHooks(ServedTinyModels):
                 self.assertEqual(raised.exception.code, "invalid_request")
                 for word in words:
                     self.assertIn(word, str(raised.exception))
+                self.assertNotIn("params.", str(raised.exception), "the Python client's words, not the RPC's")
         self.assertEqual(self.modeld.client.call("modeld.status")["models"][0]["state"], "ready")
 
 

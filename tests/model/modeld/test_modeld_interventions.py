@@ -224,7 +224,7 @@ class ModeldInterventions(ServedTinyModels):
         vector = np.zeros(64, np.float32)
         cases = [
             ([{"op": "add", "hook": "blocks.0.hook_resid_post", "vector": np.zeros(63, np.float32)}],
-             ["params.ops[0].vector", "[63]", "[1, 11, 64]"]),
+             ["ops[0].vector", "[63]", "[1, 11, 64]"]),
             ([{"op": "zero", "hook": "blocks.0.attn.hook_z", "heads": [4]}], ["heads", "4"]),
             ([{"op": "zero", "hook": "blocks.0.hook_resid_post", "heads": [0]}], ["no heads axis"]),
             ([{"op": "patch", "hook": "blocks.0.hook_resid_post", "from_row": 1}], ["from_row", "1"]),
@@ -322,9 +322,9 @@ class ModeldGenerateInterventions(ServedTinyModels):
     def test_bad_generate_specs_are_refused_before_a_token_is_made(self):
         cases = [
             ([{"op": "add", "hook": "blocks.0.hook_resid_post", "vector": np.zeros(64, np.float32), "steps": [6]}],
-             ["params.ops[0].steps", "0 to 5"]),
+             ["ops[0].steps", "0 to 5"]),
             ([{"op": "zero", "hook": "blocks.0.hook_resid_post", "positions": [3]}],
-             ["params.ops[0].positions", "one position each", "\"steps\": [0]"]),
+             ["ops[0].positions", "one position each", "\"steps\": [0]"]),
             ([{"op": "zero", "hook": "blocks.0.hook_resid_post", "steps": []}], ["steps"]),
             ([{"op": "zero", "hook": "blocks.9.hook_resid_post"}], ["blocks.9.hook_resid_post"]),
         ]
@@ -349,7 +349,7 @@ class ModeldGenerateInterventions(ServedTinyModels):
             with self.assertRaises(RpcError) as raised:
                 call(ops)
             self.assertEqual(raised.exception.code, "invalid_request")
-            self.assertIn("params.ops[0].vector: element [7] is NaN", raised.exception.message)
+            self.assertIn("ops[0].vector: element [7] is NaN", raised.exception.message)
         logits = Model(self.modeld.client, "llama").run(ids=CLEAN, ops=[dict(run_ops[0], allow_nonfinite=True)])["logits"]
         self.assertTrue(torch.isnan(logits[0, -1]).all())  # one NaN position spreads through attention
         with self.assertRaises(RpcError) as raised:
