@@ -4,16 +4,20 @@
 # build/fuzz/corpus/<target> (tests/fuzz/corpus/<target> holds the checked-in
 # seeds); a crash leaves its input in build/fuzz/artifacts/ and fails the script.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
+#   scripts/fuzz.sh --list      the targets, one a line
 set -euo pipefail
 cd "$(dirname "$0")/.."
+all_targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames
+  fuzz_serve_wire fuzz_safetensors fuzz_tokenizer_json fuzz_chat_template fuzz_model_config fuzz_intervention_spec
+  fuzz_mcp_messages)
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${all_targets[@]}"
+  exit 0
+fi
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames
-    fuzz_serve_wire fuzz_safetensors fuzz_tokenizer_json fuzz_chat_template fuzz_model_config fuzz_intervention_spec
-    fuzz_mcp_messages)
-fi
+if [ ${#targets[@]} -eq 0 ]; then targets=("${all_targets[@]}"); fi
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target "${targets[@]}"

@@ -43,6 +43,8 @@ constexpr char kUsage[] =
 
 // How long create waits for the model host to say how each model's load began.
 constexpr std::chrono::seconds kModelStartWait{60};
+// A model host restarted this often before its models began loading is failing, not starting.
+constexpr int kStartRestarts = 3;
 
 // The configured models as the sandbox's model host reports them once each
 // load has begun (its size known), is ready, or has failed: an error naming
@@ -56,8 +58,16 @@ Status check_models_began(const SandboxRecord& record, const std::string& backen
     auto info = (*client)->call("sys.info");
     if (!info) return info.status();
     const auto& host = info->value("model_host", nlohmann::json::object());
-    if (host.value("state", "") == "failed") return Status(ErrorCode::unavailable, "the model host failed: " + host.value("error", "?"));
-    bool all_began = host.value("state", "") == "running";
+    auto text = [&](const char* key) {  // last_exit is null before the first exit
+      auto it = host.find(key);
+      return it != host.end() && it->is_string() ? it->get<std::string>() : std::string("?");
+    };
+    if (text("state") == "failed") return Status(ErrorCode::unavailable, "the model host failed: " + text("error"));
+    if (text("state") == "restarting" && host.value("restarts", 0) >= kStartRestarts) {
+      return Status(ErrorCode::unavailable, "the model host keeps exiting as it starts (" +
+                                                std::to_string(host.value("restarts", 0)) + " restarts; last exit: " + text("last_exit") + ")");
+    }
+    bool all_began = text("state") == "running";
     for (const auto& model : host.value("models", nlohmann::json::array())) {
       std::string state = model.value("state", "");
       if (state == "failed") {

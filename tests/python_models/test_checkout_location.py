@@ -3,7 +3,8 @@ sandbox hides /root and /home and has a /tmp of its own, yet an install under
 /root or /tmp runs its model host and its kernel's venv. For each of the two, the
 real gpubox, gpubox-agent and gpubox-modeld are copied into a fresh directory
 there; modeld's RUNPATH is pointed (patchelf) at a site-packages tree in that
-directory that holds the venv's torch; the kernel's Python is a venv made there.
+directory that holds the venv's torch (or, in a checkout that is itself under
+/root, /home or /tmp, left at the venv's); the kernel's Python is a venv made there.
 Nothing names model_host.binary or GPUBOX_AGENT: the CLI finds the agent beside
 itself and the agent finds modeld beside itself. The model is mounted (--mount),
 as a user's checkpoint under /root must be.
@@ -37,13 +38,15 @@ class CheckoutLocationTest(unittest.TestCase):
         os.makedirs(os.path.join(home, "bin"))
         for program in (CLI, AGENT, MODELD):
             shutil.copy2(program, os.path.join(home, "bin", os.path.basename(program)))
-        # The libraries: a site-packages of links to the venv's packages, under base.
-        site = os.path.join(home, "libs", "site-packages")
-        os.makedirs(site)
-        for entry in os.listdir(self.torch_site):
-            os.symlink(os.path.join(self.torch_site, entry), os.path.join(site, entry))
-        subprocess.run(["patchelf", "--set-rpath", os.path.join(site, "torch", "lib"),
-                        os.path.join(home, "bin", "gpubox-modeld")], check=True)
+        # The libraries under a hidden directory: the venv's own when this checkout is under one (modeld's
+        # RUNPATH names it already), else a site-packages under base of links to the venv's packages.
+        if not any(self.torch_site.startswith(hidden + "/") for hidden in ("/root", "/home", "/tmp")):
+            site = os.path.join(home, "libs", "site-packages")
+            os.makedirs(site)
+            for entry in os.listdir(self.torch_site):
+                os.symlink(os.path.join(self.torch_site, entry), os.path.join(site, entry))
+            subprocess.run(["patchelf", "--set-rpath", os.path.join(site, "torch", "lib"),
+                            os.path.join(home, "bin", "gpubox-modeld")], check=True)
         subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages",
                         os.path.join(home, "venv")], check=True)
         with open(os.path.join(home, "private.txt"), "w") as f:

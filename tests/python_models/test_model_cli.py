@@ -137,6 +137,16 @@ class ModelCliTest(ModelSandboxTestCase):
         self.assertIn("/no/such/model", failed.stderr)
         self.assertIn("--mount HOST:SANDBOX", failed.stderr)
         self.assertEqual(self.gpubox("ls", "--json").stdout, before, "the sandbox was not ended")
+        # A model host that cannot start (here: a binary that exits at once) fails the create too.
+        crashing = os.path.join(self.scratch, "crashing-host.json")
+        with open(crashing, "w") as f:
+            json.dump({"model_host": {"binary": "/bin/false", "models": [{"name": "tiny", "path": self.refs["llama"]}]},
+                       "kernel": {"enabled": False}}, f)
+        failed = self.gpubox("create", "--config", crashing)
+        self.assertEqual(failed.returncode, 1, failed.stderr)
+        self.assertIn("the model host keeps exiting as it starts", failed.stderr)
+        self.assertIn("last exit: exited with code 1", failed.stderr)
+        self.assertEqual(self.gpubox("ls", "--json").stdout, before)
         kept = self.gpubox("create", "--config", config, "--models-optional")
         self.assertEqual(kept.returncode, 0, kept.stderr)
         try:
