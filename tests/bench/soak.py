@@ -89,7 +89,7 @@ def main():
     sandbox = subprocess.run(create, check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
     try:
         record = gpubox.find(sandbox)
-        agent = record["agent"]["pid"]
+        agent = record["agent_pid"]
         with gpubox.connect(sandbox) as client:
             client.model("tiny").wait_ready(timeout=120)
             client.call("kernel.execute", code="1", timeout=120)
