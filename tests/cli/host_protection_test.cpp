@@ -137,11 +137,13 @@ TEST_F(CliTest, PipStyleInstallIsVisibleInsideOnly) {
 }
 
 // What `ls -A DIR` shows inside a local sandbox of a hidden DIR (/root, /home):
-// nothing, or, for a checkout under it, its first directory, the way to the
-// library trees the sandbox brings along (host/runtime_binds.h).
+// nothing, or, for a checkout under it whose gpubox-modeld sits beside the
+// agent, its first directory: the way to the library trees of modeld's
+// RUNPATH that the sandbox brings along (host/runtime_binds.h).
 std::string listed_under(const std::string& dir) {
-  std::string agent = fs::weakly_canonical(GPUBOX_AGENT_PATH).string();
-  if (agent.rfind(dir + "/", 0) != 0) return "";
+  fs::path agent_path = fs::weakly_canonical(GPUBOX_AGENT_PATH);
+  std::string agent = agent_path.string();
+  if (agent.rfind(dir + "/", 0) != 0 || !fs::exists(agent_path.parent_path() / "gpubox-modeld")) return "";
   std::string rest = agent.substr(dir.size() + 1);
   return rest.substr(0, rest.find('/')) + "\n";
 }
