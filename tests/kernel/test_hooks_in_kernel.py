@@ -5,7 +5,6 @@ transformers model made in the cell, and says plainly that a sandbox without
 a model host has no native model. Interpreter of the kernel:
 build/venv/bin/python (torch, transformers); of the test: Debian's python3."""
 import os
-import unittest
 
 from kernel_harness import requires
 from test_agent_kernel import AgentKernelCase
