@@ -185,6 +185,8 @@ Status Agent::start_rpc() {
   hooks.request_shutdown = [this] { loop_->post([this] { begin_shutdown("shutdown", "sys.shutdown"); }); };
   hooks.components = [this] { return components(); };
   auto seconds = [](std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; };
+  hooks.seccomp = {{"profile", options_.config.seccomp.enabled ? "default" : "unconfined"},
+                   {"denied", seccomp_denied_calls(options_.config.seccomp)}};
   hooks.lifecycle = {{"timeout_s", seconds(options_.config.lifecycle.timeout)},
                      {"idle_timeout_s", seconds(options_.config.lifecycle.idle_timeout)}};
   hooks.accepting_work = [this] { return accepting_work_.load(); };
@@ -308,6 +310,19 @@ Status Agent::open_state_dir() {
   return Status::ok();
 }
 
+Status Agent::filter_children() {
+  const SeccompSettings& seccomp = options_.config.seccomp;
+  if (!seccomp.enabled) {
+    log::warn("seccomp: unconfined; the processes the agent starts have no syscall filter");
+    return Status::ok();
+  }
+  auto program = build_seccomp_program(seccomp);
+  if (!program) return program.status();
+  log::info("seccomp: the processes the agent starts are filtered",
+            {{"instructions", static_cast<int>(program->instructions.size())}, {"namespaces_allowed", seccomp.allow_namespaces}});
+  return processes_.set_child_filter(*program);
+}
+
 void Agent::shield_from_oom_killer() {
   // -1000 needs CAP_SYS_RESOURCE, which containers often lack; raising the
   // children's score needs nothing and makes them the choice all the same.
@@ -329,6 +344,7 @@ int Agent::run() {
   if (options_.ready_fd >= 0) ::fcntl(options_.ready_fd, F_SETFD, FD_CLOEXEC);
 
   Status started = open_state_dir();
+  if (started) started = filter_children();
   auto loop = EventLoop::create();
   auto signal_fd = open_signal_fd();
   if (started && !loop) started = loop.status();

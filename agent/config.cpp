@@ -360,6 +360,16 @@ void parse_models(const json& value, std::vector<kernel::ModelSpec>* models) {
   }
 }
 
+void parse_seccomp(const json& value, SeccompSettings* seccomp) {
+  ObjectReader reader(value, "seccomp");
+  std::string profile = "default";
+  reader.string("profile", &profile);
+  if (profile != "default" && profile != "unconfined") fail("seccomp.profile", "\"default\" or \"unconfined\"", profile);
+  seccomp->enabled = profile == "default";
+  reader.boolean("allow_namespaces", &seccomp->allow_namespaces);
+  reader.finish();
+}
+
 void parse_kernel(const json& value, KernelConfig* kernel) {
   ObjectReader reader(value, "kernel");
   reader.boolean("enabled", &kernel->enabled);
@@ -467,6 +477,7 @@ Config parse_document(const json& document) {
   if (const json* lifecycle = root.find("lifecycle")) parse_lifecycle(*lifecycle, &config.lifecycle);
   if (const json* jobs = root.find("jobs")) parse_jobs(*jobs, &config.jobs);
   if (const json* kernel = root.find("kernel")) parse_kernel(*kernel, &config.kernel);
+  if (const json* seccomp = root.find("seccomp")) parse_seccomp(*seccomp, &config.seccomp);
   if (const json* model_host = root.find("model_host")) parse_model_host(*model_host, &config.model_host);
 
   root.string_map("env", &config.env);
@@ -583,6 +594,8 @@ std::string config_to_json(const Config& config) {
                       {"max_input_bytes", config.jobs.max_input_bytes},
                       {"compression_level", config.jobs.compression_level},
                       {"compression_threads", config.jobs.compression_threads}};
+  document["seccomp"] = {{"profile", config.seccomp.enabled ? "default" : "unconfined"},
+                         {"allow_namespaces", config.seccomp.allow_namespaces}};
   document["kernel"] = {{"enabled", config.kernel.enabled},
                         {"python", config.kernel.python},
                         {"mode", config.kernel.mode.empty() ? "ipython" : config.kernel.mode},

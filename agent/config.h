@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/log.h"
+#include "agent/seccomp_filter.h"
 #include "kernel/model_setup.h"
 #include "rpc/status.h"
 
@@ -114,6 +115,7 @@ struct Config {
   JobsConfig jobs;
   KernelConfig kernel;
   ModelHostConfig model_host;
+  SeccompSettings seccomp;  // the filter of every process the agent starts
 };
 
 // Parses and validates a whole config document. Errors name the key path and

@@ -97,7 +97,9 @@ Result<pid_t> ProcessTable::spawn(const SpawnOptions& options, ExitCallback on_e
   std::vector<char*> envp = c_strings(options.env);
   pid_t pid = -1;
   std::lock_guard lock(mutex_);
-  int err = posix_spawnp(&pid, argv[0], setup.actions(), setup.attr(), argv.data(), envp.data());
+  int err = 0;
+  // On the spawn thread: the child inherits its filter, if it has one.
+  spawn_thread().run([&] { err = posix_spawnp(&pid, argv[0], setup.actions(), setup.attr(), argv.data(), envp.data()); });
   if (err != 0) {
     std::string what = "cannot run '" + options.argv[0] + "'";
     if (!options.cwd.empty() && err == ENOENT && access(options.cwd.c_str(), X_OK) != 0) {
@@ -118,6 +120,21 @@ Result<pid_t> ProcessTable::spawn(const SpawnOptions& options, ExitCallback on_e
   waiters_.emplace(pid, std::move(on_exit));
   no_children_ = false;
   return pid;
+}
+
+Status ProcessTable::set_child_filter(const SeccompProgram& filter) {
+  auto thread = SpawnThread::start(&filter);
+  if (!thread) return thread.status();
+  spawn_thread_ = std::move(*thread);
+  return Status::ok();
+}
+
+SpawnThread& ProcessTable::spawn_thread() {
+  if (!spawn_thread_) {
+    auto thread = SpawnThread::start(nullptr);  // without a filter there is nothing to refuse
+    spawn_thread_ = std::move(*thread);
+  }
+  return *spawn_thread_;
 }
 
 bool ProcessTable::signal_group(pid_t pgid, int sig) { return pgid > 0 && ::kill(-pgid, sig) == 0; }

@@ -10,10 +10,12 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "agent/spawn_thread.h"
 #include "rpc/status.h"
 
 namespace gpubox {
@@ -81,10 +83,17 @@ class ProcessTable final : public ProcessLauncher {
   // Each child spawned from now on gets this oom_score_adj (-1000..1000): how
   // PID 1 makes its children, never itself, the OOM killer's choice.
   void set_children_oom_score_adj(int value) { children_oom_score_adj_ = value; }
+  // Each child spawned from now on runs under this seccomp filter: the spawn
+  // thread holds it (agent/spawn_thread.h). Set before the
+  // first spawn. An error when the kernel refuses the filter.
+  Status set_child_filter(const SeccompProgram& filter);
 
  private:
   static constexpr int kInheritOomScore = INT32_MIN;
   std::atomic<int> children_oom_score_adj_{kInheritOomScore};
+  // Created at the first spawn, under mutex_, unless set_child_filter made it first.
+  std::unique_ptr<SpawnThread> spawn_thread_;
+  SpawnThread& spawn_thread();
   mutable std::mutex mutex_;
   // State below is protected by mutex_. waitpid runs under it too, so a child
   // cannot be reaped between its spawn and the registration of its callback.

@@ -41,6 +41,17 @@ add_library(gpubox_archive INTERFACE)
 # The shim's object goes on every consumer's link line, ahead of libarchive.a.
 target_link_libraries(gpubox_archive INTERFACE $<TARGET_OBJECTS:gpubox_archive_shim> ${GPUBOX_ARCHIVE_LIBS})
 
+# libseccomp (Debian's, static): builds the syscall filter the agent installs
+# in every process it starts (agent/seccomp_filter.h).
+find_library(GPUBOX_SECCOMP_STATIC NAMES libseccomp.a)
+find_path(GPUBOX_SECCOMP_INCLUDE seccomp.h)
+if(NOT GPUBOX_SECCOMP_STATIC OR NOT GPUBOX_SECCOMP_INCLUDE)
+  message(FATAL_ERROR "libseccomp.a not found: run scripts/setup.sh (libseccomp-dev)")
+endif()
+add_library(gpubox_seccomp INTERFACE)
+target_include_directories(gpubox_seccomp INTERFACE ${GPUBOX_SECCOMP_INCLUDE})
+target_link_libraries(gpubox_seccomp INTERFACE ${GPUBOX_SECCOMP_STATIC})
+
 # xeus 2.4.1 (Debian's static libxeus.a) for the Jupyter kernel, linked with our
 # static libzmq, libcrypto (HMAC) and libuuid; cppzmq and xtl are header-only.
 find_library(GPUBOX_XEUS_STATIC NAMES libxeus.a)

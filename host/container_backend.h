@@ -40,6 +40,7 @@ struct ContainerSandboxSpec {
   std::string publish_ip = "127.0.0.1";
   std::uint16_t publish_port = 0;  // 0: any free port
   std::string gpus;                // "", "all" or a count "N"
+  bool seccomp_unconfined = false; // --security-opt seccomp=unconfined; else the engine's default profile
   std::vector<BindMount> mounts;
   std::chrono::milliseconds ready_timeout{30'000};
   nlohmann::json public_spec = nlohmann::json::object();

@@ -221,6 +221,7 @@ nlohmann::json isolation_summary(const LocalSandboxSpec& spec, const IdRange& id
                                                                   {"gid_map", ids.gid_map().substr(0, ids.gid_map().size() - 1)}}
                                                  : nlohmann::json(nullptr)},
           {"network", spec.network_none ? "none" : "host"},
+          {"seccomp", spec.seccomp_unconfined ? "unconfined" : "default"},
           {"gpus", gpus}};
 }
 
@@ -349,6 +350,10 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   nlohmann::json config = spec.agent_config;
   config["state_dir"] = kSandboxStateDir;
   config["log"]["stderr"] = false;  // the log goes to STATE_DIR/agent.log only
+  // The agent filters what it starts (agent/seccomp_filter.h); namespaces
+  // only where root inside is already an unprivileged range outside.
+  config["seccomp"] = {{"profile", spec.seccomp_unconfined ? "unconfined" : "default"},
+                       {"allow_namespaces", spec.user_namespace}};
   auto& endpoints = config["rpc"]["endpoints"];
   std::string inner_endpoint = std::string("ipc://") + kSandboxStateDir + "/rpc.sock";
   if (!endpoints.is_array()) endpoints = nlohmann::json::array();

@@ -42,6 +42,7 @@ struct LocalSandboxSpec {
   ResourceLimits limits;
   bool network_none = true;
   bool user_namespace = false;  // --userns: root inside is an unprivileged range outside
+  bool seccomp_unconfined = false;  // --seccomp unconfined: the agent filters nothing it starts
   std::vector<BindMount> mounts;
   GpuPlan gpus;  // no indices: no GPU
   std::chrono::milliseconds ready_timeout{10'000};

@@ -266,6 +266,7 @@ std::vector<std::string> snapshot_create_args(const Snapshot& snapshot) {
   if (spec.value("idle_timeout_s", 0.0) > 0) args.insert(args.end(), {"--idle-timeout", number(spec["idle_timeout_s"])});
   if (!spec.value("gpu", "").empty()) args.insert(args.end(), {"--gpu", spec.value("gpu", "")});
   if (spec.value("userns", false)) args.push_back("--userns");
+  if (spec.value("seccomp", "default") == "unconfined") args.insert(args.end(), {"--seccomp", "unconfined"});
   for (const auto& mount : spec.value("mounts", nlohmann::json::array())) {
     args.insert(args.end(), {"--mount", mount.value("source", "") + ":" + mount.value("target", "") +
                                             (mount.value("read_only", false) ? ":ro" : "")});

@@ -11,7 +11,7 @@ packages=(
   clang libclang-rt-14-dev
   xeus-dev xtl-dev uuid-dev cppzmq-dev libsodium-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev
   nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev
-  libarchive-dev libzstd-dev zstd tar liblz4-dev libacl1-dev libbz2-dev liblzma-dev zlib1g-dev nettle-dev
+  libseccomp-dev libarchive-dev libzstd-dev zstd tar liblz4-dev libacl1-dev libbz2-dev liblzma-dev zlib1g-dev nettle-dev
   python3 python3-zmq python3-msgpack python3-jupyter-client python3-nbclient
   python3-ipykernel python3-jupyter-kernel-test python3-matplotlib jupyter-console python3-comm
   python3-torch python3-venv libpcre2-dev libutf8proc-dev

@@ -36,6 +36,8 @@ struct AgentHooks {
   std::vector<std::pair<std::string, std::string>> child_env;
   // sys.info's lifecycle: the deadlines the agent keeps, {"timeout_s", "idle_timeout_s"} (0: none).
   nlohmann::json lifecycle = nlohmann::json::object();
+  // sys.info's seccomp: {"profile": "default"|"unconfined", "denied": [names]}.
+  nlohmann::json seccomp = nlohmann::json::object();
   // sys.info's model_host: {"state": "off"} without a model_host section.
   std::function<nlohmann::json()> model_host;
   // sys.usage's jobs (JobManager::usage); null: no jobs.

@@ -90,6 +90,7 @@ void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, cons
           {"max_attachments", limits.max_attachments}}},
         {"components", hooks.components()},
         {"lifecycle", hooks.lifecycle},
+        {"seccomp", hooks.seccomp},
         {"model_host", hooks.model_host ? hooks.model_host() : nlohmann::json{{"state", "off"}}},
     };
   });

@@ -23,7 +23,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: gpubox create [--backend local|podman|docker|modal] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
     "                     [--timeout S] [--idle-timeout S] [--network none|host|bridge] [--env K=V]... [--secret NAME]...\n"
-    "                     [--mount LOCAL:SANDBOX[:ro]]... [--gpu GPUS] [--models-optional] [--json]\n"
+    "                     [--mount LOCAL:SANDBOX[:ro]]... [--gpu GPUS] [--seccomp default|unconfined] [--models-optional] [--json]\n"
     "       local:         [--userns]\n"
     "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--ready-timeout S]\n"
     "       modal:         [--app NAME] [--image REF] [--gpu TYPE[:N]] [--region R[,R...]] [--volume NAME:/path]...\n"
@@ -37,6 +37,8 @@ constexpr char kUsage[] =
     "              podman|docker: all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n"
     "  --models-optional  keep the sandbox when a model of its config fails to load (default: create fails\n"
     "              with the model's reason and ends the sandbox)\n"
+    "  --seccomp   local: default (gpubox's syscall filter, Docker's default denials; docs/security.md) or\n"
+    "              unconfined (none; info warns); podman|docker: the engine's default profile, or unconfined\n"
     "  --userns    root inside maps to an unprivileged uid range of the host (idmapped mounts)\n"
     "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"
     "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n";
@@ -103,7 +105,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   auto parsed = parse_args(raw,
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
                             "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",
-                            "--ready-timeout", "--app", "--region", "--volume", "--modal-secret", "--tag"},
+                            "--ready-timeout", "--app", "--region", "--volume", "--modal-secret", "--tag", "--seccomp"},
                            {"--userns", "--models-optional"});
   if (!parsed) return usage(parsed.status().message());
   if (parsed->flag("--help")) return show_usage(kUsage);
@@ -182,6 +184,10 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   }
   spec.network_none = network == "none";
   spec.user_namespace = args.flag("--userns");
+  std::string seccomp = args.last("--seccomp").value_or("default");
+  if (seccomp != "default" && seccomp != "unconfined") return usage("--seccomp: expected default or unconfined, got '" + seccomp + "'");
+  if (modal && args.last("--seccomp")) return usage("--seccomp: not with --backend modal (gVisor filters every Modal sandbox's system calls)");
+  spec.seccomp_unconfined = box.seccomp_unconfined = seccomp == "unconfined";
   if (container && spec.user_namespace) return usage("--userns: only with the local backend (an engine maps users itself)");
   if (auto gpu = args.last("--gpu"); gpu && !container && !modal) {  // a container's or Modal's --gpu: their own parsers
     auto gpus = plan_gpus(*gpu);
@@ -235,6 +241,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
 
   pub["network"] = network;
   pub["userns"] = spec.user_namespace;
+  if (!modal) pub["seccomp"] = seccomp;
   pub["gpus"] = spec.gpus.indices;
   pub["cpu"] = spec.limits.cpus;
   pub["memory_mib"] = spec.limits.memory_mib;

@@ -68,6 +68,17 @@ void print_isolation(const nlohmann::json& isolation) {
   std::printf("gpus:        %s\n", gpus.empty() ? "none" : join(gpus).c_str());
 }
 
+// The syscall filter: gpubox's (local), the engine's (containers), or none, with a warning.
+void print_seccomp(const std::string& backend, const std::string& profile) {
+  if (profile == "unconfined") {
+    std::printf("seccomp:     unconfined -- WARNING: no syscall filter (created with --seccomp unconfined)\n");
+  } else if (backend == "local") {
+    std::printf("seccomp:     default (gpubox's filter: Docker's default denials; docs/security.md)\n");
+  } else {
+    std::printf("seccomp:     %s's default profile\n", backend.c_str());
+  }
+}
+
 // `gpubox ls --remote`: what Modal runs in the app, by gpubox's tag, beside the local records.
 int list_remote(const Args& args, const Global& global, const SandboxStore& store) {
   auto listed = modal_call("ls", {{"app", args.last("--app").value_or("gpubox")}}, std::chrono::seconds(60));
@@ -194,9 +205,10 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   if (record->backend == "local") {
     print_isolation(info["isolation"]);
   } else if (record->backend != "modal") {
-    std::printf("isolation:   %s's own: its namespaces, default capabilities and seccomp profile; network %s\n",
+    std::printf("isolation:   %s's own: its namespaces and default capabilities; network %s\n",
                 record->backend.c_str(), text(spec.value("network", nlohmann::json("none"))).c_str());
   }
+  if (record->backend != "modal") print_seccomp(record->backend, spec.value("seccomp", "default"));
   auto enforced = spec.value("limits_enforced_by", nlohmann::json::object());
   auto limit_line = [&](const char* label, const char* key, const std::string& value) {
     std::printf("%-12s %s  (%s)\n", label, value.c_str(), text(enforced.value(key, nlohmann::json("?"))).c_str());

@@ -8,7 +8,9 @@ sys.ping, proc.exec (echo), fs.write then fs.read of 4 KiB, kernel.execute
 (a tiny cell) and model.forward (8 tokens). Reported:
   errors          calls that failed (target 0), by method and first message
   RSS and fds     of the agent and of gpubox-modeld (host /proc), before the
-                  first call and after the last (target: flat within 5 MB, 0 fds)
+                  first call and after the last (target: flat within 5 MB, 0 fds),
+                  and as each tenth of the calls begins: growth that stops after
+                  the first tenth is the allocators' high-water mark, a leak keeps on
   p50 / p99       latency per tenth of the run, in ms (does it grow over time?)
 Not a test: run it by hand, outside CI.
 
@@ -98,6 +100,7 @@ def main():
 
         errors = collections.Counter()
         latencies = [[] for _ in range(10)]
+        by_tenth = [None] * 10  # figures as each tenth begins
         lock = threading.Lock()
         next_call = iter(range(args.calls))
         payload = os.urandom(4096)
@@ -109,6 +112,8 @@ def main():
                         index = next(next_call, None)
                     if index is None:
                         return
+                    if index * 10 % args.calls < 10 and by_tenth[index * 10 // args.calls] is None:
+                        by_tenth[index * 10 // args.calls] = {"agent": process_figures(agent), "modeld": process_figures(modeld)}
                     kind = METHODS[index % len(METHODS)]
                     started = time.perf_counter()
                     try:
@@ -145,13 +150,16 @@ def main():
         print("%-7s RSS %.1f -> %.1f MB (%+.1f), fds %d -> %d (%+d)"
               % (name, before[name]["rss_mb"], after[name]["rss_mb"], after[name]["rss_mb"] - before[name]["rss_mb"],
                  before[name]["fds"], after[name]["fds"], after[name]["fds"] - before[name]["fds"]))
-    print("latency by tenth of the run, ms:  p50  p99")
+    print("by tenth of the run: latency p50 p99 (ms); as it began: agent RSS (MB) fds, modeld RSS (MB) fds")
     for tenth, values in enumerate(latencies):
-        print("  %3d%%  %7.2f  %7.2f" % ((tenth + 1) * 10, percentile(values, 0.5), percentile(values, 0.99)))
+        figures = by_tenth[tenth] or {"agent": {"rss_mb": float("nan"), "fds": -1}, "modeld": {"rss_mb": float("nan"), "fds": -1}}
+        print("  %3d%%  %7.2f  %7.2f   %6.1f %3d   %6.1f %3d"
+              % ((tenth + 1) * 10, percentile(values, 0.5), percentile(values, 0.99), figures["agent"]["rss_mb"],
+                 figures["agent"]["fds"], figures["modeld"]["rss_mb"], figures["modeld"]["fds"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"calls": args.calls, "clients": args.clients, "backend": args.backend, "wall_s": wall,
-                       "errors": dict(errors), "before": before, "after": after,
+                       "errors": dict(errors), "before": before, "after": after, "by_tenth": by_tenth,
                        "p50_ms": [percentile(v, 0.5) for v in latencies],
                        "p99_ms": [percentile(v, 0.99) for v in latencies]}, f, indent=2)
 

@@ -107,8 +107,9 @@ TEST_F(PodmanCliTest, CreateExecFilesRunCodeRpcInfoAndTerminateAContainer) {
                                                    "{{.HostConfig.PidsLimit}} {{.HostConfig.NetworkMode}}",
                              container})),
             "running 268435456 1000000000 512 none");
-  CliRun inside = run({"exec", "box", "--", "sh", "-c", "cat /proc/1/comm; hostname; pwd; ls /sys/class/net"});
-  EXPECT_EQ(inside.out, "gpubox-agent\nbox\n/workspace\nlo\n") << inside.err;
+  // The engine's default seccomp profile filters what runs inside (mode 2: a filter).
+  CliRun inside = run({"exec", "box", "--", "sh", "-c", "cat /proc/1/comm; hostname; pwd; ls /sys/class/net; grep Seccomp: /proc/self/status"});
+  EXPECT_EQ(inside.out, "gpubox-agent\nbox\n/workspace\nlo\nSeccomp:\t2\n") << inside.err;
 
   std::string big = random_bytes(3 << 20, 3);
   write_text(scratch() + "/big.bin", big);
@@ -133,7 +134,8 @@ TEST_F(PodmanCliTest, CreateExecFilesRunCodeRpcInfoAndTerminateAContainer) {
   EXPECT_THAT(details["spec"]["limits_enforced_by"]["memory"].get<std::string>(), HasSubstr("podman"));
   std::string text = run({"info", "box"}).out;
   EXPECT_THAT(text, HasSubstr("image:       " + test_image_tag(kTestImagePython)));
-  EXPECT_THAT(text, HasSubstr("isolation:   podman's own: its namespaces, default capabilities and seccomp profile"));
+  EXPECT_THAT(text, HasSubstr("isolation:   podman's own: its namespaces and default capabilities"));
+  EXPECT_THAT(text, HasSubstr("seccomp:     podman's default profile"));
   EXPECT_THAT(text, Not(HasSubstr("older gpubox")));
   EXPECT_THAT(run({"logs", "box"}).out, HasSubstr("agent ready"));
 
@@ -184,11 +186,13 @@ TEST_F(PodmanCliTest, AContainerKilledFromOutsideShowsDeadAndIsCleanedUp) {
   EXPECT_NE(host::run_engine("podman", {"container", "exists", container})->status, 0);
 }
 
-TEST_F(PodmanCliTest, BridgeNetworkAndAFixedPublishedPort) {
-  CliRun created = run({"--json", "create", "--network", "bridge", "--publish", "127.0.0.1:0"});
+TEST_F(PodmanCliTest, BridgeNetworkAFixedPublishedPortAndNoSeccomp) {
+  CliRun created = run({"--json", "create", "--network", "bridge", "--publish", "127.0.0.1:0", "--seccomp", "unconfined"});
   ASSERT_EQ(created.status, 0) << created.err;
   std::string id = nlohmann::json::parse(created.out)["id"];
   EXPECT_THAT(run({"exec", id, "--", "ls", "/sys/class/net"}).out, HasSubstr("eth0"));
+  EXPECT_EQ(run({"exec", id, "--", "grep", "Seccomp:", "/proc/self/status"}).out, "Seccomp:\t0\n");
+  EXPECT_THAT(run({"info", id}).out, HasSubstr("seccomp:     unconfined -- WARNING: no syscall filter"));
   EXPECT_EQ(trimmed(podman({"inspect", "--format", "{{.HostConfig.NetworkMode}}", record(id)["spec"]["container"]})), "bridge");
 }
 
