@@ -211,8 +211,9 @@ void BackendCliTest::SetUp() {
   CliTest::SetUp();
   if (!container()) return;
   std::string problem = modal() ? fake_modal_problem() : podman_problem();
+  if (problem.empty() && docker()) problem = docker_problem();
   if (!problem.empty()) GPUBOX_MISSING(problem);
-  std::string built = build_test_image(kTestImagePython);
+  std::string built = docker() ? load_test_image_into_docker(kTestImagePython) : build_test_image(kTestImagePython);
   ASSERT_EQ(built, "") << "building the sandbox image for the " << backend() << " backend";
   if (!modal()) return;
   auto& fake = shared_fake_modal();
@@ -254,16 +255,17 @@ void BackendCliTest::TearDown() {
                               << (left.empty() ? "" : " (" + left[0] + ", ...)");
     return;
   }
-  if (!container() || !podman_problem().empty()) return;
+  if (!container() || !podman_problem().empty() || (docker() && !docker_problem().empty())) return;
   // Snapshot images a failed test left (committed images keep the container's labels).
+  const std::string engine = backend();
   std::string label = "label=gpubox.store=" + state_home() + "/gpubox";
-  std::string images = host::run_engine("podman", {"images", "--quiet", "--filter", label})->out;
+  std::string images = host::run_engine(engine, {"images", "--quiet", "--filter", label})->out;
   for (size_t at = 0, end; at < images.size(); at = end + 1) {
     end = images.find('\n', at);
     if (end == std::string::npos) end = images.size();
-    if (end > at) (void)host::run_engine("podman", {"rmi", "--force", images.substr(at, end - at)});
+    if (end > at) (void)host::run_engine(engine, {"rmi", "--force", images.substr(at, end - at)});
   }
-  EXPECT_EQ(host::run_engine("podman", {"ps", "--all", "--quiet", "--filter", "label=gpubox.store=" + state_home() + "/gpubox"})->out, "")
+  EXPECT_EQ(host::run_engine(engine, {"ps", "--all", "--quiet", "--filter", label})->out, "")
       << "containers of this test left after terminate --all";
 }
 

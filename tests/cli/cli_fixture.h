@@ -79,6 +79,7 @@ class BackendCliTest : public CliTest, public ::testing::WithParamInterface<std:
   virtual std::string backend() const { return GetParam(); }
   bool container() const { return backend() != "local"; }
   bool modal() const { return backend() == "modal"; }
+  bool docker() const { return backend() == "docker"; }
   // The host pid of the sandbox's agent (PID 1 of its container, for podman and modal).
   pid_t agent_pid(const std::string& id) const;
 

@@ -35,12 +35,33 @@ struct BackendName {
 INSTANTIATE_TEST_SUITE_P(Backends, BackendCliTest, ::testing::Values("local"), BackendName());
 #else
 // modal: the podman image as a sandbox of the fake Modal control plane (tests/modal/fake_modal).
-INSTANTIATE_TEST_SUITE_P(Backends, BackendCliTest, ::testing::Values("local", "podman", "modal"), BackendName());
+// docker: the same image loaded into Debian's dockerd, which ctest starts (tests/cli/docker_engine.sh).
+INSTANTIATE_TEST_SUITE_P(Backends, BackendCliTest, ::testing::Values("local", "podman", "docker", "modal"), BackendName());
 #endif
 
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;
+}
+
+// Sandbox code runs under a seccomp filter (status mode 2): gpubox's (local)
+// or the engine's default profile (podman, docker); --seccomp unconfined
+// removes it. Modal's gVisor filters by itself: --seccomp is refused there.
+TEST_P(BackendCliTest, SandboxCodeRunsUnderASeccompFilter) {
+  if (modal()) {
+    CliRun refused = run({"create", "--seccomp", "unconfined"});
+    EXPECT_EQ(refused.status, 2);
+    EXPECT_THAT(refused.err, HasSubstr("--seccomp: not with --backend modal"));
+    EXPECT_TRUE(store_entries().empty());
+    return;
+  }
+  std::string id = create();
+  EXPECT_EQ(run({"exec", id, "--", "grep", "Seccomp:", "/proc/self/status"}).out, "Seccomp:\t2\n");
+  EXPECT_THAT(run({"info", id}).out,
+              HasSubstr(container() ? "seccomp:     " + backend() + "'s default profile" : "seccomp:     default (gpubox's filter"));
+  std::string open = create({"--seccomp", "unconfined"});
+  EXPECT_EQ(run({"exec", open, "--", "grep", "Seccomp:", "/proc/self/status"}).out, "Seccomp:\t0\n");
+  EXPECT_THAT(run({"info", open}).out, HasSubstr("seccomp:     unconfined -- WARNING"));
 }
 
 TEST_P(BackendCliTest, SnapshotKeepsFilesPackagesAndSettingsButNotProcesses) {

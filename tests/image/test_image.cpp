@@ -71,15 +71,15 @@ std::string modeld_path() { return fs::path(GPUBOX_AGENT_PATH).parent_path() / "
 
 // What the image is made of: the Dockerfile, the base, the agent binary
 // (size and modification time) and, with Python, the stand-in's lock and
-// gpubox-modeld. Every test process builds the images it uses; one whose
+// gpubox-modeld; without the binaries, what Docker's base copy is made of. Every test process builds the images it uses; one whose
 // label holds this key is current and is not built again (a cached podman
 // build still takes seconds here).
-std::string recipe_key(const TestImage& image) {
-  std::string key = text_of_file(std::string(GPUBOX_SOURCE_DIR) + "/image/Dockerfile") + "|" + image.base + "|" +
-                    stamp_of(GPUBOX_AGENT_PATH);
+std::string recipe_key(const TestImage& image, bool with_binaries = true) {
+  std::string key = text_of_file(std::string(GPUBOX_SOURCE_DIR) + "/image/Dockerfile") + "|" + image.base;
+  if (with_binaries) key += "|" + stamp_of(GPUBOX_AGENT_PATH);
   if (image.has_python) {
-    key += "|" + text_of_file(std::string(GPUBOX_SOURCE_DIR) + "/tests/image/python-standin.lock") + "|" +
-           stamp_of(modeld_path());
+    key += "|" + text_of_file(std::string(GPUBOX_SOURCE_DIR) + "/tests/image/python-standin.lock");
+    if (with_binaries) key += "|" + stamp_of(modeld_path());
   }
   return std::to_string(std::hash<std::string>{}(key));
 }
@@ -129,6 +129,59 @@ std::string build_test_image(const TestImage& image) {
   if (!build) return outcome = build.status().message();
   if (build->status != 0) return outcome = "podman build failed: " + build->err;
   return outcome = "";
+}
+
+const std::string& docker_problem() {
+  static const std::string problem = [] {
+    const char* host = std::getenv("DOCKER_HOST");
+    if (!host || !*host) return std::string("no Docker engine: DOCKER_HOST is unset (ctest starts one: tests/cli/docker_engine.sh)");
+    auto info = run_engine("docker", {"version", "--format", "{{.Server.Version}}"}, std::chrono::seconds(30));
+    if (!info) return "docker cannot run here: " + info.status().message() + " (scripts/setup.sh installs docker.io)";
+    if (info->status != 0) return "no Docker engine answers at " + std::string(host) + ": " + info->error_line();
+    return std::string();
+  }();
+  return problem;
+}
+
+// Docker gets the podman image whole once per base recipe (5 GB: minutes),
+// then this build's binaries as one thin layer on it (seconds), as each
+// build changes them.
+std::string load_test_image_into_docker(const TestImage& image) {
+  if (std::string built = build_test_image(image); !built.empty()) return built;
+  std::string tag = test_image_tag(image), key = recipe_key(image);
+  auto current = run_engine("docker", {"image", "inspect", "--format", "{{index .Config.Labels \"gpubox.test.recipe\"}}", tag});
+  if (current && current->status == 0 && current->out == key + "\n") return "";
+  std::string base = std::string("localhost/gpubox-test-") + image.name + ":base-" + recipe_key(image, false);
+  auto has_base = run_engine("docker", {"image", "inspect", "--format", "{{.Id}}", base});
+  if (!has_base || has_base->status != 0) {
+    auto loaded = run_engine("sh", {"-c", "podman save --format docker-archive " + tag + " | docker load && docker tag " + tag + " " + base},
+                             std::chrono::seconds(900));
+    if (!loaded) return loaded.status().message();
+    if (loaded->status != 0) return "podman save | docker load failed: " + loaded->err;
+    // Bases of earlier recipes: 5 GB each.
+    auto tags = run_engine("docker", {"images", "--format", "{{.Repository}}:{{.Tag}}", std::string("localhost/gpubox-test-") + image.name});
+    std::istringstream lines(tags ? tags->out : "");
+    for (std::string line; std::getline(lines, line);) {
+      if (line != base && line.find(":base-") != std::string::npos) (void)run_engine("docker", {"rmi", line});
+    }
+  }
+  std::string context = "/tmp/gpubox-docker-context-" + std::to_string(::getpid());
+  fs::create_directories(context);
+  put_stripped(GPUBOX_AGENT_PATH, context);
+  std::string dockerfile = "FROM " + base + "\nCOPY gpubox-agent /usr/local/bin/gpubox-agent\n";
+  if (image.has_python) {
+    put_stripped(modeld_path(), context);
+    dockerfile += "COPY gpubox-modeld /usr/local/bin/gpubox-modeld\n";
+  }
+  std::ofstream(context + "/Dockerfile") << dockerfile << "LABEL gpubox.test.recipe=" << key << "\n";
+  // DOCKER_BUILDKIT=0: the engine's own builder (Debian's docker.io has no buildx).
+  auto built = run_engine("env", {"DOCKER_BUILDKIT=0", "docker", "build", "-q", "-t", tag, context}, std::chrono::seconds(300));
+  std::error_code ignored;
+  fs::remove_all(context, ignored);
+  if (!built) return built.status().message();
+  if (built->status != 0) return "docker build failed: " + built->err;
+  (void)run_engine("docker", {"image", "prune", "--force"});  // the layers of the build this one replaced
+  return "";
 }
 
 }  // namespace gpubox::testing

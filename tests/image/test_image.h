@@ -31,4 +31,12 @@ std::string wheelhouse();
 // Builds the image once; "" or what went wrong.
 std::string build_test_image(const TestImage& image);
 
+// Why the Docker engine of the tests (tests/cli/docker_engine.sh, reached
+// through DOCKER_HOST) cannot run containers here, or "" when it can.
+const std::string& docker_problem();
+
+// Builds the image with podman (build_test_image) and loads it into Docker's
+// engine unless the engine holds this recipe already; "" or what went wrong.
+std::string load_test_image_into_docker(const TestImage& image);
+
 }  // namespace gpubox::testing
