@@ -19,7 +19,7 @@ enum class SignalAction {
   ignore,    // SIGPIPE and the like
 };
 
-// The one documented forwarding policy (README, "Signals"):
+// The one documented forwarding policy (docs/agent.md, "Signals"):
 //   SIGTERM                      → shutdown
 //   SIGINT                       → forward with a main child, shutdown without
 //   SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGWINCH SIGCONT → forward

@@ -19,7 +19,7 @@
 
 namespace gpubox::host::cli {
 
-// The CLI's exit codes (README, "The gpubox CLI"). exec exits with the remote command's code instead.
+// The CLI's exit codes (docs/cli.md, "Exit codes"). exec exits with the remote command's code instead.
 enum ExitCode : int {
   kExitOk = 0,
   kExitFailed = 1,       // the remote command or call failed
