@@ -115,7 +115,8 @@ int report_error(const std::string& command, std::string error_code, const std::
     return code;
   }
   std::fprintf(stderr, "gpubox %s: %s\n", command.c_str(), text.c_str());
-  if (usage && code == kExitUsage) std::fputs(usage, stderr);
+  // The one line, and where the usage is (as docker does): not 20 lines of usage that bury it.
+  if (usage && code == kExitUsage) std::fprintf(stderr, "See 'gpubox %s --help'.\n", command.c_str());
   return code;
 }
 

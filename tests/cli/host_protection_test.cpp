@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -302,6 +303,9 @@ TEST_F(CliTest, GpuIsRefusedWhereTheHostHasNone) {
     CliRun refused = run({"create", "--gpu", request});
     EXPECT_EQ(refused.status, 2) << request;
     EXPECT_THAT(refused.err, HasSubstr("--gpu: this host has no NVIDIA GPU"));
+    // Its one line and a pointer to the usage, not the usage itself.
+    EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 2) << refused.err;
+    EXPECT_THAT(refused.err, HasSubstr("\nSee 'gpubox create --help'.\n"));
   }
   EXPECT_TRUE(store_entries().empty());
 }

@@ -178,7 +178,8 @@ class ModelCliTest(ModelSandboxTestCase):
                      ["generate", "tiny", "--ids", "1,x"]):
             run = self.model(*args)
             self.assertEqual(run.returncode, 2, (args, run.stderr))
-            self.assertIn("usage: gpubox model", run.stderr)
+            self.assertIn("See 'gpubox model --help'.", run.stderr)
+            self.assertNotIn("usage:", run.stderr)
         json_error = json.loads(self.model("info", "nope", "--json").stdout)
         self.assertEqual(json_error["error"]["code"], "not_found")
 
