@@ -50,7 +50,7 @@ class BadValuesTest(unittest.TestCase):
             "SandboxConfig.image": dict(image="gpubox:latest"),
             "SandboxConfig.volumes": dict(volumes={"data": "/tmp"}),
             "SandboxConfig.python": dict(python=""),
-            "SandboxConfig.network": dict(network=False, python_packages=["numpy"]),
+            "SandboxConfig.network": dict(python_packages=["numpy"]),
         }
         for field, values in cases.items():
             with self.subTest(field=field):
@@ -159,7 +159,7 @@ class PlanTest(unittest.TestCase):
                     gpubox.ModelConfig("base", path=d + "/base", var_name="base", dtype="bfloat16")],
             python_packages=[d + "/pkg", "numpy==2.0"], repos=[gpubox.RepoConfig(d + "/repo.git", install=True),
                                                               gpubox.RepoConfig("owner/tool", branch="v1")],
-            volumes={"/data": d + "/data:ro"}, python="/usr/bin/python3")
+            volumes={"/data": d + "/data:ro"}, python="/usr/bin/python3", network=True)
         made = plan.plan_create(config, name="box")
         self.assertEqual(made.create_args, [
             "--backend", "local", "--name", "box", "--cpu", "2.0", "--memory", "1024", "--timeout", "60.0",
@@ -192,7 +192,8 @@ class PlanTest(unittest.TestCase):
         config = gpubox.SandboxConfig(
             backend="modal", gpu="A100-80GB", gpu_count=2, cpu=1.5, memory="2GiB", timeout=600, idle_timeout=120,
             env={"MODE": "fast"}, secrets=["GPUBOX_TEST_PLAN_SECRET"], volumes={"/weights": "weights", "/data": "d"},
-            image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", modal_app="interp", python_packages=["numpy"])
+            image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", modal_app="interp", python_packages=["numpy"],
+            network=True)
         made = plan.plan_create(config, name="gpu-box")
         self.assertEqual(made.create_args, [
             "--backend", "modal", "--name", "gpu-box", "--image", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
@@ -206,13 +207,16 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(made.create_args, ["--backend", "modal", "--timeout", "3600.0", "--network", "none",
                                             "--gpu", "H100"])
 
-    def test_network_follows_what_needs_it(self):
+    def test_network_is_asked_for_by_name(self):
         local = gpubox.SandboxConfig(python_packages=[self.dir + "/pkg"], repos=[gpubox.RepoConfig(self.dir + "/repo.git")])
         self.assertEqual(local.needs_network(), [])
         self.assertIn("--network none", " ".join(plan.plan_create(local).create_args))
         self.assertEqual(plan.pip_command(local, ["/p"]),
                          ["python3", "-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation", "/p"])
-        remote = gpubox.SandboxConfig(python_packages=["numpy"], backend="docker", gpu="A100", gpu_count=2)
+        # Packages by name need the network, which only network=True opens.
+        with self.assertRaisesRegex(ValueError, r"SandboxConfig.network: python_packages 'numpy' need the network.*network=True"):
+            gpubox.SandboxConfig(python_packages=["numpy"], backend="docker")
+        remote = gpubox.SandboxConfig(python_packages=["numpy"], backend="docker", gpu="A100", gpu_count=2, network=True)
         args = " ".join(plan.plan_create(remote).create_args)
         self.assertIn("--network bridge", args)
         self.assertIn("--gpu 2", args, "a container gets a number of GPUs")

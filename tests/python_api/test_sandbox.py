@@ -206,7 +206,8 @@ class SandboxTest(unittest.TestCase):
         self.assertTrue(snapshot.name.startswith("before-the-change-"), snapshot.name)
         self.assertEqual(snapshot.description, "before the change")
         self.box.write_file("/workspace/keep.txt", "after")
-        override = gpubox.SandboxConfig(python=PYTHON, cpu=0.5, timeout=300, python_packages=["never-installed"])
+        override = gpubox.SandboxConfig(python=PYTHON, cpu=0.5, timeout=300, python_packages=["never-installed"],
+                                      network=True)
         restored = gpubox.Sandbox.from_snapshot(snapshot, config=override, name="py-api-restored")
         try:
             self.assertEqual(restored.name, "py-api-restored")

@@ -220,7 +220,7 @@ class SandboxConfig:
     image: Optional[str] = None        # podman/docker: an image built from image/Dockerfile; modal: any registry image
     volumes: Dict[str, str] = field(default_factory=dict)  # sandbox path -> "LOCAL_DIR[:ro]"; modal: a Volume's name
     python: str = "python3"            # the sandbox's Python for the kernel, pip and exec_python
-    network: Optional[bool] = None     # None: on exactly when packages or repos need it
+    network: bool = False              # outbound network, asked for by name; packages by name and remote repos need it
     execution_mode: Optional[object] = None  # Seer's; accepted and unused (every gpubox sandbox has all modes)
     modal_app: Optional[str] = None    # modal: the Modal app the sandbox belongs to (None: "gpubox")
 
@@ -277,10 +277,11 @@ class SandboxConfig:
                 _fail("%svolumes[%r]" % (S, target), "expected 'LOCAL_DIR' or 'LOCAL_DIR:ro', got %r" % (source,))
         if not isinstance(self.python, str) or not self.python:
             _fail(S + "python", "expected a program name or path, got %r" % (self.python,))
-        if self.network is not None and not isinstance(self.network, bool):
-            _fail(S + "network", "expected True, False or None (automatic), got %r" % (self.network,))
-        if self.network is False and self.needs_network():
-            _fail(S + "network", "False, but %s need the network" % ", ".join(self.needs_network()))
+        if not isinstance(self.network, bool):
+            _fail(S + "network", "expected True or False, got %r" % (self.network,))
+        if not self.network and self.needs_network():
+            _fail(S + "network", "%s need the network, which a sandbox has only when asked: pass network=True"
+                  % ", ".join(self.needs_network()))
         if self.backend == "modal":
             self._check_modal()
         elif self.modal_app is not None:
@@ -320,10 +321,6 @@ class SandboxConfig:
         needs += ["system_packages %r" % p for p in self.system_packages]
         needs += ["repo %r" % r.url for r in self.repos if not r.is_local]
         return needs
-
-    @property
-    def network_on(self) -> bool:
-        return self.network if self.network is not None else bool(self.needs_network())
 
     def check_local(self):
         """The checks that read this machine: secrets set here, local files, dirs, models and volumes present."""

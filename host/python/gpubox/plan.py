@@ -69,7 +69,7 @@ def plan_create(config: SandboxConfig, name: Optional[str] = None) -> CreatePlan
     if config.idle_timeout:
         args += ["--idle-timeout", repr(float(config.idle_timeout))]
     network = {"local": "host", "modal": "open"}.get(config.backend, "bridge")
-    args += ["--network", network if config.network_on else "none"]
+    args += ["--network", network if config.network else "none"]
     if config.modal_app:
         args += ["--app", config.modal_app]
     args += _gpu_flag(config)
@@ -120,7 +120,7 @@ PIP_ENV = {"PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_ROOT_USER_ACTION": "ignore",
 def pip_command(config: SandboxConfig, specs: List[str], editable: bool = False) -> List[str]:
     """pip install in the sandbox's Python; without network, offline (--no-index, no build isolation)."""
     argv = [config.python, "-m", "pip", "install", "--quiet"]
-    if not config.network_on:
+    if not config.network:
         argv += ["--no-index", "--no-build-isolation"]
     for spec in specs:
         argv += ["-e", spec] if editable else [spec]
