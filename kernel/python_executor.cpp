@@ -1,3 +1,4 @@
+// Over 600 lines: the supervised executor process and its channel (spawn, frames, interrupt, restart), whose request and interrupt paths share two locks; the Python side is executor.py.
 #include "kernel/python_executor.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// Over 600 lines: the I/O thread's ZeroMQ loop, request dispatch and the streams' credit accounting all work on that thread's state; the worker pool and framing are their own files.
 #include "rpc/server.h"
 
 #include <pthread.h>

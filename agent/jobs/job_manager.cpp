@@ -1,3 +1,4 @@
+// Over 600 lines: one job's whole state machine (submit, start, stop, stage, ack, shutdown) under one mutex; the queue, journal and stager are their own files.
 #include "agent/jobs/job_manager.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// Over 600 lines: the Python str methods and Jinja filters chat templates call, one table of small functions that share the argument helpers at its top.
 #include "model/chat/builtins.h"
 
 #include <fmt/format.h>
