@@ -44,9 +44,9 @@ class Agent {
   int run();
 
  private:
-  // As PID 1: the OOM killer chooses a child, never the agent (oom_score_adj).
   // Builds the seccomp filter of the config and hands it to the process table.
   Status filter_children();
+  // As PID 1: the OOM killer chooses a child, never the agent (oom_score_adj).
   void shield_from_oom_killer();
   Status open_state_dir();
   // The config's env and secrets: added to every child's environment.

@@ -1,7 +1,5 @@
 #include "agent/spawn_thread.h"
 
-#include <cstring>
-
 namespace gpubox {
 
 Result<std::unique_ptr<SpawnThread>> SpawnThread::start(const SeccompProgram* program) {

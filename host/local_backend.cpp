@@ -221,7 +221,6 @@ nlohmann::json isolation_summary(const LocalSandboxSpec& spec, const IdRange& id
                                                                   {"gid_map", ids.gid_map().substr(0, ids.gid_map().size() - 1)}}
                                                  : nlohmann::json(nullptr)},
           {"network", spec.network_none ? "none" : "host"},
-          {"seccomp", spec.seccomp_unconfined ? "unconfined" : "default"},
           {"gpus", gpus}};
 }
 

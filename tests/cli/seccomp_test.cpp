@@ -46,7 +46,7 @@ TEST_F(SeccompCliTest, DeniesEachCallInsideAndUnconfinedTurnsItOff) {
   filtered.erase("seccomp-mode");
   for (const auto& [name, verdict] : filtered) EXPECT_EQ(verdict, name == "clone3" ? "ENOSYS" : "EPERM") << name;
   auto info = nlohmann::json::parse(run({"info", id, "--json"}).out);
-  EXPECT_EQ(info["isolation"]["seccomp"], "default");
+  EXPECT_EQ(info["spec"]["seccomp"], "default");
   EXPECT_EQ(info["agent"]["seccomp"]["profile"], "default");
   EXPECT_THAT(run({"info", id}).out, HasSubstr("seccomp:     default (gpubox's filter"));
 
