@@ -1,7 +1,7 @@
 // Over 600 lines: the config document's one strict reader, section by section, and its writer (--check-config), which must stay side by side.
 #include "agent/config.h"
 
-#include "rpc/base64.h"
+#include "base/base64.h"
 #include "rpc/keys.h"
 
 #include <cmath>

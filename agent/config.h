@@ -11,7 +11,7 @@
 #include "agent/log.h"
 #include "agent/seccomp_filter.h"
 #include "kernel/model_setup.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox {
 

@@ -9,9 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "agent/timers.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox {
 

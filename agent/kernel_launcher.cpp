@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox {
 namespace {

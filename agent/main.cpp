@@ -7,7 +7,7 @@
 #include "agent/agent.h"
 #include "agent/privileges.h"
 #include "agent/signals.h"
-#include "agent/version.h"
+#include "base/version.h"
 #include "kernel/standalone_kernel.h"
 #include "rpc/keys.h"
 

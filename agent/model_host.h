@@ -18,8 +18,8 @@
 #include "agent/config.h"
 #include "agent/event_loop.h"
 #include "agent/supervisor.h"
-#include "rpc/fd.h"
-#include "rpc/status.h"
+#include "base/fd.h"
+#include "base/status.h"
 
 namespace gpubox {
 

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "rpc/fd.h"
-#include "rpc/status.h"
+#include "base/fd.h"
+#include "base/status.h"
 
 namespace gpubox {
 namespace {

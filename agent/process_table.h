@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "agent/spawn_thread.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox {
 

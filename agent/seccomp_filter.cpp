@@ -13,7 +13,7 @@
 #include <cstring>
 #include <memory>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox {
 namespace {

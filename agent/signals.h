@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "rpc/fd.h"
-#include "rpc/status.h"
+#include "base/fd.h"
+#include "base/status.h"
 
 namespace gpubox {
 

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "agent/seccomp_filter.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox {
 

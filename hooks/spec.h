@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "hooks/tensor_arg.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::hooks {
 

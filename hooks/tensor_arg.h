@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::hooks {
 

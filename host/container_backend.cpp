@@ -16,7 +16,7 @@
 #include "host/port_relay.h"
 #include "host/sandbox_keys.h"
 #include "rpc/client.h"
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "rpc/keys.h"
 
 namespace gpubox::host {

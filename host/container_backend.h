@@ -21,7 +21,7 @@
 #include "host/local_backend.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_store.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 extern char** environ;
 

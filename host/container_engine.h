@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

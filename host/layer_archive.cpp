@@ -14,9 +14,9 @@
 #include <memory>
 #include <utility>
 
-#include "rpc/fd.h"
-#include "rpc/safe_extractor.h"
-#include "rpc/sha256.h"
+#include "base/fd.h"
+#include "base/safe_extractor.h"
+#include "base/sha256.h"
 
 namespace gpubox::host {
 namespace {

@@ -1,5 +1,5 @@
 // archive_layer(): a local sandbox's overlayfs upper layer as one tar + zstd
-// archive (pax, so xattrs travel) that rpc/safe_extractor.h's extract_layer()
+// archive (pax, so xattrs travel) that base/safe_extractor.h's extract_layer()
 // puts back. Kept: directories, files (hard links as links), symlinks,
 // whiteouts (0/0 character devices), owners as the sandbox sees them, modes,
 // mtimes, and the xattrs trusted.overlay.opaque and user.*. Left out:
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

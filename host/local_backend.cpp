@@ -24,7 +24,7 @@
 #include "host/runtime_binds.h"
 #include "host/sandbox_root.h"
 #include "host/user_namespace.h"
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::host {
 namespace {

@@ -18,8 +18,8 @@
 #include "host/gpu_devices.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_store.h"
-#include "rpc/safe_extractor.h"
-#include "rpc/status.h"
+#include "base/safe_extractor.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

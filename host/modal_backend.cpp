@@ -13,14 +13,14 @@
 namespace gpubox::host {
 namespace {
 
-// The checkout's host/python, when this CLI runs from its build/bin: the
+// The checkout's python, when this CLI runs from its build/bin: the
 // module is found there without installing the package.
 std::string checkout_python_dir() {
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return "";
   std::string exe(self, static_cast<size_t>(n));
-  std::string dir = exe.substr(0, exe.rfind('/')) + "/../../host/python";
+  std::string dir = exe.substr(0, exe.rfind('/')) + "/../../python";
   return ::access((dir + "/gpubox/modal_backend.py").c_str(), R_OK) == 0 ? dir : "";
 }
 

@@ -1,7 +1,7 @@
 // The Modal backend: a sandbox is a Modal Sandbox whose PID 1 is the static
 // agent, reached through one raw TCP tunnel secured by CURVE. The Modal steps
 // (create, terminate, state, remote list) run in Python through Modal's own
-// SDK: `PYTHON -m gpubox.modal_backend CMD` (host/python/gpubox/modal_backend.py)
+// SDK: `PYTHON -m gpubox.modal_backend CMD` (python/gpubox/modal_backend.py)
 // with the request as JSON on its stdin, so the agent's config and keys are in
 // no argv; PYTHON is $GPUBOX_PYTHON, else python3 on PATH. Everything after
 // create goes through the agent's RPC port, as for every backend. One
@@ -16,7 +16,7 @@
 
 #include "host/sandbox_store.h"
 #include "rpc/keys.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

@@ -13,7 +13,7 @@
 #include <zmq.hpp>
 
 #include "rpc/client.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <thread>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::host {
 namespace {

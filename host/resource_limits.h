@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::host {
 namespace {

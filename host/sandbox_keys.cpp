@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <fstream>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::host {
 

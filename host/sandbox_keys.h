@@ -11,7 +11,7 @@
 #include "host/sandbox_store.h"
 #include "rpc/client.h"
 #include "rpc/keys.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

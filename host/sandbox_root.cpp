@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::host {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "host/process_identity.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

@@ -10,15 +10,15 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/jobs/stager.h"
+#include "base/stager.h"
 #include "host/container_backend.h"
 #include "host/container_engine.h"
 #include "host/layer_archive.h"
 #include "host/local_backend.h"
 #include "host/modal_backend.h"
 #include "host/sandbox_root.h"
-#include "rpc/safe_extractor.h"
-#include "rpc/fd.h"
+#include "base/safe_extractor.h"
+#include "base/fd.h"
 
 namespace gpubox::host {
 namespace {

@@ -2,7 +2,7 @@
 // 0600; never a secret value). A container's snapshot is its file system
 // committed as an image (`ENGINE commit`, tag localhost/gpubox-snapshot:NAME):
 // files and installed packages. A local sandbox's is its work dir staged as
-// one tar + zstd archive with a sha256 manifest (agent/jobs/stager.h, the
+// one tar + zstd archive with a sha256 manifest (base/stager.h, the
 // jobs' own staging) beside the record, and its root's upper layer (what it
 // installed, changed and deleted outside the work dir) as a second archive
 // (host/layer_archive.h) whose sha256 the record keeps; snapshots from before
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "host/sandbox_store.h"
-#include "rpc/safe_extractor.h"
-#include "rpc/status.h"
+#include "base/safe_extractor.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

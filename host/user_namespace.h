@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "rpc/fd.h"
-#include "rpc/status.h"
+#include "base/fd.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

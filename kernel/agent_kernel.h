@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "kernel/python_executor.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace xeus {
 class xkernel;

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string_view>
 
-#include "rpc/base64.h"
+#include "base/base64.h"
 #include "xeus/xguid.hpp"
 
 namespace gpubox::kernel {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::kernel {
 

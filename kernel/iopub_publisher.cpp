@@ -1,6 +1,6 @@
 #include "kernel/iopub_publisher.h"
 
-#include "rpc/base64.h"
+#include "base/base64.h"
 #include "xeus/xguid.hpp"
 #include "xeus/xmessage.hpp"
 #include "xeus/xserver.hpp"

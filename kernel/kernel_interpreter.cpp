@@ -1,6 +1,6 @@
 #include "kernel/kernel_interpreter.h"
 
-#include "agent/version.h"
+#include "base/version.h"
 
 namespace gpubox::kernel {
 namespace {

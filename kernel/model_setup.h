@@ -56,12 +56,12 @@ extern const char kModelLoaderSource[];
 
 // Python that makes the gpubox package importable in the kernel, at the
 // agent's own version, whatever the image holds: the embedded sources of
-// host/python/gpubox, served by a finder first on sys.meta_path and compiled
+// python/gpubox, served by a finder first on sys.meta_path and compiled
 // at a module's first import. A cell reaches the agent's model host with
 // gpubox.Client() (GPUBOX_ENDPOINT; pure Python when the image lacks pyzmq).
 std::string python_package_setup_code();
 
-// The embedded host/python/gpubox/*.py: (module name, source), "__init__" included.
+// The embedded python/gpubox/*.py: (module name, source), "__init__" included.
 const std::vector<std::pair<std::string, std::string>>& python_package_sources();
 
 }  // namespace gpubox::kernel

@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "kernel/frame_channel.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::kernel {
 

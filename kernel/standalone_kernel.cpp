@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstdio>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "kernel/kernel_wiring.h"
 #include "kernel/iopub_publisher.h"
 #include "kernel/kernel_history.h"

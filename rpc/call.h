@@ -18,7 +18,7 @@
 #include <zmq.hpp>
 
 #include "rpc/protocol.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::rpc {
 

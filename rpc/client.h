@@ -16,7 +16,7 @@
 #include "rpc/call.h"
 #include "rpc/keys.h"
 #include "rpc/protocol.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::rpc {
 

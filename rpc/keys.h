@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::rpc {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "rpc/protocol.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::rpc {
 

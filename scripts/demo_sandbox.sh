@@ -147,7 +147,7 @@ def countdown(n: int):
     """Yields n, n-1, ..., 1 (a generator: its items stream)."""
     yield from range(n, 0, -1)
 PY
-PYTHONPATH="$root/host/python" run /usr/bin/python3 - "$id" "$work/interface.py" <<'PY'
+PYTHONPATH="$root/python" run /usr/bin/python3 - "$id" "$work/interface.py" <<'PY'
 import inspect, sys
 import gpubox
 from gpubox import served

@@ -5,11 +5,11 @@
 
 #include <map>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "agent/methods/upload_stream.h"
 #include "rpc/params.h"
-#include "rpc/safe_extractor.h"
-#include "rpc/sha256.h"
+#include "base/safe_extractor.h"
+#include "base/sha256.h"
 
 namespace gpubox::jobs {
 namespace {

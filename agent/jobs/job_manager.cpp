@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "agent/jobs/journal_replay.h"
-#include "agent/jobs/stager.h"
+#include "base/stager.h"
 #include "agent/log.h"
 
 namespace gpubox::jobs {

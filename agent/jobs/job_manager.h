@@ -30,7 +30,7 @@
 #include "agent/jobs/job_result.h"
 #include "agent/jobs/job_spec.h"
 #include "agent/jobs/journal.h"
-#include "agent/jobs/manifest.h"
+#include "base/manifest.h"
 #include "agent/process_table.h"
 #include "agent/timers.h"
 

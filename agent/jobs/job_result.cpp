@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "agent/signals.h"
 
 namespace gpubox::jobs {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/stager.h"
+
 namespace gpubox::jobs {
 
 enum class JobStatus { succeeded, failed, timed_out, cancelled, killed, lost };
@@ -37,15 +39,6 @@ struct Ending {
   std::string spawn_error;         // why it could not start
   bool lost = false;               // the agent restarted while the job was not finished
   double cpu_s = -1;               // the main process's and its waited-for descendants' CPU seconds; -1 unknown
-};
-
-// What staging produced (see stager.h).
-struct StagingSummary {
-  bool archive_written = false;
-  bool disk_full = false;
-  std::vector<std::string> missing;  // "path: reason", for every file that is not in the archive
-  std::vector<std::string> output_files;  // paths relative to out/
-  std::string error;                 // why staging failed, when it did
 };
 
 struct JobResult {

@@ -3,7 +3,7 @@
 #include <fnmatch.h>
 
 #include "rpc/params.h"
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 
 namespace gpubox::jobs {
 namespace {

@@ -13,9 +13,9 @@
 #include <string>
 #include <string_view>
 
-#include "rpc/fd.h"
-#include "rpc/background_sha256.h"
-#include "rpc/status.h"
+#include "base/fd.h"
+#include "base/background_sha256.h"
+#include "base/status.h"
 
 namespace gpubox::fs {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "agent/process_table.h"
 
 namespace gpubox {

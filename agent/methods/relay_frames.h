@@ -10,7 +10,7 @@
 #include <zmq.hpp>
 
 #include "rpc/call.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox {
 

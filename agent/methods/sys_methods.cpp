@@ -3,7 +3,7 @@
 #include "agent/methods/methods.h"
 #include "agent/usage/gpu_inventory.h"
 #include "agent/usage/proc_accounting.h"
-#include "agent/version.h"
+#include "base/version.h"
 #include "rpc/params.h"
 
 namespace gpubox {

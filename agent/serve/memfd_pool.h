@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "agent/serve/worker_wire.h"
-#include "rpc/fd.h"
-#include "rpc/status.h"
+#include "base/fd.h"
+#include "base/status.h"
 
 namespace gpubox::serve {
 

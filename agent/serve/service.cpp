@@ -15,7 +15,7 @@
 #include "agent/log.h"
 #include "agent/serve/memfd_pool.h"
 #include "agent/serve/worker_wire.h"
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::serve {
 

@@ -28,7 +28,7 @@
 #include "agent/serve/worker_wire.h"
 #include "rpc/call.h"
 #include "rpc/fd_watch.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::serve {
 

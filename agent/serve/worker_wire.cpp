@@ -17,7 +17,7 @@
 #include <cstring>
 #include <utility>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "rpc/protocol.h"
 
 namespace gpubox::serve {

@@ -26,8 +26,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "rpc/fd.h"
-#include "rpc/status.h"
+#include "base/fd.h"
+#include "base/status.h"
 
 namespace gpubox::serve {
 

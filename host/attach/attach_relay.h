@@ -17,7 +17,7 @@
 
 #include "host/attach/connection_file.h"
 #include "rpc/client.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

@@ -9,7 +9,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host {
 

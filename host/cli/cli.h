@@ -15,7 +15,7 @@
 #include "host/sandbox_store.h"
 #include "host/snapshot.h"
 #include "rpc/client.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host::cli {
 

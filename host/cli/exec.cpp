@@ -16,7 +16,7 @@
 #include "host/cli/terminal.h"
 #include "host/process_identity.h"
 #include "host/resource_limits.h"
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "rpc/protocol.h"
 
 namespace gpubox::host::cli {

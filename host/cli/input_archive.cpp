@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::host::cli {
 namespace {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::host::cli {
 

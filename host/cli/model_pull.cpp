@@ -16,7 +16,7 @@
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
 #include "host/local_backend.h"
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 
 namespace gpubox::host::cli {
 

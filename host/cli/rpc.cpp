@@ -7,7 +7,7 @@
 #include <iterator>
 
 #include "host/cli/cli.h"
-#include "rpc/base64.h"
+#include "base/base64.h"
 #include "rpc/client.h"
 
 namespace gpubox::host::cli {

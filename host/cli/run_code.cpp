@@ -16,8 +16,8 @@
 
 #include "host/cli/cli.h"
 #include "host/process_identity.h"
-#include "rpc/base64.h"
-#include "rpc/fd.h"
+#include "base/base64.h"
+#include "base/fd.h"
 #include "rpc/protocol.h"
 
 namespace gpubox::host::cli {

@@ -15,7 +15,7 @@
 
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
-#include "rpc/background_sha256.h"
+#include "base/background_sha256.h"
 #include "rpc/shared_frame.h"
 
 namespace gpubox::host::cli {

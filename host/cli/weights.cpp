@@ -14,7 +14,7 @@
 #include "host/cli/cli.h"
 #include "model/weights/checkpoint.h"
 #include "model/weights/safetensors.h"
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 
 namespace gpubox::host::cli {
 namespace {

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "rpc/background_sha256.h"
-#include "rpc/fd.h"
+#include "base/background_sha256.h"
+#include "base/fd.h"
 
 namespace gpubox::harvest {
 namespace {

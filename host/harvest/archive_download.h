@@ -12,7 +12,7 @@
 #include <string>
 
 #include "rpc/client.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::harvest {
 

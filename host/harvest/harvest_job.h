@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
-#include "rpc/safe_extractor.h"
+#include "base/safe_extractor.h"
 #include "rpc/client.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::harvest {
 

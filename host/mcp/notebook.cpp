@@ -8,7 +8,7 @@
 #include <fstream>
 #include <random>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::mcp {
 

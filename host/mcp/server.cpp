@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::mcp {
 

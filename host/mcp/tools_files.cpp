@@ -3,7 +3,7 @@
 // as base64, png/jpeg files also as MCP image content.
 #include "host/local_backend.h"
 #include "host/mcp/tools.h"
-#include "rpc/base64.h"
+#include "base/base64.h"
 #include "rpc/params.h"
 
 namespace gpubox::mcp {

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::chat {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::modeld {
 

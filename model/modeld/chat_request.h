@@ -11,7 +11,7 @@
 
 #include "model/chat/chat_template.h"
 #include "rpc/params.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::modeld {
 

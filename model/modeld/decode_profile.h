@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/modeld/decoder.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::modeld {
 

@@ -18,7 +18,7 @@
 #include "model/modeld/architecture.h"
 #include "model/modeld/hook_points.h"
 #include "model/weights/checkpoint.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::modeld {
 

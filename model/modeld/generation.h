@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/modeld/decoder.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::modeld {
 

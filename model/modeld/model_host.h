@@ -16,7 +16,7 @@
 #include "model/modeld/host_config.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/weights/checkpoint.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::modeld {
 

@@ -11,7 +11,7 @@
 #include <zmq.hpp>
 
 #include "hooks/tensor_arg.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::modeld {
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::tokenizer {
 

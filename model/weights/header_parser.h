@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/weights/tensor_entry.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::weights {
 

@@ -15,7 +15,7 @@
 #include <span>
 #include <string>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::weights {
 

@@ -14,7 +14,7 @@
 #include "model/weights/dtype.h"
 #include "model/weights/element.h"
 #include "model/weights/tensor_entry.h"
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::weights {
 

@@ -40,7 +40,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "host", "python"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "model", "modeld"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GPUBOX_MODELD", os.path.join(ROOT, "build", "bin", "gpubox-modeld"))

@@ -22,7 +22,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "modal"))
-sys.path.insert(0, os.path.join(ROOT, "host", "python"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("GPUBOX_CLI", os.path.join(ROOT, "build", "bin", "gpubox"))
 
 import gpubox  # noqa: E402

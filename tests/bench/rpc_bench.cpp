@@ -31,7 +31,7 @@
 
 #include "rpc/client.h"
 #include "rpc/keys.h"
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 #include "tests/bench/percentile.h"
 #include "tests/bench/thread_cpu.h"
 #include "tests/integration/sandbox_harness.h"

@@ -21,7 +21,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
-sys.path.insert(0, os.path.join(REPO, "host", "python"))
+sys.path.insert(0, os.path.join(REPO, "python"))
 from agent_harness import Agent  # noqa: E402
 
 import gpubox  # noqa: E402

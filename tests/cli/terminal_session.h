@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 namespace gpubox::testing {
 

@@ -1,7 +1,7 @@
 """gpubox.connect(ID_OR_NAME): a connected Client for a sandbox the real CLI created.
 
 Run by ctest (cli_python_connect) with Debian's /usr/bin/python3; needs root,
-GPUBOX_CLI and GPUBOX_AGENT naming the binaries, PYTHONPATH=host/python.
+GPUBOX_CLI and GPUBOX_AGENT naming the binaries, PYTHONPATH=python.
 """
 
 import json

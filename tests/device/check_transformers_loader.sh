@@ -137,7 +137,7 @@ AGENT_PID=$!
 "$CLIENT_PYTHON" - "$ROOT" "$WORK" "$HAVE_PEFT" <<'PY'
 import json, os, sys, time
 root, work, have_peft = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-sys.path.insert(0, os.path.join(root, "host", "python"))
+sys.path.insert(0, os.path.join(root, "python"))
 import gpubox
 deadline = time.monotonic() + 30
 while not os.path.exists(os.path.join(work, "state", "rpc.sock")):

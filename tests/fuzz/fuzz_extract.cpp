@@ -1,4 +1,4 @@
-// Fuzzes the host's hardened extractor (rpc/safe_extractor.h) with
+// Fuzzes the host's hardened extractor (base/safe_extractor.h) with
 // whole archives: whatever the bytes, it must either extract or refuse with a
 // clear error, never write outside its destination, and leave no destination
 // behind when it refuses. Each input extracts into a fresh directory of a
@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <string>
 
-#include "rpc/safe_extractor.h"
+#include "base/safe_extractor.h"
 
 using namespace gpubox;
 

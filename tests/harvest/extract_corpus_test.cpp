@@ -8,7 +8,7 @@
 #include <iterator>
 #include <string>
 
-#include "rpc/safe_extractor.h"
+#include "base/safe_extractor.h"
 #include "tests/unit/temp_dir.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);

@@ -1,7 +1,7 @@
 // The hardened extractor: real archives round-trip and verify against a
 // manifest; hostile ones are refused with an error naming the entry and rule,
 // nothing is written outside the destination, and the destination is removed.
-#include "rpc/safe_extractor.h"
+#include "base/safe_extractor.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 
 #include <fstream>
 
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 #include "tests/harvest/archive_builder.h"
 #include "tests/unit/temp_dir.h"
 

@@ -16,7 +16,7 @@
 
 #include <cstring>
 
-#include "rpc/safe_extractor.h"
+#include "base/safe_extractor.h"
 #include "tests/unit/temp_dir.h"
 #include "tests/prerequisite.h"
 

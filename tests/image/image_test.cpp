@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "host/container_engine.h"
-#include "rpc/base64.h"
+#include "base/base64.h"
 #include "rpc/client.h"
 #include "rpc/keys.h"
 #include "tests/image/test_image.h"

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "agent/version.h"
+#include "base/version.h"
 #include "tests/integration/integration_test.h"
 
 namespace gpubox::testing {

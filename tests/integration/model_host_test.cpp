@@ -341,7 +341,7 @@ TEST_F(ModelHostTest, AHiddenModelsPathNeverShows) {
 TEST_F(ModelHostTest, TheKernelsPythonReachesTheModelHostThroughGPUBOX_ENDPOINT) {
   json config = host_config();
   config["kernel"] = {{"python", "/usr/bin/python3"}, {"mode", "plain"}};
-  config["env"] = {{"PYTHONPATH", std::string(GPUBOX_SOURCE_DIR) + "/host/python"}};
+  config["env"] = {{"PYTHONPATH", std::string(GPUBOX_SOURCE_DIR) + "/python"}};
   start_agent(config);
   auto c = client();
   ASSERT_TRUE(wait_running(*c));

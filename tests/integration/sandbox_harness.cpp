@@ -25,7 +25,7 @@
 #include <thread>
 #include <utility>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 
 extern char** environ;
 

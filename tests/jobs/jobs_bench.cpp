@@ -21,7 +21,7 @@
 #include <random>
 #include <string>
 
-#include "agent/jobs/stager.h"
+#include "base/stager.h"
 #include "tests/bench/percentile.h"
 #include "tests/bench/thread_cpu.h"
 #include "tests/jobs/jobs_sandbox.h"

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <functional>
 
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 
 namespace gpubox::testing {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "host/harvest/archive_download.h"
-#include "rpc/safe_extractor.h"
+#include "base/safe_extractor.h"
 #include "rpc/client.h"
 #include "tests/integration/sandbox_harness.h"
 

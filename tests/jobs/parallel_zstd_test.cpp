@@ -1,7 +1,7 @@
 // ParallelZstd: frames come out in input order and decode (as one zstd stream,
 // with libzstd and with the zstd program) to exactly the input; a failing
 // output stops it with an error.
-#include "agent/jobs/parallel_zstd.h"
+#include "base/parallel_zstd.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // stage_outputs(): a real tar + zstd archive, read back with libarchive, whose
 // manifest matches its content; special files and a full disk are named.
-#include "agent/jobs/stager.h"
+#include "base/stager.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -13,7 +13,7 @@
 #include <map>
 #include <random>
 
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 #include "tests/unit/temp_dir.h"
 #include "tests/prerequisite.h"
 

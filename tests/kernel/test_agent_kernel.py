@@ -14,7 +14,7 @@ import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "host", "python"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 import gpubox  # noqa: E402
 from jupyter_client import BlockingKernelClient  # noqa: E402
 

@@ -1,5 +1,5 @@
 """The agent serves the gpubox package to its kernel (kernel/model_setup.cpp):
-`from gpubox import hooks` (host/python/gpubox/hooks.py) works in a cell when
+`from gpubox import hooks` (python/gpubox/hooks.py) works in a cell when
 the image has no gpubox package, survives a restart, runs the spec on a
 transformers model made in the cell, and says plainly that a sandbox without
 a model host has no native model. Interpreter of the kernel:

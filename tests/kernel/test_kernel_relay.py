@@ -13,7 +13,7 @@ from jupyter_client.session import Session
 import test_agent_kernel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "host", "python"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 import gpubox  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
 The agent binary is $GPUBOX_AGENT, else build/bin/gpubox-agent of this
 checkout. The gpubox package is imported from $PYTHONPATH, else from
-host/python of this checkout.
+python of this checkout.
 """
 
 import json
@@ -22,7 +22,7 @@ AGENT = os.environ.get("GPUBOX_AGENT") or os.path.join(REPO, "build", "bin", "gp
 try:
     import gpubox  # noqa: F401
 except ImportError:
-    sys.path.insert(0, os.path.join(REPO, "host", "python"))
+    sys.path.insert(0, os.path.join(REPO, "python"))
     import gpubox  # noqa: F401
 
 

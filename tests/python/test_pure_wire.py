@@ -1,4 +1,4 @@
-"""The pure-Python wire of a kernel on a bare image (host/python/gpubox/_msgpack.py,
+"""The pure-Python wire of a kernel on a bare image (python/gpubox/_msgpack.py,
 _zmtp.py), checked against the independent implementations: msgpack-python
 packs the same bytes and reads what we pack; libzmq (a pyzmq ROUTER, heartbeats
 on) exchanges short, long and empty frames with our DEALER. Random and cut

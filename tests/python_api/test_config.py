@@ -1,5 +1,5 @@
 """SandboxConfig, ModelConfig, RepoConfig, Library and Workspace validation, the
-`gpubox create` plan a config becomes (host/python/gpubox/plan.py), and where the
+`gpubox create` plan a config becomes (python/gpubox/plan.py), and where the
 CLI is found: pure logic, no sandbox. A bad value raises ValueError naming the
 field, and Sandbox.start then creates nothing.
 

@@ -1,5 +1,5 @@
 """Notebook cells drive the sandbox's model host (kernel/model_setup.cpp serves
-the gpubox package to the kernel; host/python/gpubox/_zmtp.py reaches the agent
+the gpubox package to the kernel; python/gpubox/_zmtp.py reaches the agent
 without pyzmq): in a real local sandbox whose kernel runs build/venv/bin/python
 (torch), a cell captures an activation with
 gpubox.Client().model("tiny") and steers a generate, and the results equal a

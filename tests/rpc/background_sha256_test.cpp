@@ -1,5 +1,5 @@
 // BackgroundSha256 against Sha256 over the same bytes, and what it holds.
-#include "rpc/background_sha256.h"
+#include "base/background_sha256.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 
 namespace gpubox {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <thread>
 
-#include "rpc/base64.h"
-#include "rpc/fd.h"
+#include "base/base64.h"
+#include "base/fd.h"
 
 namespace gpubox {
 namespace {

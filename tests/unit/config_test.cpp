@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "rpc/base64.h"
+#include "base/base64.h"
 
 namespace gpubox {
 namespace {

@@ -22,7 +22,7 @@
 #include <mutex>
 #include <thread>
 
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "tests/unit/temp_dir.h"
 
 namespace gpubox {

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "agent/process_table.h"
-#include "rpc/fd.h"
+#include "base/fd.h"
 #include "tests/prerequisite.h"
 
 namespace gpubox {

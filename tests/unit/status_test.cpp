@@ -1,5 +1,5 @@
-// rpc/status.h: the stable wire names of error codes and the one errno mapping.
-#include "rpc/status.h"
+// base/status.h: the stable wire names of error codes and the one errno mapping.
+#include "base/status.h"
 
 #include <gtest/gtest.h>
 

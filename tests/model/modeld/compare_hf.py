@@ -42,7 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "host", "python"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import torch  # noqa: E402
 import tiny_models  # noqa: E402

@@ -1,4 +1,4 @@
-"""gpubox.hooks (host/python/gpubox/hooks.py) on transformers models against
+"""gpubox.hooks (python/gpubox/hooks.py) on transformers models against
 gpubox-modeld's model.run with the same spec on the same saved model: a
 notebook cell and an RPC caller share names and semantics.
 

@@ -2,7 +2,7 @@
 with Hugging Face forward hooks, and the identities that must hold exactly.
 
 Interpreter: build/venv/bin/python (torch and transformers from PyPI), the
-client's Model.run (host/python/gpubox/models.py), the tiny random models of
+client's Model.run (python/gpubox/models.py), the tiny random models of
 tiny_models.py. Each op is applied to the transformers model by a forward hook
 on the module test_modeld_hooks.module_map names for the hook point (replacing
 its output, or its input for the "in" points), and the logits of both are

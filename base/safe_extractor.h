@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "rpc/status.h"
+#include "base/status.h"
 
 namespace gpubox::harvest {
 

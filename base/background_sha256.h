@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 
 namespace gpubox {
 

@@ -1,4 +1,4 @@
-#include "agent/jobs/stager.h"
+#include "base/stager.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -15,9 +15,9 @@
 #include <memory>
 #include <thread>
 
-#include "agent/jobs/parallel_zstd.h"
-#include "rpc/fd.h"
-#include "rpc/sha256.h"
+#include "base/parallel_zstd.h"
+#include "base/fd.h"
+#include "base/sha256.h"
 
 namespace gpubox::jobs {
 namespace {

@@ -1,4 +1,4 @@
-#include "rpc/background_sha256.h"
+#include "base/background_sha256.h"
 
 #include <pthread.h>
 

@@ -1,5 +1,5 @@
 """Where the `gpubox` CLI binary is: $GPUBOX_CLI, else `gpubox` on PATH, else
-this checkout's build/bin/gpubox (host/python/gpubox/../../../build/bin)."""
+this checkout's build/bin/gpubox (python/gpubox/../../build/bin)."""
 
 import os
 import shutil
@@ -15,7 +15,7 @@ def find_cli() -> str:
     on_path = shutil.which("gpubox")
     if on_path:
         return os.path.abspath(on_path)
-    checkout = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "build", "bin", "gpubox")
+    checkout = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "bin", "gpubox")
     if os.access(checkout, os.X_OK):
         return os.path.realpath(checkout)
     raise FileNotFoundError("the gpubox CLI was not found: set GPUBOX_CLI, put gpubox on PATH, "

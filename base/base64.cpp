@@ -1,4 +1,4 @@
-#include "rpc/base64.h"
+#include "base/base64.h"
 
 namespace gpubox {
 namespace {

@@ -5,11 +5,20 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
-#include "agent/jobs/job_result.h"
-#include "agent/jobs/manifest.h"
+#include "base/manifest.h"
 
 namespace gpubox::jobs {
+
+// What staging produced.
+struct StagingSummary {
+  bool archive_written = false;
+  bool disk_full = false;
+  std::vector<std::string> missing;  // "path: reason", for every file that is not in the archive
+  std::vector<std::string> output_files;  // paths relative to out/
+  std::string error;                 // why staging failed, when it did
+};
 
 struct StageRequest {
   std::string out_dir;       // the job's out/ (may be missing: nothing to archive)

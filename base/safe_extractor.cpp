@@ -1,4 +1,4 @@
-#include "rpc/safe_extractor.h"
+#include "base/safe_extractor.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -14,7 +14,7 @@
 #include <set>
 #include <vector>
 
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 
 namespace gpubox::harvest {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/jobs/manifest.h"
+#include "base/manifest.h"
 
 namespace gpubox::jobs {
 

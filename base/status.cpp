@@ -1,4 +1,4 @@
-#include "rpc/status.h"
+#include "base/status.h"
 
 #include <array>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "rpc/sha256.h"
+#include "base/sha256.h"
 
 #include <openssl/evp.h>
 

@@ -1,4 +1,4 @@
-#include "agent/jobs/parallel_zstd.h"
+#include "base/parallel_zstd.h"
 
 #include <algorithm>
 #include <cstring>
