@@ -1,5 +1,7 @@
 #include "kernel/model_setup.h"
 
+#include "base/embedded_python.h"
+
 namespace gpubox::kernel {
 namespace {
 
@@ -29,35 +31,7 @@ std::string workspace_setup_code(const std::string& dir) {
          "del _gpubox_os, _gpubox_sys\n";
 }
 
-std::string python_package_setup_code() {
-  json sources = json::object();
-  for (const auto& [module, source] : python_package_sources()) sources[module] = source;
-  return "import sys as _gpubox_sys\n"
-         "class _GpuboxPackageFinder:\n"
-         "    sources = " + py_string(sources.dump()) + "\n"
-         "    def _module(self, name):\n"
-         "        if name == 'gpubox':\n"
-         "            return '__init__'\n"
-         "        return name[7:] if name.startswith('gpubox.') and name[7:] in self.table else None\n"
-         "    def find_spec(self, name, path=None, target=None):\n"
-         "        if self._module(name) is None:\n"
-         "            return None\n"
-         "        import importlib.util\n"
-         "        return importlib.util.spec_from_loader(name, self, origin='<gpubox>/%s.py' % self._module(name),\n"
-         "                                               is_package=name == 'gpubox')\n"
-         "    def create_module(self, spec):\n"
-         "        return None\n"
-         "    def get_source(self, name):\n"
-         "        return self.table[self._module(name)]\n"
-         "    def exec_module(self, module):\n"
-         "        module.__file__ = '<gpubox>/%s.py' % self._module(module.__name__)\n"
-         "        exec(compile(self.get_source(module.__name__), module.__file__, 'exec'), module.__dict__)\n"
-         "_gpubox_finder = _GpuboxPackageFinder()\n"
-         "import json as _gpubox_json\n"
-         "_gpubox_finder.table = _gpubox_json.loads(_gpubox_finder.sources)\n"
-         "_gpubox_sys.meta_path.insert(0, _gpubox_finder)\n"
-         "del _gpubox_sys, _GpuboxPackageFinder, _gpubox_finder, _gpubox_json\n";
-}
+std::string python_package_setup_code() { return embedded_package_code("gpubox", "<gpubox>", python_package_sources()); }
 
 std::string models_setup_code(const std::vector<ModelLoad>& loads) {
   json entries = json::array();

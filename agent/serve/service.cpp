@@ -14,13 +14,11 @@
 
 #include "agent/log.h"
 #include "agent/serve/memfd_pool.h"
+#include "agent/serve/worker_program.h"
 #include "agent/serve/worker_wire.h"
 #include "base/fd.h"
 
 namespace gpubox::serve {
-
-// The worker's source, generated from agent/serve/worker.py (worker_source.cpp.in).
-extern const char kWorkerSource[];
 
 using nlohmann::json;
 
@@ -316,7 +314,7 @@ Result<std::shared_ptr<WorkerProcess>> Service::spawn() {
   ::fcntl(process->err.get(), F_SETFL, O_NONBLOCK);
   process->log_thread = std::thread([this, process] { read_logs(process); });
 
-  std::string source(kWorkerSource);
+  const std::string source = worker_program();
   std::string frame;
   for (int shift = 24; shift >= 0; shift -= 8) frame.push_back(static_cast<char>((source.size() >> shift) & 0xff));
   frame += source;

@@ -1,5 +1,5 @@
 // Service: one served interface.py (serve.start): a supervised Python worker
-// (agent/serve/worker.py, embedded in the agent) that imports it and runs its
+// (agent/serve/worker/, embedded in the agent) that imports it and runs its
 // @expose functions, each call in a thread of its own. A crashed worker is
 // restarted with backoff up to restart_limit times, then marked failed; the
 // calls it had in flight end with `unavailable`. Thread-safe: RPC handler

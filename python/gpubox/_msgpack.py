@@ -1,7 +1,8 @@
 """msgpack in pure Python, for a Python without the msgpack package (a sandbox's
 kernel on a bare image): packb and unpackb with the behaviour gpubox asks of
 msgpack-python (use_bin_type=True; raw=False, strict_map_key=False). Bytes-like
-values pack as bin, str as str; ext types are refused."""
+values pack as bin, str as str; ext types are refused. The one pure-Python
+msgpack of gpubox: the serve worker (agent/serve/worker/) is shipped with it."""
 
 import struct
 
@@ -10,10 +11,18 @@ __all__ = ["packb", "unpackb"]
 _MAX_DEPTH = 100  # far more than any gpubox message; far below Python's recursion limit
 
 
-def packb(obj, use_bin_type=True):
+def packb(obj, use_bin_type=True, unicode_errors="strict", max_depth=_MAX_DEPTH):
+    """obj as msgpack bytes. unicode_errors as str.encode takes it (the serve
+    worker passes "surrogatepass"); max_depth None: only Python's recursion limit."""
     out = bytearray()
-    _pack(obj, out, 0)
+    _pack(obj, out, 0, _Options(unicode_errors, max_depth))
     return bytes(out)
+
+
+class _Options:
+    def __init__(self, unicode_errors, max_depth):
+        self.unicode_errors = unicode_errors
+        self.max_depth = max_depth if max_depth is not None else float("inf")
 
 
 def _pack_length(out, n, small_tag, small_limit, tags):
@@ -30,9 +39,9 @@ def _pack_length(out, n, small_tag, small_limit, tags):
         raise ValueError("msgpack: an object of %d elements or bytes is too large" % n)
 
 
-def _pack(obj, out, depth):
-    if depth > _MAX_DEPTH:
-        raise ValueError("msgpack: nested deeper than %d" % _MAX_DEPTH)
+def _pack(obj, out, depth, options):
+    if depth > options.max_depth:
+        raise ValueError("msgpack: nested deeper than %d" % options.max_depth)
     if obj is None:
         out.append(0xC0)
     elif obj is True or obj is False:
@@ -42,7 +51,7 @@ def _pack(obj, out, depth):
     elif isinstance(obj, float):
         out += struct.pack(">Bd", 0xCB, obj)
     elif isinstance(obj, str):
-        data = obj.encode("utf-8")
+        data = obj.encode("utf-8", options.unicode_errors)
         _pack_length(out, len(data), 0xA0, 32, (0xD9, 0xDA, 0xDB))
         out += data
     elif isinstance(obj, (bytes, bytearray, memoryview)):
@@ -52,12 +61,12 @@ def _pack(obj, out, depth):
     elif isinstance(obj, (list, tuple)):
         _pack_length(out, len(obj), 0x90, 16, (None, 0xDC, 0xDD))
         for item in obj:
-            _pack(item, out, depth + 1)
+            _pack(item, out, depth + 1, options)
     elif isinstance(obj, dict):
         _pack_length(out, len(obj), 0x80, 16, (None, 0xDE, 0xDF))
         for key, value in obj.items():
-            _pack(key, out, depth + 1)
-            _pack(value, out, depth + 1)
+            _pack(key, out, depth + 1, options)
+            _pack(value, out, depth + 1, options)
     else:
         raise TypeError("can not serialize %r object" % type(obj).__name__)
 
@@ -82,9 +91,10 @@ def _pack_int(n, out):
 
 
 class _Reader:
-    def __init__(self, data):
+    def __init__(self, data, options):
         self.data = memoryview(data).cast("B")
         self.at = 0
+        self.options = options
 
     def take(self, n):
         if self.at + n > len(self.data):
@@ -109,8 +119,9 @@ _SCALARS = {
 }
 
 
-def unpackb(data, raw=False, strict_map_key=False):
-    reader = _Reader(data)
+def unpackb(data, raw=False, strict_map_key=False, unicode_errors="strict", max_depth=_MAX_DEPTH):
+    """The one object in data; ValueError for anything else (cut, extra or malformed bytes)."""
+    reader = _Reader(data, _Options(unicode_errors, max_depth))
     value = _unpack(reader, 0)
     if reader.at != len(reader.data):
         raise ValueError("msgpack: extra data after the object")
@@ -118,8 +129,8 @@ def unpackb(data, raw=False, strict_map_key=False):
 
 
 def _unpack(reader, depth):
-    if depth > _MAX_DEPTH:
-        raise ValueError("msgpack: nested deeper than %d" % _MAX_DEPTH)
+    if depth > reader.options.max_depth:
+        raise ValueError("msgpack: nested deeper than %d" % reader.options.max_depth)
     tag = reader.take(1)[0]
     if tag < 0x80:
         return tag
@@ -130,7 +141,7 @@ def _unpack(reader, depth):
     if 0x90 <= tag <= 0x9F:
         return [_unpack(reader, depth + 1) for _ in range(tag & 0x0F)]
     if 0xA0 <= tag <= 0xBF:
-        return _text(reader.take(tag & 0x1F))
+        return _text(reader, reader.take(tag & 0x1F))
     if tag == 0xC0:
         return None
     if tag in (0xC2, 0xC3):
@@ -143,7 +154,7 @@ def _unpack(reader, depth):
         if kind == "bin":
             return bytes(reader.take(n))
         if kind == "str":
-            return _text(reader.take(n))
+            return _text(reader, reader.take(n))
         if kind == "array":
             if n > len(reader.data) - reader.at:
                 raise ValueError("msgpack: truncated data")
@@ -152,9 +163,9 @@ def _unpack(reader, depth):
     raise ValueError("msgpack: unsupported type 0x%02x" % tag)
 
 
-def _text(raw):
+def _text(reader, raw):
     try:
-        return bytes(raw).decode("utf-8")
+        return bytes(raw).decode("utf-8", reader.options.unicode_errors)
     except UnicodeDecodeError as e:
         raise ValueError("msgpack: a str that is not UTF-8 (%s)" % e) from None
 

@@ -13,6 +13,8 @@ import time
 from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _transport
+from .errors import RpcError
+from .models import Model
 from .protocol import DEFAULT_WINDOW, Header, Kind, decode_body, decode_header, encode_body, encode_header
 
 Key = Union[str, bytes]
@@ -20,36 +22,6 @@ Key = Union[str, bytes]
 # How much longer than a request's deadline the client waits for each message
 # before it gives up on the agent (the agent answers at the deadline itself).
 _GRACE_S = 5.0
-
-
-class RpcError(Exception):
-    """A request failed: `code` is one of protocol.ERROR_CODES, `message`
-    says what went wrong, `details` is a dict (often empty)."""
-
-    def __init__(self, code: str, message: str, details: Optional[dict] = None):
-        super().__init__("%s: %s" % (code, message))
-        self.code = code
-        self.message = message
-        self.details = details if details is not None else {}
-
-    @classmethod
-    def from_body(cls, body: dict) -> "RpcError":
-        code = body.get("code")
-        if not isinstance(code, str):
-            return cls("internal", "the agent sent a malformed ERROR body: %r" % (body,))
-        details = body.get("details")
-        return cls(code, _in_python_words(str(body.get("message", ""))), details if isinstance(details, dict) else None)
-
-
-# An agent's refusal in the words of this package, not the RPC methods behind it.
-_PYTHON_WORDS = (("model.list shows", "client.models() shows"), ("model.hooks lists them", "model.hooks() lists them"),
-                 ("fs.list lists it", "Sandbox.download() copies a directory"), ("params.ops[", "ops["), ("params.", ""))
-
-
-def _in_python_words(message: str) -> str:
-    for rpc_words, python_words in _PYTHON_WORDS:
-        message = message.replace(rpc_words, python_words)
-    return message
 
 
 class Chunk(NamedTuple):
@@ -330,7 +302,6 @@ class Client:
 
     def model(self, name: str) -> "Model":
         """A handle on the model host's model `name`: .info(), .tokenize(), .forward(), .generate()..."""
-        from .models import Model
         return Model(self, name)
 
     def models(self) -> List[dict]:

@@ -7,25 +7,26 @@ CALL's i-th attachment, sent as they are (no JSON, no base64).
 """
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from . import tensor_wire
+
 TENSOR_FIELDS = ("value", "vector", "direction")
 
 
 def _tensor_bytes(value) -> Tuple[str, List[int], Any]:
-    """(dtype name, shape, a buffer of the C-order bytes) of a tensor, array or nested list."""
+    """(dtype name, shape, a buffer of the C-order bytes) of a tensor, array or nested
+    list, as float32, float16 or bfloat16 (the dtypes of the spec; others become float32)."""
     if type(value).__module__.startswith("torch"):
         import torch
-        tensor = value.detach().to("cpu").contiguous()
-        if tensor.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-            tensor = tensor.to(torch.float32)
-        name = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}[tensor.dtype]
-        raw = tensor.view(torch.int16) if tensor.dtype == torch.bfloat16 else tensor
-        return name, list(tensor.shape), memoryview(raw.numpy()).cast("B")
-    import numpy as np
-    array = np.asarray(value)
-    if array.dtype not in (np.float32, np.float16):
-        array = array.astype(np.float32)
-    array = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("<"), copy=False))
-    return ("float16" if array.dtype == np.float16 else "float32"), list(array.shape), memoryview(array).cast("B")
+        value = value.detach()
+        if value.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            value = value.to(torch.float32)
+    else:
+        import numpy as np
+        value = np.asarray(value)
+        if value.dtype not in (np.float32, np.float16):
+            value = value.astype(np.float32)
+    _, dtype, shape, data = tensor_wire.tensor_bytes(value)
+    return dtype, shape, data
 
 
 def encode_ops(ops: Iterable[dict] = (), capture: Sequence[str] = (),

@@ -18,39 +18,18 @@ import json
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
-_NUMPY_DTYPES = {"float32": "<f4", "float16": "<f2", "int64": "<i8"}
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
+from . import tensor_wire
+from .errors import RpcError
+from .interventions import encode_ops
 
 
 def tensor_from_wire(body: dict, frame) -> Any:
     """One DATA item of model.forward ({dtype, shape}) and its attachment as a
     torch tensor (when torch imports) or a numpy array, read-only memory shared
     with the frame. Without torch, bfloat16 becomes a float32 numpy array (numpy
-    has no bfloat16): a copy, exact, since every bfloat16 is a float32."""
-    dtype, shape = body["dtype"], tuple(body["shape"])
-    buffer = memoryview(frame)
-    torch = _torch()
-    if torch is not None:
-        torch_dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-                       "int64": torch.int64}[dtype]
-        if len(buffer) == 0:
-            return torch.empty(shape, dtype=torch_dtype)
-        import warnings
-        with warnings.catch_warnings():  # the frame is read-only; the tensor is not written to by us
-            warnings.simplefilter("ignore")
-            return torch.frombuffer(buffer, dtype=torch_dtype).reshape(shape)
-    import numpy as np
-    if dtype == "bfloat16":
-        halves = np.frombuffer(buffer, dtype="<u2")
-        return (halves.astype("<u4") << 16).view("<f4").reshape(shape)
-    return np.frombuffer(buffer, dtype=_NUMPY_DTYPES[dtype]).reshape(shape)
+    has no bfloat16): a copy, exact, since every bfloat16 is a float32.
+    tensor_wire.TensorWireError when dtype, shape and the frame's size disagree."""
+    return tensor_wire.tensor_from_bytes(body["dtype"], body["shape"], frame, tensor_wire.optional_module("torch"))
 
 
 class Model:
@@ -66,14 +45,12 @@ class Model:
         for entry in self.client.models():
             if entry.get("name") == self.name:
                 return entry
-        from .client import RpcError
         raise RpcError("not_found", "no model named %r" % self.name)
 
     def wait_ready(self, timeout: Optional[float] = None, poll: float = 0.1) -> dict:
         """Waits until the model is ready (also while the model host starts or restarts);
         RpcError `unavailable` with modeld's reason when it failed to load,
         `deadline_exceeded` when timeout (s) runs out."""
-        from .client import RpcError
         give_up = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
@@ -157,7 +134,6 @@ class Model:
         "grads" lists (hook, gradient) and "grad_of_value" is the scalar.
         last_only: the logits of the last position only (what a capture run
         that wants the activations needs; ln_final and logits ops see 1 position)."""
-        from .interventions import encode_ops
         wire, attachments = encode_ops(ops, capture, add)
         params: Dict[str, Any] = {"model": self.name, "ops": wire, "logits_dtype": logits_dtype}
         if last_only:
@@ -261,7 +237,6 @@ class Model:
             params.update(chat)
         attachments = []
         if ops or capture or add:
-            from .interventions import encode_ops
             params["ops"], attachments = encode_ops(ops, capture, add)
         return params, attachments
 

@@ -12,18 +12,15 @@ torch imports, else numpy arrays; numpy arrays and torch tensors are sent as
 raw attachments (no copy of their bytes on this side).
 """
 
-import ctypes
 import keyword
-import sys
 import types
 from typing import Any, Dict, Iterator, List, Optional
 
+from . import tensor_wire
 from ._transport import zmq
 from .cli_path import find_cli
-from .client import RpcError
+from .errors import RpcError
 
-TENSOR_KEY = "__gpubox_tensor__"
-FRAME_BYTES = 64 << 20  # the agent's limit on one frame
 ZERO_COPY_BYTES = 64 << 10  # frames this big are sent from, and received into, tensors without a copy
 
 
@@ -50,107 +47,23 @@ def _raise_remote(error: RpcError) -> None:
 
 # -- tensors --------------------------------------------------------------------
 
-def _module(name: str):
-    module = sys.modules.get(name)
-    if module is not None:
-        return module
-    try:
-        return __import__(name)
-    except ImportError:
-        return None
-
-
-def _tensor_to_wire(value: Any, frames: List[Any], keep: List[Any]) -> dict:
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        tensor = value.detach()
-        if tensor.device.type != "cpu":
-            tensor = tensor.cpu()
-        tensor = tensor.contiguous()
-        keep.append(tensor)
-        nbytes = tensor.numel() * tensor.element_size()
-        view = memoryview(b"")
-        if nbytes:
-            memory = (ctypes.c_char * nbytes).from_address(tensor.data_ptr())
-            memory.owner = tensor  # the views (and the frames sent from them) keep the tensor alive
-            view = memoryview(memory).cast("B")
-        kind, dtype, shape = "torch", str(tensor.dtype).replace("torch.", ""), list(tensor.shape)
-    else:
-        np = sys.modules["numpy"]
-        array = np.ascontiguousarray(value)
-        if array.dtype.hasobject:
-            raise TypeError("a numpy array of Python objects cannot be sent")
-        if array.dtype.byteorder == ">":
-            array = array.astype(array.dtype.newbyteorder("<"))
-        keep.append(array)
-        view = memoryview(array.reshape(-1)).cast("B") if array.size else memoryview(b"")
-        kind, dtype, shape = "numpy", array.dtype.name, list(array.shape)
-    indexes = []
-    for start in range(0, max(len(view), 1), FRAME_BYTES):
-        indexes.append(len(frames))
-        part = view[start:start + FRAME_BYTES]
-        # Sent from the tensor's own memory, not copied into a frame first.
-        frames.append(zmq.Frame(part, copy=False) if zmq is not None and len(part) >= ZERO_COPY_BYTES else part)
-    return {TENSOR_KEY: {"kind": kind, "dtype": dtype, "shape": shape, "attachments": indexes}}
+def _zero_copy(part):
+    """A frame sent from the tensor's own memory, not copied into a frame first."""
+    return zmq.Frame(part, copy=False) if zmq is not None and len(part) >= ZERO_COPY_BYTES else part
 
 
 def to_wire(value: Any, frames: List[Any], keep: List[Any]) -> Any:
     """value with each numpy array / torch tensor replaced by its tensor map,
     the bytes appended to frames (views of the tensor's memory, kept alive in keep)."""
-    if value is None or isinstance(value, (bool, int, float, str, bytes, bytearray)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [to_wire(item, frames, keep) for item in value]
-    if isinstance(value, dict):
-        return {k: to_wire(v, frames, keep) for k, v in value.items()}
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return _tensor_to_wire(value, frames, keep)
-    np = sys.modules.get("numpy")
-    if np is not None:
-        if isinstance(value, np.ndarray):
-            return _tensor_to_wire(value, frames, keep)
-        if isinstance(value, np.generic):
-            return value.item()
-    raise TypeError("a value of type %s cannot be sent to a served function (use None, bool, int, float, str, "
-                    "bytes, list, tuple, dict, a numpy array or a torch tensor)" % type(value).__name__)
-
-
-def _tensor_from_wire(desc: dict, frames: List[bytes]) -> Any:
-    indexes = desc.get("attachments") or []
-    if len(indexes) == 1:
-        buffer = memoryview(frames[indexes[0]])  # shared with the frame (read-only)
-    else:
-        buffer = memoryview(bytearray().join(frames[i] for i in indexes))
-    dtype, shape = desc.get("dtype"), tuple(desc.get("shape") or ())
-    torch = _module("torch")
-    if torch is not None:
-        torch_dtype = getattr(torch, str(dtype), None)
-        if not isinstance(torch_dtype, torch.dtype):
-            raise RpcError("internal", "a served result has the unknown dtype %r" % (dtype,))
-        if len(buffer) == 0:
-            return torch.empty(shape, dtype=torch_dtype)
-        import warnings
-        with warnings.catch_warnings():  # a single frame is read-only memory
-            warnings.simplefilter("ignore")
-            return torch.frombuffer(buffer, dtype=torch_dtype).reshape(shape)
-    import numpy as np
-    if dtype == "bfloat16":
-        halves = np.frombuffer(buffer, dtype="<u2")
-        return (halves.astype("<u4") << 16).view("<f4").reshape(shape)
-    return np.frombuffer(buffer, dtype=np.dtype(str(dtype)).newbyteorder("<")).reshape(shape)
+    return tensor_wire.to_wire(value, frames, keep, _zero_copy)
 
 
 def from_wire(value: Any, frames: List[bytes]) -> Any:
     """value with its tensor maps replaced by torch tensors (numpy arrays without torch)."""
-    if isinstance(value, dict):
-        desc = value.get(TENSOR_KEY) if len(value) == 1 else None
-        if isinstance(desc, dict):
-            return _tensor_from_wire(desc, frames)
-        return {k: from_wire(v, frames) for k, v in value.items()}
-    if isinstance(value, list):
-        return [from_wire(item, frames) for item in value]
-    return value
+    try:
+        return tensor_wire.from_wire(value, frames)
+    except tensor_wire.TensorWireError as error:
+        raise RpcError("internal", "a served result: %s" % error) from None
 
 
 # -- a service ------------------------------------------------------------------
@@ -348,7 +261,7 @@ def _namespace() -> dict:
     space: Dict[str, Any] = {name: getattr(typing, name) for name in typing.__all__}
     space["typing"] = typing
     for module, aliases in (("torch", ("torch",)), ("numpy", ("numpy", "np"))):
-        imported = _module(module)
+        imported = tensor_wire.optional_module(module)
         if imported is not None:
             for alias in aliases:
                 space[alias] = imported

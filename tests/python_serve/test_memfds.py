@@ -1,5 +1,5 @@
 """Warm memfds between the agent and the serve worker (agent/serve/memfd_pool.h,
-worker.py's ResultMemfds): reused, and never while the other side still maps
+agent/serve/worker/channel.py's ResultMemfds): reused, and never while the other side still maps
 them, so no call ever sees or changes another call's bytes. Real agent, real
 worker; numpy arrays (the worker builds numpy for them in both variants).
 """
