@@ -48,8 +48,6 @@ constexpr std::size_t kFastCallBytes = 64 << 10;
 // What the RPC I/O thread looks at on a worker's channel at once: a larger
 // message is read by the supervision thread.
 constexpr std::size_t kPeekBytes = 64 << 10;
-constexpr std::chrono::milliseconds kBackoffFirst{100};
-constexpr std::chrono::milliseconds kBackoffMax{5000};
 constexpr std::chrono::milliseconds kExitWait{5000};
 
 void signal_event(int fd) {
@@ -229,6 +227,7 @@ struct WorkerProcess {
   }
 
   pid_t pid = 0;
+  std::thread reader;  // runs Service::run_worker; joined on the supervision thread once it is done
   Fd channel;
   Fd out;
   Fd err;
@@ -252,13 +251,37 @@ Service::Service(ServiceOptions options, ProcessLauncher& launcher)
 
 Service::~Service() { stop(); }
 
-void Service::start() { supervisor_ = std::thread([this] { supervise(); }); }
+// What the service's WorkerRestarts starts and signals: a worker, started
+// with the service's own spawn options (the Supervisor's are not used), whose
+// end is reported once its reader thread is done with it. Supervision thread.
+class Service::WorkerLauncher final : public ProcessLauncher {
+ public:
+  explicit WorkerLauncher(Service& service) : service_(service) {}
+  Result<pid_t> spawn(const SpawnOptions&, ExitCallback on_exit) override { return service_.launch_worker(std::move(on_exit)); }
+  bool signal_group(pid_t pgid, int sig) override { return service_.signal_worker(pgid, sig); }
 
-void Service::set_state(std::string state, std::string error) {
-  std::lock_guard lock(mutex_);
-  state_ = std::move(state);
-  if (!error.empty()) error_ = std::move(error);
-  changed_.notify_all();
+ private:
+  Service& service_;
+};
+
+void Service::start() {
+  auto loop = EventLoop::create();
+  if (!loop) {
+    std::lock_guard lock(mutex_);
+    error_ = "serve: cannot start the service's event loop: " + loop.status().message();
+    first_load_done_ = true;
+    first_load_ = Status(loop.status().code(), error_);
+    state_ = "failed";
+    changed_.notify_all();
+    return;
+  }
+  loop_ = std::move(*loop);
+  worker_launcher_ = std::make_unique<WorkerLauncher>(*this);
+  restarts_policy_ = std::make_unique<WorkerRestarts>("serve:" + options_.name, *worker_launcher_, *loop_,
+                                                     options_.restart_limit, options_.stop_grace);
+  restarts_policy_->on_change([this](const WorkerRestarts::View& view) { on_supervision(view); });
+  loop_->post([this] { restarts_policy_->start(); });
+  supervisor_ = std::thread([this] { loop_->run(); });
 }
 
 Status Service::wait_first_load(const rpc::CallContext& call) {
@@ -315,16 +338,6 @@ Result<std::shared_ptr<WorkerProcess>> Service::spawn() {
   ::fcntl(process->out.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(process->err.get(), F_SETFL, O_NONBLOCK);
   process->log_thread = std::thread([this, process] { read_logs(process); });
-
-  std::string source(kWorkerSource);
-  std::string frame;
-  for (int shift = 24; shift >= 0; shift -= 8) frame.push_back(static_cast<char>((source.size() >> shift) & 0xff));
-  frame += source;
-  int failed = write_fully(process->channel.get(), frame.data(), frame.size());
-  json load = {{"op", "load"}, {"name", options_.name}, {"path", options_.path},
-               {"sys_path", options_.sys_path}, {"models", options_.models}};
-  Status sent = failed ? Status::from_errno(failed, "serve: cannot send the worker its source") : process->send(load);
-  if (!sent) log::warn("serve worker did not take its source", {{"service", options_.name}, {"error", sent.message()}});
   return process;
 }
 
@@ -356,59 +369,104 @@ void Service::read_logs(std::shared_ptr<WorkerProcess> process) {
   }
 }
 
-void Service::supervise() {
-  bool first = true;
-  while (true) {
-    auto spawned = spawn();
-    bool again = true;
-    if (!spawned) {
-      std::lock_guard lock(mutex_);
-      error_ = spawned.status().message();
-      if (first) {
-        first_load_done_ = true;
-        first_load_ = Status(ErrorCode::invalid_request, error_);
-        state_ = "failed";
-        changed_.notify_all();
-        return;
+Result<pid_t> Service::launch_worker(ProcessLauncher::ExitCallback on_exit) {
+  bool first = !launched_any_;
+  launched_any_ = true;
+  auto spawned = spawn();
+  if (!spawned) {
+    std::lock_guard lock(mutex_);
+    error_ = spawned.status().message();
+    if (first) {
+      first_load_done_ = true;
+      first_load_ = Status(ErrorCode::invalid_request, error_);
+      state_ = "failed";
+    }
+    changed_.notify_all();
+    return spawned.status();
+  }
+  std::shared_ptr<WorkerProcess> process = *spawned;
+  launched_ = process;
+  // The reader's report runs on this thread, after this function: reader is set by then.
+  process->reader = std::thread([this, process, first, on_exit = std::move(on_exit)] {
+    run_worker(process, first);
+    loop_->post([this, process, on_exit] {
+      process->reader.join();
+      if (launched_ == process) launched_.reset();
+      ExitStatus status;
+      status.signal = SIGKILL;  // when the reaper never told (run_worker waited kExitWait)
+      {
+        std::lock_guard lock(process->mutex);
+        if (process->exit) status = *process->exit;
       }
-    } else {
-      again = run_worker(*spawned, first);
-    }
-    first = false;
-    std::unique_lock lock(mutex_);
-    if (no_restart_ || !again) {
-      if (state_ != "failed") state_ = "stopped";
-      changed_.notify_all();
-      return;
-    }
-    ++restarts_;
-    if (restarts_ > options_.restart_limit) {
+      bool restart = true;
+      {
+        std::lock_guard lock(mutex_);
+        restart = !no_restart_;
+      }
+      if (!restart) restarts_policy_->hold();  // begin_stop() or stop() came first; their own task may come later
+      on_exit(process->pid, status);
+      end_loop_if_done();
+    });
+  });
+  return process->pid;
+}
+
+bool Service::signal_worker(pid_t pgid, int sig) {
+  std::shared_ptr<WorkerProcess> process = launched_;
+  if (!process || process->pid != pgid) return false;
+  {
+    std::lock_guard lock(process->mutex);
+    if (process->exit) return false;  // reaped: the group may be someone else's now
+  }
+  return ::kill(-pgid, sig) == 0;
+}
+
+void Service::on_supervision(const WorkerRestarts::View& view) {
+  std::lock_guard lock(mutex_);
+  switch (view.state) {
+    case ChildState::backoff:
+      restarts_ = view.restarts;
+      state_ = "restarting";
+      break;
+    case ChildState::failed:
+      restarts_ = view.restarts;
       state_ = "failed";
       error_ = "the worker ended " + std::to_string(restarts_) + " times (restart_limit " +
                std::to_string(options_.restart_limit) + "); last: " + error_;
-      changed_.notify_all();
       log::error("serve worker failed", {{"service", options_.name}, {"error", error_}});
-      return;
-    }
-    state_ = "restarting";
-    changed_.notify_all();
-    auto backoff = std::min(kBackoffMax, kBackoffFirst * (1 << std::min(restarts_ - 1, 10)));
-    changed_.wait_for(lock, backoff, [&] { return no_restart_; });
-    if (no_restart_) {
-      state_ = "stopped";
-      changed_.notify_all();
-      return;
-    }
+      break;
+    case ChildState::stopped:
+    case ChildState::exited:
+      if (state_ != "failed") state_ = "stopped";
+      break;
+    case ChildState::running:
+    case ChildState::stopping:
+      return;  // the worker's own messages say more (ready, or why it ended)
   }
+  changed_.notify_all();
 }
 
-bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
+void Service::end_loop_if_done() {
+  if (stop_requested_ && restarts_policy_->idle()) loop_->stop();
+}
+
+void Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
   {
     std::lock_guard lock(mutex_);
     process_ = process;
     if (no_restart_) ::kill(-process->pid, SIGKILL);
   }
-  bool again = true;
+  std::string source(kWorkerSource);
+  std::string frame;
+  for (int shift = 24; shift >= 0; shift -= 8) frame.push_back(static_cast<char>((source.size() >> shift) & 0xff));
+  frame += source;
+  int failed = write_fully(process->channel.get(), frame.data(), frame.size());
+  json load = {{"op", "load"}, {"name", options_.name}, {"path", options_.path},
+               {"sys_path", options_.sys_path}, {"models", options_.models}};
+  Status sent = failed ? Status::from_errno(failed, "serve: cannot send the worker its source") : process->send(load);
+  if (!sent) log::warn("serve worker did not take its source", {{"service", options_.name}, {"error", sent.message()}});
+
+  bool again = true;  // false: the first worker did not load, and WorkerRestarts does not restart it
   auto head = read_message(process->channel.get(), process->exited.get());
   std::string op = head && *head ? body_string((*head)->body, "op") : "";
   if (op == "ready") {
@@ -422,6 +480,7 @@ bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
       }
       changed_.notify_all();
     }
+    loop_->post([this] { restarts_policy_->loaded(); });
     log::info("serve worker ready", {{"service", options_.name}, {"pid", static_cast<long long>(process->pid)}});
     if (!options_.fd_watch || read_with_fd_watch(process)) {
       while (handle_read(*process, read_message(process->channel.get(), process->exited.get(), process->unmapped))) {
@@ -478,7 +537,6 @@ bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
   if (op == "ready" && !no_restart_) {
     log::warn("serve worker ended", {{"service", options_.name}, {"how", ended}, {"calls_failed", static_cast<long long>(pending.size())}});
   }
-  return again;
 }
 
 bool Service::read_with_fd_watch(const std::shared_ptr<WorkerProcess>& process) {
@@ -685,9 +743,12 @@ Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, Pend
 }
 
 void Service::begin_stop() {
-  std::lock_guard lock(mutex_);
-  no_restart_ = true;
-  changed_.notify_all();
+  {
+    std::lock_guard lock(mutex_);
+    no_restart_ = true;
+    changed_.notify_all();
+  }
+  if (loop_) loop_->post([this] { restarts_policy_->hold(); });
 }
 
 void Service::stop() {
@@ -698,19 +759,12 @@ void Service::stop() {
     no_restart_ = true;
     changed_.notify_all();
   }
-  auto give_up = std::chrono::steady_clock::now() + options_.stop_grace;
-  bool termed = false;
-  while (true) {
-    std::unique_lock lock(mutex_);
-    if (state_ == "stopped" || state_ == "failed") break;
-    if (process_) {
-      bool late = std::chrono::steady_clock::now() >= give_up;
-      if (!termed || late) ::kill(-process_->pid, late ? SIGKILL : SIGTERM);
-      termed = true;
-    }
-    changed_.wait_for(lock, std::chrono::milliseconds(50));
-  }
-  if (supervisor_.joinable() && supervisor_.get_id() != std::this_thread::get_id()) supervisor_.join();
+  loop_->post([this] {
+    stop_requested_ = true;
+    restarts_policy_->stop();
+    end_loop_if_done();
+  });
+  if (supervisor_.get_id() != std::this_thread::get_id()) supervisor_.join();
 }
 
 json Service::describe() const {
