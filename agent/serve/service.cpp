@@ -14,6 +14,7 @@
 
 #include "agent/log.h"
 #include "agent/serve/memfd_pool.h"
+#include "agent/serve/worker_process.h"
 #include "agent/serve/worker_program.h"
 #include "agent/serve/worker_wire.h"
 #include "base/fd.h"
@@ -44,26 +45,9 @@ constexpr int kItemWindow = 4;
 // the RPC I/O thread writes only small messages to a worker.
 constexpr std::size_t kFastCallBytes = 64 << 10;
 // What the RPC I/O thread looks at on a worker's channel at once: a larger
-// message is read by the supervision thread.
+// message is read by the worker's reader thread.
 constexpr std::size_t kPeekBytes = 64 << 10;
-constexpr std::chrono::milliseconds kBackoffFirst{100};
-constexpr std::chrono::milliseconds kBackoffMax{5000};
 constexpr std::chrono::milliseconds kExitWait{5000};
-
-void signal_event(int fd) {
-  std::uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof one);
-}
-
-void drain_event(int fd) {
-  std::uint64_t value = 0;
-  [[maybe_unused]] ssize_t n = ::read(fd, &value, sizeof value);
-}
-
-std::string body_string(const json& body, const char* key) {
-  auto it = body.find(key);
-  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 // The worker's "call" message for serve.call's params.
 json call_request(std::uint64_t id, const json& params) {
@@ -75,188 +59,42 @@ json call_request(std::uint64_t id, const json& params) {
 
 }  // namespace
 
-namespace {
-
-// The end of a call from the worker's message that ends it: the RESULT's
-// value (its tensors set as the result attachments), or the error (a raised
-// exception's details set); nullopt for a message that does not end the call.
-std::optional<Result<json>> outcome(WireMessage& message, rpc::CallContext& call) {
-  std::string op = body_string(message.body, "op");
-  if (op == "result") {
-    if (message.body.contains("items")) return Result<json>(json{{"items", message.body["items"]}});
-    call.set_result_attachments(std::move(message.attachments));
-    return Result<json>(json{{"value", message.body.value("value", json())}});
-  }
-  if (op == "raised") {
-    std::string type = body_string(message.body, "type");
-    std::string text = body_string(message.body, "message");
-    call.set_error_details({{"type", type}, {"message", text}, {"traceback", body_string(message.body, "traceback")}});
-    return Result<json>(Status(ErrorCode::raised, type + (text.empty() ? "" : ": " + text)));
-  }
-  if (op == "error") {
-    auto code = error_code_from_name(body_string(message.body, "code"));
-    return Result<json>(Status(code.value_or(ErrorCode::internal), body_string(message.body, "message")));
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-// One call in flight to a worker: what the supervision thread delivers for it.
-struct PendingCall {
-  // The handler thread's own eventfd, reused by its calls (drained before
-  // each wait); shared, so a late signal never lands on a closed descriptor.
-  PendingCall() : event_fd(thread_event()), event(event_fd->get()) {}
-  static std::shared_ptr<Fd> thread_event() {
-    thread_local auto fd = std::make_shared<Fd>(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    return fd;
-  }
-  // The call of a fast path (Service::take_call): no handler relays it, so
-  // the message that ends it answers it where it is read.
-  explicit PendingCall(std::shared_ptr<rpc::CallContext> taken) : PendingCall() {
-    direct = taken.get();
-    owner = std::move(taken);
-    relayed_by_handler = false;
-  }
-  // A call that streams nothing (a plain function's) is answered right here,
-  // where the worker's message is read, while its handler (if any) still
-  // waits in relay(): one thread wake-up fewer on its way back. False:
-  // push() it for relay().
-  bool answer(WireMessage& message) {
-    std::lock_guard lock(answer_mutex);
-    if (!direct || answered) return false;
-    auto result = outcome(message, *direct);
-    if (!result) return false;
-    direct->answer(*result);
-    answered = true;
-    signal_event(event);
-    direct = nullptr;
-    owner.reset();
-    return true;
-  }
-  // relay() is done, or the call stopped: nothing answers the call from now on.
-  void close() {
-    std::lock_guard lock(answer_mutex);
-    direct = nullptr;
-    owner.reset();
-  }
-  void push(WireMessage message) {
-    if (!relayed_by_handler) return;  // nobody reads its inbox: only a message that ends it counts
-    {
-      std::lock_guard lock(mutex);
-      inbox.push_back(std::move(message));
-    }
-    signal_event(event);
-  }
-  void fail(Status reason) {
-    {
-      std::lock_guard lock(answer_mutex);
-      if (owner) {
-        if (!answered) owner->answer(reason);
-        answered = true;
-        direct = nullptr;
-        owner.reset();
-        return;
-      }
-    }
-    {
-      std::lock_guard lock(mutex);
-      failed = std::move(reason);
-    }
-    signal_event(event);
-  }
-
-  std::mutex mutex;
-  // State below is protected by mutex.
-  std::deque<WireMessage> inbox;
-  std::optional<Status> failed;  // the worker ended
-  const std::shared_ptr<Fd> event_fd;
-  const int event;  // readable once something was pushed (or the call answered)
-
-  std::mutex answer_mutex;
-  // State below is protected by answer_mutex.
-  rpc::CallContext* direct = nullptr;  // the call, while it may be answered here
-  std::shared_ptr<rpc::CallContext> owner;  // a fast path's call, until answered or closed
-  bool answered = false;
-  bool relayed_by_handler = true;  // false for a fast path's call
-};
-
-// One worker process: its channel, output pipes, exit status and calls in flight.
-struct WorkerProcess {
-  // One message to the worker, after a "released" one naming the worker's
-  // memfds the agent no longer maps (so it can reuse them). The large
-  // attachments go into a warm memfd of the pool when one can be had.
-  Status send(const json& body, const std::vector<zmq::message_t>& attachments = {}) {
-    std::lock_guard lock(write_mutex);
-    if (auto files = unmapped->take(); !files.empty()) {
-      if (Status sent = write_message(channel.get(), released_body(files)); !sent) return sent;
-    }
-    std::optional<MemfdPool::Lease> lease;
-    if (std::uint64_t extent = memfd_extent(attachments)) {
-      auto lent = pool.lend(extent);
-      if (lent) lease = std::move(*lent);
-    }
-    MemfdTarget target = lease ? lease->target() : MemfdTarget{};
-    Status sent = write_message(channel.get(), body, attachments, lease ? &target : nullptr);
-    if (!sent && lease) pool.give_back(lease->slot->id);  // the worker may never have got it
-    return sent;
-  }
-  // The fast path's send (on the RPC I/O thread): false, with nothing sent,
-  // when it would wait (the channel busy, released memfds to report first,
-  // no room in its buffer).
-  bool try_send(const json& body, const std::vector<zmq::message_t>& attachments) {
-    std::unique_lock lock(write_mutex, std::try_to_lock);
-    if (!lock || !unmapped->empty()) return false;
-    return try_write_message(channel.get(), body, attachments);
-  }
-  // Registers a call; false when the process has already ended.
-  bool add(std::uint64_t id, std::shared_ptr<PendingCall> call) {
-    std::lock_guard lock(mutex);
-    if (ended) return false;
-    pending[id] = std::move(call);
-    return true;
-  }
-  void remove(std::uint64_t id) {
-    std::lock_guard lock(mutex);
-    pending.erase(id);
-  }
-  std::shared_ptr<PendingCall> find(std::uint64_t id) {
-    std::lock_guard lock(mutex);
-    auto it = pending.find(id);
-    return it == pending.end() ? nullptr : it->second;
-  }
-
-  pid_t pid = 0;
-  Fd channel;
-  Fd out;
-  Fd err;
-  Fd exited;  // eventfd: readable once the process was reaped
-  Fd turn;    // eventfd: the RPC I/O thread hands the channel's next message to the supervision thread
-  std::thread log_thread;
-  std::mutex write_mutex;  // one message at a time on the channel
-  MemfdPool pool;          // the agent's memfds for the worker's inputs
-  std::shared_ptr<ReleaseList> unmapped = std::make_shared<ReleaseList>();  // the worker's, no longer mapped here
-
-  std::mutex mutex;
-  std::condition_variable changed;
-  // State below is protected by mutex.
-  std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending;
-  bool ended = false;
-  std::optional<ExitStatus> exit;
-};
-
 Service::Service(ServiceOptions options, ProcessLauncher& launcher)
     : options_(std::move(options)), launcher_(launcher), stdout_(options_.log_bytes), stderr_(options_.log_bytes) {}
 
 Service::~Service() { stop(); }
 
-void Service::start() { supervisor_ = std::thread([this] { supervise(); }); }
+// What the service's WorkerRestarts starts and signals: a worker, started
+// with the service's own spawn options (the Supervisor's are not used), whose
+// end is reported once its reader thread is done with it. Supervision thread.
+class Service::WorkerLauncher final : public ProcessLauncher {
+ public:
+  explicit WorkerLauncher(Service& service) : service_(service) {}
+  Result<pid_t> spawn(const SpawnOptions&, ExitCallback on_exit) override { return service_.launch_worker(std::move(on_exit)); }
+  bool signal_group(pid_t pgid, int sig) override { return service_.signal_worker(pgid, sig); }
 
-void Service::set_state(std::string state, std::string error) {
-  std::lock_guard lock(mutex_);
-  state_ = std::move(state);
-  if (!error.empty()) error_ = std::move(error);
-  changed_.notify_all();
+ private:
+  Service& service_;
+};
+
+void Service::start() {
+  auto loop = EventLoop::create();
+  if (!loop) {
+    std::lock_guard lock(mutex_);
+    error_ = "serve: cannot start the service's event loop: " + loop.status().message();
+    first_load_done_ = true;
+    first_load_ = Status(loop.status().code(), error_);
+    state_ = "failed";
+    changed_.notify_all();
+    return;
+  }
+  loop_ = std::move(*loop);
+  worker_launcher_ = std::make_unique<WorkerLauncher>(*this);
+  restarts_policy_ = std::make_unique<WorkerRestarts>("serve:" + options_.name, *worker_launcher_, *loop_,
+                                                     options_.restart_limit, options_.stop_grace);
+  restarts_policy_->on_change([this](const WorkerRestarts::View& view) { on_supervision(view); });
+  loop_->post([this] { restarts_policy_->start(); });
+  supervisor_ = std::thread([this] { loop_->run(); });
 }
 
 Status Service::wait_first_load(const rpc::CallContext& call) {
@@ -313,16 +151,6 @@ Result<std::shared_ptr<WorkerProcess>> Service::spawn() {
   ::fcntl(process->out.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(process->err.get(), F_SETFL, O_NONBLOCK);
   process->log_thread = std::thread([this, process] { read_logs(process); });
-
-  const std::string source = worker_program();
-  std::string frame;
-  for (int shift = 24; shift >= 0; shift -= 8) frame.push_back(static_cast<char>((source.size() >> shift) & 0xff));
-  frame += source;
-  int failed = write_fully(process->channel.get(), frame.data(), frame.size());
-  json load = {{"op", "load"}, {"name", options_.name}, {"path", options_.path},
-               {"sys_path", options_.sys_path}, {"models", options_.models}};
-  Status sent = failed ? Status::from_errno(failed, "serve: cannot send the worker its source") : process->send(load);
-  if (!sent) log::warn("serve worker did not take its source", {{"service", options_.name}, {"error", sent.message()}});
   return process;
 }
 
@@ -354,59 +182,104 @@ void Service::read_logs(std::shared_ptr<WorkerProcess> process) {
   }
 }
 
-void Service::supervise() {
-  bool first = true;
-  while (true) {
-    auto spawned = spawn();
-    bool again = true;
-    if (!spawned) {
-      std::lock_guard lock(mutex_);
-      error_ = spawned.status().message();
-      if (first) {
-        first_load_done_ = true;
-        first_load_ = Status(ErrorCode::invalid_request, error_);
-        state_ = "failed";
-        changed_.notify_all();
-        return;
+Result<pid_t> Service::launch_worker(ProcessLauncher::ExitCallback on_exit) {
+  bool first = !launched_any_;
+  launched_any_ = true;
+  auto spawned = spawn();
+  if (!spawned) {
+    std::lock_guard lock(mutex_);
+    error_ = spawned.status().message();
+    if (first) {
+      first_load_done_ = true;
+      first_load_ = Status(ErrorCode::invalid_request, error_);
+      state_ = "failed";
+    }
+    changed_.notify_all();
+    return spawned.status();
+  }
+  std::shared_ptr<WorkerProcess> process = *spawned;
+  launched_ = process;
+  // The reader's report runs on this thread, after this function: reader is set by then.
+  process->reader = std::thread([this, process, first, on_exit = std::move(on_exit)] {
+    run_worker(process, first);
+    loop_->post([this, process, on_exit] {
+      process->reader.join();
+      if (launched_ == process) launched_.reset();
+      ExitStatus status;
+      status.signal = SIGKILL;  // when the reaper never told (run_worker waited kExitWait)
+      {
+        std::lock_guard lock(process->mutex);
+        if (process->exit) status = *process->exit;
       }
-    } else {
-      again = run_worker(*spawned, first);
-    }
-    first = false;
-    std::unique_lock lock(mutex_);
-    if (no_restart_ || !again) {
-      if (state_ != "failed") state_ = "stopped";
-      changed_.notify_all();
-      return;
-    }
-    ++restarts_;
-    if (restarts_ > options_.restart_limit) {
+      bool restart = true;
+      {
+        std::lock_guard lock(mutex_);
+        restart = !no_restart_;
+      }
+      if (!restart) restarts_policy_->hold();  // begin_stop() or stop() came first; their own task may come later
+      on_exit(process->pid, status);
+      end_loop_if_done();
+    });
+  });
+  return process->pid;
+}
+
+bool Service::signal_worker(pid_t pgid, int sig) {
+  std::shared_ptr<WorkerProcess> process = launched_;
+  if (!process || process->pid != pgid) return false;
+  {
+    std::lock_guard lock(process->mutex);
+    if (process->exit) return false;  // reaped: the group may be someone else's now
+  }
+  return ::kill(-pgid, sig) == 0;
+}
+
+void Service::on_supervision(const WorkerRestarts::View& view) {
+  std::lock_guard lock(mutex_);
+  switch (view.state) {
+    case ChildState::backoff:
+      restarts_ = view.restarts;
+      state_ = "restarting";
+      break;
+    case ChildState::failed:
+      restarts_ = view.restarts;
       state_ = "failed";
       error_ = "the worker ended " + std::to_string(restarts_) + " times (restart_limit " +
                std::to_string(options_.restart_limit) + "); last: " + error_;
-      changed_.notify_all();
       log::error("serve worker failed", {{"service", options_.name}, {"error", error_}});
-      return;
-    }
-    state_ = "restarting";
-    changed_.notify_all();
-    auto backoff = std::min(kBackoffMax, kBackoffFirst * (1 << std::min(restarts_ - 1, 10)));
-    changed_.wait_for(lock, backoff, [&] { return no_restart_; });
-    if (no_restart_) {
-      state_ = "stopped";
-      changed_.notify_all();
-      return;
-    }
+      break;
+    case ChildState::stopped:
+    case ChildState::exited:
+      if (state_ != "failed") state_ = "stopped";
+      break;
+    case ChildState::running:
+    case ChildState::stopping:
+      return;  // the worker's own messages say more (ready, or why it ended)
   }
+  changed_.notify_all();
 }
 
-bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
+void Service::end_loop_if_done() {
+  if (stop_requested_ && restarts_policy_->idle()) loop_->stop();
+}
+
+void Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
+  const std::string source = worker_program();
+  std::string frame;
+  for (int shift = 24; shift >= 0; shift -= 8) frame.push_back(static_cast<char>((source.size() >> shift) & 0xff));
+  frame += source;
+  int failed = write_fully(process->channel.get(), frame.data(), frame.size());
+  json load = {{"op", "load"}, {"name", options_.name}, {"path", options_.path},
+               {"sys_path", options_.sys_path}, {"models", options_.models}};
+  Status sent = failed ? Status::from_errno(failed, "serve: cannot send the worker its source") : process->send(load);
+  if (!sent) log::warn("serve worker did not take its source", {{"service", options_.name}, {"error", sent.message()}});
   {
     std::lock_guard lock(mutex_);
     process_ = process;
     if (no_restart_) ::kill(-process->pid, SIGKILL);
   }
-  bool again = true;
+
+  bool again = true;  // false: the first worker did not load, and WorkerRestarts does not restart it
   auto head = read_message(process->channel.get(), process->exited.get());
   std::string op = head && *head ? body_string((*head)->body, "op") : "";
   if (op == "ready") {
@@ -420,6 +293,7 @@ bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
       }
       changed_.notify_all();
     }
+    loop_->post([this] { restarts_policy_->loaded(); });
     log::info("serve worker ready", {{"service", options_.name}, {"pid", static_cast<long long>(process->pid)}});
     if (!options_.fd_watch || read_with_fd_watch(process)) {
       while (handle_read(*process, read_message(process->channel.get(), process->exited.get(), process->unmapped))) {
@@ -476,7 +350,6 @@ bool Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
   if (op == "ready" && !no_restart_) {
     log::warn("serve worker ended", {{"service", options_.name}, {"how", ended}, {"calls_failed", static_cast<long long>(pending.size())}});
   }
-  return again;
 }
 
 bool Service::read_with_fd_watch(const std::shared_ptr<WorkerProcess>& process) {
@@ -498,7 +371,7 @@ bool Service::read_with_fd_watch(const std::shared_ptr<WorkerProcess>& process) 
 
 // On the RPC I/O thread, whenever the worker's channel is readable: handles
 // each whole message without a memfd waiting there, and hands the channel
-// to the supervision thread (no longer watched: false) at anything else —
+// to the worker's reader thread (no longer watched: false) at anything else —
 // a memfd, a message not whole yet, a malformed one, the channel's end.
 bool Service::read_on_io_thread(WorkerProcess& process) {
   thread_local std::string bytes(kPeekBytes, '\0');
@@ -657,7 +530,7 @@ Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, Pend
     }
     {
       std::lock_guard lock(pending.answer_mutex);
-      if (pending.answered) return json();  // answered by the supervision thread: this value is ignored
+      if (pending.answered) return json();  // answered by the reader thread: this value is ignored
     }
     for (auto& message : messages) {
       if (body_string(message.body, "op") == "item") {
@@ -683,9 +556,12 @@ Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, Pend
 }
 
 void Service::begin_stop() {
-  std::lock_guard lock(mutex_);
-  no_restart_ = true;
-  changed_.notify_all();
+  {
+    std::lock_guard lock(mutex_);
+    no_restart_ = true;
+    changed_.notify_all();
+  }
+  if (loop_) loop_->post([this] { restarts_policy_->hold(); });
 }
 
 void Service::stop() {
@@ -696,19 +572,12 @@ void Service::stop() {
     no_restart_ = true;
     changed_.notify_all();
   }
-  auto give_up = std::chrono::steady_clock::now() + options_.stop_grace;
-  bool termed = false;
-  while (true) {
-    std::unique_lock lock(mutex_);
-    if (state_ == "stopped" || state_ == "failed") break;
-    if (process_) {
-      bool late = std::chrono::steady_clock::now() >= give_up;
-      if (!termed || late) ::kill(-process_->pid, late ? SIGKILL : SIGTERM);
-      termed = true;
-    }
-    changed_.wait_for(lock, std::chrono::milliseconds(50));
-  }
-  if (supervisor_.joinable() && supervisor_.get_id() != std::this_thread::get_id()) supervisor_.join();
+  loop_->post([this] {
+    stop_requested_ = true;
+    restarts_policy_->stop();
+    end_loop_if_done();
+  });
+  if (supervisor_.get_id() != std::this_thread::get_id()) supervisor_.join();
 }
 
 json Service::describe() const {

@@ -1,10 +1,12 @@
 // Service: one served interface.py (serve.start): a supervised Python worker
 // (agent/serve/worker/, embedded in the agent) that imports it and runs its
 // @expose functions, each call in a thread of its own. A crashed worker is
-// restarted with backoff up to restart_limit times, then marked failed; the
-// calls it had in flight end with `unavailable`. Thread-safe: RPC handler
-// threads call it; one supervision thread per service runs the worker and
-// reads its channel, one log thread per worker process reads its output.
+// restarted with backoff up to restart_limit times, then marked failed
+// (WorkerRestarts); the calls it had in flight end with `unavailable`.
+// Thread-safe: RPC handler threads call it. Each service runs an event loop
+// of its own on its supervision thread, where its WorkerRestarts, its timers
+// and every worker start live; one reader thread per worker process reads
+// its channel, one log thread per worker process reads its output.
 // With an FdWatch (the RPC I/O thread), a small plain call goes out from that
 // thread (take_call) and the worker's small messages are read there, so its
 // answer leaves without waking another thread.
@@ -23,8 +25,10 @@
 #include <thread>
 #include <vector>
 
+#include "agent/event_loop.h"
 #include "agent/process_table.h"
 #include "agent/serve/log_ring.h"
+#include "agent/serve/worker_restarts.h"
 #include "agent/serve/worker_wire.h"
 #include "rpc/call.h"
 #include "rpc/fd_watch.h"
@@ -57,7 +61,7 @@ class Service {
   // Stops the worker (TERM, KILL after the grace) and joins every thread.
   ~Service();
 
-  // Starts the supervision thread; the first worker imports the interface.
+  // Starts the supervision thread and the first worker, which imports the interface.
   void start();
   // Waits until the first import ended: ok when ready; invalid_request with
   // the import's exception when it failed; the call's stop reason if it stops.
@@ -72,7 +76,7 @@ class Service {
   bool take_call(const std::shared_ptr<rpc::CallContext>& call);
   // No more restarts from now on (the agent shuts down); the worker keeps running until stop().
   void begin_stop();
-  // Ends the worker and waits for it.
+  // Ends the worker (TERM, KILL after the grace) and waits for it and every thread.
   void stop();
 
   const std::string& name() const { return options_.name; }
@@ -82,9 +86,16 @@ class Service {
   nlohmann::json logs(std::size_t tail_bytes) const;
 
  private:
-  void supervise();
-  // Runs one worker process to its end; false when the service must not restart it.
-  bool run_worker(std::shared_ptr<WorkerProcess> process, bool first);
+  class WorkerLauncher;
+  // On the supervision thread, for WorkerRestarts (through WorkerLauncher):
+  // starts a worker and its reader thread; on_exit runs there once the reader is done with it.
+  Result<pid_t> launch_worker(ProcessLauncher::ExitCallback on_exit);
+  bool signal_worker(pid_t pgid, int sig);
+  void on_supervision(const WorkerRestarts::View& view);
+  // Ends the loop once stop() asked for it and no worker is left.
+  void end_loop_if_done();
+  // On the worker's reader thread: runs it to its end.
+  void run_worker(std::shared_ptr<WorkerProcess> process, bool first);
   Result<std::shared_ptr<WorkerProcess>> spawn();
   void read_logs(std::shared_ptr<WorkerProcess> process);
   // Reads the worker's messages until it ends; false when its channel ended
@@ -98,14 +109,24 @@ class Service {
   // REQUIRES: mutex_. The function's entry in functions_, or null.
   const nlohmann::json* function_entry(const std::string& name) const;
   Result<nlohmann::json> relay(rpc::CallContext& call, WorkerProcess& process, PendingCall& pending, std::uint64_t id);
-  void set_state(std::string state, std::string error = "");
 
   const ServiceOptions options_;
   ProcessLauncher& launcher_;
   LogRing stdout_;
   LogRing stderr_;
   std::atomic<std::uint64_t> next_id_{1};
+
+  // Made by start(), before the supervision thread, which alone uses them
+  // from then on (its tasks come through loop_->post()); declared in the
+  // order they are made, so each is destroyed before what it uses.
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<WorkerLauncher> worker_launcher_;
+  std::unique_ptr<WorkerRestarts> restarts_policy_;
   std::thread supervisor_;
+  // State below belongs to the supervision thread.
+  std::shared_ptr<WorkerProcess> launched_;  // the last worker started; null once its end was reported
+  bool launched_any_ = false;
+  bool stop_requested_ = false;
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;

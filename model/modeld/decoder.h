@@ -85,8 +85,4 @@ class Decoder {
   std::unique_ptr<Weights> weights_;
 };
 
-// Loads libtorch_cuda.so (once) so that cuda devices exist; an error says why not.
-Status enable_cuda();
-int cuda_device_count();
-
 }  // namespace gpubox::modeld

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <fmt/format.h>
 
-#include "model/modeld/decoder.h"
+#include "model/modeld/cuda_runtime.h"
 #include "model/modeld/gpu_info.h"
 
 namespace gpubox::modeld {

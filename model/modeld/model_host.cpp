@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sys/stat.h>
 
+#include "model/modeld/cuda_runtime.h"
 #include "model/modeld/tensor_wire.h"
 
 namespace gpubox::modeld {
