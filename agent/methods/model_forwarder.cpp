@@ -95,7 +95,7 @@ class Forwarder {
     const Result<json>& answer = stream_->result();
     if (!answer) return Status(answer.status().code(), host_.scrub(answer.status().message()));
     call_.set_result_attachments(stream_->take_result_attachments());
-    return host_.scrub(*answer);
+    return host_.scrub(answer.value());
   }
 
   Status forward_caller_data() {

@@ -146,7 +146,7 @@ ToolResult execute(ToolEnv& env, const json& args, CallContext& context) {
   }
   const Result<json>& final_result = cell.result();
   if (!final_result) return ToolResult::from(final_result.status());
-  const json& result = *final_result;
+  const json& result = final_result.value();
   bool ok = result.value("status", "error") == "ok";
   if (!ok && view.error.is_null()) {
     view.error = result;

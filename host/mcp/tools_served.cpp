@@ -87,7 +87,7 @@ ToolResult call_function(Lease& lease, const std::string& service, const std::st
   }
   ToolResult result;
   if (call.result()) {
-    const json& answer = *call.result();
+    const json& answer = call.result().value();
     if (answer.contains("items")) {
       result.structured = {{"items", items}, {"count", answer["items"]}};
     } else {

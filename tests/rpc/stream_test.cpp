@@ -285,7 +285,7 @@ TEST_F(StreamTest, EndsWithTheResultAndItsAttachments) {
   EXPECT_FALSE(got->has_value());
   ASSERT_TRUE(stream->ended());
   ASSERT_TRUE(stream->result()) << stream->result().status().to_string();
-  EXPECT_EQ((*stream->result())["answer"], 42);
+  EXPECT_EQ(stream->result().value()["answer"], 42);
   auto attachments = stream->take_result_attachments();
   ASSERT_EQ(attachments.size(), 1u);
   EXPECT_EQ(attachments[0].to_string(), "tensor bytes");
