@@ -16,6 +16,7 @@
 #include "rpc/call.h"
 #include "rpc/keys.h"
 #include "rpc/protocol.h"
+#include "rpc/stream.h"
 #include "base/status.h"
 
 namespace gpubox::rpc {
@@ -31,6 +32,8 @@ struct ClientOptions {
 struct CallOptions {
   std::uint64_t timeout_ms = 0;          // the request's deadline at the agent; 0 = none
   std::uint64_t window = kDefaultWindow; // DATA credit for streams
+  // DATA consumed before a Stream grants them back; 0 = half the window.
+  std::uint64_t credit_batch = 0;
   std::vector<zmq::message_t>* attachments = nullptr;  // moved into the CALL
   // How long the client waits for each message before giving up with
   // `unavailable`; 0 = the deadline plus 5 s, or forever without one.
@@ -43,42 +46,6 @@ struct Received {
   std::uint64_t credit = 0;
   nlohmann::json body;
   std::vector<zmq::message_t> attachments;
-};
-
-class Client;
-
-// A streaming request. next() yields DATA until the request ends; then
-// result() holds the RESULT body or the ERROR status.
-class Stream {
- public:
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  ~Stream();
-
-  // The next DATA message; nullopt once the request has ended.
-  Result<std::optional<Incoming>> next();
-  // Sends DATA to the agent, waiting for the credit it grants.
-  Status send(const nlohmann::json& body, std::vector<zmq::message_t> attachments = {});
-  Status cancel();
-  bool ended() const { return final_.has_value(); }
-  // REQUIRES: ended().
-  const Result<nlohmann::json>& result() const { return *final_; }
-  std::uint64_t id() const { return id_; }
-
- private:
-  friend class Client;
-  Stream(Client& client, std::uint64_t id, std::uint64_t window, std::chrono::milliseconds wait);
-  Status pump();  // receives one message for this stream
-
-  Client& client_;
-  std::uint64_t id_;
-  std::uint64_t window_;
-  std::uint64_t consumed_since_grant_ = 0;
-  std::uint64_t credited_ahead_ = 0;  // buffered DATA credited before it was consumed
-  std::uint64_t send_credit_ = 0;
-  std::chrono::milliseconds wait_;
-  std::deque<Incoming> data_;
-  std::optional<Result<nlohmann::json>> final_;
 };
 
 class Client {
@@ -104,14 +71,11 @@ class Client {
   Status send_message(const Header& header, const nlohmann::json& body, std::vector<zmq::message_t> attachments = {});
   std::uint64_t next_id() { return next_id_++; }
 
-  // For a caller that polls this client's socket beside its own sockets (one
-  // thread): the socket as a ZMQ_POLLIN item, and the next message for id if
-  // one has already arrived (nullopt, never waiting, when none has).
-  zmq::pollitem_t poll_item() { return {socket_.handle(), 0, ZMQ_POLLIN, 0}; }
-  Result<std::optional<Received>> try_receive(std::uint64_t id);
-
  private:
-  friend class Stream;
+  friend class Stream;  // polls through the two below
+  zmq::pollitem_t poll_item() { return {socket_.handle(), 0, ZMQ_POLLIN, 0}; }
+  // The next message for id if one has already arrived; nullopt, never waiting, when none has.
+  Result<std::optional<Received>> try_receive(std::uint64_t id);
   Client(zmq::context_t context, zmq::socket_t socket, std::string endpoint);
   Status start(const std::string& method, const nlohmann::json& params, const CallOptions& options, std::uint64_t id);
 

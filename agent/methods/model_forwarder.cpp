@@ -42,39 +42,37 @@ class Forwarder {
       return Status(ErrorCode::unavailable, "cannot reach the model host: " + connected.status().message());
     }
     client_ = std::move(*connected);
-    if (Status sent = send_call(); !sent) return sent;
+    rpc::CallOptions forward;
+    forward.window = kWindowToModeld;
+    forward.credit_batch = 1;  // each item granted again once the caller has it
+    forward.attachments = &call_.attachments();
+    if (auto deadline = call_.deadline()) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - rpc::Clock::now()).count();
+      if (left <= 0) return Status(ErrorCode::deadline_exceeded, "the request ran past its deadline");
+      forward.timeout_ms = static_cast<std::uint64_t>(left);
+    }
+    auto opened = client_->stream(call_.method(), call_.params(), forward);
+    if (!opened) return opened.status();
+    stream_ = std::move(*opened);
     return relay();
   }
 
  private:
-  Status send_call() {
-    rpc::Header header;
-    id_ = client_->next_id();
-    header.id = id_;
-    header.kind = rpc::Kind::call;
-    header.method = call_.method();
-    header.credit = kWindowToModeld;
-    if (auto deadline = call_.deadline()) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - rpc::Clock::now()).count();
-      if (left <= 0) return Status(ErrorCode::deadline_exceeded, "the request ran past its deadline");
-      header.timeout_ms = static_cast<std::uint64_t>(left);
-    }
-    return client_->send_message(header, call_.params(), std::move(call_.attachments()));
-  }
-
   Result<json> relay() {
-    zmq::pollitem_t items[] = {client_->poll_item(),
+    zmq::pollitem_t items[] = {stream_->poll_item(),
                                {nullptr, call_.stop_fd(), ZMQ_POLLIN, 0},
                                {nullptr, ended_->get(), ZMQ_POLLIN, 0},
                                {nullptr, call_.data_fd(), ZMQ_POLLIN, 0}};
     while (true) {
-      auto got = client_->try_receive(id_);
+      auto got = stream_->try_next();
       if (!got) return Status(ErrorCode::internal, "the model host sent a malformed message: " + got.status().message());
+      pass_on_credit();
       if (*got) {
-        std::optional<Result<json>> final = handle(std::move(**got));
-        if (final) return std::move(*final);
+        Status sent = call_.send_data(host_.scrub(std::move((*got)->body)), std::move((*got)->attachments));
+        if (!sent) return stop_modeld();
         continue;
       }
+      if (stream_->ended()) return outcome();
       for (auto& item : items) item.revents = 0;
       zmq::poll(items, std::size(items), std::chrono::milliseconds(1000));
       if (items[1].revents) return stop_modeld();
@@ -85,30 +83,19 @@ class Forwarder {
     }
   }
 
-  // nullopt while the call goes on; the call's outcome once modeld has answered.
-  std::optional<Result<json>> handle(rpc::Received received) {
-    switch (received.kind) {
-      case rpc::Kind::data: {
-        Status sent = call_.send_data(host_.scrub(std::move(received.body)), std::move(received.attachments));
-        if (!sent) return stop_modeld();
-        rpc::Header credit;
-        credit.id = id_;
-        credit.kind = rpc::Kind::credit;
-        credit.credit = 1;
-        if (Status granted = client_->send_message(credit, json::object()); !granted) return Result<json>(granted);
-        return std::nullopt;
-      }
-      case rpc::Kind::credit:
-        call_.grant_credit(received.credit);
-        return std::nullopt;
-      case rpc::Kind::result:
-        call_.set_result_attachments(std::move(received.attachments));
-        return Result<json>(host_.scrub(std::move(received.body)));
-      case rpc::Kind::error:
-        return Result<json>(rpc::status_from_error_body(host_.scrub(std::move(received.body))));
-      default:
-        return Result<json>(Status(ErrorCode::internal, "the model host sent an unexpected message kind"));
-    }
+  // modeld's CREDIT becomes the caller's: what arrived since the last look.
+  void pass_on_credit() {
+    std::uint64_t credit = stream_->send_credit();
+    if (credit > passed_on_) call_.grant_credit(credit - passed_on_);
+    passed_on_ = credit;
+  }
+
+  // modeld's answer, as the caller's.
+  Result<json> outcome() {
+    const Result<json>& answer = stream_->result();
+    if (!answer) return Status(answer.status().code(), host_.scrub(answer.status().message()));
+    call_.set_result_attachments(stream_->take_result_attachments());
+    return host_.scrub(answer.value());
   }
 
   Status forward_caller_data() {
@@ -116,25 +103,21 @@ class Forwarder {
       auto incoming = call_.receive_data(std::chrono::milliseconds(0));
       if (!incoming) return incoming.status();
       if (!*incoming) return Status::ok();
-      rpc::Header header;
-      header.id = id_;
-      header.kind = rpc::Kind::data;
-      Status sent = client_->send_message(header, (*incoming)->body, std::move((*incoming)->attachments));
+      // The caller sends no more than the credit passed on; send() would wait otherwise.
+      if (stream_->send_credit() == 0) return Status(ErrorCode::internal, "caller DATA beyond the model host's credit");
+      Status sent = stream_->send((*incoming)->body, std::move((*incoming)->attachments));
+      passed_on_ = stream_->send_credit();
       if (!sent) return sent;
     }
   }
 
   // The caller cancelled, passed its deadline or went away: modeld stops too.
   Status stop_modeld() {
-    rpc::Header cancel;
-    cancel.id = id_;
-    cancel.kind = rpc::Kind::cancel;
-    if (client_->send_message(cancel, json::object())) {
+    if (stream_->cancel()) {
       auto give_up = rpc::Clock::now() + kCancelAnswerWait;
-      while (rpc::Clock::now() < give_up) {
+      while (!stream_->ended() && rpc::Clock::now() < give_up) {
         auto left = std::chrono::ceil<std::chrono::milliseconds>(give_up - rpc::Clock::now());
-        auto received = client_->receive(id_, std::max(left, std::chrono::milliseconds(1)));
-        if (!received || received->kind == rpc::Kind::result || received->kind == rpc::Kind::error) break;
+        if (!stream_->next_within(std::max(left, std::chrono::milliseconds(1)))) break;
       }
     }
     Status reason = call_.stop_reason();
@@ -154,7 +137,8 @@ class Forwarder {
   rpc::CallContext& call_;
   std::shared_ptr<const Fd> ended_;
   std::unique_ptr<rpc::Client> client_;
-  std::uint64_t id_ = 0;
+  std::unique_ptr<rpc::Stream> stream_;  // before client_ in destruction: it is client_'s
+  std::uint64_t passed_on_ = 0;          // modeld's credit already granted to the caller
 };
 
 }  // namespace

@@ -12,7 +12,7 @@
 
 #include "host/attach/jupyter_wire.h"
 #include "rpc/params.h"
-#include "rpc/protocol.h"
+#include "rpc/client.h"
 
 namespace gpubox::host {
 namespace {
@@ -79,9 +79,7 @@ struct AttachRelay::Impl {
     json body;
     std::vector<zmq::message_t> frames;
   };
-  std::uint64_t id = 0;
-  std::uint64_t send_credit = 0;
-  std::uint64_t consumed = 0;
+  std::unique_ptr<rpc::Stream> relay;                     // kernel.relay
   std::deque<Out> outbox;                                 // waits for the agent's credit
   std::deque<std::vector<zmq::message_t>> iopub_backlog;  // waits for the local XPUB to take it
   std::optional<HmacSigner> kernel;                       // after the agent's hello
@@ -98,21 +96,11 @@ struct AttachRelay::Impl {
   std::function<Status()> on_ready;
   Clock::time_point last_heard = Clock::now();
 
-  Status send(rpc::Client& client, rpc::Kind kind, const json& body, std::vector<zmq::message_t> frames = {},
-              std::uint64_t credit = 0) {
-    rpc::Header header;
-    header.id = id;
-    header.kind = kind;
-    header.credit = credit;
-    return client.send_message(header, body, std::move(frames));
-  }
-
-  Status flush_outbox(rpc::Client& client) {
-    while (!outbox.empty() && send_credit > 0) {
-      --send_credit;
+  Status flush_outbox() {
+    while (!outbox.empty() && relay->send_credit() > 0) {
       Out next = std::move(outbox.front());
       outbox.pop_front();
-      if (Status sent = send(client, rpc::Kind::data, next.body, std::move(next.frames)); !sent) return sent;
+      if (Status sent = relay->send(next.body, std::move(next.frames)); !sent) return sent;
     }
     return Status::ok();
   }
@@ -195,7 +183,7 @@ struct AttachRelay::Impl {
   }
 
   // One DATA message from the agent.
-  Status from_agent(rpc::Received& got) {
+  Status from_agent(rpc::Incoming& got) {
     const json& body = got.body;
     if (auto hello = body.find("kernel"); hello != body.end() && hello->is_object()) {
       if (on_ready) {
@@ -246,32 +234,18 @@ struct AttachRelay::Impl {
 
   // Takes what the agent sent, unless the local iopub is backed up (then the
   // agent waits for credit, and the kernel for the agent).
-  Result<std::optional<Ending>> drain_agent(rpc::Client& client) {
+  Result<std::optional<Ending>> drain_agent() {
     while (iopub_backlog.empty()) {
-      auto got = client.try_receive(id);
+      auto got = relay->try_next();
       if (!got) return got.status();
       if (!got->has_value()) break;
-      rpc::Received& message = **got;
-      switch (message.kind) {
-        case rpc::Kind::credit:
-          send_credit += message.credit;
-          break;
-        case rpc::Kind::data:
-          last_heard = Clock::now();
-          if (Status handled = from_agent(message); !handled) return handled;
-          if (++consumed >= kWindow / 2) {
-            if (Status sent = send(client, rpc::Kind::credit, json::object(), {}, consumed); !sent) return sent;
-            consumed = 0;
-          }
-          if (shutdown_done) return std::optional<Ending>(Ending::shutdown);
-          break;
-        case rpc::Kind::result:
-          return Status(ErrorCode::unavailable, "the agent ended the kernel relay (is the sandbox shutting down?)");
-        case rpc::Kind::error:
-          return rpc::status_from_error_body(message.body);
-        default:
-          return Status(ErrorCode::internal, "the agent sent an unexpected message kind");
-      }
+      last_heard = Clock::now();
+      if (Status handled = from_agent(**got); !handled) return handled;
+      if (shutdown_done) return std::optional<Ending>(Ending::shutdown);
+    }
+    if (relay->ended()) {
+      if (!relay->result()) return relay->result().status();
+      return Status(ErrorCode::unavailable, "the agent ended the kernel relay (is the sandbox shutting down?)");
     }
     return std::optional<Ending>();
   }
@@ -284,33 +258,29 @@ struct AttachRelay::Impl {
   }
 
   Result<Ending> serve(rpc::Client& client, int stop_fd, const std::function<bool()>& agent_alive) {
-    id = client.next_id();
-    rpc::Header call;
-    call.id = id;
-    call.kind = rpc::Kind::call;
-    call.method = "kernel.relay";
-    call.credit = kWindow;
-    if (Status sent = client.send_message(call, json::object()); !sent) return sent;
+    auto opened = client.stream("kernel.relay", json::object(), {.window = kWindow});
+    if (!opened) return opened.status();
+    relay = std::move(*opened);
     auto random = random_hex_key();
     session = random ? random->substr(0, 32) : "gpubox-attach";
     auto started = Clock::now();
     auto next_check = started + kAliveCheck;
     while (true) {
-      auto drained = drain_agent(client);
+      auto drained = drain_agent();
       if (!drained) return drained.status();
       if (drained->has_value()) return **drained;
       if (shutdown && !shutdown->restart && !shutdown_done) {
         answer_shutdown();
         return Ending::shutdown;
       }
-      if (Status flushed = flush_outbox(client); !flushed) return flushed;
+      if (Status flushed = flush_outbox(); !flushed) return flushed;
       if (!kernel && Clock::now() - started > kHelloTimeout) {
         return Status(ErrorCode::unavailable, "the agent did not open the kernel relay within 30 s");
       }
       // Frontends are read only when their message can go on at once.
-      bool take_local = kernel && outbox.empty() && send_credit > 0 && !shutdown;
+      bool take_local = kernel && outbox.empty() && relay->send_credit() > 0 && !shutdown;
       zmq::pollitem_t items[] = {
-          client.poll_item(),
+          relay->poll_item(),
           {nullptr, stop_fd, ZMQ_POLLIN, 0},
           {iopub.handle(), 0, static_cast<short>(ZMQ_POLLIN | (iopub_backlog.empty() ? 0 : ZMQ_POLLOUT)), 0},
           {heartbeat.handle(), 0, ZMQ_POLLIN, 0},
@@ -396,11 +366,14 @@ bool AttachRelay::ready() const { return impl_->kernel.has_value(); }
 Result<AttachRelay::Ending> AttachRelay::run(rpc::Client& client, int stop_fd, const std::function<bool()>& agent_alive,
                                              const std::function<Status()>& on_ready) {
   impl_->on_ready = on_ready;
+  Result<Ending> ended = Status(ErrorCode::internal, "relay: not run");
   try {
-    return impl_->serve(client, stop_fd, agent_alive);
+    ended = impl_->serve(client, stop_fd, agent_alive);
   } catch (const zmq::error_t& e) {
-    return Status(ErrorCode::internal, std::string("relay: ") + e.what());
+    ended = Status(ErrorCode::internal, std::string("relay: ") + e.what());
   }
+  impl_->relay.reset();  // before the caller's client goes
+  return ended;
 }
 
 }  // namespace gpubox::host

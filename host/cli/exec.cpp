@@ -17,7 +17,7 @@
 #include "host/process_identity.h"
 #include "host/resource_limits.h"
 #include "base/fd.h"
-#include "rpc/protocol.h"
+#include "rpc/client.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -30,16 +30,6 @@ constexpr char kUsage[] =
 
 volatile std::sig_atomic_t g_pending_signal = 0;
 volatile std::sig_atomic_t g_window_changed = 0;
-
-// Sends one message of request id.
-Status send(rpc::Client& client, std::uint64_t id, rpc::Kind kind, const nlohmann::json& body, std::uint64_t credit = 0,
-            std::vector<zmq::message_t> attachments = {}) {
-  rpc::Header header;
-  header.id = id;
-  header.kind = kind;
-  header.credit = credit;
-  return client.send_message(header, body, std::move(attachments));
-}
 
 // What goes to the command besides its params: local stdin (-i) and the window size (-t).
 struct ExecInput {
@@ -55,38 +45,33 @@ struct ExecInput {
 // inner one is the request's RESULT or ERROR.
 Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIdentity& agent, const nlohmann::json& params,
                                           ExecInput input) {
-  constexpr std::uint64_t kWindow = rpc::kDefaultWindow;
-  const std::uint64_t id = client.next_id();
-  rpc::Header call;
-  call.id = id;
-  call.kind = rpc::Kind::call;
-  call.method = "proc.spawn";
-  call.credit = kWindow;
-  if (Status sent = client.send_message(call, params); !sent) return sent;
-  std::uint64_t send_credit = 0, consumed = 0;
+  auto opened = client.stream("proc.spawn", params);
+  if (!opened) return opened.status();
+  rpc::Stream& spawn = **opened;
   bool eof_sent = false;
   std::vector<char> buffer(64 * 1024);
   // Sends one DATA to the command when credit allows; false when it must wait.
   auto send_data = [&](const nlohmann::json& body, std::vector<zmq::message_t> attachments = {}) {
-    if (send_credit == 0) return false;
-    --send_credit;
-    (void)send(client, id, rpc::Kind::data, body, 0, std::move(attachments));
+    if (spawn.send_credit() == 0) return false;
+    (void)spawn.send(body, std::move(attachments));
     return true;
   };
   while (true) {
     if (int sig = g_pending_signal; sig != 0 && send_data({{"signal", sig}})) g_pending_signal = 0;
-    if (input.tty && g_window_changed && send_credit > 0) {
+    if (input.tty && g_window_changed && spawn.send_credit() > 0) {
       g_window_changed = 0;
       if (auto size = local_window_size()) send_data({{"rows", size->rows}, {"cols", size->cols}});
     }
     if (!eof_sent && !input.forward_stdin && send_data({{"eof", true}})) eof_sent = true;
 
-    Result<std::optional<rpc::Received>> got = std::optional<rpc::Received>();
+    Result<std::optional<rpc::Incoming>> got = std::optional<rpc::Incoming>();
     try {
-      got = client.try_receive(id);
-      if (got && !got->has_value()) {
-        std::vector<zmq::pollitem_t> items = {client.poll_item()};
-        bool watch_stdin = input.forward_stdin && !eof_sent && send_credit > 0;
+      std::uint64_t credit_before = spawn.send_credit();
+      got = spawn.try_next();
+      // Fresh credit goes back to the top first: a signal or end of file may wait for it.
+      if (got && !got->has_value() && !spawn.ended() && spawn.send_credit() == credit_before) {
+        std::vector<zmq::pollitem_t> items = {spawn.poll_item()};
+        bool watch_stdin = input.forward_stdin && !eof_sent && spawn.send_credit() > 0;
         if (watch_stdin) items.push_back({nullptr, STDIN_FILENO, ZMQ_POLLIN, 0});
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
         if (watch_stdin && (items[1].revents & (ZMQ_POLLIN | ZMQ_POLLERR))) {
@@ -111,38 +96,23 @@ Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIden
           if (agent.pid > 0 && !process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the command ran");
           continue;
         }
-        got = client.try_receive(id);
+        got = spawn.try_next();
       }
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;  // a signal to forward
       return Status(ErrorCode::unavailable, std::string("receiving: ") + e.what());
     }
     if (!got) return got.status();
-    if (!got->has_value()) continue;
-    rpc::Received& message = **got;
-    switch (message.kind) {
-      case rpc::Kind::credit:
-        send_credit += message.credit;
-        break;
-      case rpc::Kind::data: {
-        auto stream = message.body.find("stream");
-        if (stream != message.body.end() && !message.attachments.empty()) {
-          const auto& bytes = message.attachments[0];
-          (void)write_fully(*stream == "stderr" ? STDERR_FILENO : STDOUT_FILENO, bytes.data(), bytes.size());
-        }
-        if (++consumed >= kWindow / 2) {
-          (void)send(client, id, rpc::Kind::credit, nlohmann::json::object(), consumed);
-          consumed = 0;
-        }
-        break;
+    if (got->has_value()) {
+      const nlohmann::json& body = (*got)->body;
+      auto stream = body.find("stream");
+      if (stream != body.end() && !(*got)->attachments.empty()) {
+        const auto& bytes = (*got)->attachments[0];
+        (void)write_fully(*stream == "stderr" ? STDERR_FILENO : STDOUT_FILENO, bytes.data(), bytes.size());
       }
-      case rpc::Kind::result:
-        return Result<nlohmann::json>(std::move(message.body));
-      case rpc::Kind::error:
-        return Result<nlohmann::json>(rpc::status_from_error_body(message.body));
-      default:
-        return Status(ErrorCode::internal, "the agent sent an unexpected message kind");
+      continue;
     }
+    if (spawn.ended()) return spawn.result();
   }
 }
 

@@ -18,7 +18,7 @@
 #include "host/process_identity.h"
 #include "base/base64.h"
 #include "base/fd.h"
-#include "rpc/protocol.h"
+#include "rpc/client.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -176,26 +176,11 @@ class CellPrinter {
   std::optional<json> error_;
 };
 
-Status send(rpc::Client& client, std::uint64_t id, rpc::Kind kind, std::uint64_t credit) {
-  rpc::Header header;
-  header.id = id;
-  header.kind = kind;
-  header.credit = credit;
-  return client.send_message(header, json::object());
-}
-
 // Runs kernel.execute to its end, handing each DATA item to the printer as it
 // arrives. Waits in slices so that an agent that dies meanwhile is noticed and
 // a Ctrl-C becomes kernel.interrupt. The outer Result fails when the agent
 // could not be followed; the inner one is the request's RESULT or ERROR.
 Result<Result<json>> run_cell(rpc::Client& client, const ProcessIdentity& agent, const json& params, CellPrinter& printer) {
-  constexpr std::uint64_t kWindow = rpc::kDefaultWindow;
-  const std::uint64_t id = client.next_id();
-  rpc::Header call;
-  call.id = id;
-  call.kind = rpc::Kind::call;
-  call.method = "kernel.execute";
-  call.credit = kWindow;
   // A cell too large for the body (the agent's limit is 1 MiB) goes as an attachment.
   json body = params;
   std::vector<zmq::message_t> attachments;
@@ -204,43 +189,29 @@ Result<Result<json>> run_cell(rpc::Client& client, const ProcessIdentity& agent,
     attachments.emplace_back(code.data(), code.size());
     body.erase("code");
   }
-  if (Status sent = client.send_message(call, body, std::move(attachments)); !sent) return sent;
-  std::uint64_t consumed = 0;
+  auto opened = client.stream("kernel.execute", body, {.attachments = &attachments});
+  if (!opened) return opened.status();
+  rpc::Stream& cell = **opened;
   while (true) {
     if (g_interrupted) {
       g_interrupted = 0;
       (void)client.call("kernel.interrupt", json::object(), {.wait = std::chrono::milliseconds(5000)});
     }
-    Result<rpc::Received> got = Status(ErrorCode::unavailable, "");
+    Result<std::optional<rpc::Incoming>> got = std::optional<rpc::Incoming>();
     try {
-      got = client.receive(id, std::chrono::milliseconds(200));
+      got = cell.next_within(std::chrono::milliseconds(200));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return Status(ErrorCode::unavailable, std::string("receiving: ") + e.what());
     }
-    if (!got) {
-      if (got.status().code() != ErrorCode::unavailable) return got.status();
-      // pid 0: the agent is no process of this host (Modal).
-      if (agent.pid > 0 && !process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the cell ran");
+    if (!got) return got.status();
+    if (got->has_value()) {
+      if (Status handled = printer.handle((*got)->body); !handled) return Result<json>(handled);
       continue;
     }
-    switch (got->kind) {
-      case rpc::Kind::data:
-        if (Status handled = printer.handle(got->body); !handled) return Result<json>(handled);
-        if (++consumed >= kWindow / 2) {
-          (void)send(client, id, rpc::Kind::credit, consumed);
-          consumed = 0;
-        }
-        break;
-      case rpc::Kind::credit:
-        break;
-      case rpc::Kind::result:
-        return Result<json>(std::move(got->body));
-      case rpc::Kind::error:
-        return Result<json>(rpc::status_from_error_body(got->body));
-      default:
-        return Status(ErrorCode::internal, "the agent sent an unexpected message kind");
-    }
+    if (cell.ended()) return cell.result();
+    // pid 0: the agent is no process of this host (Modal).
+    if (agent.pid > 0 && !process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the cell ran");
   }
 }
 

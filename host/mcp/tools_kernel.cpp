@@ -6,7 +6,7 @@
 
 #include "host/mcp/tools.h"
 #include "host/process_identity.h"
-#include "rpc/protocol.h"
+#include "rpc/client.h"
 
 namespace gpubox::mcp {
 namespace {
@@ -31,14 +31,6 @@ Result<Session> open_session(ToolEnv& env, const json& args) {
   }
   env.sandboxes.bind_session(id, record->id);
   return Session{id, std::move(*record)};
-}
-
-Status send_credit(rpc::Client& client, std::uint64_t id, std::uint64_t credit) {
-  rpc::Header header;
-  header.id = id;
-  header.kind = rpc::Kind::credit;
-  header.credit = credit;
-  return client.send_message(header, json::object());
 }
 
 // What the cell showed, gathered for the tool result as its items arrive.
@@ -98,27 +90,26 @@ ToolResult execute(ToolEnv& env, const json& args, CallContext& context) {
   json params = {{"code", code}};
   if (args.contains("timeout")) params["timeout_s"] = args["timeout"];
 
-  const std::uint64_t id = client.next_id();
-  rpc::Header call;
-  call.id = id;
-  call.kind = rpc::Kind::call;
-  call.method = "kernel.execute";
-  call.credit = rpc::kDefaultWindow;
   std::vector<zmq::message_t> attachments;
   if (code.size() > (256u << 10)) {  // beyond the body limit's comfort: the code as the CALL's attachment
     attachments.emplace_back(code.data(), code.size());
     params.erase("code");
   }
-  if (Status sent = client.send_message(call, params, std::move(attachments)); !sent) {
+  auto opened = client.stream("kernel.execute", params, {.attachments = &attachments});
+  if (!opened) {
     lease->discard();
-    return ToolResult::from(sent);
+    return ToolResult::from(opened.status());
   }
+  rpc::Stream& cell = **opened;
+  // The stream goes before its client does.
+  auto drop_client = [&] {
+    opened->reset();
+    lease->discard();
+  };
   CellView view;
-  std::uint64_t consumed = 0;
   bool interrupted = false;
   Clock::time_point interrupted_at;
   auto started = Clock::now(), last_progress = started;
-  Result<json> final_result = Status(ErrorCode::internal, "no answer");
   while (true) {
     if (context.cancelled() && !interrupted) {
       interrupted = true;
@@ -127,8 +118,8 @@ ToolResult execute(ToolEnv& env, const json& args, CallContext& context) {
     }
     if (interrupted && Clock::now() - interrupted_at > std::chrono::seconds(10)) {
       // A cell that ignores the interrupt: stop waiting; CANCEL makes the agent interrupt it again.
-      send_cancel(client, id);
-      lease->discard();
+      (void)cell.cancel();
+      drop_client();
       return ToolResult::error("the cell ignored the interrupt and was cancelled");
     }
     if (Clock::now() - last_progress >= kKeepalive) {
@@ -136,38 +127,26 @@ ToolResult execute(ToolEnv& env, const json& args, CallContext& context) {
       auto seconds = std::chrono::duration_cast<std::chrono::seconds>(last_progress - started).count();
       context.progress("running for " + std::to_string(seconds) + " s");
     }
-    auto got = client.receive(id, std::chrono::milliseconds(200));
+    auto got = cell.next_within(std::chrono::milliseconds(200));
     if (!got) {
-      if (got.status().code() != ErrorCode::unavailable) {
-        lease->discard();
-        return ToolResult::from(got.status());
-      }
-      if (!host::process_alive(session->sandbox.agent)) {
-        lease->discard();
-        return ToolResult::error("the sandbox's agent ended while the cell ran");
-      }
-      continue;
+      drop_client();
+      return ToolResult::from(got.status());
     }
-    if (got->kind == rpc::Kind::data) {
-      view.add(got->body);
+    if (got->has_value()) {
+      view.add((*got)->body);
       last_progress = Clock::now();
       context.progress("output");
-      if (++consumed >= rpc::kDefaultWindow / 2) {
-        (void)send_credit(client, id, consumed);
-        consumed = 0;
-      }
       continue;
     }
-    if (got->kind == rpc::Kind::credit) continue;
-    if (got->kind == rpc::Kind::result) {
-      final_result = std::move(got->body);
-    } else {
-      final_result = rpc::status_from_error_body(got->body);
+    if (cell.ended()) break;
+    if (!host::process_alive(session->sandbox.agent)) {
+      drop_client();
+      return ToolResult::error("the sandbox's agent ended while the cell ran");
     }
-    break;
   }
+  const Result<json>& final_result = cell.result();
   if (!final_result) return ToolResult::from(final_result.status());
-  const json& result = *final_result;
+  const json& result = final_result.value();
   bool ok = result.value("status", "error") == "ok";
   if (!ok && view.error.is_null()) {
     view.error = result;

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "host/mcp/tools.h"
-#include "rpc/protocol.h"
+#include "rpc/client.h"
 
 namespace gpubox::mcp {
 namespace {
@@ -50,69 +50,62 @@ std::vector<std::size_t> sizes_of(const std::vector<zmq::message_t>& attachments
 // ERROR `raised` becomes a tool error with the remote type, message and traceback.
 ToolResult call_function(Lease& lease, const std::string& service, const std::string& function, const json& args,
                          const json& kwargs, double timeout_s, CallContext& context) {
-  rpc::Client& client = *lease;
-  const std::uint64_t id = client.next_id();
-  rpc::Header call;
-  call.id = id;
-  call.kind = rpc::Kind::call;
-  call.method = "serve.call";
-  call.credit = rpc::kDefaultWindow;
-  call.timeout_ms = static_cast<std::uint64_t>(timeout_s * 1000);
+  rpc::CallOptions options;
+  options.timeout_ms = static_cast<std::uint64_t>(timeout_s * 1000);
   json params = {{"service", service}, {"function", function}, {"args", args}, {"kwargs", kwargs}};
-  if (Status sent = client.send_message(call, params); !sent) {
+  auto opened = lease->stream("serve.call", params, options);
+  if (!opened) {
     lease.discard();
-    return ToolResult::from(sent);
+    return ToolResult::from(opened.status());
   }
+  rpc::Stream& call = **opened;
+  // The stream goes before its client does.
+  auto drop_client = [&] {
+    opened->reset();
+    lease.discard();
+  };
   json items = json::array();
-  std::uint64_t consumed = 0;
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(call.timeout_ms + 30'000);
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms + 30'000);
   while (true) {
     if (context.cancelled() || std::chrono::steady_clock::now() > give_up) {
-      send_cancel(client, id);
-      lease.discard();
+      (void)call.cancel();
+      drop_client();
       return ToolResult::error(context.cancelled() ? "cancelled" : "serve.call did not answer in time");
     }
-    auto got = client.receive(id, std::chrono::milliseconds(200));
+    auto got = call.next_within(std::chrono::milliseconds(200));
     if (!got) {
-      if (got.status().code() == ErrorCode::unavailable) continue;
-      lease.discard();
+      drop_client();
       return ToolResult::from(got.status());
     }
-    if (got->kind == rpc::Kind::credit) continue;
-    if (got->kind == rpc::Kind::data) {
-      if (items.size() < kMaxItems) items.push_back(describe(got->body.value("item", json()), sizes_of(got->attachments)));
+    if (got->has_value()) {
+      rpc::Incoming& item = **got;
+      if (items.size() < kMaxItems) items.push_back(describe(item.body.value("item", json()), sizes_of(item.attachments)));
       context.progress("item " + std::to_string(items.size()));
-      if (++consumed >= rpc::kDefaultWindow / 2) {
-        rpc::Header credit;
-        credit.id = id;
-        credit.kind = rpc::Kind::credit;
-        credit.credit = consumed;
-        (void)client.send_message(credit, json::object());
-        consumed = 0;
-      }
       continue;
     }
-    ToolResult result;
-    if (got->kind == rpc::Kind::result) {
-      if (got->body.contains("items")) {
-        result.structured = {{"items", items}, {"count", got->body["items"]}};
-      } else {
-        result.structured = {{"value", describe(got->body.value("value", json()), sizes_of(got->attachments))}};
-      }
-      return result;
-    }
-    const json& error = got->body;
-    std::string code = error.value("code", "internal");
-    json details = error.value("details", json::object());
-    if (code == "raised") {
-      result = ToolResult::error(details.value("type", "Exception") + ": " + details.value("message", error.value("message", "")));
-      result.structured["type"] = details.value("type", "");
-      result.structured["traceback"] = details.value("traceback", "");
+    if (call.ended()) break;
+  }
+  ToolResult result;
+  if (call.result()) {
+    const json& answer = call.result().value();
+    if (answer.contains("items")) {
+      result.structured = {{"items", items}, {"count", answer["items"]}};
     } else {
-      result = ToolResult::error(error.value("message", "serve.call failed"), {{"code", code}});
+      result.structured = {{"value", describe(answer.value("value", json()), sizes_of(call.take_result_attachments()))}};
     }
     return result;
   }
+  const json error = call.error_body().is_object() ? call.error_body() : rpc::error_body(call.result().status());
+  std::string code = error.value("code", "internal");
+  json details = error.value("details", json::object());
+  if (code == "raised") {
+    result = ToolResult::error(details.value("type", "Exception") + ": " + details.value("message", error.value("message", "")));
+    result.structured["type"] = details.value("type", "");
+    result.structured["traceback"] = details.value("traceback", "");
+  } else {
+    result = ToolResult::error(error.value("message", "serve.call failed"), {{"code", code}});
+  }
+  return result;
 }
 
 ToolResult call_served(ToolEnv& env, const json& args, CallContext& context) {
