@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "host/local_backend.h"
+#include "host/backends/registry.h"
 #include "host/sandbox_keys.h"
 #include "host/sandbox_end.h"
 
@@ -166,9 +166,10 @@ Result<SandboxRecord> find_sandbox(const std::string& id_or_name) {
 
 Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const std::string& id_or_name) {
   auto record = find_sandbox(id_or_name);
-  if (!record || record->backend != "modal") return record;
+  const Backend* backend = record ? find_backend(record->backend) : nullptr;
+  if (!backend || !backend->state_is_remote()) return record;
   auto store = SandboxStore::open_default();
-  Status refreshed = store ? refresh_modal_states(*store, {&*record}) : store.status();
+  Status refreshed = store ? backend->refresh_states(*store, {&*record}) : store.status();
   if (!refreshed) {
     std::fprintf(stderr, "gpubox %s: Modal's state could not be read: %s\n", command.c_str(), refreshed.message().c_str());
   }
@@ -187,10 +188,12 @@ Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record
   options->connect_timeout = std::chrono::milliseconds(5'000);
   auto client = rpc::Client::connect(*options);
   if (!client) {
-    // A Modal sandbox's end is known only by asking Modal.
+    // A sandbox run elsewhere (Modal) ended when its control plane says so.
     SandboxRecord latest = record;
     auto store = SandboxStore::open_default();
-    if (record.backend == "modal" && store && refresh_modal_states(*store, {&latest}) && latest.state() == "dead") {
+    const Backend* backend = find_backend(record.backend);
+    if (backend && backend->state_is_remote() && store && backend->refresh_states(*store, {&latest}) &&
+        latest.state() == "dead") {
       return Status(ErrorCode::unavailable, "sandbox " + record.id + " is dead: " + sandbox_end(latest).message +
                                                 "; `gpubox terminate " + record.id + "` removes it");
     }

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "host/container_backend.h"
-#include "host/modal_backend.h"
+#include "host/backends/backend.h"
+#include "host/backends/container/container_backend.h"
+#include "host/backends/modal/modal_backend.h"
 #include "host/sandbox_store.h"
 #include "host/snapshot.h"
 #include "rpc/client.h"
@@ -75,8 +76,8 @@ int exit_code_for(const Status& status);
 
 // Opens the store and resolves ID_OR_NAME.
 Result<SandboxRecord> find_sandbox(const std::string& id_or_name);
-// find_sandbox, with a Modal sandbox's state read from Modal first (a warning
-// naming `gpubox COMMAND` on stderr when Modal cannot be read).
+// find_sandbox, with the state of a sandbox whose backend has a control plane
+// (Modal) read from it first (a warning naming `gpubox COMMAND` on stderr when it cannot be read).
 Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const std::string& id_or_name);
 // Connects to a sandbox's agent; unavailable when it is dead or does not answer.
 Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record);
@@ -117,9 +118,6 @@ Status parse_container_flags(const Args& args, bool container, ContainerSandboxS
 // The Modal flags of `gpubox create` (--app, --image, --gpu, --region, --volume, --modal-secret, --tag,
 // --network, --ready-timeout) into *spec; invalid_request naming the flag, also for one given without modal.
 Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec);
-// Stops and removes a sandbox of any backend (local_backend.h, container_backend.h).
-Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
-                         bool* killed = nullptr);
 int run_rpc(const std::vector<std::string>& args, const Global& global);
 // `gpubox model ID ls|info|tokenize|generate|load|unload`: the sandbox's model host.
 int run_model(const std::vector<std::string>& args, const Global& global);
@@ -127,9 +125,6 @@ int run_model(const std::vector<std::string>& args, const Global& global);
 int run_model_pull(const Args& args, const Global& global);
 // `gpubox weights FILE|DIR`: a safetensors file's or model directory's tensors, with no sandbox.
 int run_weights(const std::vector<std::string>& args, const Global& global);
-// Removes the kernelspecs (in the folders `kernelspec list` searches) that
-// attach to this sandbox; the folders removed.
-std::vector<std::string> remove_sandbox_kernelspecs(const std::string& sandbox_id);
 // `gpubox mcp`: a stdio MCP server (host/mcp/, docs/mcp.md).
 int run_mcp(const std::vector<std::string>& args, const Global& global);
 // `gpubox adopt MODAL_ID --keys FILE`: a Modal sandbox created elsewhere, into this store (docs/modal.md).

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "host/cli/cli.h"
-#include "host/container_backend.h"
-#include "host/local_backend.h"
-#include "host/modal_backend.h"
+#include "host/backends/container/container_backend.h"
+#include "host/backends/local/local_backend.h"
+#include "host/backends/modal/modal_backend.h"
 #include "host/snapshot.h"
 
 namespace gpubox::host::cli {

@@ -20,6 +20,9 @@
 
 namespace gpubox::host {
 
+// The backend's name, as records keep it (modal.h registers it).
+inline constexpr char kModalBackend[] = "modal";
+
 struct ModalVolume {
   std::string name;  // a Modal Volume, created when missing
   std::string path;  // where it is mounted in the sandbox

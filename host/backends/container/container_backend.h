@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "host/local_backend.h"
+#include "host/backends/backend.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_store.h"
 #include "base/status.h"
