@@ -22,6 +22,13 @@ Result<SandboxRecord> Backend::adopt(SandboxStore&, const AdoptRequest&) const {
   return Status(ErrorCode::invalid_request, "--backend " + name() + " cannot adopt a sandbox created elsewhere");
 }
 
+Status refuse_flags(const Args& flags, const std::vector<std::string>& names, const std::string& why) {
+  for (const auto& name : names) {
+    if (!flags.all(name).empty() || flags.flag(name)) return Status(ErrorCode::invalid_request, name + ": " + why);
+  }
+  return Status::ok();
+}
+
 std::string state_of_agent_process(const SandboxRecord& record) {
   if (record.agent.pid <= 0) return "creating";
   return process_alive(record.agent) ? "running" : "dead";

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "host/args.h"
+#include "host/resource_limits.h"
 #include "host/sandbox_end.h"
 #include "host/sandbox_store.h"
 #include "rpc/keys.h"
@@ -30,6 +32,25 @@ struct BindMount {
   std::string source;  // a host path (absolute)
   std::string target;  // a sandbox path (absolute)
   bool read_only = false;
+};
+
+// A new sandbox as `gpubox create` asked for it, the flags every backend
+// takes already read and checked; the backend reads its own from flags.
+struct CreateRequest {
+  const Args* flags = nullptr;     // every flag given (never null once the CLI built the request)
+  std::string name;                // "" : none
+  std::string agent_path;          // the gpubox-agent binary
+  // The agent's whole config document, secrets included: it reaches the agent
+  // by no argv and no file the record keeps.
+  nlohmann::json agent_config = nlohmann::json::object();
+  ResourceLimits limits;           // --cpu, --memory, --pids as given
+  std::string network = "none";    // --network as given
+  bool user_namespace = false;     // --userns
+  bool seccomp_unconfined = false; // --seccomp unconfined
+  std::vector<BindMount> mounts;   // --mount, sources resolved
+  const Snapshot* from = nullptr;  // --from-snapshot: the snapshot to start from
+  // What the record keeps of the request (no secret values); the backend adds its own.
+  nlohmann::json public_spec = nlohmann::json::object();
 };
 
 // A sandbox running elsewhere, to be recorded in this store (`gpubox adopt`).
@@ -51,6 +72,19 @@ class Backend {
 
   // The name `--backend` takes and records keep: local, podman, docker, modal.
   virtual const std::string& name() const = 0;
+
+  // --- create
+  // Checks the flags only some backends take (those of this one, and refuses
+  // the others'), before anything else of the request is read; invalid_request naming the flag.
+  virtual Status check_flags(const Args& flags) const = 0;
+  // Checks the rest of the request as this backend must have it (network,
+  // --gpu, --userns, mounts, timeouts); invalid_request naming the flag.
+  virtual Status check_create(const CreateRequest& request) const = 0;
+  // Creates and starts the sandbox of a checked request and waits until its
+  // agent is ready. On any failure nothing is left behind.
+  virtual Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const = 0;
+  // What to add to the error of a model that failed to load as the sandbox started ("" : nothing).
+  virtual std::string model_failure_hint() const { return ""; }
 
   // --- state and list
   // "creating", "running" or "dead", from what this host knows (no network).
@@ -100,6 +134,10 @@ class Backend {
   // Why a download from inside the sandbox may have failed for its network ("" : no reason to think so).
   virtual std::string network_hint(const SandboxRecord& record) const { return ""; }
 };
+
+// "FLAG: why" for the first of these flags that was given, else ok: how a
+// backend refuses the flags of others in check_flags.
+Status refuse_flags(const Args& flags, const std::vector<std::string>& names, const std::string& why);
 
 // The state of a sandbox whose agent is a process of this host: creating
 // before it started, running while it lives, dead after.

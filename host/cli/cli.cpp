@@ -1,6 +1,5 @@
 #include "host/cli/cli.h"
 
-#include <cmath>
 #include <cstdio>
 
 #include "host/backends/registry.h"
@@ -8,18 +7,6 @@
 #include "host/sandbox_end.h"
 
 namespace gpubox::host::cli {
-
-std::optional<std::string> Args::last(const std::string& option) const {
-  auto found = values.find(option);
-  if (found == values.end() || found->second.empty()) return std::nullopt;
-  return found->second.back();
-}
-
-const std::vector<std::string>& Args::all(const std::string& option) const {
-  static const std::vector<std::string> kNone;
-  auto found = values.find(option);
-  return found == values.end() ? kNone : found->second;
-}
 
 Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
                         const std::set<std::string>& flag_names, size_t stop_after) {
@@ -200,17 +187,6 @@ Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record
     return Status(ErrorCode::unavailable, "sandbox " + record.id + " does not answer: " + client.status().message());
   }
   return client;
-}
-
-std::optional<double> parse_number(const std::string& text, double min, double max) {
-  try {
-    size_t used = 0;
-    double value = std::stod(text, &used);
-    if (used != text.size() || !std::isfinite(value) || value < min || value > max) return std::nullopt;
-    return value;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
 }
 
 std::string remote_path(const std::string& path) {

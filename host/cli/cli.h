@@ -10,9 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "host/args.h"
 #include "host/backends/backend.h"
-#include "host/backends/container/container_backend.h"
-#include "host/backends/modal/modal_backend.h"
 #include "host/sandbox_store.h"
 #include "host/snapshot.h"
 #include "rpc/client.h"
@@ -32,22 +31,6 @@ enum ExitCode : int {
 // Options every command accepts.
 struct Global {
   bool json = false;
-};
-
-// A command's arguments split into options and positionals. Options are
-// "--name VALUE" / "--name=VALUE" (repeatable) or flags; "--" ends options and
-// the rest goes to `command`. With stop_after > 0, the positional after the
-// first stop_after ones starts `command` too (exec ID CMD ARGS…).
-struct Args {
-  std::vector<std::string> positional;
-  std::vector<std::string> command;
-  bool has_double_dash = false;
-  std::map<std::string, std::vector<std::string>> values;
-  std::set<std::string> flags;
-
-  std::optional<std::string> last(const std::string& option) const;
-  const std::vector<std::string>& all(const std::string& option) const;
-  bool flag(const std::string& option) const { return flags.count(option) > 0; }
 };
 
 // Accepts the options named in with_value (each takes a value) and in
@@ -82,9 +65,6 @@ Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const 
 // Connects to a sandbox's agent; unavailable when it is dead or does not answer.
 Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record);
 
-// A number from text: nullopt unless it is all of it, finite and within [min, max].
-std::optional<double> parse_number(const std::string& text, double min, double max);
-
 // Remote paths: a relative one is taken from the sandbox's work dir.
 std::string remote_path(const std::string& path);
 
@@ -112,12 +92,6 @@ int run_snapshots(const std::vector<std::string>& args, const Global& global);
 int create_sandbox(const std::vector<std::string>& args, const Global& global, const Snapshot* from);
 // `gpubox create --from-snapshot N …`: the snapshot's own create flags, then the given ones (they win).
 int run_create_from_snapshot(const std::vector<std::string>& args, const Global& global);
-// The podman|docker flags of `gpubox create` (--image, --publish, --gpu, --ready-timeout) into *spec;
-// invalid_request naming the flag, also for one given without a container backend.
-Status parse_container_flags(const Args& args, bool container, ContainerSandboxSpec* spec);
-// The Modal flags of `gpubox create` (--app, --image, --gpu, --region, --volume, --modal-secret, --tag,
-// --network, --ready-timeout) into *spec; invalid_request naming the flag, also for one given without modal.
-Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec);
 int run_rpc(const std::vector<std::string>& args, const Global& global);
 // `gpubox model ID ls|info|tokenize|generate|load|unload`: the sandbox's model host.
 int run_model(const std::vector<std::string>& args, const Global& global);

@@ -88,8 +88,11 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
   auto records = store->list();
   std::vector<SandboxRecord*> pointers;
   for (auto& record : records) pointers.push_back(&record);
-  Status refreshed = refresh_modal_states(*store, pointers);
-  if (!refreshed) std::fprintf(stderr, "gpubox ls: Modal's states could not be read: %s\n", refreshed.message().c_str());
+  // Each backend with a control plane is asked about its own records (Modal: one call for all).
+  for (const Backend* backend : all_backends()) {
+    Status refreshed = backend->refresh_states(*store, pointers);
+    if (!refreshed) std::fprintf(stderr, "gpubox ls: Modal's states could not be read: %s\n", refreshed.message().c_str());
+  }
   if (global.json || args->flag("--json")) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& record : records) list.push_back(summary(record));

@@ -10,12 +10,51 @@
 namespace gpubox::host {
 namespace {
 
+Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
+
 // A sandbox as a container of one engine (podman or docker, the backend's name).
 class ContainerBackend final : public Backend {
  public:
   explicit ContainerBackend(std::string engine) : engine_(std::move(engine)) {}
 
   const std::string& name() const override { return engine_; }
+
+  Status check_flags(const Args& flags) const override {
+    ContainerSandboxSpec spec;
+    Status checked = parse_container_flags(flags, true, &spec);
+    if (checked) checked = refuse_flags(flags, {"--app", "--region", "--volume", "--modal-secret", "--tag"}, "only with --backend modal");
+    return checked;
+  }
+
+  Status check_create(const CreateRequest& request) const override {
+    if (request.network != "none" && request.network != "bridge") {
+      return bad("--network: expected none or bridge, got '" + request.network + "'");
+    }
+    if (request.user_namespace) return bad("--userns: only with the local backend (an engine maps users itself)");
+    for (const auto& mount : request.mounts) {
+      // Where the agent's config is mounted (container_backend.h).
+      if (mount.target == "/run/gpubox-config" || mount.target.rfind("/run/gpubox-config/", 0) == 0) {
+        return bad("--mount: the sandbox path '" + mount.target + "' is reserved");
+      }
+    }
+    return Status::ok();
+  }
+
+  Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const override {
+    ContainerSandboxSpec box;
+    box.engine = engine_;
+    if (Status flags = parse_container_flags(*request.flags, true, &box); !flags) return flags;
+    box.seccomp_unconfined = request.seccomp_unconfined;
+    box.name = request.name;
+    box.agent_config = request.agent_config;
+    box.limits = request.limits;
+    box.network = request.network;
+    box.mounts = request.mounts;
+    box.public_spec = request.public_spec;
+    box.public_spec["gpu"] = box.gpus;
+    box.public_spec["publish"] = box.publish_ip + ":" + std::to_string(box.publish_port);
+    return create_container_sandbox(store, box);
+  }
 
   // `ENGINE commit`: the container's file system as localhost/gpubox-snapshot:NAME.
   Status take_snapshot(const SandboxStore&, const SandboxRecord& record, Snapshot* snapshot) const override {

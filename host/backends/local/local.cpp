@@ -2,6 +2,7 @@
 
 #include "host/backends/local/local_backend.h"
 #include "host/backends/local/local_snapshot.h"
+#include "host/snapshot.h"
 
 namespace gpubox::host {
 namespace {
@@ -31,10 +32,66 @@ void add_isolation(const nlohmann::json& isolation, std::vector<InfoLine>* lines
   lines->push_back({"gpus:", gpus.empty() ? "none" : joined(gpus)});
 }
 
+// --gpu as this host's GPUs (none: no GPU).
+Result<GpuPlan> gpus_of(const CreateRequest& request) {
+  auto gpu = request.flags->last("--gpu");
+  return gpu ? plan_gpus(*gpu) : Result<GpuPlan>(GpuPlan{});
+}
+
 // A sandbox in namespaces of this host, its agent a child of none of ours (local_backend.h).
 class LocalBackend final : public Backend {
  public:
   const std::string& name() const override { return name_; }
+
+  Status check_flags(const Args& flags) const override {
+    Status refused = refuse_flags(flags, {"--image", "--publish", "--ready-timeout"}, "only with --backend podman or docker");
+    if (refused) refused = refuse_flags(flags, {"--app", "--region", "--volume", "--modal-secret", "--tag"}, "only with --backend modal");
+    return refused;
+  }
+
+  Status check_create(const CreateRequest& request) const override {
+    if (request.network != "none" && request.network != "host") {
+      return Status(ErrorCode::invalid_request, "--network: expected none or host, got '" + request.network + "'");
+    }
+    auto gpus = gpus_of(request);
+    return gpus ? Status::ok() : Status(ErrorCode::invalid_request, gpus.status().message());
+  }
+
+  Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const override {
+    LocalSandboxSpec spec;
+    spec.name = request.name;
+    spec.agent_path = request.agent_path;
+    spec.agent_config = request.agent_config;
+    spec.limits = request.limits;
+    spec.network_none = request.network == "none";
+    spec.user_namespace = request.user_namespace;
+    spec.seccomp_unconfined = request.seccomp_unconfined;
+    spec.mounts = request.mounts;
+    spec.public_spec = request.public_spec;
+    auto gpus = gpus_of(request);
+    if (!gpus) return gpus.status();
+    spec.gpus = std::move(*gpus);
+    // The GPUs' variables, unless --env set them; the record names them with the others.
+    nlohmann::json& pub = spec.public_spec;
+    for (const auto& [name, value] : spec.gpus.env) {
+      if (!spec.agent_config["env"].contains(name)) spec.agent_config["env"][name] = pub["agent_config"]["env"][name] = value;
+    }
+    pub["env"] = nlohmann::json::array();
+    for (const auto& [name, value] : spec.agent_config["env"].items()) pub["env"].push_back(name);
+    pub["gpus"] = spec.gpus.indices;
+    if (const Snapshot* from = request.from; from && from->has_layer()) {
+      // The root's upper layer goes in place before the overlay is mounted; the work dir follows once the sandbox runs.
+      spec.seed_upper = [from](const std::string& upper, const harvest::LayerIds& ids) {
+        Status restored = restore_snapshot_layer(*from, upper, ids);
+        return restored ? restored : Status(restored.code(), "--from-snapshot " + from->name + ": " + restored.message());
+      };
+    }
+    return create_local_sandbox(store, spec);
+  }
+
+  std::string model_failure_hint() const override {
+    return " (a host path the sandbox does not see must be mounted: --mount HOST:SANDBOX[:ro])";
+  }
 
   Status take_snapshot(const SandboxStore& store, const SandboxRecord& record, Snapshot* snapshot) const override {
     return snapshot_local_sandbox(store, record, *snapshot);

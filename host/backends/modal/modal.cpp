@@ -18,10 +18,54 @@ nlohmann::json modal_gpu(const std::string& gpu) {
   return {{"type", gpu.substr(0, colon)}, {"count", count}};
 }
 
+// --timeout is Modal's container timeout and the agent's own deadline (3600 s unless given).
+double timeout_of(const CreateRequest& request) {
+  const nlohmann::json& config = request.agent_config;
+  return config.contains("lifecycle") ? config["lifecycle"].value("timeout_seconds", 3600.0) : 3600.0;
+}
+
 // A sandbox on Modal: no process of this host; its state is what Modal said last.
 class ModalBackend final : public Backend {
  public:
   const std::string& name() const override { return name_; }
+
+  Status check_flags(const Args& flags) const override {
+    ModalSandboxSpec spec;
+    return parse_modal_flags(flags, true, &spec);
+  }
+
+  Status check_create(const CreateRequest& request) const override {
+    if (request.flags->last("--seccomp")) {
+      return Status(ErrorCode::invalid_request, "--seccomp: not with --backend modal (gVisor filters every Modal sandbox's system calls)");
+    }
+    double timeout_s = timeout_of(request);
+    if (timeout_s < 1 || timeout_s > 86400) return Status(ErrorCode::invalid_request, "--timeout: Modal allows 1 to 86400 seconds");
+    return Status::ok();
+  }
+
+  Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const override {
+    ModalSandboxSpec cloud;
+    if (Status flags = parse_modal_flags(*request.flags, true, &cloud); !flags) return flags;
+    cloud.timeout_s = timeout_of(request);
+    nlohmann::json pub = request.public_spec;
+    pub.erase("seccomp");  // gVisor's, not one of ours
+    pub["pids"] = 0;       // Modal sets no pids limit
+    pub["timeout_s"] = cloud.timeout_s;
+    pub["gpu"] = cloud.gpu;
+    pub["region"] = cloud.region;
+    pub["volumes"] = nlohmann::json::array();
+    for (const auto& volume : cloud.volumes) pub["volumes"].push_back(volume.name + ":" + volume.path);
+    pub["modal_secrets"] = cloud.modal_secrets;
+    pub["tags"] = cloud.tags;
+    cloud.name = request.name;
+    cloud.agent_path = request.agent_path;
+    cloud.cpu = request.limits.cpus;
+    cloud.memory_mib = request.limits.memory_mib;
+    cloud.agent_config = request.agent_config;
+    cloud.public_spec = std::move(pub);
+    if (request.from) cloud.from_snapshot = request.from->image;  // its files; the agent is added to it again
+    return create_modal_sandbox(store, cloud);
+  }
 
   // What refresh_states saved last (spec.modal_ended); running once Modal gave it an id.
   std::string state(const SandboxRecord& record) const override {
