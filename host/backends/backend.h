@@ -132,7 +132,7 @@ class Backend {
   // Adds what only this backend was asked for to `usage`'s requested resources.
   virtual void add_requested(const SandboxRecord& record, nlohmann::json* requested) const = 0;
   // Why a download from inside the sandbox may have failed for its network ("" : no reason to think so).
-  virtual std::string network_hint(const SandboxRecord& record) const { return ""; }
+  virtual std::string network_hint(const SandboxRecord&) const { return ""; }
 };
 
 // "FLAG: why" for the first of these flags that was given, else ok: how a

@@ -73,11 +73,11 @@ class LocalBackend final : public Backend {
     spec.gpus = std::move(*gpus);
     // The GPUs' variables, unless --env set them; the record names them with the others.
     nlohmann::json& pub = spec.public_spec;
-    for (const auto& [name, value] : spec.gpus.env) {
-      if (!spec.agent_config["env"].contains(name)) spec.agent_config["env"][name] = pub["agent_config"]["env"][name] = value;
+    for (const auto& [variable, value] : spec.gpus.env) {
+      if (!spec.agent_config["env"].contains(variable)) spec.agent_config["env"][variable] = pub["agent_config"]["env"][variable] = value;
     }
     pub["env"] = nlohmann::json::array();
-    for (const auto& [name, value] : spec.agent_config["env"].items()) pub["env"].push_back(name);
+    for (const auto& [variable, value] : spec.agent_config["env"].items()) pub["env"].push_back(variable);
     pub["gpus"] = spec.gpus.indices;
     if (const Snapshot* from = request.from; from && from->has_layer()) {
       // The root's upper layer goes in place before the overlay is mounted; the work dir follows once the sandbox runs.

@@ -81,9 +81,9 @@ class ModalBackend final : public Backend {
 
   SandboxEnd end(const SandboxRecord& record) const override {
     const auto& ended = record.spec.value("modal_ended", nlohmann::json::object());
-    SandboxEnd end{"ended_on_modal", "Modal ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
-    if (ended.value("exit_code", nlohmann::json()).is_number_integer()) end.exit_code = ended["exit_code"].get<int>();
-    return end;
+    SandboxEnd how{"ended_on_modal", "Modal ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
+    if (ended.value("exit_code", nlohmann::json()).is_number_integer()) how.exit_code = ended["exit_code"].get<int>();
+    return how;
   }
 
   Result<nlohmann::json> list_remote(const std::string& app) const override {
