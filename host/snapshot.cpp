@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "host/backends/local/layer_archive.h"
 #include "host/backends/registry.h"
 #include "base/safe_extractor.h"
 #include "base/fd.h"
@@ -196,19 +195,6 @@ Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& rec
   }
   fs::remove_all(staging, error);
   return checked;
-}
-
-Status restore_snapshot_layer(const Snapshot& snapshot, const std::string& upper, const harvest::LayerIds& ids) {
-  std::uint64_t size = 0;
-  auto sha256 = file_sha256(snapshot.layer_path(), &size);
-  if (!sha256) return sha256.status();
-  if (*sha256 != snapshot.layer_sha256) {
-    return Status(ErrorCode::input_changed, "the upper layer's archive " + snapshot.layer_path() + " has sha256 " + *sha256 +
-                                                "; the snapshot says " + snapshot.layer_sha256 + " (damaged or replaced)");
-  }
-  auto extracted = harvest::extract_layer(snapshot.layer_path(), upper, ids);
-  if (!extracted) return Status(extracted.status().code(), "the upper layer: " + extracted.status().message());
-  return Status::ok();
 }
 
 }  // namespace gpubox::host

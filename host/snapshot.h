@@ -68,10 +68,4 @@ Status write_private_file(const std::string& path, const std::string& text);
 // checked against the manifest. Image snapshots need nothing: the image holds them.
 Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& record);
 
-// Extracts an archive snapshot's upper layer at upper (which must not exist)
-// with the hardened extractor (extract_layer), once its sha256 matches the
-// record's: for LocalSandboxSpec::seed_upper, before the overlay is mounted.
-// On any failure nothing is left at upper.
-Status restore_snapshot_layer(const Snapshot& snapshot, const std::string& upper, const harvest::LayerIds& ids);
-
 }  // namespace gpubox::host

@@ -2,7 +2,6 @@
 
 #include "host/backends/local/local_backend.h"
 #include "host/backends/local/local_snapshot.h"
-#include "host/snapshot.h"
 
 namespace gpubox::host {
 namespace {
