@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "host/backends/registry.h"
 #include "host/resource_limits.h"
 
 namespace gpubox::host {
@@ -26,12 +27,11 @@ std::string sandbox_end_label(const std::string& reason) {
 }
 
 SandboxEnd sandbox_end(const SandboxRecord& record) {
-  if (record.backend == "modal") {
-    const auto& ended = record.spec.value("modal_ended", nlohmann::json::object());
-    SandboxEnd end{"ended_on_modal", "Modal ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
-    if (ended.value("exit_code", nlohmann::json()).is_number_integer()) end.exit_code = ended["exit_code"].get<int>();
-    return end;
-  }
+  const Backend* backend = find_backend(record.backend);
+  return backend ? backend->end(record) : sandbox_end_on_host(record);
+}
+
+SandboxEnd sandbox_end_on_host(const SandboxRecord& record) {
   std::ifstream in(record.agent_dir() + "/exit.json");
   nlohmann::json exit = nlohmann::json::parse(in, nullptr, false);
   SandboxEnd end;

@@ -21,8 +21,10 @@ struct SandboxEnd {
   std::optional<int> exit_code;  // the agent's, when it wrote its record
 };
 
-// REQUIRES: record.state() == "dead".
+// REQUIRES: record.state() == "dead". What its backend says (Backend::end).
 SandboxEnd sandbox_end(const SandboxRecord& record);
+// The end of a sandbox whose agent's state dir is on this host (exit.json, its memory cgroup).
+SandboxEnd sandbox_end_on_host(const SandboxRecord& record);
 // The label of a reason ("idle_timeout" -> "idle timeout").
 std::string sandbox_end_label(const std::string& reason);
 

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "host/backends/registry.h"
+
 namespace gpubox::host {
 namespace {
 
@@ -71,13 +73,9 @@ bool valid_sandbox_name(const std::string& name) {
 }
 
 std::string SandboxRecord::state() const {
-  // A Modal sandbox's agent is no process of this host: Modal's last word, as refresh_modal_states saved it.
-  if (backend == "modal") {
-    if (spec.contains("modal_ended")) return "dead";
-    return spec.value("modal_id", "").empty() ? "creating" : "running";
-  }
-  if (agent.pid <= 0) return "creating";
-  return process_alive(agent) ? "running" : "dead";
+  // A record of a backend this build lacks: as if its agent were a process here.
+  const Backend* by = find_backend(backend);
+  return by ? by->state(*this) : state_of_agent_process(*this);
 }
 
 nlohmann::json SandboxRecord::to_json() const {

@@ -32,7 +32,7 @@ struct SandboxRecord {
 
   // "running" when the agent lives, "dead" when it exited (or its pid now
   // names another process), "creating" before the agent was started. For
-  // backend "modal": what Modal said last (spec.modal_ended; modal_backend.h).
+  // a backend whose sandboxes run elsewhere: what its control plane said last (Backend::state).
   std::string state() const;
   std::string agent_dir() const { return dir + "/agent"; }
   std::string work_dir() const { return dir + "/work"; }

@@ -5,7 +5,7 @@
 // one tar + zstd archive with a sha256 manifest (base/stager.h, the
 // jobs' own staging) beside the record, and its root's upper layer (what it
 // installed, changed and deleted outside the work dir) as a second archive
-// (host/layer_archive.h) whose sha256 the record keeps; snapshots from before
+// (host/backends/local/layer_archive.h) whose sha256 the record keeps; snapshots from before
 // the layer was kept hold the work dir alone and restore so. Either keeps the sandbox's settings
 // (limits, network, timeouts, mounts, env, secret *names*, its agent config
 // without secrets); none keeps running processes. A Modal sandbox's is
@@ -61,14 +61,11 @@ Status remove_snapshot(const SandboxStore& store, const Snapshot& snapshot);
 // with its saved agent config); flags the user adds after them win.
 std::vector<std::string> snapshot_create_args(const Snapshot& snapshot);
 
+// Writes a file of a snapshot's dir atomically (temp file + rename, mode 0600).
+Status write_private_file(const std::string& path, const std::string& text);
+
 // Puts an archive snapshot's files into a new local sandbox's work dir,
 // checked against the manifest. Image snapshots need nothing: the image holds them.
 Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& record);
-
-// Extracts an archive snapshot's upper layer at upper (which must not exist)
-// with the hardened extractor (extract_layer), once its sha256 matches the
-// record's: for LocalSandboxSpec::seed_upper, before the overlay is mounted.
-// On any failure nothing is left at upper.
-Status restore_snapshot_layer(const Snapshot& snapshot, const std::string& upper, const harvest::LayerIds& ids);
 
 }  // namespace gpubox::host

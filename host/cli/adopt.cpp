@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "host/cli/cli.h"
-#include "host/modal_backend.h"
+#include "host/backends/registry.h"
 
 namespace gpubox::host::cli {
 
@@ -36,8 +36,10 @@ int run_adopt(const std::vector<std::string>& raw, const Global& global) {
   if (server_key.size() != 40) return fail("adopt", "the agent's public key (--server-key, or server_key in FILE) is missing", kExitUsage);
   auto store = SandboxStore::open_default();
   if (!store) return fail("adopt", store.status(), kExitUsage);
-  auto adopted = adopt_modal_sandbox(*store, args->positional[0], client, server_key, args->last("--name").value_or(""),
-                                     args->last("--app").value_or("gpubox"));
+  auto modal = backend_named("modal");
+  if (!modal) return fail("adopt", modal.status(), kExitUsage);
+  auto adopted = (*modal)->adopt(*store, {args->positional[0], client, server_key, args->last("--name").value_or(""),
+                                          args->last("--app").value_or("gpubox")});
   if (!adopted) return fail("adopt", adopted.status(), exit_code_for(adopted.status()));
   if (global.json || args->flag("--json")) {
     std::cout << nlohmann::json{{"id", adopted->id}, {"name", adopted->name}, {"backend", "modal"},

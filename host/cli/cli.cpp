@@ -1,25 +1,12 @@
 #include "host/cli/cli.h"
 
-#include <cmath>
 #include <cstdio>
 
-#include "host/local_backend.h"
+#include "host/backends/registry.h"
 #include "host/sandbox_keys.h"
 #include "host/sandbox_end.h"
 
 namespace gpubox::host::cli {
-
-std::optional<std::string> Args::last(const std::string& option) const {
-  auto found = values.find(option);
-  if (found == values.end() || found->second.empty()) return std::nullopt;
-  return found->second.back();
-}
-
-const std::vector<std::string>& Args::all(const std::string& option) const {
-  static const std::vector<std::string> kNone;
-  auto found = values.find(option);
-  return found == values.end() ? kNone : found->second;
-}
 
 Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
                         const std::set<std::string>& flag_names, size_t stop_after) {
@@ -166,9 +153,10 @@ Result<SandboxRecord> find_sandbox(const std::string& id_or_name) {
 
 Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const std::string& id_or_name) {
   auto record = find_sandbox(id_or_name);
-  if (!record || record->backend != "modal") return record;
+  const Backend* backend = record ? find_backend(record->backend) : nullptr;
+  if (!backend || !backend->state_is_remote()) return record;
   auto store = SandboxStore::open_default();
-  Status refreshed = store ? refresh_modal_states(*store, {&*record}) : store.status();
+  Status refreshed = store ? backend->refresh_states(*store, {&*record}) : store.status();
   if (!refreshed) {
     std::fprintf(stderr, "gpubox %s: Modal's state could not be read: %s\n", command.c_str(), refreshed.message().c_str());
   }
@@ -187,27 +175,18 @@ Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record
   options->connect_timeout = std::chrono::milliseconds(5'000);
   auto client = rpc::Client::connect(*options);
   if (!client) {
-    // A Modal sandbox's end is known only by asking Modal.
+    // A sandbox run elsewhere (Modal) ended when its control plane says so.
     SandboxRecord latest = record;
     auto store = SandboxStore::open_default();
-    if (record.backend == "modal" && store && refresh_modal_states(*store, {&latest}) && latest.state() == "dead") {
+    const Backend* backend = find_backend(record.backend);
+    if (backend && backend->state_is_remote() && store && backend->refresh_states(*store, {&latest}) &&
+        latest.state() == "dead") {
       return Status(ErrorCode::unavailable, "sandbox " + record.id + " is dead: " + sandbox_end(latest).message +
                                                 "; `gpubox terminate " + record.id + "` removes it");
     }
     return Status(ErrorCode::unavailable, "sandbox " + record.id + " does not answer: " + client.status().message());
   }
   return client;
-}
-
-std::optional<double> parse_number(const std::string& text, double min, double max) {
-  try {
-    size_t used = 0;
-    double value = std::stod(text, &used);
-    if (used != text.size() || !std::isfinite(value) || value < min || value > max) return std::nullopt;
-    return value;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
 }
 
 std::string remote_path(const std::string& path) {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "host/container_backend.h"
-#include "host/modal_backend.h"
+#include "host/args.h"
+#include "host/backends/backend.h"
 #include "host/sandbox_store.h"
 #include "host/snapshot.h"
 #include "rpc/client.h"
@@ -31,22 +31,6 @@ enum ExitCode : int {
 // Options every command accepts.
 struct Global {
   bool json = false;
-};
-
-// A command's arguments split into options and positionals. Options are
-// "--name VALUE" / "--name=VALUE" (repeatable) or flags; "--" ends options and
-// the rest goes to `command`. With stop_after > 0, the positional after the
-// first stop_after ones starts `command` too (exec ID CMD ARGS…).
-struct Args {
-  std::vector<std::string> positional;
-  std::vector<std::string> command;
-  bool has_double_dash = false;
-  std::map<std::string, std::vector<std::string>> values;
-  std::set<std::string> flags;
-
-  std::optional<std::string> last(const std::string& option) const;
-  const std::vector<std::string>& all(const std::string& option) const;
-  bool flag(const std::string& option) const { return flags.count(option) > 0; }
 };
 
 // Accepts the options named in with_value (each takes a value) and in
@@ -75,14 +59,11 @@ int exit_code_for(const Status& status);
 
 // Opens the store and resolves ID_OR_NAME.
 Result<SandboxRecord> find_sandbox(const std::string& id_or_name);
-// find_sandbox, with a Modal sandbox's state read from Modal first (a warning
-// naming `gpubox COMMAND` on stderr when Modal cannot be read).
+// find_sandbox, with the state of a sandbox whose backend has a control plane
+// (Modal) read from it first (a warning naming `gpubox COMMAND` on stderr when it cannot be read).
 Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const std::string& id_or_name);
 // Connects to a sandbox's agent; unavailable when it is dead or does not answer.
 Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record);
-
-// A number from text: nullopt unless it is all of it, finite and within [min, max].
-std::optional<double> parse_number(const std::string& text, double min, double max);
 
 // Remote paths: a relative one is taken from the sandbox's work dir.
 std::string remote_path(const std::string& path);
@@ -111,15 +92,6 @@ int run_snapshots(const std::vector<std::string>& args, const Global& global);
 int create_sandbox(const std::vector<std::string>& args, const Global& global, const Snapshot* from);
 // `gpubox create --from-snapshot N …`: the snapshot's own create flags, then the given ones (they win).
 int run_create_from_snapshot(const std::vector<std::string>& args, const Global& global);
-// The podman|docker flags of `gpubox create` (--image, --publish, --gpu, --ready-timeout) into *spec;
-// invalid_request naming the flag, also for one given without a container backend.
-Status parse_container_flags(const Args& args, bool container, ContainerSandboxSpec* spec);
-// The Modal flags of `gpubox create` (--app, --image, --gpu, --region, --volume, --modal-secret, --tag,
-// --network, --ready-timeout) into *spec; invalid_request naming the flag, also for one given without modal.
-Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec);
-// Stops and removes a sandbox of any backend (local_backend.h, container_backend.h).
-Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
-                         bool* killed = nullptr);
 int run_rpc(const std::vector<std::string>& args, const Global& global);
 // `gpubox model ID ls|info|tokenize|generate|load|unload`: the sandbox's model host.
 int run_model(const std::vector<std::string>& args, const Global& global);
@@ -127,9 +99,6 @@ int run_model(const std::vector<std::string>& args, const Global& global);
 int run_model_pull(const Args& args, const Global& global);
 // `gpubox weights FILE|DIR`: a safetensors file's or model directory's tensors, with no sandbox.
 int run_weights(const std::vector<std::string>& args, const Global& global);
-// Removes the kernelspecs (in the folders `kernelspec list` searches) that
-// attach to this sandbox; the folders removed.
-std::vector<std::string> remove_sandbox_kernelspecs(const std::string& sandbox_id);
 // `gpubox mcp`: a stdio MCP server (host/mcp/, docs/mcp.md).
 int run_mcp(const std::vector<std::string>& args, const Global& global);
 // `gpubox adopt MODAL_ID --keys FILE`: a Modal sandbox created elsewhere, into this store (docs/modal.md).

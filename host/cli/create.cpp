@@ -11,10 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "host/backends/registry.h"
 #include "host/cli/cli.h"
-#include "host/container_backend.h"
-#include "host/local_backend.h"
-#include "host/modal_backend.h"
 #include "host/snapshot.h"
 
 namespace gpubox::host::cli {
@@ -51,8 +49,8 @@ constexpr int kStartRestarts = 3;
 // The configured models as the sandbox's model host reports them once each
 // load has begun (its size known), is ready, or has failed: an error naming
 // the first that failed, or the model host itself failing. Models still
-// loading are fine. Gives up quietly after kModelStartWait.
-Status check_models_began(const SandboxRecord& record, const std::string& backend) {
+// loading are fine. Gives up quietly after kModelStartWait. hint: the backend's, for a model that failed.
+Status check_models_began(const SandboxRecord& record, const std::string& hint) {
   auto client = connect_sandbox(record);
   if (!client) return client.status();
   auto give_up = std::chrono::steady_clock::now() + kModelStartWait;
@@ -73,7 +71,6 @@ Status check_models_began(const SandboxRecord& record, const std::string& backen
     for (const auto& model : host.value("models", nlohmann::json::array())) {
       std::string state = model.value("state", "");
       if (state == "failed") {
-        std::string hint = backend == "local" ? " (a host path the sandbox does not see must be mounted: --mount HOST:SANDBOX[:ro])" : "";
         return Status(ErrorCode::unavailable, "model '" + model.value("name", "?") + "' failed to load: " +
                                                   model.value("error", "no reason given") + hint);
       }
@@ -113,24 +110,18 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   bool json = global.json || args.flag("--json");
   if (!args.positional.empty() || args.has_double_dash) return usage("unexpected argument '" + (args.positional.empty() ? "--" : args.positional[0]) + "'");
 
-  std::string backend = args.last("--backend").value_or("local");
-  if (backend != "local" && backend != "podman" && backend != "docker" && backend != "modal") {
-    return usage("--backend: '" + backend + "' is not available; this build has local, podman, docker and modal");
-  }
-  bool modal = backend == "modal";
-  bool container = backend != "local" && !modal;
-  if (from && backend != from->backend) {
+  auto found = backend_named(args.last("--backend").value_or("local"));
+  if (!found) return usage("--backend: " + found.status().message());
+  const Backend& backend = **found;
+  if (from && backend.name() != from->backend) {
     return usage("--from-snapshot " + from->name + ": a " + from->backend + " snapshot makes a " + from->backend + " sandbox");
   }
-  ContainerSandboxSpec box;
-  box.engine = backend;
-  if (!modal) {
-    if (Status flags = parse_container_flags(args, container, &box); !flags) return usage(flags.message());
-  }
-  ModalSandboxSpec cloud;
-  if (Status flags = parse_modal_flags(args, modal, &cloud); !flags) return usage(flags.message());
+  // The flags only some backends take: this one's checked, the others' refused.
+  if (Status flags = backend.check_flags(args); !flags) return usage(flags.message());
 
-  LocalSandboxSpec spec;
+  CreateRequest spec;
+  spec.flags = &args;
+  spec.from = from;
   spec.agent_path = default_agent_path();
   spec.name = args.last("--name").value_or("");
   nlohmann::json& config = spec.agent_config;
@@ -170,7 +161,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   if (!pids_value || *pids_value != static_cast<double>(static_cast<std::uint64_t>(*pids_value))) {
     return usage("--pids: expected a whole number from 8 to 4194304, got '" + pids + "'");
   }
-  spec.limits.pids = modal ? 0 : static_cast<std::uint64_t>(*pids_value);  // Modal sets no pids limit
+  spec.limits.pids = static_cast<std::uint64_t>(*pids_value);
   for (const char* flag : {"--timeout", "--idle-timeout"}) {
     if (auto text = args.last(flag)) {
       auto value = parse_number(*text, 0, 604800);
@@ -179,21 +170,11 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
     }
   }
   std::string network = args.last("--network").value_or("none");
-  if (!modal && network != "none" && network != (container ? "bridge" : "host")) {
-    return usage("--network: expected none or " + std::string(container ? "bridge" : "host") + ", got '" + network + "'");
-  }
-  spec.network_none = network == "none";
+  spec.network = network;
   spec.user_namespace = args.flag("--userns");
   std::string seccomp = args.last("--seccomp").value_or("default");
   if (seccomp != "default" && seccomp != "unconfined") return usage("--seccomp: expected default or unconfined, got '" + seccomp + "'");
-  if (modal && args.last("--seccomp")) return usage("--seccomp: not with --backend modal (gVisor filters every Modal sandbox's system calls)");
-  spec.seccomp_unconfined = box.seccomp_unconfined = seccomp == "unconfined";
-  if (container && spec.user_namespace) return usage("--userns: only with the local backend (an engine maps users itself)");
-  if (auto gpu = args.last("--gpu"); gpu && !container && !modal) {  // a container's or Modal's --gpu: their own parsers
-    auto gpus = plan_gpus(*gpu);
-    if (!gpus) return usage(gpus.status().message());
-    spec.gpus = std::move(*gpus);
-  }
+  spec.seccomp_unconfined = seccomp == "unconfined";
 
   std::vector<std::string> env_names;
   for (const auto& pair : args.all("--env")) {
@@ -203,9 +184,6 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
       return usage("--env: expected NAME=VALUE with NAME of [A-Za-z_][A-Za-z0-9_]*, got '" + pair + "'");
     }
     config["env"][name] = pair.substr(eq + 1);
-  }
-  for (const auto& [name, value] : spec.gpus.env) {
-    if (!config["env"].contains(name)) config["env"][name] = value;
   }
   for (const auto& [name, value] : config["env"].items()) env_names.push_back(name);
   std::vector<std::string> secret_names;
@@ -232,17 +210,20 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
       return usage("--mount: cannot use '" + parts[0] + "': " + std::strerror(errno));
     }
     auto under = [&](const std::string& dir) { return parts[1] == dir || parts[1].rfind(dir + "/", 0) == 0; };
-    if (parts[1] == "/" || under("/proc") || under(kSandboxStateDir) || (container && under("/run/gpubox-config"))) {
+    if (parts[1] == "/" || under("/proc") || under(kSandboxStateDir)) {
       return usage("--mount: the sandbox path '" + parts[1] + "' is reserved");
     }
     spec.mounts.push_back({resolved, parts[1], ro});
     mounts.push_back({{"source", resolved}, {"target", parts[1]}, {"read_only", ro}});
   }
 
+  // What only this backend refuses: its networks, --gpu, --userns, reserved paths, timeouts.
+  if (Status checked = backend.check_create(spec); !checked) return usage(checked.message());
+
   pub["network"] = network;
   pub["userns"] = spec.user_namespace;
-  if (!modal) pub["seccomp"] = seccomp;
-  pub["gpus"] = spec.gpus.indices;
+  pub["seccomp"] = seccomp;
+  pub["gpus"] = nlohmann::json::array();  // the local backend's host GPU numbers
   pub["cpu"] = spec.limits.cpus;
   pub["memory_mib"] = spec.limits.memory_mib;
   pub["pids"] = spec.limits.pids;
@@ -265,45 +246,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
 
   auto store = SandboxStore::open_default();
   if (!store) return usage(store.status().message());
-  if (modal) {
-    // --timeout is Modal's container timeout and the agent's own deadline (3600 s unless given).
-    cloud.timeout_s = config.contains("lifecycle") ? config["lifecycle"].value("timeout_seconds", 3600.0) : 3600.0;
-    if (cloud.timeout_s < 1 || cloud.timeout_s > 86400) return usage("--timeout: Modal allows 1 to 86400 seconds");
-    pub["timeout_s"] = cloud.timeout_s;
-    pub["gpu"] = cloud.gpu;
-    pub["region"] = cloud.region;
-    pub["volumes"] = nlohmann::json::array();
-    for (const auto& volume : cloud.volumes) pub["volumes"].push_back(volume.name + ":" + volume.path);
-    pub["modal_secrets"] = cloud.modal_secrets;
-    pub["tags"] = cloud.tags;
-    cloud.name = spec.name;
-    cloud.agent_path = spec.agent_path;
-    cloud.cpu = spec.limits.cpus;
-    cloud.memory_mib = spec.limits.memory_mib;
-    cloud.agent_config = std::move(spec.agent_config);
-    cloud.public_spec = pub;
-    if (from) cloud.from_snapshot = from->image;  // its files; the agent is added to it again
-  }
-  if (container) {
-    pub["gpu"] = box.gpus;
-    pub["publish"] = box.publish_ip + ":" + std::to_string(box.publish_port);
-    box.name = spec.name;
-    box.agent_config = std::move(spec.agent_config);
-    box.limits = spec.limits;
-    box.network = network;
-    box.mounts = spec.mounts;
-    box.public_spec = pub;
-  }
-  if (from && from->has_layer()) {
-    // The root's upper layer goes in place before the overlay is mounted; the work dir follows once the sandbox runs.
-    spec.seed_upper = [from](const std::string& upper, const harvest::LayerIds& ids) {
-      Status restored = restore_snapshot_layer(*from, upper, ids);
-      return restored ? restored : Status(restored.code(), "--from-snapshot " + from->name + ": " + restored.message());
-    };
-  }
-  auto created = modal       ? create_modal_sandbox(*store, cloud)
-                 : container ? create_container_sandbox(*store, box)
-                             : create_local_sandbox(*store, spec);
+  auto created = backend.create(*store, spec);
   if (!created) return fail("create", created.status(), exit_code_for(created.status()));
   if (from) {
     if (Status restored = restore_snapshot_files(*from, *created); !restored) {
@@ -315,7 +258,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   }
   bool has_models = spec_has_models(pub["agent_config"]);
   if (has_models && !args.flag("--models-optional")) {
-    if (Status models = check_models_began(*created, backend); !models) {
+    if (Status models = check_models_began(*created, backend.model_failure_hint()); !models) {
       (void)terminate_sandbox(*store, *created, std::chrono::seconds(2));
       return fail("create", models.message() + "; the sandbox was ended (--models-optional keeps it)", kExitFailed);
     }

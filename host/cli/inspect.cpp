@@ -8,6 +8,7 @@
 #include <iostream>
 #include <thread>
 
+#include "host/backends/registry.h"
 #include "host/cli/cli.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_end.h"
@@ -43,45 +44,11 @@ std::string state_text(const nlohmann::json& summary) {
   return state;
 }
 
-// Which protections the sandbox has (see host/local_backend.h).
-void print_isolation(const nlohmann::json& isolation) {
-  if (!isolation.is_object()) {
-    std::printf("isolation:   unknown (created by an older gpubox)\n");
-    return;
-  }
-  auto join = [](const nlohmann::json& list) {
-    std::string text;
-    for (const auto& item : list) text += (text.empty() ? "" : ", ") + (item.is_string() ? item.get<std::string>() : item.dump());
-    return text;
-  };
-  std::printf("root:        %s (copy-on-write of the host's /; hidden: %s)\n",
-              isolation.value("root", "host").c_str(), join(isolation.value("hidden", nlohmann::json::array())).c_str());
-  std::printf("caps:        %s%s\n", join(isolation.value("capabilities", nlohmann::json::array())).c_str(),
-              isolation.value("no_new_privs", false) ? "; no_new_privs" : "");
-  const auto& userns = isolation.value("user_namespace", nlohmann::json(nullptr));
-  if (userns.is_object()) {
-    std::printf("userns:      uid map %s, gid map %s\n", userns.value("uid_map", "?").c_str(), userns.value("gid_map", "?").c_str());
-  } else {
-    std::printf("userns:      none (root inside is the host's uid 0, without its capabilities)\n");
-  }
-  auto gpus = isolation.value("gpus", nlohmann::json::array());
-  std::printf("gpus:        %s\n", gpus.empty() ? "none" : join(gpus).c_str());
-}
-
-// The syscall filter: gpubox's (local), the engine's (containers), or none, with a warning.
-void print_seccomp(const std::string& backend, const std::string& profile) {
-  if (profile == "unconfined") {
-    std::printf("seccomp:     unconfined -- WARNING: no syscall filter (created with --seccomp unconfined)\n");
-  } else if (backend == "local") {
-    std::printf("seccomp:     default (gpubox's filter: Docker's default denials; docs/security.md)\n");
-  } else {
-    std::printf("seccomp:     %s's default profile\n", backend.c_str());
-  }
-}
-
 // `gpubox ls --remote`: what Modal runs in the app, by gpubox's tag, beside the local records.
 int list_remote(const Args& args, const Global& global, const SandboxStore& store) {
-  auto listed = modal_call("ls", {{"app", args.last("--app").value_or("gpubox")}}, std::chrono::seconds(60));
+  auto modal = backend_named("modal");
+  if (!modal) return fail("ls", modal.status(), kExitUsage);
+  auto listed = (*modal)->list_remote(args.last("--app").value_or("gpubox"));
   if (!listed) return fail("ls", listed.status(), exit_code_for(listed.status()));
   std::map<std::string, std::string> known;
   for (const auto& record : store.list()) known[record.spec.value("modal_id", "")] = record.id;
@@ -121,8 +88,11 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
   auto records = store->list();
   std::vector<SandboxRecord*> pointers;
   for (auto& record : records) pointers.push_back(&record);
-  Status refreshed = refresh_modal_states(*store, pointers);
-  if (!refreshed) std::fprintf(stderr, "gpubox ls: Modal's states could not be read: %s\n", refreshed.message().c_str());
+  // Each backend with a control plane is asked about its own records (Modal: one call for all).
+  for (const Backend* backend : all_backends()) {
+    Status refreshed = backend->refresh_states(*store, pointers);
+    if (!refreshed) std::fprintf(stderr, "gpubox ls: Modal's states could not be read: %s\n", refreshed.message().c_str());
+  }
   if (global.json || args->flag("--json")) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& record : records) list.push_back(summary(record));
@@ -185,30 +155,9 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   if (info.contains("ended")) std::printf("ended:       %s\n", info["ended"].value("message", "").c_str());
   std::printf("created:     %s\n", age(record->created_at).c_str());
   std::printf("endpoint:    %s\n", record->endpoint.c_str());
-  if (record->backend == "modal") {
-    const auto& modal = spec.value("modal", nlohmann::json::object());
-    std::printf("modal:       %s (app %s)\n", text(modal.value("modal_id", nlohmann::json(""))).c_str(),
-                spec.value("app", "").c_str());
-    std::printf("tunnel:      %s (raw TCP, CURVE-secured)\n", text(modal.value("tunnel", nlohmann::json(""))).c_str());
-    std::printf("gpu:         %s\n", spec.value("gpu", "").empty() ? "none" : spec.value("gpu", "").c_str());
-    std::printf("region:      %s\n", spec.value("region", "").empty() ? "any" : spec.value("region", "").c_str());
-    std::printf("image:       %s\n", text(modal.value("image", nlohmann::json(""))).c_str());
-    std::printf("network:     %s\n", text(modal.value("network", nlohmann::json(""))).c_str());
-  } else {
-    std::printf("agent pid:   %d (host)\n", record->agent.pid);
-    std::printf("network:     %s\n", spec.value("network", "none").c_str());
+  if (const Backend* backend = find_backend(record->backend)) {
+    for (const auto& [label, line] : backend->describe(*record, info)) std::printf("%-12s %s\n", label.c_str(), line.c_str());
   }
-  if (spec.contains("image") && record->backend != "modal") {
-    std::printf("image:       %s (%s container %s)\n", text(spec["image"]).c_str(), record->backend.c_str(),
-                text(spec.value("container", nlohmann::json(""))).c_str());
-  }
-  if (record->backend == "local") {
-    print_isolation(info["isolation"]);
-  } else if (record->backend != "modal") {
-    std::printf("isolation:   %s's own: its namespaces and default capabilities; network %s\n",
-                record->backend.c_str(), text(spec.value("network", nlohmann::json("none"))).c_str());
-  }
-  if (record->backend != "modal") print_seccomp(record->backend, spec.value("seccomp", "default"));
   auto enforced = spec.value("limits_enforced_by", nlohmann::json::object());
   auto limit_line = [&](const char* label, const char* key, const std::string& value) {
     std::printf("%-12s %s  (%s)\n", label, value.c_str(), text(enforced.value(key, nlohmann::json("?"))).c_str());
@@ -259,7 +208,9 @@ int run_logs(const std::vector<std::string>& raw, const Global& global) {
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("logs", record.status(), exit_code_for(record.status()));
   bool follow = args->flag("-f") || args->flag("--follow");
-  if (record->backend == "modal") return print_remote_agent_log(*record, follow);  // the log is inside the sandbox
+  auto backend = backend_of(*record);
+  if (!backend) return fail("logs", backend.status(), kExitUsage);
+  if (!(*backend)->agent_log_on_host()) return print_remote_agent_log(*record, follow);  // the log is inside the sandbox
   std::string path = record->agent_dir() + "/agent.log";
   std::ifstream in(path, std::ios::binary);
   if (!in && !follow) return fail("logs", "no log yet at '" + path + "'", kExitFailed);

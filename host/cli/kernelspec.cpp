@@ -15,7 +15,8 @@
 #include <iostream>
 
 #include "host/cli/cli.h"
-#include "host/local_backend.h"
+#include "host/backends/backend.h"
+#include "host/kernelspecs.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -63,61 +64,13 @@ std::string self_path() {
   return self;
 }
 
-// Where kernelspecs may live, most specific first (as Jupyter searches them).
-std::vector<std::string> kernel_dirs(const Args& args) {
-  std::vector<std::string> dirs;
-  if (auto prefix = args.last("--prefix")) dirs.push_back(*prefix + "/share/jupyter/kernels");
-  if (const char* data = std::getenv("JUPYTER_DATA_DIR"); data && *data) {
-    dirs.push_back(std::string(data) + "/kernels");
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    dirs.push_back(std::string(home) + "/.local/share/jupyter/kernels");
-  }
-  if (const char* path = std::getenv("JUPYTER_PATH"); path && *path) {
-    std::string list = path;
-    for (std::size_t at = 0; at <= list.size();) {
-      std::size_t colon = std::min(list.find(':', at), list.size());
-      if (colon > at) dirs.push_back(list.substr(at, colon - at) + "/kernels");
-      at = colon + 1;
-    }
-  }
-  dirs.push_back("/usr/local/share/jupyter/kernels");
-  dirs.push_back("/usr/share/jupyter/kernels");
-  return dirs;
-}
-
-// One of gpubox's kernelspecs found on disk.
-struct FoundSpec {
-  std::string name;
-  std::string dir;
-  std::string sandbox;  // the id it attaches to; empty for the standalone kernel
-};
-
-// gpubox's kernelspecs (argv: `gpubox attach ID ...` or `gpubox-agent kernel ...`) in dirs, by folder.
-std::vector<FoundSpec> find_specs(const std::vector<std::string>& dirs) {
-  std::vector<FoundSpec> found;
-  std::error_code error;
-  for (const auto& kernels : dirs) {
-    for (const auto& entry : std::filesystem::directory_iterator(kernels, error)) {
-      std::ifstream in(entry.path() / "kernel.json");
-      nlohmann::json spec = nlohmann::json::parse(in, nullptr, false);
-      if (!spec.is_object() || !spec.value("argv", nlohmann::json()).is_array() || spec["argv"].size() < 2) continue;
-      const auto& argv = spec["argv"];
-      if (!argv[0].is_string() || !argv[1].is_string()) continue;
-      std::string program = std::filesystem::path(argv[0].get<std::string>()).filename();
-      if (program == "gpubox" && argv[1] == "attach" && argv.size() > 2 && argv[2].is_string()) {
-        found.push_back({entry.path().filename(), entry.path(), argv[2].get<std::string>()});
-      } else if (program == "gpubox-agent" && argv[1] == "kernel") {
-        found.push_back({entry.path().filename(), entry.path(), ""});
-      }
-    }
-  }
-  return found;
-}
+// Where kernelspecs may live: --prefix's first (host/kernelspecs.h).
+std::vector<std::string> kernel_dirs(const Args& args) { return kernelspec_dirs(args.last("--prefix").value_or("")); }
 
 int list_specs(const Args& args, const Global& global) {
   auto store = SandboxStore::open_default();
   nlohmann::json specs = nlohmann::json::array();
-  for (const auto& spec : find_specs(kernel_dirs(args))) {
+  for (const auto& spec : find_kernelspecs(kernel_dirs(args))) {
     std::string state = "-";
     if (!spec.sandbox.empty()) {
       auto record = store ? store->resolve(spec.sandbox) : Result<SandboxRecord>(store.status());
@@ -142,7 +95,7 @@ int list_specs(const Args& args, const Global& global) {
 int remove_spec(const Args& args, const Global& global) {
   if (args.positional.size() != 2) return fail("kernelspec", "remove: expected one kernelspec NAME", kExitUsage, kUsage);
   const std::string& name = args.positional[1];
-  for (const auto& spec : find_specs(kernel_dirs(args))) {
+  for (const auto& spec : find_kernelspecs(kernel_dirs(args))) {
     if (spec.name != name) continue;
     std::error_code error;
     std::filesystem::remove_all(spec.dir, error);
@@ -235,15 +188,6 @@ int run_kernelspec(const std::vector<std::string>& raw, const Global& global) {
   if (sub == "remove") return remove_spec(*args, global);
   if (sub == "install" && args->positional.size() == 1) return install(*args, global);
   return fail("kernelspec", "expected the subcommand install, list or remove NAME", kExitUsage, kUsage);
-}
-
-std::vector<std::string> remove_sandbox_kernelspecs(const std::string& sandbox_id) {
-  std::vector<std::string> removed;
-  for (const auto& spec : find_specs(kernel_dirs(Args{}))) {
-    std::error_code error;
-    if (spec.sandbox == sandbox_id && std::filesystem::remove_all(spec.dir, error) > 0 && !error) removed.push_back(spec.dir);
-  }
-  return removed;
 }
 
 }  // namespace gpubox::host::cli

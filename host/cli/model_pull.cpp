@@ -15,7 +15,7 @@
 
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
-#include "host/local_backend.h"
+#include "host/backends/registry.h"
 #include "base/sha256.h"
 
 namespace gpubox::host::cli {
@@ -239,9 +239,7 @@ int run_model_pull(const Args& args, const Global& global) {
   const json result = info->value("result", json::object());
   if (result.value("status", "") != "succeeded" || watcher.result().is_null()) {
     std::string why = failure(*info, watcher);
-    if (record->backend == "modal" && record->spec.value("network", "") == "none") {
-      why += " (the sandbox was created with --network none: Modal lets nothing out; create it with --network open)";
-    }
+    if (const Backend* backend = find_backend(record->backend)) why += backend->network_hint(*record);
     return fail(kCommand, why, kExitFailed);
   }
   json shown = watcher.result();

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "host/cli/cli.h"
-#include "host/local_backend.h"
+#include "host/backends/registry.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -15,10 +15,11 @@ constexpr auto kPoll = std::chrono::milliseconds(200);
 // A follower that cannot reach a running sandbox for this long gives up.
 constexpr auto kUnreachableFor = std::chrono::seconds(30);
 
-// Whether Modal says the sandbox ended (asks it; a record of another backend never is here).
+// Whether the sandbox's control plane (Modal's) says it ended.
 bool ended_on_modal(SandboxRecord& record) {
   auto store = SandboxStore::open_default();
-  return store && refresh_modal_states(*store, {&record}) && record.state() == "dead";
+  const Backend* backend = find_backend(record.backend);
+  return store && backend && backend->refresh_states(*store, {&record}) && record.state() == "dead";
 }
 
 }  // namespace

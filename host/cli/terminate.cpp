@@ -4,19 +4,11 @@
 #include <ctime>
 #include <iostream>
 
+#include "host/backends/backend.h"
 #include "host/cli/cli.h"
-#include "host/container_backend.h"
-#include "host/local_backend.h"
-#include "host/modal_backend.h"
+#include "host/kernelspecs.h"
 
 namespace gpubox::host::cli {
-
-Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
-                         bool* killed) {
-  if (record.backend == "local") return terminate_local_sandbox(store, record, grace, killed);
-  if (record.backend == "modal") return terminate_modal_sandbox(store, record, grace, killed);
-  return terminate_container_sandbox(store, record, grace, killed);
-}
 
 int run_terminate(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox terminate ID|NAME... | --all [--json]\n";

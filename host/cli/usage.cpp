@@ -7,6 +7,7 @@
 #include <ctime>
 #include <iostream>
 
+#include "host/backends/registry.h"
 #include "host/cli/cli.h"
 
 namespace gpubox::host::cli {
@@ -24,14 +25,6 @@ std::string seconds_text(const nlohmann::json& value) {
   return text;
 }
 
-// Modal's "H100:2" as {"type": "H100", "count": 2}; null for none.
-nlohmann::json modal_gpu(const std::string& gpu) {
-  if (gpu.empty()) return nullptr;
-  auto colon = gpu.find(':');
-  int count = colon == std::string::npos ? 1 : std::atoi(gpu.c_str() + colon + 1);
-  return {{"type", gpu.substr(0, colon)}, {"count", count}};
-}
-
 }  // namespace
 
 nlohmann::json requested_resources(const SandboxRecord& record) {
@@ -40,16 +33,7 @@ nlohmann::json requested_resources(const SandboxRecord& record) {
                               {"memory_mib", spec.value("memory_mib", 0ULL) ? nlohmann::json(spec.value("memory_mib", 0ULL)) : nlohmann::json()},
                               {"timeout_s", spec.value("timeout_s", 0.0) > 0 ? nlohmann::json(spec.value("timeout_s", 0.0)) : nlohmann::json()},
                               {"enforced_by", spec.value("limits_enforced_by", nlohmann::json::object())}};
-  if (record.backend == "modal") {
-    requested["gpu"] = modal_gpu(spec.value("gpu", ""));
-    requested["region"] = spec.value("region", "").empty() ? nlohmann::json() : nlohmann::json(spec.value("region", ""));
-    requested["note"] = "cpu and memory null: Modal's defaults; Modal bills its own per-second prices for these (docs/modal.md)";
-  } else {
-    requested["pids"] = spec.value("pids", 0ULL) ? nlohmann::json(spec.value("pids", 0ULL)) : nlohmann::json();
-    requested["idle_timeout_s"] = spec.value("idle_timeout_s", 0.0) > 0 ? nlohmann::json(spec.value("idle_timeout_s", 0.0)) : nlohmann::json();
-    // local: host GPU indices; podman/docker: the --gpu text given to the engine.
-    requested["gpus"] = spec.contains("gpu") ? spec["gpu"] : spec.value("gpus", nlohmann::json::array());
-  }
+  if (const Backend* backend = find_backend(record.backend)) backend->add_requested(record, &requested);
   return requested;
 }
 

@@ -1,7 +1,7 @@
 // read_file, write_file, list_files (fs.*). Relative paths are taken from
 // the sandbox's work dir (/workspace). Text comes back as text, other bytes
 // as base64, png/jpeg files also as MCP image content.
-#include "host/local_backend.h"
+#include "host/backends/backend.h"
 #include "host/mcp/tools.h"
 #include "base/base64.h"
 #include "rpc/params.h"

@@ -1,7 +1,8 @@
 // create_sandbox, list_sandboxes, terminate_sandbox. create runs this very
 // binary's `gpubox --json create` as a child (its checks and messages are
 // the CLI's; its namespaces and forks stay out of this threaded server);
-// list and terminate use the sandbox store and backends directly.
+// list and terminate use the sandbox store and the backends' interface
+// (host/backends/backend.h), as the CLI's own commands do.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -10,7 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "host/cli/cli.h"
+#include "host/backends/backend.h"
+#include "host/kernelspecs.h"
 #include "host/mcp/tools.h"
 #include "host/sandbox_end.h"
 
@@ -134,9 +136,9 @@ ToolResult terminate(ToolEnv& env, const json& args) {
   env.sandboxes.forget(record->id);
   auto grace = std::chrono::milliseconds(static_cast<long long>(record->spec.value("grace_s", 10.0) * 1000));
   bool killed = false;
-  Status stopped = host::cli::terminate_sandbox(*store, *record, grace, &killed);
+  Status stopped = host::terminate_sandbox(*store, *record, grace, &killed);
   if (!stopped) return ToolResult::from(stopped);
-  std::vector<std::string> kernelspecs = host::cli::remove_sandbox_kernelspecs(record->id);
+  std::vector<std::string> kernelspecs = host::remove_sandbox_kernelspecs(record->id);
   ToolResult result;
   result.structured = {{"sandbox_id", record->id}, {"name", record->name}, {"was", was}, {"terminated", true},
                        {"killed", killed}, {"kernelspecs_removed", kernelspecs}};

@@ -9,7 +9,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
-BACKENDS = ("local", "podman", "docker", "modal")
+from . import backends
+
+BACKENDS = tuple(backends.BACKENDS)
 LOADERS = ("transformers", "torchscript", "safetensors")
 DTYPES = ("", "float32", "float16", "bfloat16", "float64")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -266,7 +268,8 @@ class SandboxConfig:
             _fail(S + "repos", "expected a list of RepoConfig, got %r" % (self.repos,))
         self.local_files = _pairs(S + "local_files", self.local_files)
         self.local_dirs = _pairs(S + "local_dirs", self.local_dirs)
-        if self.image is not None and self.backend == "local":
+        traits = backends.backend(self.backend)
+        if self.image is not None and not traits.takes_image:
             _fail(S + "image", "only with backend 'podman' or 'docker' (a local sandbox is an overlay of this host)")
         if not isinstance(self.volumes, dict):
             _fail(S + "volumes", "expected a dict of sandbox path to 'LOCAL_DIR[:ro]', got %r" % (self.volumes,))
@@ -282,9 +285,8 @@ class SandboxConfig:
         if not self.network and self.needs_network():
             _fail(S + "network", "%s need the network, which a sandbox has only when asked: pass network=True"
                   % ", ".join(self.needs_network()))
-        if self.backend == "modal":
-            self._check_modal()
-        elif self.modal_app is not None:
+        traits.checks(self)
+        if not traits.takes_app and self.modal_app is not None:
             _fail(S + "modal_app", "only with backend 'modal'")
 
     def _check_modal(self):
@@ -334,7 +336,8 @@ class SandboxConfig:
                 if not test(local):
                     _fail("%s%s[%d]" % (S, where, i), "%s is not a %s on this machine"
                           % (local, "file" if where == "local_files" else "directory"))
-        for target, source in self.volumes.items() if self.backend != "modal" else ():  # Modal's are Volumes
+        # The backend's own volumes by name (Modal's) are not on this machine.
+        for target, source in self.volumes.items() if not backends.backend(self.backend).volumes_by_name else ():
             if not os.path.isdir(source.rsplit(":ro", 1)[0] if source.endswith(":ro") else source):
                 _fail("%svolumes[%r]" % (S, target), "%s is not a directory on this machine" % source)
         for model in self.models:

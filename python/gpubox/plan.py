@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
+from . import backends
 from .config import SandboxConfig, is_local_path, memory_mib
 
 LIBRARY_DIR = "/workspace/libraries"     # kernel.workspace_dir: Workspace libraries go here
@@ -45,11 +46,7 @@ def _target(index: int, local: str, suffix: str = "") -> str:
 def _gpu_flag(config: SandboxConfig) -> List[str]:
     if not config.gpu:
         return []
-    if config.backend == "local":  # GPU numbers of this host; the CLI refuses when it has none
-        return ["--gpu", ",".join(str(i) for i in range(config.gpu_count))]
-    if config.backend == "modal":  # Modal's own form: TYPE or TYPE:COUNT
-        return ["--gpu", config.gpu + (":%d" % config.gpu_count if config.gpu_count > 1 else "")]
-    return ["--gpu", str(config.gpu_count)]
+    return ["--gpu", backends.backend(config.backend).gpu_flag(config.gpu, config.gpu_count)]
 
 
 def plan_create(config: SandboxConfig, name: Optional[str] = None) -> CreatePlan:
@@ -68,15 +65,15 @@ def plan_create(config: SandboxConfig, name: Optional[str] = None) -> CreatePlan
         args += ["--timeout", repr(float(config.timeout))]
     if config.idle_timeout:
         args += ["--idle-timeout", repr(float(config.idle_timeout))]
-    network = {"local": "host", "modal": "open"}.get(config.backend, "bridge")
-    args += ["--network", network if config.network else "none"]
+    traits = backends.backend(config.backend)
+    args += ["--network", traits.open_network if config.network else "none"]
     if config.modal_app:
         args += ["--app", config.modal_app]
     args += _gpu_flag(config)
     for secret in config.secrets:  # the CLI reads the value from its environment, which is ours
         args += ["--secret", secret]
     for target, source in sorted(config.volumes.items()):
-        if config.backend == "modal":  # a Modal Volume by name
+        if traits.volumes_by_name:  # a Modal Volume by name
             args += ["--volume", "%s:%s" % (source, target)]
             continue
         read_only = source.endswith(":ro")

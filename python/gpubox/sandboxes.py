@@ -13,6 +13,7 @@ import json
 import os
 from typing import List, Optional
 
+from . import backends
 from .client import Client, RpcError
 
 
@@ -47,7 +48,8 @@ def sandboxes() -> List[dict]:
             continue
         pid = record.get("agent_pid", 0)
         spec = record.get("spec", {})
-        if record.get("backend") == "modal":  # no host process: what Modal said last (`gpubox ls` asks it)
+        traits = backends.backend(record.get("backend", ""))
+        if traits and traits.state_from_control_plane:  # no host process: what Modal said last (`gpubox ls` asks it)
             record["state"] = "dead" if "modal_ended" in spec else "running" if spec.get("modal_id") else "creating"
         else:
             record["state"] = ("creating" if pid <= 0 else

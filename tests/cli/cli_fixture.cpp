@@ -1,6 +1,6 @@
 #include "tests/cli/cli_fixture.h"
 
-#include "host/container_engine.h"
+#include "host/backends/container/container_engine.h"
 #include "tests/cli/fake_modal_process.h"
 #include "tests/image/test_image.h"
 

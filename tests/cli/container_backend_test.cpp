@@ -14,7 +14,7 @@
 
 #include <gmock/gmock.h>
 
-#include "host/container_engine.h"
+#include "host/backends/container/container_engine.h"
 #include "tests/cli/cli_fixture.h"
 #include "tests/image/test_image.h"
 

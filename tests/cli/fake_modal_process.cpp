@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "host/container_engine.h"
+#include "host/backends/container/container_engine.h"
 #include "tests/cli/cli_fixture.h"
 #include "tests/image/test_image.h"
 

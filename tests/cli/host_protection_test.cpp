@@ -140,7 +140,7 @@ TEST_F(CliTest, PipStyleInstallIsVisibleInsideOnly) {
 // What `ls -A DIR` shows inside a local sandbox of a hidden DIR (/root, /home):
 // nothing, or, for a checkout under it whose gpubox-modeld sits beside the
 // agent, its first directory: the way to the library trees of modeld's
-// RUNPATH that the sandbox brings along (host/runtime_binds.h).
+// RUNPATH that the sandbox brings along (host/backends/local/runtime_binds.h).
 std::string listed_under(const std::string& dir) {
   fs::path agent_path = fs::weakly_canonical(GPUBOX_AGENT_PATH);
   std::string agent = agent_path.string();

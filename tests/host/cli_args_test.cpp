@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "host/container_backend.h"
+#include "host/backends/container/container_backend.h"
 #include "host/resource_limits.h"
 
 namespace gpubox::host::cli {

@@ -8,8 +8,8 @@
 
 #include <gmock/gmock.h>
 
-#include "host/gpu_devices.h"
-#include "host/user_namespace.h"
+#include "host/backends/local/gpu_devices.h"
+#include "host/backends/local/user_namespace.h"
 
 namespace gpubox::host {
 namespace {

@@ -3,7 +3,7 @@
 // links, user xattrs) survives the round trip, ids move between ranges,
 // mount points and sockets stay out, and the plain extractor still refuses
 // a layer's whiteouts. Needs root (mknod, chown, trusted xattrs).
-#include "host/layer_archive.h"
+#include "host/backends/local/layer_archive.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // What a local sandbox brings along of the host to run its agent
-// (host/runtime_binds.h): RUNPATHs read back as patchelf (an independent
+// (host/backends/local/runtime_binds.h): RUNPATHs read back as patchelf (an independent
 // writer, installed by scripts/setup.sh) wrote them, and the binds chosen for
 // an agent, a modeld and a venv inside a covered directory.
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 #include <gmock/gmock.h>
 
-#include "host/runtime_binds.h"
+#include "host/backends/local/runtime_binds.h"
 
 namespace gpubox::host {
 namespace {

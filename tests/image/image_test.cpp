@@ -18,7 +18,7 @@
 #include <map>
 #include <thread>
 
-#include "host/container_engine.h"
+#include "host/backends/container/container_engine.h"
 #include "base/base64.h"
 #include "rpc/client.h"
 #include "rpc/keys.h"

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <vector>
 
-#include "host/container_engine.h"
+#include "host/backends/container/container_engine.h"
 
 #ifndef GPUBOX_AGENT_PATH
 #error "GPUBOX_AGENT_PATH must name the gpubox-agent binary"

@@ -1,4 +1,4 @@
-"""Where gpubox lives on the host does not matter (host/runtime_binds.h): a local
+"""Where gpubox lives on the host does not matter (host/backends/local/runtime_binds.h): a local
 sandbox hides /root and /home and has a /tmp of its own, yet an install under
 /root or /tmp runs its model host and its kernel's venv. For each of the two, the
 real gpubox, gpubox-agent and gpubox-modeld are copied into a fresh directory

@@ -1,4 +1,4 @@
-#include "host/container_backend.h"
+#include "host/backends/container/container_backend.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,8 +12,8 @@
 #include <fstream>
 #include <thread>
 
-#include "host/container_engine.h"
-#include "host/port_relay.h"
+#include "host/backends/container/container_engine.h"
+#include "host/backends/container/port_relay.h"
 #include "host/sandbox_keys.h"
 #include "rpc/client.h"
 #include "base/fd.h"

@@ -1,4 +1,4 @@
-#include "host/capabilities.h"
+#include "host/backends/local/capabilities.h"
 
 #include <linux/capability.h>
 #include <sys/prctl.h>

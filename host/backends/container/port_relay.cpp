@@ -1,4 +1,4 @@
-#include "host/port_relay.h"
+#include "host/backends/container/port_relay.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

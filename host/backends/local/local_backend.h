@@ -15,23 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "host/gpu_devices.h"
+#include "host/backends/backend.h"
+#include "host/backends/local/gpu_devices.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_store.h"
 #include "base/safe_extractor.h"
 #include "base/status.h"
 
 namespace gpubox::host {
-
-// Where the sandbox sees its own parts.
-inline constexpr char kSandboxStateDir[] = "/run/gpubox";
-inline constexpr char kSandboxWorkDir[] = "/workspace";
-
-struct BindMount {
-  std::string source;  // a host path (absolute)
-  std::string target;  // a sandbox path (absolute)
-  bool read_only = false;
-};
 
 struct LocalSandboxSpec {
   std::string name;
@@ -65,8 +56,5 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
 // *killed tells whether SIGKILL was needed.
 Status terminate_local_sandbox(const SandboxStore& store, const SandboxRecord& record,
                                std::chrono::milliseconds grace, bool* killed = nullptr);
-
-// The path of the gpubox-agent binary: $GPUBOX_AGENT, else beside this executable.
-std::string default_agent_path();
 
 }  // namespace gpubox::host

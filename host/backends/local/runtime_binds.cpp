@@ -1,4 +1,4 @@
-#include "host/runtime_binds.h"
+#include "host/backends/local/runtime_binds.h"
 
 #include <elf.h>
 #include <fcntl.h>

@@ -14,11 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "host/args.h"
 #include "host/sandbox_store.h"
 #include "rpc/keys.h"
 #include "base/status.h"
 
 namespace gpubox::host {
+
+// The backend's name, as records keep it (modal.h registers it).
+inline constexpr char kModalBackend[] = "modal";
 
 struct ModalVolume {
   std::string name;  // a Modal Volume, created when missing
@@ -45,6 +49,10 @@ struct ModalSandboxSpec {
   std::chrono::milliseconds ready_timeout{120'000};
   nlohmann::json public_spec = nlohmann::json::object();
 };
+
+// The Modal flags of `gpubox create` (--app, --image, --gpu, --region, --volume, --modal-secret, --tag,
+// --network, --ready-timeout) into *spec; invalid_request naming the flag, also for one given without modal.
+Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec);
 
 // The Python that runs the module: $GPUBOX_PYTHON, else "python3".
 std::string modal_python();

@@ -1,4 +1,4 @@
-#include "host/gpu_devices.h"
+#include "host/backends/local/gpu_devices.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

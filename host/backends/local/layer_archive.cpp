@@ -1,4 +1,4 @@
-#include "host/layer_archive.h"
+#include "host/backends/local/layer_archive.h"
 
 #include <archive.h>
 #include <archive_entry.h>

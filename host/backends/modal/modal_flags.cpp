@@ -2,9 +2,9 @@
 #include <regex>
 #include <sstream>
 
-#include "host/cli/cli.h"
+#include "host/backends/modal/modal_backend.h"
 
-namespace gpubox::host::cli {
+namespace gpubox::host {
 namespace {
 
 Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
@@ -94,4 +94,4 @@ Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec) {
   return Status::ok();
 }
 
-}  // namespace gpubox::host::cli
+}  // namespace gpubox::host

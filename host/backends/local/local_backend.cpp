@@ -1,4 +1,4 @@
-#include "host/local_backend.h"
+#include "host/backends/local/local_backend.h"
 
 #include <fcntl.h>
 #include <net/if.h>
@@ -20,10 +20,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "host/capabilities.h"
-#include "host/runtime_binds.h"
-#include "host/sandbox_root.h"
-#include "host/user_namespace.h"
+#include "host/backends/local/capabilities.h"
+#include "host/backends/local/runtime_binds.h"
+#include "host/backends/local/sandbox_root.h"
+#include "host/backends/local/user_namespace.h"
 #include "base/fd.h"
 
 namespace gpubox::host {
@@ -164,7 +164,7 @@ bool bring_up_loopback() {
 }
 
 // What the sandbox's root holds: its state and work dirs, what its agent runs
-// (host/runtime_binds.h), the --mount binds, the GPUs, its own cgroups
+// (host/backends/local/runtime_binds.h), the --mount binds, the GPUs, its own cgroups
 // writable; the store, /root and /home hidden.
 RootPlan root_plan(const SandboxStore& store, const SandboxRecord& record, const LocalSandboxSpec& spec,
                    const std::string& layer_dir, const LimitPlan& limits) {
@@ -289,15 +289,6 @@ Status await_ready(int ready_read, pid_t pid, int pidfd, std::chrono::millisecon
 }
 
 }  // namespace
-
-std::string default_agent_path() {
-  if (const char* given = std::getenv("GPUBOX_AGENT"); given && *given) return given;
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "gpubox-agent";
-  std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + "gpubox-agent";
-}
 
 Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandboxSpec& spec) {
   if (::access(spec.agent_path.c_str(), X_OK) != 0) {

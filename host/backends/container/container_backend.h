@@ -18,7 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "host/local_backend.h"
+#include "host/args.h"
+#include "host/backends/backend.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_store.h"
 #include "base/status.h"
@@ -57,6 +58,10 @@ Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const Contai
 // KILL was needed. A container already gone is only cleaned up.
 Status terminate_container_sandbox(const SandboxStore& store, const SandboxRecord& record,
                                    std::chrono::milliseconds grace, bool* killed = nullptr);
+
+// The podman|docker flags of `gpubox create` (--image, --publish, --gpu, --ready-timeout) into *spec;
+// invalid_request naming the flag, also for one given without a container backend.
+Status parse_container_flags(const Args& args, bool container, ContainerSandboxSpec* spec);
 
 // The `ENGINE run` arguments that give a container gpus ("", "all" or a count
 // "N", as parse_container_flags checked it): docker's --gpus; for podman the

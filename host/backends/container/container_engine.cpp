@@ -1,4 +1,4 @@
-#include "host/container_engine.h"
+#include "host/backends/container/container_engine.h"
 
 #include <fcntl.h>
 #include <poll.h>

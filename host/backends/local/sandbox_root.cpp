@@ -1,4 +1,4 @@
-#include "host/sandbox_root.h"
+#include "host/backends/local/sandbox_root.h"
 
 #include <fcntl.h>
 #include <sys/mount.h>

@@ -1,9 +1,9 @@
 // The flags `gpubox create` has only for the podman and docker backends.
 #include <regex>
 
-#include "host/cli/cli.h"
+#include "host/backends/container/container_backend.h"
 
-namespace gpubox::host::cli {
+namespace gpubox::host {
 namespace {
 
 // --publish IP[:PORT]: an IPv4 address and a port (0 or none: any free one).
@@ -52,4 +52,4 @@ Status parse_container_flags(const Args& args, bool container, ContainerSandboxS
   return Status::ok();
 }
 
-}  // namespace gpubox::host::cli
+}  // namespace gpubox::host

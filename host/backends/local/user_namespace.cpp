@@ -1,4 +1,4 @@
-#include "host/user_namespace.h"
+#include "host/backends/local/user_namespace.h"
 
 #include <fcntl.h>
 #include <grp.h>

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "host/sandbox_root.h"
+#include "host/backends/local/sandbox_root.h"
 
 namespace gpubox::host {
 

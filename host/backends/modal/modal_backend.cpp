@@ -1,11 +1,11 @@
-#include "host/modal_backend.h"
+#include "host/backends/modal/modal_backend.h"
 
 #include <unistd.h>
 
 #include <cstdlib>
 
-#include "host/container_backend.h"
-#include "host/container_engine.h"
+#include "host/backends/container/container_backend.h"
+#include "host/backends/container/container_engine.h"
 #include "host/sandbox_keys.h"
 #include "rpc/client.h"
 #include "rpc/keys.h"
@@ -118,7 +118,7 @@ Result<SandboxRecord> create_modal_sandbox(SandboxStore& store, const ModalSandb
   auto reserved = store.reserve(spec.name, public_spec);
   if (!reserved) return reserved.status();
   SandboxRecord record = std::move(*reserved);
-  record.backend = "modal";
+  record.backend = kModalBackend;
   ::rmdir(record.work_dir().c_str());  // the work dir is the sandbox's own /workspace
   auto fail = [&](Status status) -> Status {
     (void)store.remove(record);
@@ -170,7 +170,7 @@ Result<SandboxRecord> adopt_modal_sandbox(SandboxStore& store, const std::string
   if (!reserved) return reserved.status();
   SandboxRecord record = std::move(*reserved);
   ::rmdir(record.work_dir().c_str());
-  record.backend = "modal";
+  record.backend = kModalBackend;
   record.endpoint = adopted->value("endpoint", "");
   record.spec["modal_id"] = modal_id;
   record.spec["modal"] = {{"modal_id", modal_id}, {"tunnel", adopted->value("tunnel", "")}};
@@ -210,7 +210,7 @@ Status terminate_modal_sandbox(const SandboxStore& store, const SandboxRecord& r
 Status refresh_modal_states(const SandboxStore& store, std::vector<SandboxRecord*> records) {
   nlohmann::json ids = nlohmann::json::array();
   for (const auto* record : records) {
-    if (record->backend == "modal" && record->state() == "running") ids.push_back(record->spec.value("modal_id", ""));
+    if (record->backend == kModalBackend && record->state() == "running") ids.push_back(record->spec.value("modal_id", ""));
   }
   if (ids.empty()) return Status::ok();
   auto states = modal_call("info", {{"modal_ids", ids}}, std::chrono::seconds(60));

@@ -1,0 +1,154 @@
+// Backend: the one seam between the host's commands (cli/, mcp/, snapshots)
+// and a way of running sandboxes (local/, container/, modal/). A backend only
+// creates, lists, snapshots and ends sandboxes and says what state they are
+// in; everything else (exec, files, kernel, jobs, models) goes through the
+// agent's RPC endpoint and is the same for every backend. Backends are
+// registered once each (registry.h) and hold no state: any thread may call
+// them, each call on its own records.
+#pragma once
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "host/args.h"
+#include "host/resource_limits.h"
+#include "host/sandbox_end.h"
+#include "host/sandbox_store.h"
+#include "rpc/keys.h"
+#include "base/status.h"
+
+namespace gpubox::host {
+
+struct Snapshot;  // host/snapshot.h
+
+// Where every sandbox sees its own parts, whatever runs it.
+inline constexpr char kSandboxStateDir[] = "/run/gpubox";
+inline constexpr char kSandboxWorkDir[] = "/workspace";
+
+struct BindMount {
+  std::string source;  // a host path (absolute)
+  std::string target;  // a sandbox path (absolute)
+  bool read_only = false;
+};
+
+// A new sandbox as `gpubox create` asked for it, the flags every backend
+// takes already read and checked; the backend reads its own from flags.
+struct CreateRequest {
+  const Args* flags = nullptr;     // every flag given (never null once the CLI built the request)
+  std::string name;                // "" : none
+  std::string agent_path;          // the gpubox-agent binary
+  // The agent's whole config document, secrets included: it reaches the agent
+  // by no argv and no file the record keeps.
+  nlohmann::json agent_config = nlohmann::json::object();
+  ResourceLimits limits;           // --cpu, --memory, --pids as given
+  std::string network = "none";    // --network as given
+  bool user_namespace = false;     // --userns
+  bool seccomp_unconfined = false; // --seccomp unconfined
+  std::vector<BindMount> mounts;   // --mount, sources resolved
+  const Snapshot* from = nullptr;  // --from-snapshot: the snapshot to start from
+  // What the record keeps of the request (no secret values); the backend adds its own.
+  nlohmann::json public_spec = nlohmann::json::object();
+};
+
+// A sandbox running elsewhere, to be recorded in this store (`gpubox adopt`).
+struct AdoptRequest {
+  std::string remote_id;      // the backend's own id of it (Modal's sb-...)
+  rpc::KeyPair client_keys;   // the key pair it was created to accept
+  std::string server_key;     // its agent's public key
+  std::string name;           // "" : none
+  std::string app;            // where the backend keeps it (Modal's app)
+};
+
+// One line of `gpubox info`: its label ("network:") and its text.
+using InfoLine = std::pair<std::string, std::string>;
+
+// What one backend does differently; see the file comment for the threads.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // The name `--backend` takes and records keep: local, podman, docker, modal.
+  virtual const std::string& name() const = 0;
+
+  // --- create
+  // Checks the flags only some backends take (those of this one, and refuses
+  // the others'), before anything else of the request is read; invalid_request naming the flag.
+  virtual Status check_flags(const Args& flags) const = 0;
+  // Checks the rest of the request as this backend must have it (network,
+  // --gpu, --userns, mounts, timeouts); invalid_request naming the flag.
+  virtual Status check_create(const CreateRequest& request) const = 0;
+  // Creates and starts the sandbox of a checked request and waits until its
+  // agent is ready. On any failure nothing is left behind.
+  virtual Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const = 0;
+  // What to add to the error of a model that failed to load as the sandbox started ("" : nothing).
+  virtual std::string model_failure_hint() const { return ""; }
+
+  // --- state and list
+  // "creating", "running" or "dead", from what this host knows (no network).
+  // Default: the record's agent process on this host (state_of_agent_process).
+  virtual std::string state(const SandboxRecord& record) const;
+  // True when the state above is what a control plane said last, so that
+  // refresh_states is worth a call before trusting "running".
+  virtual bool state_is_remote() const { return false; }
+  // Asks the control plane about these records (others' are skipped) and
+  // saves those it reports ended. Default: nothing to ask.
+  virtual Status refresh_states(const SandboxStore& store, std::vector<SandboxRecord*> records) const;
+  // How a dead sandbox ended. Default: the agent's exit record on this host (sandbox_end.h).
+  virtual SandboxEnd end(const SandboxRecord& record) const { return sandbox_end_on_host(record); }
+  // The sandboxes the control plane runs under app that gpubox started
+  // ({"sandboxes": [{"modal_id", "gpubox_id", "tags"}]}). Default: invalid_request.
+  virtual Result<nlohmann::json> list_remote(const std::string& app) const;
+
+  // --- snapshot
+  // Takes the snapshot: sets snapshot->kind and what that kind keeps (an
+  // image, or archives under snapshot->dir), and its size.
+  virtual Status take_snapshot(const SandboxStore& store, const SandboxRecord& record, Snapshot* snapshot) const = 0;
+  // Removes what a snapshot of this backend keeps outside its dir (a committed image). Default: nothing.
+  virtual Status remove_snapshot(const Snapshot& snapshot) const;
+
+  // --- terminate
+  // Stops the sandbox (its agent first, gracefully, for up to about grace),
+  // and removes its state and record. *killed: it had to be killed. A sandbox
+  // already gone is only cleaned up.
+  virtual Status terminate(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
+                           bool* killed) const = 0;
+
+  // --- logs
+  // True when the agent's log is a file of this host (record.agent_dir()/agent.log);
+  // false when it is only inside the sandbox, read through the agent (fs.read).
+  virtual bool agent_log_on_host() const { return true; }
+
+  // --- adopt
+  // Records a running sandbox created elsewhere. Default: invalid_request.
+  virtual Result<SandboxRecord> adopt(SandboxStore& store, const AdoptRequest& request) const;
+
+  // --- what `gpubox info`, `gpubox usage` and hints say of a sandbox
+  // The lines `info` prints between its endpoint and its limits (where it runs, isolation, seccomp);
+  // info is `info --json`'s document (isolation, as the agent reported it).
+  virtual std::vector<InfoLine> describe(const SandboxRecord& record, const nlohmann::json& info) const = 0;
+  // Adds what only this backend was asked for to `usage`'s requested resources.
+  virtual void add_requested(const SandboxRecord& record, nlohmann::json* requested) const = 0;
+  // Why a download from inside the sandbox may have failed for its network ("" : no reason to think so).
+  virtual std::string network_hint(const SandboxRecord&) const { return ""; }
+};
+
+// "FLAG: why" for the first of these flags that was given, else ok: how a
+// backend refuses the flags of others in check_flags.
+Status refuse_flags(const Args& flags, const std::vector<std::string>& names, const std::string& why);
+
+// The state of a sandbox whose agent is a process of this host: creating
+// before it started, running while it lives, dead after.
+std::string state_of_agent_process(const SandboxRecord& record);
+
+// Stops a sandbox of any backend and removes its state (Backend::terminate
+// of its record's backend); invalid_request for a backend this build lacks.
+Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
+                         bool* killed = nullptr);
+
+// The path of the gpubox-agent binary: $GPUBOX_AGENT, else beside this executable.
+std::string default_agent_path();
+
+}  // namespace gpubox::host

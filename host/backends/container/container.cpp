@@ -1,0 +1,117 @@
+#include "host/backends/container/container.h"
+
+#include <cstdlib>
+
+#include "host/backends/container/container_backend.h"
+#include "host/backends/container/container_engine.h"
+#include "host/backends/local/local.h"
+#include "host/snapshot.h"
+
+namespace gpubox::host {
+namespace {
+
+Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
+
+// A sandbox as a container of one engine (podman or docker, the backend's name).
+class ContainerBackend final : public Backend {
+ public:
+  explicit ContainerBackend(std::string engine) : engine_(std::move(engine)) {}
+
+  const std::string& name() const override { return engine_; }
+
+  Status check_flags(const Args& flags) const override {
+    ContainerSandboxSpec spec;
+    Status checked = parse_container_flags(flags, true, &spec);
+    if (checked) checked = refuse_flags(flags, {"--app", "--region", "--volume", "--modal-secret", "--tag"}, "only with --backend modal");
+    return checked;
+  }
+
+  Status check_create(const CreateRequest& request) const override {
+    if (request.network != "none" && request.network != "bridge") {
+      return bad("--network: expected none or bridge, got '" + request.network + "'");
+    }
+    if (request.user_namespace) return bad("--userns: only with the local backend (an engine maps users itself)");
+    for (const auto& mount : request.mounts) {
+      // Where the agent's config is mounted (container_backend.h).
+      if (mount.target == "/run/gpubox-config" || mount.target.rfind("/run/gpubox-config/", 0) == 0) {
+        return bad("--mount: the sandbox path '" + mount.target + "' is reserved");
+      }
+    }
+    return Status::ok();
+  }
+
+  Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const override {
+    ContainerSandboxSpec box;
+    box.engine = engine_;
+    if (Status flags = parse_container_flags(*request.flags, true, &box); !flags) return flags;
+    box.seccomp_unconfined = request.seccomp_unconfined;
+    box.name = request.name;
+    box.agent_config = request.agent_config;
+    box.limits = request.limits;
+    box.network = request.network;
+    box.mounts = request.mounts;
+    box.public_spec = request.public_spec;
+    box.public_spec["gpu"] = box.gpus;
+    box.public_spec["publish"] = box.publish_ip + ":" + std::to_string(box.publish_port);
+    return create_container_sandbox(store, box);
+  }
+
+  // `ENGINE commit`: the container's file system as localhost/gpubox-snapshot:NAME.
+  Status take_snapshot(const SandboxStore&, const SandboxRecord& record, Snapshot* snapshot) const override {
+    std::string engine = record.spec.value("engine", record.backend);
+    snapshot->kind = "image";
+    snapshot->image = "localhost/gpubox-snapshot:" + snapshot->name;
+    auto committed = run_engine(engine, {"commit", record.spec.value("container", container_name(record.id)), snapshot->image},
+                                std::chrono::minutes(30));
+    if (!committed) return committed.status();
+    if (committed->status != 0) return Status(ErrorCode::internal, engine + " commit: " + committed->error_line());
+    auto size = run_engine(engine, {"image", "inspect", "--format", "{{.Size}}", snapshot->image});
+    if (size && size->status == 0) snapshot->size_bytes = std::strtoull(size->out.c_str(), nullptr, 10);
+    return Status::ok();
+  }
+
+  Status remove_snapshot(const Snapshot& snapshot) const override {
+    if (snapshot.image.empty()) return Status::ok();
+    auto removed = run_engine(snapshot.backend, {"rmi", "--force", snapshot.image});
+    if (removed && removed->status != 0 && removed->err.find("image not known") == std::string::npos &&
+        removed->err.find("No such image") == std::string::npos) {
+      return Status(ErrorCode::internal, snapshot.backend + " rmi " + snapshot.image + ": " + removed->error_line());
+    }
+    return Status::ok();
+  }
+
+  Status terminate(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
+                   bool* killed) const override {
+    return terminate_container_sandbox(store, record, grace, killed);
+  }
+
+  std::vector<InfoLine> describe(const SandboxRecord& record, const nlohmann::json&) const override {
+    std::vector<InfoLine> lines = describe_host_process(record);
+    const auto& network = record.spec.value("network", nlohmann::json("none"));
+    lines.push_back({"isolation:", engine_ + "'s own: its namespaces and default capabilities; network " +
+                                       (network.is_string() ? network.get<std::string>() : network.dump())});
+    lines.push_back(seccomp_line(record, engine_ + "'s default profile"));
+    return lines;
+  }
+
+  void add_requested(const SandboxRecord& record, nlohmann::json* requested) const override {
+    add_requested_on_host(record, requested);
+  }
+
+ private:
+  const std::string engine_;
+};
+
+}  // namespace
+
+const Backend& podman_backend() {
+  static const ContainerBackend backend("podman");
+  return backend;
+}
+
+const Backend& docker_backend() {
+  static const ContainerBackend backend("docker");
+  return backend;
+}
+
+}  // namespace gpubox::host

@@ -1,0 +1,27 @@
+// The registry: every backend this build has, by name, in the order `gpubox
+// create --help` lists them. Each is registered once, in registry.cpp; adding
+// a backend is its folder and one line there. Any thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "host/backends/backend.h"
+#include "host/sandbox_store.h"
+#include "base/status.h"
+
+namespace gpubox::host {
+
+// Every backend, in registration order.
+const std::vector<const Backend*>& all_backends();
+// The backend of that name, or nullptr.
+const Backend* find_backend(const std::string& name);
+// The backend of that name; invalid_request naming the known ones otherwise
+// ("'kubernetes' is not available; this build has local, podman, docker and modal").
+Result<const Backend*> backend_named(const std::string& name);
+// The backend a record was created with; invalid_request as above, prefixed by the sandbox's id.
+Result<const Backend*> backend_of(const SandboxRecord& record);
+// "local, podman, docker and modal".
+std::string backend_names_text();
+
+}  // namespace gpubox::host

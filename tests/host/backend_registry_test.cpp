@@ -1,0 +1,78 @@
+// The backend registry (host/backends/registry.h): each backend this build
+// has is found by its name, and an unknown name is refused with the known ones.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "host/backends/registry.h"
+
+namespace gpubox::host {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(BackendRegistry, ResolvesEachBackendByItsName) {
+  std::vector<std::string> names;
+  for (const Backend* backend : all_backends()) names.push_back(backend->name());
+  EXPECT_THAT(names, ElementsAre("local", "podman", "docker", "modal"));
+  for (const std::string& name : names) {
+    auto found = backend_named(name);
+    ASSERT_TRUE(found) << found.status().message();
+    EXPECT_EQ((*found)->name(), name);
+    EXPECT_EQ(find_backend(name), *found);
+  }
+}
+
+TEST(BackendRegistry, RefusesAnUnknownNameNamingTheKnownOnes) {
+  EXPECT_EQ(find_backend("kubernetes"), nullptr);
+  auto found = backend_named("kubernetes");
+  ASSERT_FALSE(found);
+  EXPECT_EQ(found.status().code(), ErrorCode::invalid_request);
+  EXPECT_EQ(found.status().message(), "'kubernetes' is not available; this build has local, podman, docker and modal");
+  EXPECT_EQ(backend_names_text(), "local, podman, docker and modal");
+}
+
+TEST(BackendRegistry, ARecordOfAnUnknownBackendIsRefusedByItsId) {
+  SandboxRecord record;
+  record.id = "0123456789ab";
+  record.backend = "kubernetes";
+  auto found = backend_of(record);
+  ASSERT_FALSE(found);
+  EXPECT_THAT(found.status().message(), HasSubstr("sandbox 0123456789ab: backend 'kubernetes' is not available"));
+  Status stopped = terminate_sandbox(SandboxStore("/nonexistent"), record, std::chrono::milliseconds(1));
+  EXPECT_EQ(stopped.code(), ErrorCode::invalid_request);
+}
+
+TEST(BackendRegistry, OnlyModalsStateComesFromAControlPlane) {
+  for (const Backend* backend : all_backends()) {
+    EXPECT_EQ(backend->state_is_remote(), backend->name() == "modal") << backend->name();
+    EXPECT_EQ(backend->agent_log_on_host(), backend->name() != "modal") << backend->name();
+  }
+}
+
+TEST(BackendRegistry, ModalsStateIsWhatModalSaidLast) {
+  SandboxRecord record;
+  record.backend = "modal";
+  EXPECT_EQ(record.state(), "creating");
+  record.spec["modal_id"] = "sb-1";
+  EXPECT_EQ(record.state(), "running");
+  record.spec["modal_ended"] = {{"reason", "timeout"}, {"exit_code", 137}};
+  EXPECT_EQ(record.state(), "dead");
+  SandboxEnd end = sandbox_end(record);
+  EXPECT_EQ(end.reason, "ended_on_modal");
+  EXPECT_EQ(end.message, "Modal ended it: timeout");
+  EXPECT_EQ(end.exit_code, 137);
+}
+
+TEST(BackendRegistry, OnlyModalAdoptsOrListsRemotely) {
+  SandboxStore store("/nonexistent");
+  for (const char* name : {"local", "podman", "docker"}) {
+    const Backend* backend = find_backend(name);
+    ASSERT_NE(backend, nullptr);
+    EXPECT_EQ(backend->adopt(store, {}).status().code(), ErrorCode::invalid_request) << name;
+    EXPECT_EQ(backend->list_remote("gpubox").status().code(), ErrorCode::invalid_request) << name;
+  }
+}
+
+}  // namespace
+}  // namespace gpubox::host
