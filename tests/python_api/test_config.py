@@ -292,7 +292,7 @@ class CliPathTest(unittest.TestCase):
                 os.environ["PATH"] = d
                 self.assertEqual(find_cli(), fake)
                 os.environ["PATH"] = "/nonexistent"
-                checkout = os.path.realpath(os.path.join(os.path.dirname(gpubox.__file__), "..", "..", "..",
+                checkout = os.path.realpath(os.path.join(os.path.dirname(gpubox.__file__), "..", "..",
                                                          "build", "bin", "gpubox"))
                 if os.access(checkout, os.X_OK):
                     self.assertEqual(find_cli(), checkout)
