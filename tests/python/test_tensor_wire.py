@@ -6,6 +6,7 @@ GPUBOX_TEST_TORCH=1 makes a missing torch a failure."""
 
 import os
 import struct
+import sys
 import unittest
 
 import msgpack
@@ -16,6 +17,9 @@ from gpubox import _msgpack, models, served, tensor_wire
 from gpubox.errors import RpcError
 from gpubox.interventions import encode_ops
 from gpubox.tensor_wire import TENSOR_KEY, TensorWireError
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from prerequisite import requires  # noqa: E402
 
 try:
     import torch
@@ -123,7 +127,7 @@ class ModelHost(unittest.TestCase):
         self.assertEqual(half["dtype"], "float16")
 
 
-@unittest.skipIf(torch is None, "torch does not import (the venv's test, GPUBOX_TEST_TORCH=1, runs these)")
+@requires(torch is not None, "torch does not import (setup.sh installs python3-torch; the venv's test, GPUBOX_TEST_TORCH=1, runs these too)")
 class Torch(unittest.TestCase):
     def test_round_trips_with_bfloat16(self):
         for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.uint8, torch.bool):
