@@ -4,21 +4,16 @@ restart, per-execution timeouts: interrupt first, then kill and restart), and a
 Jupyter client on the agent's own kernel sockets (127.0.0.1 only)."""
 import json
 import os
-import select
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 import gpubox  # noqa: E402
+from agent_harness import AGENT, Agent  # noqa: E402,F401  (AGENT: for test_models)
 from jupyter_client import BlockingKernelClient  # noqa: E402
-
-AGENT = os.environ.get("GPUBOX_AGENT", os.path.join(ROOT, "build", "bin", "gpubox-agent"))
 
 
 class AgentKernelCase(unittest.TestCase):
@@ -27,36 +22,15 @@ class AgentKernelCase(unittest.TestCase):
     lifecycle_config = {}
 
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="gpubox-kernel-")
-        self.addCleanup(shutil.rmtree, self.dir, True)
-        config = {"state_dir": self.dir, "kernel": self.kernel_config, "lifecycle": self.lifecycle_config}
-        path = os.path.join(self.dir, "config.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
-        ready_r, ready_w = os.pipe()
-        self.stderr = open(os.path.join(self.dir, "stderr.log"), "w+b")
-        self.process = subprocess.Popen([AGENT, "--config", path, "--log-level", "warn", "--ready-fd", str(ready_w)],
-                                        pass_fds=(ready_w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=self.stderr)
-        os.close(ready_w)
-        readable, _, _ = select.select([ready_r], [], [], 10)
-        said = os.read(ready_r, 16) if readable else b""
-        os.close(ready_r)
-        self.assertEqual(said, b"ready\n")
+        self.agent = Agent(config={"kernel": self.kernel_config, "lifecycle": self.lifecycle_config})
         self.addCleanup(self.stop_agent)
-        self.client = gpubox.Client("ipc://%s/rpc.sock" % self.dir)
+        self.dir = self.agent.dir
+        self.process = self.agent.process
+        self.client = gpubox.Client(self.agent.ipc)
         self.addCleanup(self.client.close)
 
     def stop_agent(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        self.stderr.close()
-        self.assertEqual(code, 0, "the agent exits 0 on SIGTERM, executor or not")
+        self.assertEqual(self.agent.stop(timeout=20), 0, "the agent exits 0 on SIGTERM, executor or not")
 
     def jupyter_client(self):
         """A blocking jupyter_client on the agent's kernel (its connection file), ready."""

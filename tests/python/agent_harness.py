@@ -1,5 +1,7 @@
-"""Starts the real gpubox-agent for the Python client tests.
+"""The one place Python tests start a real gpubox-agent (as a plain child).
 
+Used by tests/python, tests/kernel (AgentKernelCase), tests/python_serve,
+tests/python_models and tests/bench; C++ tests have tests/support/agent_process.h.
 The agent binary is $GPUBOX_AGENT, else build/bin/gpubox-agent of this
 checkout. The gpubox package is imported from $PYTHONPATH, else from
 python of this checkout.
@@ -91,12 +93,12 @@ class Agent:
     def tcp_endpoint(self):
         return next(e for e in self.endpoints() if e.startswith("tcp://"))
 
-    def stop(self):
-        """SIGTERM, then waits; returns the exit status."""
+    def stop(self, timeout=15):
+        """SIGTERM, then waits (SIGKILL past timeout); returns the exit status."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
-            code = self.process.wait(timeout=15)
+            code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
