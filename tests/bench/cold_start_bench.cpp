@@ -14,19 +14,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/bench/percentile.h"
-#include "tests/integration/sandbox_harness.h"
+#include "tests/support/agent_process.h"
 
 namespace {
 
+using gpubox::testing::AgentOptions;
+using gpubox::testing::AgentProcess;
 using gpubox::testing::Clock;
-using gpubox::testing::Sandbox;
-using gpubox::testing::SandboxOptions;
 using std::chrono::milliseconds;
 
 constexpr int kWarmup = 3;
@@ -56,12 +55,12 @@ double fork_exec_wait_true() {
   return ms_between(begin, end);
 }
 
-std::unique_ptr<Sandbox> start_agent(bool new_pid_namespace) {
-  SandboxOptions options;
+std::unique_ptr<AgentProcess> start_agent(bool new_pid_namespace) {
+  AgentOptions options;
   options.new_pid_namespace = new_pid_namespace;
   options.flags = {"--log-level", "info"};
   std::string error;
-  auto box = Sandbox::start(options, &error);
+  auto box = AgentProcess::start(options, &error);
   if (!box || !box->wait_ready(milliseconds(10'000))) {
     std::fprintf(stderr, "agent did not start: %s %s\n", error.c_str(), box ? box->stderr_text().c_str() : "");
     std::exit(1);
@@ -69,7 +68,7 @@ std::unique_ptr<Sandbox> start_agent(bool new_pid_namespace) {
   return box;
 }
 
-void stop_agent(Sandbox& box) {
+void stop_agent(AgentProcess& box) {
   box.signal(SIGTERM);
   auto status = box.wait_exit(milliseconds(10'000));
   if (status != 0) {
@@ -88,11 +87,7 @@ double agent_cold_start(bool new_pid_namespace) {
 long idle_rss_kib(bool new_pid_namespace) {
   auto box = start_agent(new_pid_namespace);
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  std::ifstream status("/proc/" + std::to_string(box->host_pid()) + "/status");
-  long kib = -1;
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) kib = std::atol(line.c_str() + 6);
-  }
+  long kib = static_cast<long>(box->rss_bytes().value_or(-1024) / 1024);
   stop_agent(*box);
   return kib;
 }

@@ -24,7 +24,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <random>
 #include <thread>
 #include <zmq_addon.hpp>
@@ -34,7 +33,7 @@
 #include "base/sha256.h"
 #include "tests/bench/percentile.h"
 #include "tests/bench/thread_cpu.h"
-#include "tests/integration/sandbox_harness.h"
+#include "tests/support/agent_rpc.h"
 
 namespace {
 
@@ -195,7 +194,7 @@ double raw_calls_per_second(const RawEcho& echo, int clients, int depth, std::ch
 }
 
 struct Agent {
-  std::unique_ptr<gpubox::testing::Sandbox> sandbox;
+  std::unique_ptr<gpubox::testing::AgentProcess> sandbox;
   std::string tcp_endpoint;
   std::string server_public_key;
   KeyPair client_keys;
@@ -208,38 +207,23 @@ struct Agent {
     return check(Client::connect(options), "connect");
   }
 
-  long rss_kib() const {
-    std::ifstream status("/proc/" + std::to_string(sandbox->host_pid()) + "/status");
-    std::string line;
-    while (std::getline(status, line)) {
-      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-    }
-    return -1;
-  }
+  long rss_kib() const { return static_cast<long>(sandbox->rss_bytes().value_or(-1024) / 1024); }
 };
 
 Agent start_agent() {
   Agent agent;
-  KeyPair server = check(gpubox::rpc::generate_keypair(), "keygen");
-  agent.client_keys = check(gpubox::rpc::generate_keypair(), "keygen");
-  agent.server_public_key = server.public_key;
-  gpubox::testing::SandboxOptions options;
+  auto keys = check(gpubox::testing::generate_agent_keys(), "keygen");
+  agent.client_keys = keys.client;
+  agent.server_public_key = keys.server.public_key;
+  gpubox::testing::AgentOptions options;
   options.new_pid_namespace = false;
-  options.config = json{{"log", {{"level", "info"}, {"stderr", false}}},
-                        {"rpc",
-                         {{"endpoints", {"tcp://127.0.0.1:0"}},
-                          {"secret_key", server.secret_key},
-                          {"authorized_keys", {agent.client_keys.public_key}}}}};
+  options.config = json{{"log", {{"level", "info"}, {"stderr", false}}}, {"rpc", gpubox::testing::curve_rpc_config(keys)}};
   std::string error;
-  agent.sandbox = gpubox::testing::Sandbox::start(options, &error);
-  if (!agent.sandbox || !agent.sandbox->wait_ready(std::chrono::seconds(10))) die("agent did not start: " + error);
-  for (const auto& entry : agent.sandbox->log_entries()) {
-    if (entry.value("msg", "") != "rpc listening") continue;
-    std::string endpoints = entry.value("endpoints", "");
-    auto at = endpoints.find("tcp://");
-    agent.tcp_endpoint = endpoints.substr(at, endpoints.find(' ', at) - at);
-  }
-  if (agent.tcp_endpoint.empty()) die("no tcp endpoint in the agent's log");
+  agent.sandbox = gpubox::testing::AgentProcess::start_ready(options, &error, std::chrono::seconds(10));
+  if (!agent.sandbox) die("agent did not start: " + error);
+  auto listening = gpubox::testing::rpc_listening(*agent.sandbox);
+  if (!listening || listening->tcp.empty()) die("no tcp endpoint in the agent's log");
+  agent.tcp_endpoint = listening->tcp;
   return agent;
 }
 
@@ -384,7 +368,7 @@ int main(int argc, char** argv) {
 
   Agent agent = start_agent();
   std::printf("gpubox RPC benchmark (%s run), agent pid %d, CURVE over %s\n\n", quick ? "quick" : "full",
-              agent.sandbox->host_pid(), agent.tcp_endpoint.c_str());
+              agent.sandbox->pid(), agent.tcp_endpoint.c_str());
 
   RawEcho echo;
   std::printf("%-52s %14s %14s %8s\n", "measure", "gpubox", "baseline", "ratio");
@@ -457,9 +441,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> cpu_lines;
     auto measured = [&](const std::string& what, auto transfer) {
       mark_phase(what, "start");
-      ThreadCpu bench_before = ThreadCpu::of(::getpid()), agent_before = ThreadCpu::of(agent.sandbox->host_pid());
+      ThreadCpu bench_before = ThreadCpu::of(::getpid()), agent_before = ThreadCpu::of(agent.sandbox->pid());
       double mb_per_s = transfer();
-      ThreadCpu bench_after = ThreadCpu::of(::getpid()), agent_after = ThreadCpu::of(agent.sandbox->host_pid());
+      ThreadCpu bench_after = ThreadCpu::of(::getpid()), agent_after = ThreadCpu::of(agent.sandbox->pid());
       mark_phase(what, "end");
       cpu_lines.push_back(what + ": bench " + ThreadCpu::used(bench_before, bench_after, gib) + ", agent " +
                           ThreadCpu::used(agent_before, agent_after, gib));

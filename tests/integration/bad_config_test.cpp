@@ -88,9 +88,9 @@ std::vector<Case> cases() {
 
 TEST_F(BadConfig, RefusedWithOneLineNamingTheKeyAndNothingStarted) {
   std::vector<Case> all = cases();
-  std::vector<std::unique_ptr<Sandbox>> boxes;
+  std::vector<std::unique_ptr<AgentProcess>> boxes;
   for (const auto& c : all) {
-    SandboxOptions options;
+    AgentOptions options;
     options.config = c.config;
     options.flags = c.flags;
     options.env = c.env;
@@ -99,7 +99,7 @@ TEST_F(BadConfig, RefusedWithOneLineNamingTheKeyAndNothingStarted) {
   }
   for (size_t i = 0; i < all.size(); ++i) {
     const Case& c = all[i];
-    Sandbox& box = *boxes[i];
+    AgentProcess& box = *boxes[i];
     SCOPED_TRACE(c.what);
     EXPECT_EQ(box.wait_exit(kExitTimeout), 2);
     std::string err = box.stderr_text();
@@ -116,7 +116,7 @@ TEST_F(BadConfig, RefusedWithOneLineNamingTheKeyAndNothingStarted) {
 
 TEST_F(BadConfig, TheSameConfigWithoutTheFaultStartsTheChild) {
   // The control: the witness does leave its file when the config is valid.
-  SandboxOptions options;
+  AgentOptions options;
   options.config = with_witness(nlohmann::json::object());
   auto box = start_ready(options);
   ASSERT_TRUE(box);

@@ -25,9 +25,9 @@ std::vector<std::string> sweep_env() {
 TEST_F(ExitStatusTest, EveryCodeFrom0To255) {
   constexpr int kBatch = 32;  // agents in flight at once
   for (int first = 0; first < 256; first += kBatch) {
-    std::vector<std::unique_ptr<Sandbox>> boxes;
+    std::vector<std::unique_ptr<AgentProcess>> boxes;
     for (int code = first; code < first + kBatch; ++code) {
-      SandboxOptions options;
+      AgentOptions options;
       options.command = {"/bin/sh", "-c", "exit " + std::to_string(code)};
       options.env = sweep_env();
       boxes.push_back(start(options));
@@ -48,9 +48,9 @@ TEST_F(ExitStatusTest, DeathBySignalIs128PlusTheSignal) {
   const Case cases[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ABRT", SIGABRT},
                         {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"SEGV", SIGSEGV}, {"USR2", SIGUSR2},
                         {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}};
-  std::vector<std::unique_ptr<Sandbox>> boxes;
+  std::vector<std::unique_ptr<AgentProcess>> boxes;
   for (const auto& c : cases) {
-    SandboxOptions options;
+    AgentOptions options;
     options.command = sh("kill -s \"$1\" $$", {c.name});
     boxes.push_back(start(options));
     ASSERT_TRUE(boxes.back());
@@ -70,7 +70,7 @@ TEST_F(ExitStatusTest, DeathBySignalIs128PlusTheSignal) {
 }
 
 // The one line on stderr that is not a JSON log line.
-std::vector<std::string> plain_stderr_lines(const Sandbox& box) {
+std::vector<std::string> plain_stderr_lines(const AgentProcess& box) {
   std::vector<std::string> lines;
   std::string text = box.stderr_text();
   size_t begin = 0;
@@ -84,7 +84,7 @@ std::vector<std::string> plain_stderr_lines(const Sandbox& box) {
 TEST_F(ExitStatusTest, ProgramNotFoundIs127) {
   for (const std::string& program : std::vector<std::string>{"no-such-program-gpubox", "/no/such/dir/prog-gpubox"}) {
     SCOPED_TRACE(program);
-    SandboxOptions options;
+    AgentOptions options;
     options.command = {program, "arg"};
     auto box = start(options);
     ASSERT_TRUE(box);
@@ -97,7 +97,7 @@ TEST_F(ExitStatusTest, ProgramNotFoundIs127) {
 }
 
 TEST_F(ExitStatusTest, NotExecutableIs126) {
-  SandboxOptions options;
+  AgentOptions options;
   std::string dir = make_temp_dir("gpubox-it-noexec");
   std::string script = dir + "/script.sh";
   write_file(script, "#!/bin/sh\nexit 0\n", 0644);

@@ -1,5 +1,6 @@
-// The fixture every integration test uses: starts sandboxes through the
-// harness and checks, when the test ends, that it left no zombie behind.
+// The fixture every integration test uses: starts agents through the harness
+// (tests/support/agent_process.h) and checks, when the test ends, that it
+// left no zombie behind.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/sandbox_harness.h"
+#include "tests/support/agent_process.h"
+#include "tests/support/host_processes.h"
 
 namespace gpubox::testing {
 
@@ -27,9 +29,9 @@ class IntegrationTest : public ::testing::Test {
   }
 
   // Starts a sandbox and waits until the agent says it is ready.
-  static std::unique_ptr<Sandbox> start_ready(const SandboxOptions& options) {
+  static std::unique_ptr<AgentProcess> start_ready(const AgentOptions& options) {
     std::string error;
-    auto box = Sandbox::start(options, &error);
+    auto box = AgentProcess::start(options, &error);
     EXPECT_TRUE(box) << error;
     if (box) {
       EXPECT_TRUE(box->wait_ready(kStartTimeout)) << "agent not ready; stderr:\n" << box->stderr_text();
@@ -37,9 +39,9 @@ class IntegrationTest : public ::testing::Test {
     return box;
   }
 
-  static std::unique_ptr<Sandbox> start(const SandboxOptions& options) {
+  static std::unique_ptr<AgentProcess> start(const AgentOptions& options) {
     std::string error;
-    auto box = Sandbox::start(options, &error);
+    auto box = AgentProcess::start(options, &error);
     EXPECT_TRUE(box) << error;
     return box;
   }
@@ -53,14 +55,14 @@ inline std::vector<std::string> sh(const std::string& script, std::initializer_l
 }
 
 // Messages of the log entries, in order.
-inline std::vector<std::string> log_messages(const Sandbox& box) {
+inline std::vector<std::string> log_messages(const AgentProcess& box) {
   std::vector<std::string> messages;
   for (const auto& entry : box.log_entries()) messages.push_back(entry.value("msg", ""));
   return messages;
 }
 
 // Log entries with this message (and this child, when given).
-inline std::vector<nlohmann::json> log_with(const Sandbox& box, const std::string& msg, const std::string& child = "") {
+inline std::vector<nlohmann::json> log_with(const AgentProcess& box, const std::string& msg, const std::string& child = "") {
   std::vector<nlohmann::json> found;
   for (const auto& entry : box.log_entries()) {
     if (entry.value("msg", "") == msg && (child.empty() || entry.value("child", "") == child)) found.push_back(entry);

@@ -13,6 +13,7 @@
 
 #include "rpc/client.h"
 #include "tests/integration/integration_test.h"
+#include "tests/support/agent_rpc.h"
 
 namespace gpubox::testing {
 namespace {
@@ -31,7 +32,7 @@ json host_config(json models = json::array({{{"name", "tiny"}, {"path", "/models
 class ModelHostTest : public IntegrationTest {
  protected:
   void start_agent(json config) {
-    SandboxOptions options;
+    AgentOptions options;
     options.config = std::move(config);
     options.flags = {"--grace-seconds", "2"};
     box_ = start_ready(options);
@@ -39,9 +40,7 @@ class ModelHostTest : public IntegrationTest {
   }
 
   std::unique_ptr<rpc::Client> client() {
-    rpc::ClientOptions options;
-    options.endpoint = "ipc://" + box_->state_dir() + "/rpc.sock";
-    auto connected = rpc::Client::connect(options);
+    auto connected = connect_ipc(*box_);
     EXPECT_TRUE(connected) << connected.status().to_string();
     return connected ? std::move(*connected) : nullptr;
   }
@@ -79,7 +78,7 @@ class ModelHostTest : public IntegrationTest {
     IntegrationTest::TearDown();
   }
 
-  std::unique_ptr<Sandbox> box_;
+  std::unique_ptr<AgentProcess> box_;
 };
 
 std::string random_bytes(std::size_t size) {

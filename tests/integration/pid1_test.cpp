@@ -28,7 +28,7 @@ std::vector<long> ns_pids(pid_t host_pid) {
 }
 
 TEST_F(Pid1, AgentIsPidOneInsideItsNamespace) {
-  SandboxOptions options;
+  AgentOptions options;
   // The main command reads its own /proc/self/stat with a shell builtin, so
   // field 4 is the shell's parent: the agent, as the namespace's fresh /proc sees it.
   options.command = sh(
@@ -41,9 +41,9 @@ TEST_F(Pid1, AgentIsPidOneInsideItsNamespace) {
   ASSERT_TRUE(wait_until([&] { return file_exists(box->path("written")); }, kStartTimeout));
 
   // Seen from the host: the agent's pid in the new namespace is 1.
-  std::vector<long> pids = ns_pids(box->host_pid());
+  std::vector<long> pids = ns_pids(box->pid());
   ASSERT_EQ(pids.size(), 2u) << "expected a host pid and a namespace pid";
-  EXPECT_EQ(pids[0], box->host_pid());
+  EXPECT_EQ(pids[0], box->pid());
   EXPECT_EQ(pids[1], 1);
 
   // Seen from inside: the main command's parent is PID 1, and PID 1 is the agent.
@@ -69,7 +69,7 @@ TEST_F(Pid1, AgentIsPidOneInsideItsNamespace) {
 }
 
 TEST_F(Pid1, TheOomKillerPrefersEveryChildToTheAgent) {
-  SandboxOptions options;
+  AgentOptions options;
   // Each reads its score a moment after it starts: the agent sets it right after the spawn.
   options.command = sh("sleep 0.2; cat /proc/self/oom_score_adj > \"$1\"; while [ ! -e go ]; do sleep 0.01; done", {"main.adj"});
   options.config = nlohmann::json{
@@ -80,7 +80,7 @@ TEST_F(Pid1, TheOomKillerPrefersEveryChildToTheAgent) {
                          kStartTimeout));
   // -1000 for the agent and 0 for its children with CAP_SYS_RESOURCE; without
   // it (as in many containers) 0 for the agent and 500 for its children.
-  int agent_adj = std::stoi(read_file("/proc/" + std::to_string(box->host_pid()) + "/oom_score_adj"));
+  int agent_adj = std::stoi(read_file("/proc/" + std::to_string(box->pid()) + "/oom_score_adj"));
   int main_adj = std::stoi(read_file(box->path("main.adj")));
   int child_adj = std::stoi(read_file(box->path("child.adj")));
   EXPECT_TRUE(agent_adj == -1000 || agent_adj == 0) << agent_adj;
@@ -98,7 +98,7 @@ TEST_F(Pid1, ChildrenDoNotInheritTheReadyFd) {
       "while [ ! -e go ]; do sleep 0.01; done";
   for (bool new_pid_namespace : {true, false}) {
     SCOPED_TRACE(new_pid_namespace ? "PID 1" : "subreaper");
-    SandboxOptions options;
+    AgentOptions options;
     options.new_pid_namespace = new_pid_namespace;
     options.command = sh(report, {"main.fd"});
     options.config = nlohmann::json{{"children", {{{"name", "child"}, {"argv", sh(report, {"child.fd"})}}}}};
@@ -124,17 +124,17 @@ TEST_F(Pid1, ChildrenDoNotInheritTheReadyFd) {
 // zombies at once, for the agent to reap. The main command then waits for the
 // test to let it finish.
 void expect_orphans_reaped(bool new_pid_namespace, int count) {
-  SandboxOptions options;
+  AgentOptions options;
   options.new_pid_namespace = new_pid_namespace;
   options.command = sh(
       "mkfifo \"$1\"; i=0; while [ $i -lt \"$3\" ]; do ({ read _ < \"$1\"; echo x >> \"$2\"; } &); i=$((i+1)); done; "
       ": > \"$4\"; while [ ! -e \"$5\" ]; do sleep 0.01; done",
       {"release", "lines", std::to_string(count), "spawned", "go"});
   std::string error;
-  auto box = Sandbox::start(options, &error);
+  auto box = AgentProcess::start(options, &error);
   ASSERT_TRUE(box) << error;
   ASSERT_TRUE(box->wait_ready(kStartTimeout));
-  const pid_t agent = box->host_pid();
+  const pid_t agent = box->pid();
 
   ASSERT_TRUE(wait_until([&] { return file_exists(box->path("spawned")); }, milliseconds(30'000)))
       << "the main command did not finish spawning";

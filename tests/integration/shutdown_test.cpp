@@ -31,7 +31,7 @@ long position_of(const std::vector<std::string>& messages, const std::string& ms
 }
 
 // Position of the first log entry with this message and child; -1 when absent.
-long position_of_child(const Sandbox& box, const std::string& msg, const std::string& child) {
+long position_of_child(const AgentProcess& box, const std::string& msg, const std::string& child) {
   auto entries = box.log_entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].value("msg", "") == msg && entries[i].value("child", "") == child) return static_cast<long>(i);
@@ -39,12 +39,12 @@ long position_of_child(const Sandbox& box, const std::string& msg, const std::st
   return -1;
 }
 
-bool armed(const Sandbox& box, std::initializer_list<std::string> names) {
+bool armed(const AgentProcess& box, std::initializer_list<std::string> names) {
   return std::all_of(names.begin(), names.end(), [&](const std::string& n) { return file_exists(box.path(n + ".armed")); });
 }
 
 TEST_F(Shutdown, TermsEveryChildThenKillsWhatIgnoresTermAfterTheGrace) {
-  SandboxOptions options;
+  AgentOptions options;
   options.flags = {"--grace-seconds", "1"};
   options.config = nlohmann::json{{"children", {polite_child("a"), stubborn_child("b")}}};
   auto box = start_ready(options);
@@ -87,7 +87,7 @@ TEST_F(Shutdown, TermsEveryChildThenKillsWhatIgnoresTermAfterTheGrace) {
 }
 
 TEST_F(Shutdown, WellBehavedChildrenEndCleanlyLongBeforeTheGrace) {
-  SandboxOptions options;
+  AgentOptions options;
   options.flags = {"--grace-seconds", "5"};
   options.config = nlohmann::json{
       {"children",
@@ -110,7 +110,7 @@ TEST_F(Shutdown, WellBehavedChildrenEndCleanlyLongBeforeTheGrace) {
 TEST_F(Shutdown, OrphansInTheirOwnSessionGetTermToo) {
   // The child leaves `sleep` behind in a session of its own and exits: the
   // orphan is reparented to the agent, in no group the agent knows of.
-  SandboxOptions options;
+  AgentOptions options;
   options.flags = {"--grace-seconds", "5"};
   options.config = nlohmann::json{
       {"children", {{{"name", "spawner"}, {"restart", "never"}, {"argv", sh("setsid sleep 1003 & : > \"$1\"", {"spawner.armed"})}}}}};
@@ -127,7 +127,7 @@ TEST_F(Shutdown, OrphansInTheirOwnSessionGetTermToo) {
 }
 
 TEST_F(Shutdown, SecondSigtermSkipsTheGrace) {
-  SandboxOptions options;
+  AgentOptions options;
   options.flags = {"--grace-seconds", "30"};
   options.config = nlohmann::json{{"children", {stubborn_child("b")}}};
   auto box = start_ready(options);
@@ -150,7 +150,7 @@ TEST_F(Shutdown, SecondSigtermSkipsTheGrace) {
 }
 
 TEST_F(Shutdown, ACrashingChildNeverEndsTheAgent) {
-  SandboxOptions options;
+  AgentOptions options;
   options.config = nlohmann::json{
       {"children",
        {{{"name", "crasher"},

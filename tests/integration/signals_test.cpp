@@ -21,21 +21,21 @@ constexpr NamedSignal kForwardedToMain[] = {{SIGHUP, "HUP"},   {SIGINT, "INT"}, 
 TEST_F(Signals, EachForwardedSignalReachesTheMainCommand) {
   // One sandbox per signal, all at once: the main command traps the signal,
   // writes its name and exits 0.
-  std::vector<std::unique_ptr<Sandbox>> boxes;
+  std::vector<std::unique_ptr<AgentProcess>> boxes;
   for (const auto& sig : kForwardedToMain) {
-    SandboxOptions options;
+    AgentOptions options;
     options.command = sh("trap 'echo \"$1\" > \"$2\"; exit 0' \"$1\"; : > \"$3\"; while :; do sleep 0.01; done",
                          {sig.name, "received", "armed"});
     boxes.push_back(start_ready(options));
     ASSERT_TRUE(boxes.back());
   }
   for (size_t i = 0; i < boxes.size(); ++i) {
-    Sandbox& box = *boxes[i];
+    AgentProcess& box = *boxes[i];
     ASSERT_TRUE(wait_until([&] { return file_exists(box.path("armed")); }, kStartTimeout));
     ASSERT_TRUE(box.signal(kForwardedToMain[i].number));
   }
   for (size_t i = 0; i < boxes.size(); ++i) {
-    Sandbox& box = *boxes[i];
+    AgentProcess& box = *boxes[i];
     const std::string name = kForwardedToMain[i].name;
     SCOPED_TRACE("SIG" + name);
     EXPECT_EQ(box.wait_exit(kExitTimeout), 0) << box.stderr_text();
@@ -54,7 +54,7 @@ TEST_F(Signals, WithoutAMainCommandEverySupervisedChildGetsThem) {
   const std::string script =
       "for s in HUP QUIT USR1 USR2 WINCH CONT; do trap \"echo $s >> $1\" $s; done; : > \"$2\"; "
       "while :; do sleep 0.01; done";
-  SandboxOptions options;
+  AgentOptions options;
   options.flags = {"--grace-seconds", "5"};
   // Relative paths: children run in the agent's cwd, the sandbox directory.
   options.config = nlohmann::json{
@@ -86,7 +86,7 @@ TEST_F(Signals, WithoutAMainCommandEverySupervisedChildGetsThem) {
 }
 
 TEST_F(Signals, SigintWithoutAMainCommandShutsDown) {
-  SandboxOptions options;
+  AgentOptions options;
   options.config = nlohmann::json{
       {"children", {{{"name", "idle"}, {"argv", sh(": > \"$1\"; exec sleep 1000", {"armed"})}}}}};
   auto box = start_ready(options);

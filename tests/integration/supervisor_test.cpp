@@ -18,7 +18,7 @@ TEST_F(Supervision, CrashingChildIsRestartedWithGrowingDelaysThenFails) {
   auto crasher = child("crasher", "echo x >> \"$1\"; exit 1", "on-failure");
   crasher["backoff_initial_ms"] = 50;
   crasher["max_restarts"] = 3;
-  SandboxOptions options;
+  AgentOptions options;
   options.config = nlohmann::json{{"children", {crasher}}};
   auto box = start_ready(options);
   ASSERT_TRUE(box);
@@ -64,7 +64,7 @@ TEST_F(Supervision, RestartAlwaysRestartsAChildThatExitsZero) {
   looper["backoff_initial_ms"] = 10;
   looper["backoff_max_ms"] = 50;
   looper["max_restarts"] = 1000;
-  SandboxOptions options;
+  AgentOptions options;
   options.config = nlohmann::json{{"children", {looper}}};
   auto box = start_ready(options);
   ASSERT_TRUE(box);
@@ -82,7 +82,7 @@ TEST_F(Supervision, RestartNeverAndOnFailureAfterSuccessDoNotRestart) {
   auto on_failure = child("clean", "echo x >> \"$1\"; exit 0", "on-failure");
   never["backoff_initial_ms"] = 10;
   on_failure["backoff_initial_ms"] = 10;
-  SandboxOptions options;
+  AgentOptions options;
   options.config = nlohmann::json{{"children", {never, on_failure}}};
   auto box = start_ready(options);
   ASSERT_TRUE(box);

@@ -10,6 +10,7 @@
 
 #include "tests/jobs/jobs_sandbox.h"
 #include "tests/prerequisite.h"
+#include "tests/support/host_processes.h"
 
 namespace gpubox::testing {
 namespace {

@@ -150,11 +150,11 @@ int main(int argc, char** argv) {
   options.destination = landing + "/gpubox-bench-downloaded.tar.zst";
   if (const char* window = std::getenv("GPUBOX_BENCH_WINDOW")) options.window = std::strtoul(window, nullptr, 10);
   using gpubox::bench::ThreadCpu;
-  ThreadCpu bench_before = ThreadCpu::of(::getpid()), agent_before = ThreadCpu::of(sandbox->box().host_pid());
+  ThreadCpu bench_before = ThreadCpu::of(::getpid()), agent_before = ThreadCpu::of(sandbox->box().pid());
   start = Clock::now();
   auto downloaded = harvest::download_job_archive(sandbox->client(), options);
   double took = seconds_since(start);
-  ThreadCpu bench_after = ThreadCpu::of(::getpid()), agent_after = ThreadCpu::of(sandbox->box().host_pid());
+  ThreadCpu bench_after = ThreadCpu::of(::getpid()), agent_after = ThreadCpu::of(sandbox->box().pid());
   if (!downloaded) {
     std::fprintf(stderr, "bench: download failed: %s\n", downloaded.status().to_string().c_str());
     return 1;

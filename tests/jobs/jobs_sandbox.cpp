@@ -21,15 +21,12 @@ std::string sha256_hex(const std::string& bytes) {
 std::unique_ptr<JobsSandbox> JobsSandbox::start(json config, const std::string& state_dir) {
   json merged = {{"shutdown", {{"grace_seconds", 2}}}, {"jobs", {{"grace_seconds", 1}}}};
   if (config.is_object()) merged.merge_patch(config);
-  SandboxOptions options;
+  AgentOptions options;
   options.config = merged;
-  if (!state_dir.empty()) {
-    options.pass_state_dir = false;
-    options.flags = {"--state-dir", state_dir};
-  }
+  options.state_dir = state_dir;
   std::string error;
   auto sandbox = std::unique_ptr<JobsSandbox>(new JobsSandbox());
-  sandbox->box_ = Sandbox::start(options, &error);
+  sandbox->box_ = AgentProcess::start(options, &error);
   if (!sandbox->box_) {
     ADD_FAILURE() << "cannot start the agent: " << error;
     return nullptr;
@@ -38,10 +35,7 @@ std::unique_ptr<JobsSandbox> JobsSandbox::start(json config, const std::string& 
     ADD_FAILURE() << "agent not ready; stderr:\n" << sandbox->box_->stderr_text();
     return nullptr;
   }
-  sandbox->state_dir_ = state_dir.empty() ? sandbox->box_->state_dir() : state_dir;
-  rpc::ClientOptions client;
-  client.endpoint = "ipc://" + sandbox->state_dir_ + "/rpc.sock";
-  auto connected = rpc::Client::connect(client);
+  auto connected = connect_ipc(*sandbox->box_);
   if (!connected) {
     ADD_FAILURE() << "cannot connect: " << connected.status().to_string();
     return nullptr;

@@ -1,7 +1,8 @@
-// JobsSandbox: the real gpubox-agent as PID 1 of a fresh PID namespace (the
-// sandbox harness), a real rpc::Client on its ipc:// endpoint, and helpers
-// to submit jobs, wait for them and harvest their archives with the host's
-// harvest library (resumable download, hardened extraction, manifest check).
+// JobsSandbox: the real gpubox-agent as PID 1 of a fresh PID namespace
+// (tests/support/agent_process.h), a real rpc::Client on its ipc://
+// endpoint, and helpers to submit jobs, wait for them and harvest their
+// archives with the host's harvest library (resumable download, hardened
+// extraction, manifest check).
 // One test thread owns it.
 #pragma once
 
@@ -14,7 +15,7 @@
 #include "host/harvest/archive_download.h"
 #include "base/safe_extractor.h"
 #include "rpc/client.h"
-#include "tests/integration/sandbox_harness.h"
+#include "tests/support/agent_rpc.h"
 
 namespace gpubox::testing {
 
@@ -31,9 +32,9 @@ class JobsSandbox {
   // config is merged over {"shutdown": {"grace_seconds": 2}, "jobs": {"grace_seconds": 1}}.
   static std::unique_ptr<JobsSandbox> start(nlohmann::json config = nlohmann::json::object(),
                                             const std::string& state_dir = "");
-  Sandbox& box() { return *box_; }
+  AgentProcess& box() { return *box_; }
   rpc::Client& client() { return *client_; }
-  std::string state_dir() const { return state_dir_; }
+  std::string state_dir() const { return box_->state_dir(); }
 
   // job.submit with a plain call (inputs as attachments when given); aborts the test on error.
   nlohmann::json submit(nlohmann::json params);
@@ -44,9 +45,8 @@ class JobsSandbox {
   Harvest harvest(const std::string& job_id, std::optional<std::uint64_t> max_bytes = std::nullopt);
 
  private:
-  std::unique_ptr<Sandbox> box_;
+  std::unique_ptr<AgentProcess> box_;
   std::unique_ptr<rpc::Client> client_;
-  std::string state_dir_;
   int harvests_ = 0;
 };
 

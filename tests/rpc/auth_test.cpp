@@ -30,9 +30,9 @@ class AuthTest : public RpcTest {
 
 TEST_F(AuthTest, AuthorizedKeyCallsOverTcp) {
   ASSERT_NO_FATAL_FAILURE(start());
-  ASSERT_FALSE(agent_->tcp_endpoint().empty());
-  EXPECT_EQ(agent_->tcp_endpoint().rfind("tcp://127.0.0.1:", 0), 0u) << agent_->tcp_endpoint();
-  EXPECT_EQ(agent_->tcp_endpoint().find(":0"), std::string::npos) << "port 0 was not replaced";
+  ASSERT_FALSE(tcp_endpoint().empty());
+  EXPECT_EQ(tcp_endpoint().rfind("tcp://127.0.0.1:", 0), 0u) << tcp_endpoint();
+  EXPECT_EQ(tcp_endpoint().find(":0"), std::string::npos) << "port 0 was not replaced";
   auto client = tcp_client();
   ASSERT_TRUE(client);
   auto pong = client->call("sys.ping", json{{"hello", "tcp"}}, waiting());
@@ -44,7 +44,7 @@ TEST_F(AuthTest, AuthorizedKeyCallsOverTcp) {
 
 TEST_F(AuthTest, ClientWithoutCurveIsNeverServed) {
   ASSERT_NO_FATAL_FAILURE(start());
-  RawPeer plain(agent_->tcp_endpoint());
+  RawPeer plain(tcp_endpoint());
   plain.call(1, "proc.exec", touch_marker());
   plain.call(2, "sys.ping");
   EXPECT_FALSE(plain.receive(kSilence)) << "a client without CURVE got an answer";
@@ -56,9 +56,9 @@ TEST_F(AuthTest, WrongServerKeyFailsToConnect) {
   auto impostor = rpc::generate_keypair();
   ASSERT_TRUE(impostor);
   rpc::ClientOptions options;
-  options.endpoint = agent_->tcp_endpoint();
+  options.endpoint = tcp_endpoint();
   options.server_public_key = impostor->public_key;
-  options.client_keys = agent_->client_keys();
+  options.client_keys = client_keys();
   options.connect_timeout = milliseconds(2000);
   auto connected = rpc::Client::connect(options);
   ASSERT_FALSE(connected);
@@ -79,20 +79,20 @@ TEST_F(AuthTest, UnknownClientKeyIsRefused) {
   ASSERT_NO_FATAL_FAILURE(start());
   auto stranger = rpc::generate_keypair();
   ASSERT_TRUE(stranger);
-  auto connected = agent_->connect_tcp(*stranger, milliseconds(3000));
+  auto connected = connect_tcp(*stranger, milliseconds(3000));
   ASSERT_FALSE(connected);
   EXPECT_TRUE(connected.status().code() == ErrorCode::permission_denied ||
               connected.status().code() == ErrorCode::unavailable)
       << connected.status().to_string();
 
-  RawPeer raw(agent_->tcp_endpoint(), agent_->server_public_key(), *stranger);
+  RawPeer raw(tcp_endpoint(), server_public_key(), *stranger);
   raw.call(1, "proc.exec", touch_marker());
   EXPECT_FALSE(raw.receive(kSilence)) << "a client with an unknown key got an answer";
   expect_authorized_client_creates_marker();
 }
 
 TEST_F(AuthTest, KeyRemovedFromAuthorizedKeysFileIsDeniedOnTheNextCall) {
-  AgentProcess::Options options;
+  RpcAgentOptions options;
   options.use_authorized_keys_file = true;
   ASSERT_NO_FATAL_FAILURE(start(options));
   auto client = tcp_client();
@@ -118,7 +118,7 @@ TEST_F(AuthTest, KeyRemovedFromAuthorizedKeysFileIsDeniedOnTheNextCall) {
   EXPECT_FALSE(file_exists(agent_->path("marker")));
 
   // Restored: allowed again (new connection; the old one may have been refused for good).
-  write_file(file, agent_->client_keys().public_key + "\n");
+  write_file(file, client_keys().public_key + "\n");
   timeval later[2] = {{2'000'000'100, 0}, {2'000'000'100, 0}};
   ASSERT_EQ(::utimes(file.c_str(), later), 0);
   std::this_thread::sleep_for(milliseconds(50));

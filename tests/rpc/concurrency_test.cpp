@@ -43,7 +43,7 @@ TEST_F(ConcurrencyTest, EightClientsFiveHundredPingsEachAllAnsweredCorrectly) {
   std::vector<std::thread> threads;
   for (int c = 0; c < kClients; ++c) {
     threads.emplace_back([&, c] {
-      auto client = agent_->connect_tcp();
+      auto client = connect_tcp();
       if (!client) {
         errors[c] = client.status().to_string();
         return;

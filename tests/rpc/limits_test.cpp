@@ -9,7 +9,7 @@ namespace {
 class LimitsTest : public RpcTest {};
 
 TEST_F(LimitsTest, InfoReportsTheConfiguredLimits) {
-  AgentProcess::Options options;
+  RpcAgentOptions options;
   options.rpc = {{"max_body_bytes", 65536}, {"max_in_flight", 4}, {"max_message_bytes", 1 << 20}};
   ASSERT_NO_FATAL_FAILURE(start(options));
   auto client = ipc_client();
@@ -23,7 +23,7 @@ TEST_F(LimitsTest, InfoReportsTheConfiguredLimits) {
 }
 
 TEST_F(LimitsTest, BodyOverMaxBodyBytesIsResourceExhausted) {
-  AgentProcess::Options options;
+  RpcAgentOptions options;
   options.rpc = {{"max_body_bytes", 65536}};
   ASSERT_NO_FATAL_FAILURE(start(options));
   auto client = tcp_client();
@@ -47,7 +47,7 @@ TEST_F(LimitsTest, DefaultBodyLimitIsOneMebibyte) {
 }
 
 TEST_F(LimitsTest, RequestsBeyondMaxInFlightOnOneConnectionAreResourceExhausted) {
-  AgentProcess::Options options;
+  RpcAgentOptions options;
   options.rpc = {{"max_in_flight", 4}};
   ASSERT_NO_FATAL_FAILURE(start(options));
   auto client = ipc_client();
@@ -104,7 +104,7 @@ TEST_F(LimitsTest, MoreThanMaxAttachmentsIsInvalidRequest) {
 }
 
 TEST_F(LimitsTest, FrameOverMaxMessageBytesDropsThatConnectionOnly) {
-  AgentProcess::Options options;
+  RpcAgentOptions options;
   options.rpc = {{"max_message_bytes", 65536}};
   ASSERT_NO_FATAL_FAILURE(start(options));
   auto offender = tcp_client();

@@ -1,5 +1,6 @@
 // What the RPC integration tests share: a fixture that starts the real agent
-// (AgentProcess), a raw DEALER for hand-made frames, and small helpers over
+// (tests/support/agent_process.h) as a plain child with CURVE on tcp and an
+// ipc endpoint, a raw DEALER for hand-made frames, and small helpers over
 // proc.list. Each test owns its agent; everything runs on the test's thread
 // unless a test starts its own.
 #pragma once
@@ -16,7 +17,7 @@
 #include "rpc/client.h"
 #include "rpc/params.h"
 #include "rpc/protocol.h"
-#include "tests/rpc/agent_process.h"
+#include "tests/support/agent_rpc.h"
 
 namespace gpubox::testing {
 
@@ -36,26 +37,66 @@ inline std::string bytes_of(const json& value) {
 
 inline ErrorCode code_of(const Result<json>& result) { return result.status().code(); }
 
+// The rpc settings an RpcTest's agent starts with.
+struct RpcAgentOptions {
+  json rpc = json::object();              // merged over the fixture's "rpc" section
+  bool authorize_client = true;           // put client_keys() on rpc.authorized_keys
+  bool use_authorized_keys_file = false;  // … in DIR/authorized_keys instead
+};
+
 class RpcTest : public ::testing::Test {
  protected:
-  void start(AgentProcess::Options options = {}) {
+  // Starts the agent: "rpc" listens on tcp://127.0.0.1:0 (CURVE, a fresh
+  // server key) and on its default ipc endpoint; log level debug; 2 s grace.
+  void start(RpcAgentOptions options = {}) {
+    auto keys = generate_agent_keys();
+    ASSERT_TRUE(keys) << keys.status().to_string();
+    keys_ = *keys;
+    json rpc = curve_rpc_config(keys_, {"tcp://127.0.0.1:0", "ipc://{state_dir}/rpc.sock"});
+    AgentOptions agent;
+    agent.new_pid_namespace = false;
+    agent.flags = {"--grace-seconds", "2"};
+    if (options.use_authorized_keys_file) {
+      agent.files["authorized_keys"] = "# test client\n" + keys_.client.public_key + "\n";
+      rpc.erase("authorized_keys");
+      rpc["authorized_keys_file"] = "{dir}/authorized_keys";
+    } else if (!options.authorize_client) {
+      // One key is required with a tcp endpoint; an unrelated one stands in.
+      rpc["authorized_keys"] = {keys_.server.public_key};
+    }
+    for (const auto& [key, value] : options.rpc.items()) rpc[key] = value;
+    agent.config = json{{"log", {{"level", "debug"}}}, {"rpc", rpc}};
     std::string error;
-    agent_ = AgentProcess::start(options, &error);
+    agent_ = AgentProcess::start_ready(agent, &error);
     ASSERT_TRUE(agent_) << error;
+    auto listening = rpc_listening(*agent_);
+    ASSERT_TRUE(listening) << "no \"rpc listening\" line in the log:\n" << agent_->log_text();
+    ASSERT_EQ(listening->public_key, keys_.server.public_key) << "the log names another public key";
+    tcp_endpoint_ = listening->tcp;
   }
 
   void TearDown() override {
     if (HasFailure() && agent_) std::cerr << "agent log:\n" << agent_->log_text() << "agent stderr:\n" << agent_->stderr_text();
   }
 
+  const std::string& tcp_endpoint() const { return tcp_endpoint_; }
+  const std::string& server_public_key() const { return keys_.server.public_key; }
+  const rpc::KeyPair& client_keys() const { return keys_.client; }
+
+  // A client on the tcp endpoint with the authorized key pair (or `keys`).
+  Result<std::unique_ptr<rpc::Client>> connect_tcp(std::optional<rpc::KeyPair> keys = std::nullopt,
+                                                   milliseconds timeout = milliseconds(5000)) const {
+    return gpubox::testing::connect_tcp(tcp_endpoint_, keys_.server.public_key, keys.value_or(keys_.client), timeout);
+  }
+
   std::unique_ptr<rpc::Client> tcp_client() {
-    auto client = agent_->connect_tcp();
+    auto client = connect_tcp();
     EXPECT_TRUE(client) << client.status().to_string();
     return client ? std::move(*client) : nullptr;
   }
 
   std::unique_ptr<rpc::Client> ipc_client() {
-    auto client = agent_->connect_ipc();
+    auto client = connect_ipc(*agent_);
     EXPECT_TRUE(client) << client.status().to_string();
     return client ? std::move(*client) : nullptr;
   }
@@ -84,6 +125,8 @@ class RpcTest : public ::testing::Test {
   }
 
   std::unique_ptr<AgentProcess> agent_;
+  AgentKeys keys_;
+  std::string tcp_endpoint_;
 };
 
 // A DEALER that sends frames exactly as given: for malformed messages.

@@ -18,7 +18,7 @@
 
 #include "rpc/client.h"
 #include "rpc/params.h"
-#include "tests/rpc_fs/agent_process.h"
+#include "tests/support/agent_rpc.h"
 
 namespace gpubox {
 namespace {
@@ -28,6 +28,15 @@ using std::chrono::milliseconds;
 namespace stdfs = std::filesystem;
 
 constexpr std::size_t kMiB = 1 << 20;
+
+// The agent as a plain child of the test, its state in state_dir, logging warnings.
+testing::AgentOptions agent_options(const std::string& state_dir) {
+  testing::AgentOptions options;
+  options.new_pid_namespace = false;
+  options.state_dir = state_dir;
+  options.flags = {"--log-level", "warn"};
+  return options;
+}
 
 std::string sha256_hex(std::string_view bytes) {
   unsigned char digest[crypto_hash_sha256_BYTES];
@@ -123,11 +132,9 @@ class FsMethodsTest : public ::testing::Test {
     root_ = dir_ + "/files";
     ASSERT_EQ(::mkdir(root_.c_str(), 0755), 0);
     std::string error;
-    agent_ = testing::AgentProcess::start(dir_ + "/state", &error);
+    agent_ = testing::AgentProcess::start_ready(agent_options(dir_ + "/state"), &error);
     ASSERT_NE(agent_, nullptr) << error;
-    rpc::ClientOptions options;
-    options.endpoint = agent_->endpoint();
-    auto client = rpc::Client::connect(options);
+    auto client = testing::connect_ipc(*agent_);
     ASSERT_TRUE(client.is_ok()) << client.status().to_string();
     client_ = std::move(client.value());
   }
@@ -137,7 +144,7 @@ class FsMethodsTest : public ::testing::Test {
     if (agent_) {
       auto status = agent_->stop();
       EXPECT_TRUE(status.has_value()) << "the agent ignored SIGTERM and was killed";
-      std::string log = read_local(agent_->log_path());
+      std::string log = agent_->stdout_text() + agent_->stderr_text();
       EXPECT_EQ(log.find("Sanitizer"), std::string::npos) << "the agent reported a sanitizer error";
       EXPECT_EQ(log.find("runtime error:"), std::string::npos) << "the agent reported undefined behaviour";
       if (HasFailure()) std::cerr << "agent log:\n" << log;
@@ -148,6 +155,8 @@ class FsMethodsTest : public ::testing::Test {
   }
 
   std::string path(const std::string& name) const { return root_ + "/" + name; }
+  // The agent's VmRSS in KiB (0 when unreadable).
+  long rss_kib() const { return static_cast<long>(agent_->rss_bytes().value_or(0) / 1024); }
 
   Result<json> call(const std::string& method, const json& params, std::vector<zmq::message_t>* attachments = nullptr) {
     rpc::CallOptions options;
@@ -816,13 +825,13 @@ TEST_F(FsMethodsTest, SlowReaderDoesNotMakeTheAgentBuffer) {
     ASSERT_EQ(::pwrite(fd, "head", 4, 0), 4);
     ::close(fd);
   }
-  long baseline = agent_->rss_kib();
+  long baseline = rss_kib();
   ASSERT_GT(baseline, 0);
   long peak = baseline;
   std::size_t chunks = 0;
   auto read = download({{"path", path("huge")}}, 2, [&] {
     ++chunks;
-    peak = std::max(peak, agent_->rss_kib());
+    peak = std::max(peak, rss_kib());
     std::this_thread::sleep_for(milliseconds(3));  // a reader slower than the agent
   });
   ASSERT_TRUE(read.result.is_ok()) << read.result.status().to_string();

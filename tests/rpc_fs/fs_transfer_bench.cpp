@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "rpc/client.h"
-#include "tests/rpc_fs/agent_process.h"
+#include "tests/support/agent_rpc.h"
 
 namespace {
 
@@ -84,11 +84,13 @@ int main(int argc, char** argv) {
   std::string expected = hex(digest);
 
   std::string error;
-  auto agent = gpubox::testing::AgentProcess::start(dir + "/state", &error);
+  gpubox::testing::AgentOptions options;
+  options.new_pid_namespace = false;
+  options.state_dir = dir + "/state";
+  options.flags = {"--log-level", "warn"};
+  auto agent = gpubox::testing::AgentProcess::start_ready(options, &error);
   if (!agent) return fail(error);
-  gpubox::rpc::ClientOptions options;
-  options.endpoint = agent->endpoint();
-  auto client = Client::connect(options);
+  auto client = gpubox::testing::connect_ipc(*agent);
   if (!client) return fail(client.status().to_string());
 
   double cpu_before = cpu_seconds(agent->pid());

@@ -1,6 +1,5 @@
-#include "tests/integration/sandbox_harness.h"
+#include "tests/support/agent_process.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -9,18 +8,18 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <stdexcept>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -54,8 +53,8 @@ struct ChildSetup {
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
-  int ready_fd = -1;   // write end of the ready pipe, or -1
-  int error_fd = -1;   // CLOEXEC: reports a failed set-up or exec as "stage errno"
+  int ready_fd = -1;  // write end of the ready pipe
+  int error_fd = -1;  // CLOEXEC: reports a failed set-up or exec as "stage errno"
   bool mount_proc = false;
 };
 
@@ -81,7 +80,7 @@ GPUBOX_CHILD_CODE bool move_fd(int from, int to) {
 // Runs in the cloned child: async-signal-safe calls only.
 GPUBOX_CHILD_CODE int child_main(void* arg) {
   const ChildSetup& setup = *static_cast<const ChildSetup*>(arg);
-  // The agent dies with the test process; a crashed test leaves no sandbox behind.
+  // The agent dies with the test process; a crashed test leaves no agent behind.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (setup.mount_proc) {
     // A private mount tree, then a /proc that shows the new PID namespace.
@@ -91,7 +90,7 @@ GPUBOX_CHILD_CODE int child_main(void* arg) {
   if (!move_fd(setup.stdin_fd, 0) || !move_fd(setup.stdout_fd, 1) || !move_fd(setup.stderr_fd, 2)) {
     child_fail(setup, 3);
   }
-  if (setup.ready_fd >= 0 && !move_fd(setup.ready_fd, kReadyFdInAgent)) child_fail(setup, 4);
+  if (!move_fd(setup.ready_fd, kReadyFdInAgent)) child_fail(setup, 4);
   // No core files from the signal tests.
   rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
@@ -123,6 +122,26 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return pointers;
 }
 
+// The test's environment, less an ambient GPUBOX_CONFIG, with `own` added or replacing what it names.
+std::vector<std::string> agent_environment(const std::vector<std::string>& own) {
+  auto name_of = [](std::string_view entry) { return entry.substr(0, entry.find('=')); };
+  std::vector<std::string> env;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    std::string_view name = name_of(*entry);
+    bool replaced = name == "GPUBOX_CONFIG";
+    for (const auto& mine : own) replaced = replaced || name_of(mine) == name;
+    if (!replaced) env.emplace_back(*entry);
+  }
+  env.insert(env.end(), own.begin(), own.end());
+  return env;
+}
+
+// text with every `name` in it replaced by value.
+std::string replace_all(std::string text, const std::string& name, const std::string& value) {
+  for (size_t at = 0; (at = text.find(name, at)) != std::string::npos; at += value.size()) text.replace(at, name.size(), value);
+  return text;
+}
+
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
 }  // namespace
@@ -135,71 +154,50 @@ int shell_status(int wait_status) {
   return -1;
 }
 
-std::string make_temp_dir(const std::string& prefix) {
-  std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
-  return pattern;
-}
-
-std::unique_ptr<Sandbox> Sandbox::start(const SandboxOptions& options, std::string* error) {
+std::unique_ptr<AgentProcess> AgentProcess::start(const AgentOptions& options, std::string* error) {
   auto set_error = [&](const std::string& text) {
     if (error) *error = text;
     return nullptr;
   };
-  std::unique_ptr<Sandbox> box(new Sandbox());
-  box->dir_ = make_temp_dir("gpubox-it");
+  std::unique_ptr<AgentProcess> agent(new AgentProcess());
+  agent->dir_ = make_temp_dir("gpubox-agent-test");
+  agent->state_dir_ = options.state_dir.empty() ? agent->path("state") : options.state_dir;
+  for (const auto& [name, content] : options.files) write_file(agent->path(name), content);
 
-  std::vector<std::string> args = {agent_path()};
-  if (options.pass_state_dir) {
-    args.push_back("--state-dir");
-    args.push_back(box->state_dir());
-  }
+  std::vector<std::string> args = {agent_path(), "--state-dir", agent->state_dir_};
   if (options.config) {
-    write_file(box->path("config.json"), options.config->dump(2));
+    std::string text = replace_all(options.config->dump(2), "{dir}", agent->dir_);
+    write_file(agent->path("config.json"), replace_all(text, "{state_dir}", agent->state_dir_));
     args.push_back("--config");
-    args.push_back(box->path("config.json"));
+    args.push_back(agent->path("config.json"));
   }
-  std::pair<Fd, Fd> ready_pipe;
-  if (options.pass_ready_fd) {
-    ready_pipe = make_pipe();
-    args.push_back("--ready-fd");
-    args.push_back(std::to_string(kReadyFdInAgent));
-  }
+  auto [ready_read, ready_write] = make_pipe();
+  args.push_back("--ready-fd");
+  args.push_back(std::to_string(kReadyFdInAgent));
   args.insert(args.end(), options.flags.begin(), options.flags.end());
   if (!options.command.empty()) {
     args.push_back("--");
     args.insert(args.end(), options.command.begin(), options.command.end());
   }
-
-  // The test's environment, less an ambient GPUBOX_CONFIG, with the options'
-  // env added or replacing what it names.
-  auto name_of = [](std::string_view entry) { return entry.substr(0, entry.find('=')); };
-  std::vector<std::string> env;
-  for (char** entry = environ; entry && *entry; ++entry) {
-    std::string_view name = name_of(*entry);
-    bool replaced = name == "GPUBOX_CONFIG";
-    for (const auto& own : options.env) replaced = replaced || name_of(own) == name;
-    if (!replaced) env.emplace_back(*entry);
-  }
-  env.insert(env.end(), options.env.begin(), options.env.end());
+  std::vector<std::string> env = agent_environment(options.env);
 
   std::vector<char*> argv = c_strings(args);
   std::vector<char*> envp = c_strings(env);
   std::string path = agent_path();
   Fd stdin_fd = open_or_throw("/dev/null", O_RDONLY);
-  Fd stdout_fd = open_or_throw(box->path("stdout"), O_WRONLY | O_CREAT | O_TRUNC);
-  Fd stderr_fd = open_or_throw(box->path("stderr"), O_WRONLY | O_CREAT | O_TRUNC);
+  Fd stdout_fd = open_or_throw(agent->path("stdout"), O_WRONLY | O_CREAT | O_TRUNC);
+  Fd stderr_fd = open_or_throw(agent->path("stderr"), O_WRONLY | O_CREAT | O_TRUNC);
   auto [error_read, error_write] = make_pipe();
 
   ChildSetup setup;
   setup.path = path.c_str();
   setup.argv = argv.data();
   setup.envp = envp.data();
-  setup.cwd = box->dir_.c_str();
+  setup.cwd = agent->dir_.c_str();
   setup.stdin_fd = stdin_fd.get();
   setup.stdout_fd = stdout_fd.get();
   setup.stderr_fd = stderr_fd.get();
-  setup.ready_fd = ready_pipe.second.get();
+  setup.ready_fd = ready_write.get();
   setup.error_fd = error_write.get();
   setup.mount_proc = options.new_pid_namespace;
 
@@ -207,17 +205,17 @@ std::unique_ptr<Sandbox> Sandbox::start(const SandboxOptions& options, std::stri
   if (stack == MAP_FAILED) return set_error("mmap: " + std::string(std::strerror(errno)));
   int flags = SIGCHLD | CLONE_VM | CLONE_VFORK;
   if (options.new_pid_namespace) flags |= CLONE_NEWPID | CLONE_NEWNS;
-  box->started_at_ = Clock::now();
+  agent->started_at_ = Clock::now();
   pid_t pid = ::clone(child_main, static_cast<char*>(stack) + kCloneStackSize, flags, &setup);
   int clone_errno = errno;
   // CLONE_VFORK: the child has exec'd or exited by now, and no longer uses its stack.
   ::munmap(stack, kCloneStackSize);
   if (pid < 0) return set_error("clone: " + std::string(std::strerror(clone_errno)));
-  box->pid_ = pid;
-  box->pidfd_ = pidfd_open(pid);
-  box->ready_fd_ = ready_pipe.first.release();
+  agent->pid_ = pid;
+  agent->pidfd_ = pidfd_open(pid);
+  agent->ready_fd_ = ready_read.release();
   // Only the agent holds the write ends now.
-  ready_pipe.second.reset();
+  ready_write.reset();
   error_write.reset();
 
   // EOF on the error pipe: the exec succeeded. Otherwise the child reports why.
@@ -227,14 +225,24 @@ std::unique_ptr<Sandbox> Sandbox::start(const SandboxOptions& options, std::stri
     n = ::read(error_read.get(), &failure, sizeof failure);
   } while (n < 0 && errno == EINTR);
   if (n == sizeof failure) {
-    box->wait_exit(milliseconds(5000));
-    return set_error("sandbox set-up failed at stage " + std::to_string(failure.stage) + ": " +
+    agent->wait_exit(milliseconds(5000));
+    return set_error("agent set-up failed at stage " + std::to_string(failure.stage) + ": " +
                      std::strerror(failure.error));
   }
-  return box;
+  return agent;
 }
 
-Sandbox::~Sandbox() {
+std::unique_ptr<AgentProcess> AgentProcess::start_ready(const AgentOptions& options, std::string* error,
+                                                        milliseconds timeout) {
+  auto agent = start(options, error);
+  if (agent && !agent->wait_ready(timeout)) {
+    if (error) *error = "the agent did not become ready; stderr:\n" + agent->stderr_text() + "\nlog:\n" + agent->log_text();
+    return nullptr;
+  }
+  return agent;
+}
+
+AgentProcess::~AgentProcess() {
   if (pid_ > 0 && !reaped_) {
     ::kill(pid_, SIGKILL);
     int status;
@@ -244,12 +252,10 @@ Sandbox::~Sandbox() {
   if (pidfd_ >= 0) ::close(pidfd_);
   if (ready_fd_ >= 0) ::close(ready_fd_);
   std::error_code ignored;
-  if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  if (!dir_.empty() && !std::getenv("GPUBOX_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir_, ignored);
 }
 
-// Reads what the ready pipe has before the deadline into ready_buffer_.
-// Returns the bytes read (> 0), 0 when the pipe closed, -1 at the deadline or on error.
-ssize_t Sandbox::read_ready_pipe(Clock::time_point deadline) {
+ssize_t AgentProcess::read_ready_pipe(Clock::time_point deadline) {
   while (true) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
     if (left < 0) return -1;
@@ -265,7 +271,7 @@ ssize_t Sandbox::read_ready_pipe(Clock::time_point deadline) {
   }
 }
 
-bool Sandbox::wait_ready(milliseconds timeout) {
+bool AgentProcess::wait_ready(milliseconds timeout) {
   if (ready_buffer_.find("ready\n") != std::string::npos) return true;
   if (ready_fd_ < 0) return false;
   auto deadline = Clock::now() + timeout;
@@ -278,7 +284,7 @@ bool Sandbox::wait_ready(milliseconds timeout) {
   return false;  // the deadline passed, or the pipe closed without saying ready
 }
 
-bool Sandbox::wait_ready_fd_closed(milliseconds timeout) {
+bool AgentProcess::wait_ready_fd_closed(milliseconds timeout) {
   if (ready_fd_ < 0) return true;
   auto deadline = Clock::now() + timeout;
   ssize_t n;
@@ -287,12 +293,12 @@ bool Sandbox::wait_ready_fd_closed(milliseconds timeout) {
   return n == 0;
 }
 
-bool Sandbox::signal(int sig) {
+bool AgentProcess::signal(int sig) {
   if (reaped_ || pid_ <= 0) return false;
   return ::kill(pid_, sig) == 0;
 }
 
-bool Sandbox::running() {
+bool AgentProcess::running() {
   if (reaped_) return false;
   siginfo_t info{};
   // WNOWAIT: look, but leave the zombie for wait_exit to reap.
@@ -300,7 +306,7 @@ bool Sandbox::running() {
   return info.si_pid == 0;
 }
 
-std::optional<int> Sandbox::wait_exit(milliseconds timeout) {
+std::optional<int> AgentProcess::wait_exit(milliseconds timeout) {
   if (reaped_) return exit_status_;
   auto deadline = Clock::now() + timeout;
   while (true) {
@@ -324,11 +330,29 @@ std::optional<int> Sandbox::wait_exit(milliseconds timeout) {
   }
 }
 
-std::string Sandbox::stdout_text() const { return read_file(path("stdout")); }
-std::string Sandbox::stderr_text() const { return read_file(path("stderr")); }
-std::string Sandbox::log_text() const { return read_file(state_dir() + "/agent.log"); }
+std::optional<int> AgentProcess::stop(milliseconds timeout) {
+  if (reaped_) return exit_status_;
+  signal(SIGTERM);
+  if (auto status = wait_exit(timeout)) return status;
+  signal(SIGKILL);
+  wait_exit(milliseconds(10'000));
+  return std::nullopt;
+}
 
-std::vector<nlohmann::json> Sandbox::log_entries() const {
+std::optional<long long> AgentProcess::rss_bytes() const {
+  std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return std::nullopt;
+}
+
+std::string AgentProcess::stdout_text() const { return read_file(path("stdout")); }
+std::string AgentProcess::stderr_text() const { return read_file(path("stderr")); }
+std::string AgentProcess::log_text() const { return read_file(state_dir_ + "/agent.log"); }
+
+std::vector<nlohmann::json> AgentProcess::log_entries() const {
   std::vector<nlohmann::json> entries;
   std::string text = log_text();
   size_t begin = 0;
@@ -342,7 +366,7 @@ std::vector<nlohmann::json> Sandbox::log_entries() const {
   return entries;
 }
 
-bool Sandbox::wait_for_log(const std::string& msg, milliseconds timeout, const std::string& child) const {
+bool AgentProcess::wait_for_log(const std::string& msg, milliseconds timeout, const std::string& child) const {
   return wait_until(
       [&] {
         for (const auto& entry : log_entries()) {
@@ -351,79 +375,6 @@ bool Sandbox::wait_for_log(const std::string& msg, milliseconds timeout, const s
         return false;
       },
       timeout);
-}
-
-std::vector<ProcessInfo> list_processes() {
-  std::vector<ProcessInfo> processes;
-  DIR* proc = ::opendir("/proc");
-  if (!proc) return processes;
-  while (dirent* entry = ::readdir(proc)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    std::string stat = read_file(std::string("/proc/") + entry->d_name + "/stat");
-    // "pid (comm) S ppid ...": comm may hold spaces and parentheses.
-    size_t open = stat.find('(');
-    size_t close = stat.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close + 4 > stat.size()) continue;
-    ProcessInfo info;
-    info.pid = std::atoi(stat.c_str());
-    info.comm = stat.substr(open + 1, close - open - 1);
-    info.state = stat[close + 2];
-    info.ppid = std::atoi(stat.c_str() + close + 4);
-    processes.push_back(std::move(info));
-  }
-  ::closedir(proc);
-  return processes;
-}
-
-std::vector<ProcessInfo> children_of(pid_t parent) {
-  std::vector<ProcessInfo> children;
-  for (auto& p : list_processes()) {
-    if (p.ppid == parent) children.push_back(std::move(p));
-  }
-  return children;
-}
-
-int count_zombie_children(pid_t parent) {
-  int zombies = 0;
-  for (const auto& p : children_of(parent)) zombies += p.state == 'Z' ? 1 : 0;
-  return zombies;
-}
-
-bool wait_until(const std::function<bool()>& cond, milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (true) {
-    if (cond()) return true;
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(3));
-  }
-}
-
-bool file_exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-void write_file(const std::string& path, const std::string& text, int mode) {
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + path);
-    out << text;
-  }
-  ::chmod(path.c_str(), static_cast<mode_t>(mode));
-}
-
-int count_lines(const std::string& text) {
-  int lines = 0;
-  for (char c : text) lines += c == '\n' ? 1 : 0;
-  return lines;
 }
 
 long long parse_log_timestamp_us(const std::string& ts) {
