@@ -40,7 +40,7 @@ def flush_figures():
         for num in nums:
             fig = plt.figure(num)
             send_display({"image/png": base64.b64encode(_png_of_figure(fig)).decode("ascii"),
-                           "text/plain": repr(fig)})
+                          "text/plain": repr(fig)})
         if nums:
             plt.close("all")
     except Exception:

@@ -12,6 +12,7 @@ from .tracebacks import strip_executor_frames
 
 
 def make_ipython_backend():
+    """The backend on a fresh InteractiveShell; ImportError when IPython is not importable."""
     import inspect
     with DeferredImports():
         from IPython.core.displayhook import DisplayHook
