@@ -1,7 +1,8 @@
 # Python shipped inside a binary as C++ raw strings, written once for every
 # embed: the gpubox package for notebook cells (kernel/), the serve worker's
-# package (agent/), the executor and the model loader (kernel/). The sources
-# are read at configure time and re-read whenever one of them changes.
+# package (agent/), the executor's package and the model loader (kernel/).
+# The sources are read at configure time and re-read whenever one of them
+# changes.
 
 set(GPUBOX_EMBED_PYTHON_DIR ${CMAKE_CURRENT_LIST_DIR})
 

@@ -1,4 +1,4 @@
-// Over 600 lines: the supervised executor process and its channel (spawn, frames, interrupt, restart), whose request and interrupt paths share two locks; the Python side is executor.py.
+// Over 600 lines: the supervised executor process and its channel (spawn, frames, interrupt, restart), whose request and interrupt paths share two locks; the Python side is the package kernel/executor/.
 #include "kernel/python_executor.h"
 
 #include <fcntl.h>
@@ -34,8 +34,8 @@ void interrupt_main_thread(pid_t pid) { ::syscall(SYS_tgkill, pid, pid, SIGINT);
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-// Reads the executor's source from fd 3 as the first frame and runs it; the
-// source itself never appears in argv or on disk.
+// Reads the executor's program (executor_program()) from fd 3 as the first
+// frame and runs it; the source itself never appears in argv or on disk.
 constexpr char kBootstrap[] =
     "import os,struct\n"
     "def _r(n):\n"
@@ -120,6 +120,14 @@ void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NON
 }  // namespace
 
 std::unique_ptr<ExecutorLauncher> make_direct_launcher() { return std::make_unique<DirectLauncher>(); }
+
+std::string executor_program() {
+  static const std::string program =
+      embedded_package_code("gpubox_executor", "<gpubox-executor>", executor_package_sources()) +
+      "from gpubox_executor.__main__ import main\n"
+      "main()\n";
+  return program;
+}
 
 struct PythonExecutor::Process {
   pid_t pid = -1;
@@ -314,7 +322,7 @@ Status PythonExecutor::spawn_locked() {
   process->channel = std::move(mine);
   process->out = std::move(out_r);
   process->err = std::move(err_r);
-  Status sent = write_frame(process->channel.get(), kExecutorSource);
+  Status sent = write_frame(process->channel.get(), executor_program());
   set_nonblocking(process->channel.get());
   set_nonblocking(process->out.get());
   set_nonblocking(process->err.get());

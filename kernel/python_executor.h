@@ -1,4 +1,4 @@
-// The supervised Python executor: the image's python3 running kernel/executor.py,
+// The supervised Python executor: the image's python3 running the package kernel/executor/,
 // talking to the agent over a private socketpair (fd 3) with its fds 1 and 2 on
 // pipes the agent reads. A crash of user code kills only this child: the next
 // request finds a fresh executor with its setup code replayed.
@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/embedded_python.h"
 #include "base/fd.h"
 #include "kernel/frame_channel.h"
 #include "base/status.h"
@@ -176,7 +177,13 @@ class PythonExecutor {
   nlohmann::json info_ = nlohmann::json::object();
 };
 
-// The embedded kernel/executor.py.
-extern const char kExecutorSource[];
+// The embedded modules of kernel/executor/ (generated): (module name, source),
+// "__init__" and "__main__" included.
+const EmbeddedSources& executor_package_sources();
+
+// Python text that makes that package importable as gpubox_executor (its files
+// named <gpubox-executor>/MODULE.py, which user tracebacks leave out) and runs
+// its main(): what the executor's bootstrap reads as its first frame.
+std::string executor_program();
 
 }  // namespace gpubox::kernel
