@@ -4,9 +4,9 @@
 # the container tests: image/Dockerfile built and run with podman on the local
 # bases of setup_images.sh; gpubox-modeld against transformers and the
 # tokenizer against Hugging Face's tokenizers, from build/venv and
-# tests/assets), the same suite under ASan+UBSan (without the container tests:
-# a sanitized agent is not static; without gpubox-modeld: LibTorch is not
-# instrumented), then a short run of every libFuzzer target.
+# tests/assets), the suite under ASan+UBSan (without the container tests,
+# gpubox-modeld and the suites labelled release_only: docs/build.md says why),
+# then a short run of every libFuzzer target. Prints each phase's time.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
