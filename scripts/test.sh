@@ -4,16 +4,27 @@
 # the container tests: image/Dockerfile built and run with podman on the local
 # bases of setup_images.sh; gpubox-modeld against transformers and the
 # tokenizer against Hugging Face's tokenizers, from build/venv and
-# tests/assets), the same suite under ASan+UBSan (without the container tests:
-# a sanitized agent is not static; without gpubox-modeld: LibTorch is not
-# instrumented), then a short run of every libFuzzer target.
+# tests/assets), the suite under ASan+UBSan (without the container tests,
+# gpubox-modeld and the suites labelled release_only: docs/build.md says why),
+# then a short run of every libFuzzer target. Prints each phase's time.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/setup_python.sh
-scripts/setup_npm.sh
-scripts/setup_images.sh
+
+# Each phase's wall time, printed as it ends and again at the end (CI's budget is 45 minutes).
+phase_times=()
+phase() {  # $1: the phase's name; the rest: its command
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  phase_times+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
+  echo "test.sh: ${phase_times[-1]}"
+}
+
+phase setup scripts/setup.sh
+phase setup_python scripts/setup_python.sh
+phase setup_npm scripts/setup_npm.sh
+phase setup_images scripts/setup_images.sh
 
 # What did not run, and why. Under CI=true a missing prerequisite that the setup
 # installs fails its test (tests/prerequisite.py, tests/prerequisite.h); what
@@ -27,10 +38,16 @@ report_skips() {  # $1: the preset's build dir, $2: ctest's console output
   if [ -n "$python" ]; then printf '%s\n' "$python" | sed 's/^/  /'; fi
 }
 
-scripts/build.sh default
-ctest --preset default 2>&1 | tee build/ctest-default.out
-scripts/build.sh asan
-ctest --preset asan 2>&1 | tee build/asan/ctest-asan.out
-scripts/fuzz.sh "${GPUBOX_FUZZ_SECONDS:-20}"
+run_ctest() {  # $1: the preset; its console output goes to $2 too
+  ctest --preset "$1" 2>&1 | tee "$2"
+}
+phase "build default" scripts/build.sh default
+phase "ctest default" run_ctest default build/ctest-default.out
+phase "build asan" scripts/build.sh asan
+phase "ctest asan" run_ctest asan build/asan/ctest-asan.out
+phase fuzz scripts/fuzz.sh "${GPUBOX_FUZZ_SECONDS:-10}"
 report_skips build build/ctest-default.out
 report_skips build/asan build/asan/ctest-asan.out
+printf 'test.sh: phase times\n'
+printf '  %s\n' "${phase_times[@]}"
+echo "test.sh: all phases took $SECONDS s"

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -27,6 +28,9 @@ struct Snapshot;  // host/snapshot.h
 // Where every sandbox sees its own parts, whatever runs it.
 inline constexpr char kSandboxStateDir[] = "/run/gpubox";
 inline constexpr char kSandboxWorkDir[] = "/workspace";
+// The agent's port inside the sandbox image (image/Dockerfile EXPOSEs it), for
+// the backends that run that image: container/ and modal/.
+inline constexpr std::uint16_t kImageAgentPort = 7000;
 
 struct BindMount {
   std::string source;  // a host path (absolute)

@@ -1,6 +1,6 @@
 #include "tests/cli/cli_fixture.h"
 
-#include "host/backends/container/container_engine.h"
+#include "host/program_run.h"
 #include "tests/cli/fake_modal_process.h"
 #include "tests/image/test_image.h"
 
@@ -237,7 +237,7 @@ pid_t BackendCliTest::agent_pid(const std::string& id) const {
   if (!modal()) return record(id)["agent_pid"].get<pid_t>();
   // Modal's agent is no process of this host; the fake's container is.
   std::string container = FakeModalProcess::container_of(record(id)["spec"].value("modal_id", ""));
-  auto pid = host::run_engine("podman", {"inspect", "--format", "{{.State.Pid}}", container});
+  auto pid = host::run_program("podman", {"inspect", "--format", "{{.State.Pid}}", container});
   return pid && pid->status == 0 ? static_cast<pid_t>(std::stol(pid->out)) : -1;
 }
 
@@ -259,18 +259,18 @@ void BackendCliTest::TearDown() {
   // Snapshot images a failed test left (committed images keep the container's labels).
   const std::string engine = backend();
   std::string label = "label=gpubox.store=" + state_home() + "/gpubox";
-  std::string images = host::run_engine(engine, {"images", "--quiet", "--filter", label})->out;
+  std::string images = host::run_program(engine, {"images", "--quiet", "--filter", label})->out;
   for (size_t at = 0, end; at < images.size(); at = end + 1) {
     end = images.find('\n', at);
     if (end == std::string::npos) end = images.size();
-    if (end > at) (void)host::run_engine(engine, {"rmi", "--force", images.substr(at, end - at)});
+    if (end > at) (void)host::run_program(engine, {"rmi", "--force", images.substr(at, end - at)});
   }
-  EXPECT_EQ(host::run_engine(engine, {"ps", "--all", "--quiet", "--filter", label})->out, "")
+  EXPECT_EQ(host::run_program(engine, {"ps", "--all", "--quiet", "--filter", label})->out, "")
       << "containers of this test left after terminate --all";
 }
 
 std::string PodmanCliTest::podman(const std::vector<std::string>& args) const {
-  auto ran = host::run_engine("podman", args);
+  auto ran = host::run_program("podman", args);
   EXPECT_TRUE(ran) << ran.status().to_string();
   return ran ? ran->out : "";
 }

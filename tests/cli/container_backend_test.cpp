@@ -14,7 +14,7 @@
 
 #include <gmock/gmock.h>
 
-#include "host/backends/container/container_engine.h"
+#include "host/program_run.h"
 #include "tests/cli/cli_fixture.h"
 #include "tests/image/test_image.h"
 
@@ -101,7 +101,7 @@ TEST_P(BackendCliTest, SnapshotKeepsFilesPackagesAndSettingsButNotProcesses) {
   ASSERT_EQ(run({"snapshots", "rm", "snap-1"}).status, 0);
   EXPECT_EQ(run({"snapshots", "--json"}).out, "[]\n");
   if (container() && !modal()) {
-    EXPECT_NE(host::run_engine("podman", {"image", "exists", listed[0]["image"]})->status, 0) << "the committed image is left";
+    EXPECT_NE(host::run_program("podman", {"image", "exists", listed[0]["image"]})->status, 0) << "the committed image is left";
   }
   // Modal keeps a snapshot's image for 30 days by itself and has no call to delete it: only the record goes.
 }
@@ -164,7 +164,7 @@ TEST_F(PodmanCliTest, CreateExecFilesRunCodeRpcInfoAndTerminateAContainer) {
   CliRun terminated = run({"terminate", "box"});
   EXPECT_EQ(terminated.status, 0) << terminated.err;
   EXPECT_EQ(terminated.out, id + "\n") << "the agent stopped within its grace";
-  EXPECT_NE(host::run_engine("podman", {"container", "exists", container})->status, 0) << "the container is left";
+  EXPECT_NE(host::run_program("podman", {"container", "exists", container})->status, 0) << "the container is left";
   EXPECT_TRUE(store_entries().empty());
   std::string stat = read_text("/proc/" + std::to_string(relay) + "/stat");
   EXPECT_TRUE(stat.empty() || stat.find(") Z") != std::string::npos) << "the port relay still runs";
@@ -178,7 +178,7 @@ TEST_F(PodmanCliTest, SecretsReachTheContainerButNotInspectLogsOrArgv) {
   EXPECT_EQ(run({"exec", id, "--", "sh", "-c", "echo $API_TOKEN $PLAIN"}).out, value + " visible\n");
   std::string container = record(id)["spec"]["container"];
   EXPECT_EQ(podman({"inspect", container}).find(value), std::string::npos) << "the secret is in podman inspect";
-  auto logs = host::run_engine("podman", {"logs", container});
+  auto logs = host::run_program("podman", {"logs", container});
   ASSERT_TRUE(logs);
   EXPECT_EQ((logs->out + logs->err).find(value), std::string::npos) << "the secret is in the engine's logs";
   pid_t agent = record(id)["agent_pid"];
@@ -204,7 +204,7 @@ TEST_F(PodmanCliTest, AContainerKilledFromOutsideShowsDeadAndIsCleanedUp) {
   }
   EXPECT_EQ(listed[0]["state"], "dead");
   expect_dead_sandbox_cleaned_up(id);
-  EXPECT_NE(host::run_engine("podman", {"container", "exists", container})->status, 0);
+  EXPECT_NE(host::run_program("podman", {"container", "exists", container})->status, 0);
 }
 
 TEST_F(PodmanCliTest, BridgeNetworkAFixedPublishedPortAndNoSeccomp) {
@@ -224,7 +224,7 @@ std::string build_broken_image(const std::string& scratch, const std::string& ta
   write_text(scratch + "/broken/Containerfile", std::string("FROM ") + kTestImageBusybox.base +
                                                     "\nCOPY gpubox-agent /usr/local/bin/gpubox-agent\n"
                                                     "ENTRYPOINT [\"/usr/local/bin/gpubox-agent\"]\n");
-  auto built = host::run_engine("podman", {"build", "--isolation", "chroot", "-q", "--layers=false", "-t", tag, scratch + "/broken"});
+  auto built = host::run_program("podman", {"build", "--isolation", "chroot", "-q", "--layers=false", "-t", tag, scratch + "/broken"});
   return built && built->status == 0 ? "" : (built ? built->err : built.status().message());
 }
 

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "host/backends/container/container_engine.h"
+#include "host/program_run.h"
 #include "tests/cli/cli_fixture.h"
 #include "tests/image/test_image.h"
 
@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 const std::string& fake_modal_problem() {
   static const std::string problem = [] {
     if (!podman_problem().empty()) return podman_problem();
-    auto ran = host::run_engine(GPUBOX_VENV_PYTHON, {"-c", "import modal, grpclib"}, std::chrono::seconds(60));
+    auto ran = host::run_program(GPUBOX_VENV_PYTHON, {"-c", "import modal, grpclib"}, std::chrono::seconds(60));
     if (!ran || ran->status != 0) {
       return std::string(GPUBOX_VENV_PYTHON) + " has no Modal SDK (scripts/setup_python.sh installs it)";
     }
@@ -120,7 +120,7 @@ std::vector<std::string> FakeModalProcess::containers() const {
 std::vector<std::string> FakeModalProcess::running(const std::vector<std::string>& names) const {
   std::vector<std::string> found;
   for (const auto& name : names) {
-    auto state = host::run_engine("podman", {"inspect", "--format", "{{.State.Running}}", name});
+    auto state = host::run_program("podman", {"inspect", "--format", "{{.State.Running}}", name});
     if (state && state->status == 0 && state->out.rfind("true", 0) == 0) found.push_back(name);
   }
   return found;

@@ -18,7 +18,7 @@
 #include <map>
 #include <thread>
 
-#include "host/backends/container/container_engine.h"
+#include "host/program_run.h"
 #include "base/base64.h"
 #include "rpc/client.h"
 #include "rpc/keys.h"
@@ -30,7 +30,7 @@ namespace {
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
-using host::run_engine;
+using host::run_program;
 
 using ImageCase = TestImage;
 const ImageCase kCases[] = {kTestImagePython, kTestImageMinbase, kTestImageBusybox};
@@ -57,7 +57,7 @@ class Container {
                                       {"authorized_keys", {client_.public_key}}}},
                              {"shutdown", {{"grace_seconds", 2}}}};
     config.merge_patch(config_extra);
-    (void)run_engine("podman", {"rm", "--force", "--time", "0", name_});
+    (void)run_program("podman", {"rm", "--force", "--time", "0", name_});
     std::vector<std::string> args = {"run", "--detach", "--name", name_, "--publish", "127.0.0.1::7000"};
     std::vector<std::string> agent_args;
     if (via == ConfigVia::env) {
@@ -71,12 +71,12 @@ class Container {
     }
     args.push_back(tag_of(image));
     args.insert(args.end(), agent_args.begin(), agent_args.end());
-    auto ran = run_engine("podman", args);
+    auto ran = run_program("podman", args);
     if (!ran || ran->status != 0) {
       error_ = "podman run: " + (ran ? ran->err : ran.status().message());
       return;
     }
-    auto port = run_engine("podman", {"port", name_, "7000/tcp"});
+    auto port = run_program("podman", {"port", name_, "7000/tcp"});
     std::string address = port ? port->out.substr(0, port->out.find('\n')) : "";
     rpc::ClientOptions options;
     options.endpoint = "tcp://" + address;
@@ -85,7 +85,7 @@ class Container {
     options.connect_timeout = std::chrono::seconds(20);
     auto connected = rpc::Client::connect(options);
     if (!connected) {
-      auto logs = run_engine("podman", {"logs", name_});
+      auto logs = run_program("podman", {"logs", name_});
       error_ = "cannot reach " + options.endpoint + ": " + connected.status().to_string() + "\n" +
                (logs ? logs->out + logs->err : "");
       return;
@@ -94,7 +94,7 @@ class Container {
   }
   ~Container() {
     client.reset();
-    (void)run_engine("podman", {"rm", "--force", "--time", "0", name_});
+    (void)run_program("podman", {"rm", "--force", "--time", "0", name_});
     std::error_code ignored;
     if (!config_dir_.empty()) fs::remove_all(config_dir_, ignored);
   }
@@ -153,7 +153,7 @@ TEST_P(ImageTest, TheAgentIsPid1ReapsAndServesExecFilesAndJobsOverCurve) {
   ASSERT_TRUE(info) << info.status().to_string();
   EXPECT_EQ((*info)["pid"], 1) << "the agent is the container's PID 1";
   EXPECT_EQ(box.shell("cat /proc/1/comm; pwd"), "gpubox-agent\n/workspace\n");
-  auto top = run_engine("podman", {"inspect", "--format", "{{json .Config.Entrypoint}}", box.name()});
+  auto top = run_program("podman", {"inspect", "--format", "{{json .Config.Entrypoint}}", box.name()});
   ASSERT_TRUE(top);
   EXPECT_THAT(top->out, HasSubstr("/usr/local/bin/gpubox-agent"));
 

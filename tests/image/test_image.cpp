@@ -11,7 +11,7 @@
 #include <sstream>
 #include <vector>
 
-#include "host/backends/container/container_engine.h"
+#include "host/program_run.h"
 
 #ifndef GPUBOX_AGENT_PATH
 #error "GPUBOX_AGENT_PATH must name the gpubox-agent binary"
@@ -23,7 +23,7 @@
 namespace gpubox::testing {
 
 namespace fs = std::filesystem;
-using host::run_engine;
+using host::run_program;
 
 const TestImage kTestImagePython = {"python", "localhost/gpubox-base-torch:bookworm-1", true};
 const TestImage kTestImageMinbase = {"minbase", "localhost/gpubox-base-minbase:bookworm-1", false};
@@ -37,7 +37,7 @@ std::string test_image_tag(const TestImage& image) {
 
 const std::string& podman_problem() {
   static const std::string problem = [] {
-    auto info = run_engine("podman", {"info", "--format", "{{.Host.OCIRuntime.Name}}"}, std::chrono::seconds(60));
+    auto info = run_program("podman", {"info", "--format", "{{.Host.OCIRuntime.Name}}"}, std::chrono::seconds(60));
     if (!info) return "podman cannot run here: " + info.status().message() + " (scripts/setup_images.sh installs it)";
     if (info->status != 0) return "podman cannot run here: podman info failed: " + info->error_line();
     return std::string();
@@ -87,7 +87,7 @@ std::string recipe_key(const TestImage& image, bool with_binaries = true) {
 // A binary into the build context, without its debug info (the agent: 75 MB -> 8 MB).
 void put_stripped(const std::string& binary, const std::string& context) {
   std::string copy = context + "/" + fs::path(binary).filename().string();
-  auto stripped = run_engine("strip", {"-o", copy, binary});
+  auto stripped = run_program("strip", {"-o", copy, binary});
   if (!stripped || stripped->status != 0) fs::copy_file(binary, copy, fs::copy_options::overwrite_existing);
 }
 
@@ -98,9 +98,9 @@ std::string build_test_image(const TestImage& image) {
   if (auto found = built.find(image.name); found != built.end()) return found->second;
   std::string& outcome = built[image.name];
   std::string key = recipe_key(image);
-  auto current = run_engine("podman", {"image", "inspect", "--format", "{{index .Labels \"gpubox.test.recipe\"}}", test_image_tag(image)});
+  auto current = run_program("podman", {"image", "inspect", "--format", "{{index .Labels \"gpubox.test.recipe\"}}", test_image_tag(image)});
   if (current && current->status == 0 && current->out == key + "\n") return outcome = "";
-  auto base = run_engine("podman", {"image", "exists", image.base});
+  auto base = run_program("podman", {"image", "exists", image.base});
   if (!base || base->status != 0) return outcome = std::string("base ") + image.base + " is missing: run scripts/setup_images.sh";
   if (image.has_python && !fs::exists(modeld_path())) return outcome = "no gpubox-modeld at " + modeld_path();
   if (image.has_python && !fs::exists(wheelhouse() + "/.gpubox-lock")) {
@@ -121,9 +121,9 @@ std::string build_test_image(const TestImage& image) {
     args.insert(args.end(), {"--build-arg", "PYTHON_SETUP=none", "--build-arg", "MODELD_FROM=none"});
   }
   args.insert(args.end(), {"--label", "gpubox.test.recipe=" + key, "--layers=false", "-t", test_image_tag(image), context});
-  auto build = run_engine("podman", args, std::chrono::seconds(900));
+  auto build = run_program("podman", args, std::chrono::seconds(900));
   // The image this one replaced (a machine's podman storage outlives its CI runs).
-  (void)run_engine("podman", {"image", "prune", "--force", "--filter", "label=gpubox.test.recipe"});
+  (void)run_program("podman", {"image", "prune", "--force", "--filter", "label=gpubox.test.recipe"});
   std::error_code ignored;
   fs::remove_all(context, ignored);
   if (!build) return outcome = build.status().message();
@@ -135,7 +135,7 @@ const std::string& docker_problem() {
   static const std::string problem = [] {
     const char* host = std::getenv("DOCKER_HOST");
     if (!host || !*host) return std::string("no Docker engine: DOCKER_HOST is unset (ctest starts one: tests/cli/docker_engine.sh)");
-    auto info = run_engine("docker", {"version", "--format", "{{.Server.Version}}"}, std::chrono::seconds(30));
+    auto info = run_program("docker", {"version", "--format", "{{.Server.Version}}"}, std::chrono::seconds(30));
     if (!info) return "docker cannot run here: " + info.status().message() + " (scripts/setup.sh installs docker.io)";
     if (info->status != 0) return "no Docker engine answers at " + std::string(host) + ": " + info->error_line();
     return std::string();
@@ -149,20 +149,20 @@ const std::string& docker_problem() {
 std::string load_test_image_into_docker(const TestImage& image) {
   if (std::string built = build_test_image(image); !built.empty()) return built;
   std::string tag = test_image_tag(image), key = recipe_key(image);
-  auto current = run_engine("docker", {"image", "inspect", "--format", "{{index .Config.Labels \"gpubox.test.recipe\"}}", tag});
+  auto current = run_program("docker", {"image", "inspect", "--format", "{{index .Config.Labels \"gpubox.test.recipe\"}}", tag});
   if (current && current->status == 0 && current->out == key + "\n") return "";
   std::string base = std::string("localhost/gpubox-test-") + image.name + ":base-" + recipe_key(image, false);
-  auto has_base = run_engine("docker", {"image", "inspect", "--format", "{{.Id}}", base});
+  auto has_base = run_program("docker", {"image", "inspect", "--format", "{{.Id}}", base});
   if (!has_base || has_base->status != 0) {
-    auto loaded = run_engine("sh", {"-c", "podman save --format docker-archive " + tag + " | docker load && docker tag " + tag + " " + base},
+    auto loaded = run_program("sh", {"-c", "podman save --format docker-archive " + tag + " | docker load && docker tag " + tag + " " + base},
                              std::chrono::seconds(900));
     if (!loaded) return loaded.status().message();
     if (loaded->status != 0) return "podman save | docker load failed: " + loaded->err;
     // Bases of earlier recipes: 5 GB each.
-    auto tags = run_engine("docker", {"images", "--format", "{{.Repository}}:{{.Tag}}", std::string("localhost/gpubox-test-") + image.name});
+    auto tags = run_program("docker", {"images", "--format", "{{.Repository}}:{{.Tag}}", std::string("localhost/gpubox-test-") + image.name});
     std::istringstream lines(tags ? tags->out : "");
     for (std::string line; std::getline(lines, line);) {
-      if (line != base && line.find(":base-") != std::string::npos) (void)run_engine("docker", {"rmi", line});
+      if (line != base && line.find(":base-") != std::string::npos) (void)run_program("docker", {"rmi", line});
     }
   }
   std::string context = "/tmp/gpubox-docker-context-" + std::to_string(::getpid());
@@ -175,12 +175,12 @@ std::string load_test_image_into_docker(const TestImage& image) {
   }
   std::ofstream(context + "/Dockerfile") << dockerfile << "LABEL gpubox.test.recipe=" << key << "\n";
   // DOCKER_BUILDKIT=0: the engine's own builder (Debian's docker.io has no buildx).
-  auto built = run_engine("env", {"DOCKER_BUILDKIT=0", "docker", "build", "-q", "-t", tag, context}, std::chrono::seconds(300));
+  auto built = run_program("env", {"DOCKER_BUILDKIT=0", "docker", "build", "-q", "-t", tag, context}, std::chrono::seconds(300));
   std::error_code ignored;
   fs::remove_all(context, ignored);
   if (!built) return built.status().message();
   if (built->status != 0) return "docker build failed: " + built->err;
-  (void)run_engine("docker", {"image", "prune", "--force"});  // the layers of the build this one replaced
+  (void)run_program("docker", {"image", "prune", "--force"});  // the layers of the build this one replaced
   return "";
 }
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "host/backends/container/container_backend.h"
-#include "host/backends/container/container_engine.h"
+#include "host/program_run.h"
 #include "host/backends/local/local.h"
 #include "host/snapshot.h"
 
@@ -61,18 +61,18 @@ class ContainerBackend final : public Backend {
     std::string engine = record.spec.value("engine", record.backend);
     snapshot->kind = "image";
     snapshot->image = "localhost/gpubox-snapshot:" + snapshot->name;
-    auto committed = run_engine(engine, {"commit", record.spec.value("container", container_name(record.id)), snapshot->image},
+    auto committed = run_program(engine, {"commit", record.spec.value("container", container_name(record.id)), snapshot->image},
                                 std::chrono::minutes(30));
     if (!committed) return committed.status();
     if (committed->status != 0) return Status(ErrorCode::internal, engine + " commit: " + committed->error_line());
-    auto size = run_engine(engine, {"image", "inspect", "--format", "{{.Size}}", snapshot->image});
+    auto size = run_program(engine, {"image", "inspect", "--format", "{{.Size}}", snapshot->image});
     if (size && size->status == 0) snapshot->size_bytes = std::strtoull(size->out.c_str(), nullptr, 10);
     return Status::ok();
   }
 
   Status remove_snapshot(const Snapshot& snapshot) const override {
     if (snapshot.image.empty()) return Status::ok();
-    auto removed = run_engine(snapshot.backend, {"rmi", "--force", snapshot.image});
+    auto removed = run_program(snapshot.backend, {"rmi", "--force", snapshot.image});
     if (removed && removed->status != 0 && removed->err.find("image not known") == std::string::npos &&
         removed->err.find("No such image") == std::string::npos) {
       return Status(ErrorCode::internal, snapshot.backend + " rmi " + snapshot.image + ": " + removed->error_line());

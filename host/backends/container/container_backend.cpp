@@ -12,7 +12,7 @@
 #include <fstream>
 #include <thread>
 
-#include "host/backends/container/container_engine.h"
+#include "host/program_run.h"
 #include "host/backends/container/port_relay.h"
 #include "host/sandbox_keys.h"
 #include "rpc/client.h"
@@ -80,7 +80,7 @@ std::vector<std::string> run_arguments(const ContainerSandboxSpec& spec, const S
     args.insert(args.end(), {"--network", "none"});
   } else {
     std::string port = spec.publish_port ? std::to_string(spec.publish_port) : "";
-    args.insert(args.end(), {"--publish", spec.publish_ip + ":" + port + ":" + std::to_string(kContainerAgentPort)});
+    args.insert(args.end(), {"--publish", spec.publish_ip + ":" + port + ":" + std::to_string(kImageAgentPort)});
   }
   args.insert(args.end(), {"--volume", config_dir + ":" + kConfigDir + ":ro", "--volume",
                            record.agent_dir() + ":" + kSandboxStateDir});
@@ -106,7 +106,7 @@ Result<pid_t> container_pid(const ContainerSandboxSpec& spec, const SandboxRecor
     std::ifstream in(record.agent_dir() + "/container.pid");
     std::getline(in, text);
   } else {
-    auto inspected = run_engine(spec.engine, {"inspect", "--format", "{{.State.Pid}}", container_name(record.id)});
+    auto inspected = run_program(spec.engine, {"inspect", "--format", "{{.State.Pid}}", container_name(record.id)});
     if (!inspected) return inspected.status();
     text = trimmed(inspected->out);
   }
@@ -120,7 +120,7 @@ Result<pid_t> container_pid(const ContainerSandboxSpec& spec, const SandboxRecor
 
 // The host address the engine published the agent's port on.
 Result<std::string> published_address(const ContainerSandboxSpec& spec, const std::string& name) {
-  auto port = run_engine(spec.engine, {"port", name, std::to_string(kContainerAgentPort) + "/tcp"});
+  auto port = run_program(spec.engine, {"port", name, std::to_string(kImageAgentPort) + "/tcp"});
   if (!port) return port.status();
   std::string line = trimmed(port->out);
   line = line.substr(0, line.find('\n'));
@@ -137,7 +137,7 @@ std::string why_it_ended(const std::string& engine, const std::string& name) {
   // The engine records the exit code a moment after the process ends (conmon's
   // exit file): until the state says exited, the code it shows is still 0.
   for (int attempt = 0; attempt < 30; ++attempt) {
-    auto state = run_engine(engine, {"inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name},
+    auto state = run_program(engine, {"inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name},
                             std::chrono::seconds(10));
     if (!state || state->status != 0) break;
     std::string text = trimmed(state->out);
@@ -147,7 +147,7 @@ std::string why_it_ended(const std::string& engine, const std::string& name) {
     }
     ::usleep(100'000);
   }
-  auto logs = run_engine(engine, {"logs", "--tail", "5", name}, std::chrono::seconds(10));
+  auto logs = run_program(engine, {"logs", "--tail", "5", name}, std::chrono::seconds(10));
   if (logs && logs->status == 0) {
     std::string text = trimmed(logs->out + logs->err);
     if (!text.empty()) why += (why.empty() ? "" : ": ") + text;
@@ -212,7 +212,7 @@ std::vector<std::string> gpu_arguments(const std::string& engine, const std::str
 std::string container_name(const std::string& id) { return "gpubox-" + id; }
 
 Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const ContainerSandboxSpec& spec) {
-  if (!engine_on_path(spec.engine)) {
+  if (!program_on_path(spec.engine)) {
     return Status(ErrorCode::invalid_request, "--backend " + spec.engine + ": '" + spec.engine + "' was not found on PATH");
   }
   auto server_keys = rpc::generate_keypair();
@@ -238,7 +238,7 @@ Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const Contai
   bool started = false;
   auto fail = [&](Status status) -> Status {
     kill_relay(record);
-    if (started) (void)run_engine(spec.engine, force_remove(spec.engine, name), std::chrono::seconds(30));
+    if (started) (void)run_program(spec.engine, force_remove(spec.engine, name), std::chrono::seconds(30));
     (void)store.remove(record);
     return status;
   };
@@ -247,14 +247,14 @@ Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const Contai
   nlohmann::json config = spec.agent_config;
   config["state_dir"] = kSandboxStateDir;
   config["seccomp"] = {{"profile", "unconfined"}};  // the engine's profile filters the whole container
-  config["rpc"]["endpoints"] = {"tcp://0.0.0.0:" + std::to_string(kContainerAgentPort)};
+  config["rpc"]["endpoints"] = {"tcp://0.0.0.0:" + std::to_string(kImageAgentPort)};
   config["rpc"]["secret_key"] = server_keys->secret_key;
   config["rpc"]["authorized_keys"] = {client_keys->public_key};
   ConfigDrop drop;
   if (Status written = drop.write(config.dump()); !written) return fail(written);
 
   started = true;  // from here a failed run may still have left a container
-  auto ran = run_engine(spec.engine, run_arguments(spec, record, store.root(), drop.dir()));
+  auto ran = run_program(spec.engine, run_arguments(spec, record, store.root(), drop.dir()));
   if (!ran) return fail(ran.status());
   if (ran->status != 0) {
     std::string why = ran->error_line();
@@ -283,7 +283,7 @@ Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const Contai
   };
 
   if (spec.network == "none") {
-    auto relay = start_port_relay(*pid, spec.publish_ip, spec.publish_port, kContainerAgentPort);
+    auto relay = start_port_relay(*pid, spec.publish_ip, spec.publish_port, kImageAgentPort);
     if (!relay) return port_failed(relay.status());
     record.spec["relay"] = {{"pid", relay->relay.pid}, {"start_time", relay->relay.start_time}};
     record.endpoint = "tcp://" + spec.publish_ip + ":" + std::to_string(relay->port);
@@ -304,20 +304,20 @@ Status terminate_container_sandbox(const SandboxStore& store, const SandboxRecor
   if (killed) *killed = false;
   std::string engine = record.spec.value("engine", record.backend);
   std::string name = record.spec.value("container", container_name(record.id));
-  auto missing = [](const EngineRun& run) {
+  auto missing = [](const ProgramRun& run) {
     return run.err.find("no such container") != std::string::npos || run.err.find("No such container") != std::string::npos;
   };
   if (record.state() == "running") {
     long long seconds = static_cast<long long>(std::ceil(static_cast<double>(grace.count()) / 1000.0)) + 1;
-    auto stopped = run_engine(engine, {"stop", "--time", std::to_string(seconds), name}, grace + std::chrono::seconds(60));
+    auto stopped = run_program(engine, {"stop", "--time", std::to_string(seconds), name}, grace + std::chrono::seconds(60));
     if (!stopped) return stopped.status();
     if (stopped->status != 0 && !missing(*stopped)) {
       return Status(ErrorCode::internal, engine + " stop " + name + ": " + stopped->error_line());
     }
-    auto code = run_engine(engine, {"inspect", "--format", "{{.State.ExitCode}}", name});
+    auto code = run_program(engine, {"inspect", "--format", "{{.State.ExitCode}}", name});
     if (killed && code && code->status == 0) *killed = trimmed(code->out) == "137";
   }
-  auto removed = run_engine(engine, force_remove(engine, name));
+  auto removed = run_program(engine, force_remove(engine, name));
   if (!removed) return removed.status();
   if (removed->status != 0 && !missing(*removed)) {
     return Status(ErrorCode::internal, engine + " rm " + name + ": " + removed->error_line());

@@ -26,8 +26,6 @@
 
 namespace gpubox::host {
 
-// The agent's port inside every container (image/Dockerfile EXPOSEs it).
-inline constexpr std::uint16_t kContainerAgentPort = 7000;
 // The image `gpubox create --backend podman|docker` runs without --image.
 inline constexpr char kDefaultImage[] = "gpubox:latest";
 

@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "host/backends/container/container_backend.h"
-#include "host/backends/container/container_engine.h"
+#include "host/backends/backend.h"
+#include "host/program_run.h"
 #include "host/sandbox_keys.h"
 #include "rpc/client.h"
 #include "rpc/keys.h"
@@ -76,7 +76,7 @@ Result<nlohmann::json> modal_call(const std::string& command, const nlohmann::js
   add_checkout_to_python_path();
   std::string python = modal_python();
   std::string input = request.dump();
-  auto ran = run_engine(python, {"-m", "gpubox.modal_backend", command}, timeout, &input);
+  auto ran = run_program(python, {"-m", "gpubox.modal_backend", command}, timeout, &input);
   if (!ran) {
     if (ran.status().code() == ErrorCode::invalid_request) {
       return Status(ErrorCode::invalid_request, "--backend modal needs Python with Modal's SDK: '" + python +
@@ -133,7 +133,7 @@ Result<SandboxRecord> create_modal_sandbox(SandboxStore& store, const ModalSandb
   record.spec["state_dir"] = modal_state_dir(record.id);
   config["state_dir"] = record.spec["state_dir"];
   config["seccomp"] = {{"profile", "unconfined"}};  // gVisor filters the whole sandbox
-  config["rpc"]["endpoints"] = {"tcp://0.0.0.0:" + std::to_string(kContainerAgentPort)};
+  config["rpc"]["endpoints"] = {"tcp://0.0.0.0:" + std::to_string(kImageAgentPort)};
   config["rpc"]["secret_key"] = server_keys->secret_key;
   config["rpc"]["authorized_keys"] = {client_keys->public_key};
   config["lifecycle"]["timeout_seconds"] = spec.timeout_s;

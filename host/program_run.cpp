@@ -1,4 +1,4 @@
-#include "host/backends/container/container_engine.h"
+#include "host/program_run.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -33,7 +33,7 @@ std::string find_on_path(const std::string& program) {
 
 }  // namespace
 
-std::string EngineRun::error_line() const {
+std::string ProgramRun::error_line() const {
   std::string text = err;
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
   auto newline = text.rfind('\n');
@@ -43,17 +43,17 @@ std::string EngineRun::error_line() const {
   return line.empty() ? "exit status " + std::to_string(status) : line;
 }
 
-bool engine_on_path(const std::string& engine) { return !find_on_path(engine).empty(); }
+bool program_on_path(const std::string& program) { return !find_on_path(program).empty(); }
 
-Result<EngineRun> run_engine(const std::string& engine, const std::vector<std::string>& args,
-                             std::chrono::milliseconds timeout, const std::string* input) {
-  std::string program = find_on_path(engine);
-  if (program.empty()) return Status(ErrorCode::invalid_request, "'" + engine + "' was not found on PATH");
+Result<ProgramRun> run_program(const std::string& name, const std::vector<std::string>& args,
+                               std::chrono::milliseconds timeout, const std::string* input) {
+  std::string program = find_on_path(name);
+  if (program.empty()) return Status(ErrorCode::invalid_request, "'" + name + "' was not found on PATH");
   Fd in_read;
   if (input) {
     // The whole input fits the pipe's buffer, so writing it before the child reads cannot block.
     int in_pipe[2];
-    if (input->size() > 65536) return Status(ErrorCode::invalid_request, "the input for " + engine + " exceeds 64 KiB");
+    if (input->size() > 65536) return Status(ErrorCode::invalid_request, "the input for " + name + " exceeds 64 KiB");
     if (::pipe2(in_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe2");
     in_read = Fd(in_pipe[0]);
     Fd in_write(in_pipe[1]);
@@ -97,7 +97,7 @@ Result<EngineRun> run_engine(const std::string& engine, const std::vector<std::s
   err_write.reset();
   in_read.reset();
 
-  EngineRun run;
+  ProgramRun run;
   auto deadline = Clock::now() + timeout;
   pollfd fds[2] = {{out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}};
   int open = 2;
@@ -128,7 +128,7 @@ Result<EngineRun> run_engine(const std::string& engine, const std::vector<std::s
   }
   if (timed_out) {
     return Status(ErrorCode::deadline_exceeded,
-                  engine + " " + (args.empty() ? "" : args[0]) + " did not finish within " +
+                  name + " " + (args.empty() ? "" : args[0]) + " did not finish within " +
                       std::to_string(timeout.count()) + " ms");
   }
   run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
