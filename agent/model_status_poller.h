@@ -9,10 +9,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 
@@ -41,8 +42,8 @@ class ModelStatusPoller {
 
   const std::string endpoint_;
   const Callbacks callbacks_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
+  Mutex mutex_;
+  std::condition_variable_any wake_;
   bool stop_ = false;    // guarded by mutex_
   bool poked_ = false;   // guarded by mutex_
   std::thread thread_;   // last: starts once the members above exist

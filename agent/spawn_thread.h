@@ -10,11 +10,11 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "agent/seccomp_filter.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 
@@ -33,9 +33,9 @@ class SpawnThread {
   SpawnThread() = default;
   void loop(const SeccompProgram* program);
 
-  std::mutex callers_;  // one run() at a time
-  std::mutex mutex_;    // guards the fields below
-  std::condition_variable changed_;
+  Mutex callers_;  // one run() at a time
+  Mutex mutex_;    // guards the fields below
+  std::condition_variable_any changed_;
   const std::function<void()>* work_ = nullptr;  // posted, not yet done
   bool started_ = false;
   int install_error_ = 0;

@@ -18,7 +18,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -33,6 +32,7 @@
 #include "base/manifest.h"
 #include "agent/process_table.h"
 #include "agent/timers.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::jobs {
 
@@ -142,8 +142,8 @@ class JobManager {
   JobsHost host_;
   std::unique_ptr<Journal> journal_;
 
-  mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;  // any job's info changed
+  mutable Mutex mutex_;
+  mutable std::condition_variable_any changed_;  // any job's info changed
   // State below is protected by mutex_.
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   JobQueue queue_;

@@ -19,7 +19,6 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -30,6 +29,7 @@
 #include "agent/serve/log_ring.h"
 #include "agent/serve/worker_restarts.h"
 #include "agent/serve/worker_wire.h"
+#include "base/thread_annotations.h"
 #include "rpc/call.h"
 #include "rpc/fd_watch.h"
 #include "base/status.h"
@@ -128,8 +128,8 @@ class Service {
   bool launched_any_ = false;
   bool stop_requested_ = false;
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
+  mutable Mutex mutex_;
+  std::condition_variable_any changed_;
   // State below is protected by mutex_.
   std::string state_ = "starting";  // starting | ready | restarting | failed | stopped
   std::string error_;
