@@ -52,8 +52,8 @@ class EventLoop final : public Timers {
   bool running_ = false;
 
   Mutex posted_mutex_;
-  std::vector<std::function<void()>> posted_;  // guarded by posted_mutex_
-  bool stop_requested_ = false;                // guarded by posted_mutex_
+  std::vector<std::function<void()>> posted_ GUARDED_BY(posted_mutex_);
+  bool stop_requested_ GUARDED_BY(posted_mutex_) = false;
 };
 
 }  // namespace gpubox

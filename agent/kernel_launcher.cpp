@@ -17,7 +17,7 @@ namespace {
 struct ExitBoard {
   Mutex mutex;
   std::condition_variable_any changed;
-  std::map<pid_t, ExitStatus> exited;  // guarded by mutex
+  std::map<pid_t, ExitStatus> exited GUARDED_BY(mutex);
 };
 
 class TableLauncher : public kernel::ExecutorLauncher {
@@ -51,7 +51,8 @@ class TableLauncher : public kernel::ExecutorLauncher {
         return status.signal ? status.signal : (status.code & 0xff) << 8;  // as waitpid encodes it
       }
       // The loop thread reaps it; should it be gone (shutdown), reap it here.
-      if (!board_->changed.wait_for(lock, std::chrono::milliseconds(200), [&] { return board_->exited.count(pid) > 0; })) {
+      auto reaped = [&]() REQUIRES(board_->mutex) { return board_->exited.count(pid) > 0; };
+      if (!board_->changed.wait_for(lock, std::chrono::milliseconds(200), reaped)) {
         int raw = 0;
         if (::waitpid(pid, &raw, WNOHANG) == pid) return raw;
       }

@@ -35,7 +35,7 @@ std::shared_ptr<spdlog::logger> make_logger(std::vector<spdlog::sink_ptr> sinks,
 }
 
 Mutex g_mutex;
-std::shared_ptr<spdlog::logger> g_logger;  // guarded by g_mutex
+std::shared_ptr<spdlog::logger> g_logger GUARDED_BY(g_mutex);
 
 std::shared_ptr<spdlog::logger> current() {
   MutexLock lock(g_mutex);

@@ -38,7 +38,7 @@ void ModelStatusPoller::run() {
     {
       MutexLock lock(mutex_);
       auto tick = target.generation && !target.loading ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(250);
-      wake_.wait_for(lock, tick, [this] { return stop_ || poked_; });
+      wake_.wait_for(lock, tick, [this]() REQUIRES(mutex_) { return stop_ || poked_; });
       if (stop_) return;
       poked_ = false;
     }

@@ -44,8 +44,8 @@ class ModelStatusPoller {
   const Callbacks callbacks_;
   Mutex mutex_;
   std::condition_variable_any wake_;
-  bool stop_ = false;    // guarded by mutex_
-  bool poked_ = false;   // guarded by mutex_
+  bool stop_ GUARDED_BY(mutex_) = false;
+  bool poked_ GUARDED_BY(mutex_) = false;
   std::thread thread_;   // last: starts once the members above exist
 };
 

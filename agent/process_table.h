@@ -95,10 +95,10 @@ class ProcessTable final : public ProcessLauncher {
   std::unique_ptr<SpawnThread> spawn_thread_;
   SpawnThread& spawn_thread();
   mutable Mutex mutex_;
-  // State below is protected by mutex_. waitpid runs under it too, so a child
-  // cannot be reaped between its spawn and the registration of its callback.
-  std::unordered_map<pid_t, ExitCallback> waiters_;
-  bool no_children_ = false;
+  // waitpid runs under mutex_ too, so a child cannot be reaped between its
+  // spawn and the registration of its callback.
+  std::unordered_map<pid_t, ExitCallback> waiters_ GUARDED_BY(mutex_);
+  bool no_children_ GUARDED_BY(mutex_) = false;
 };
 
 // Process-wide environment as "NAME=value" strings, with overrides applied

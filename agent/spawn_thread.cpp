@@ -8,7 +8,7 @@ Result<std::unique_ptr<SpawnThread>> SpawnThread::start(const SeccompProgram* pr
   SpawnThread* self = spawner.get();
   self->thread_ = std::thread([self, program] { self->loop(program); });
   MutexLock lock(self->mutex_);
-  self->changed_.wait(lock, [self] { return self->started_; });
+  self->changed_.wait(lock, [self]() REQUIRES(self->mutex_) { return self->started_; });
   if (int err = self->install_error_; err != 0) return Status::from_errno(err, "seccomp filter: the kernel refused it");
   return spawner;
 }
@@ -27,7 +27,7 @@ void SpawnThread::run(const std::function<void()>& work) {
   MutexLock lock(mutex_);
   work_ = &work;
   changed_.notify_all();
-  changed_.wait(lock, [this] { return work_ == nullptr; });
+  changed_.wait(lock, [this]() REQUIRES(mutex_) { return work_ == nullptr; });
 }
 
 void SpawnThread::loop(const SeccompProgram* program) {
@@ -42,7 +42,7 @@ void SpawnThread::loop(const SeccompProgram* program) {
   stopping_ = stopping_ || err != 0;
   changed_.notify_all();
   while (true) {
-    changed_.wait(lock, [this] { return stopping_ || work_ != nullptr; });
+    changed_.wait(lock, [this]() REQUIRES(mutex_) { return stopping_ || work_ != nullptr; });
     if (stopping_) return;
     (*work_)();
     work_ = nullptr;

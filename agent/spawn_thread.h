@@ -34,12 +34,12 @@ class SpawnThread {
   void loop(const SeccompProgram* program);
 
   Mutex callers_;  // one run() at a time
-  Mutex mutex_;    // guards the fields below
+  Mutex mutex_;
   std::condition_variable_any changed_;
-  const std::function<void()>* work_ = nullptr;  // posted, not yet done
-  bool started_ = false;
-  int install_error_ = 0;
-  bool stopping_ = false;
+  const std::function<void()>* work_ GUARDED_BY(mutex_) = nullptr;  // posted, not yet done
+  bool started_ GUARDED_BY(mutex_) = false;
+  int install_error_ GUARDED_BY(mutex_) = 0;
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };
 

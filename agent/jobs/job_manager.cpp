@@ -411,7 +411,7 @@ void JobManager::changed_locked(Job& job) {
 void JobManager::stager_loop() {
   MutexLock lock(mutex_);
   while (true) {
-    changed_.wait(lock, [this] { return stager_stop_ || !to_stage_.empty(); });
+    changed_.wait(lock, [this]() REQUIRES(mutex_) { return stager_stop_ || !to_stage_.empty(); });
     if (to_stage_.empty()) return;  // stopping, nothing left
     std::string id = std::move(to_stage_.front());
     to_stage_.pop_front();

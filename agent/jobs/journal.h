@@ -34,7 +34,7 @@ class Journal {
   Journal(std::string path, Fd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
   std::string path_;
   Mutex mutex_;
-  Fd fd_;  // guarded by mutex_
+  Fd fd_ GUARDED_BY(mutex_);
 };
 
 // Every well-formed event of a journal, in order; *skipped counts lines that

@@ -18,7 +18,7 @@ namespace gpubox {
 struct ProcessRunner::ExitBox {
   ExitBox() : fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
   Mutex mutex;
-  std::optional<ExitStatus> status;  // guarded by mutex
+  std::optional<ExitStatus> status GUARDED_BY(mutex);
   Fd fd;                              // raised once status is set
 };
 

@@ -42,8 +42,8 @@ class LogRing {
  private:
   const std::size_t capacity_;
   mutable Mutex mutex_;
-  std::string text_;          // guarded by mutex_
-  std::size_t dropped_ = 0;   // guarded by mutex_
+  std::string text_ GUARDED_BY(mutex_);
+  std::size_t dropped_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace gpubox::serve

@@ -62,7 +62,7 @@ class MemfdPool {
   static Status grow(Slot& slot, std::uint64_t bytes);
 
   mutable Mutex mutex_;
-  std::vector<std::shared_ptr<Slot>> slots_;  // guarded by mutex_
+  std::vector<std::shared_ptr<Slot>> slots_ GUARDED_BY(mutex_);
 };
 
 }  // namespace gpubox::serve

@@ -54,9 +54,9 @@ class ServeManager {
   const ServeSettings settings_;
   ProcessLauncher& launcher_;
   mutable Mutex mutex_;
-  std::map<std::string, std::shared_ptr<Service>> services_;  // guarded by mutex_
-  bool stopping_ = false;                                     // guarded by mutex_
-  rpc::FdWatch* fd_watch_ = nullptr;                          // guarded by mutex_
+  std::map<std::string, std::shared_ptr<Service>> services_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  rpc::FdWatch* fd_watch_ GUARDED_BY(mutex_) = nullptr;
 };
 
 }  // namespace gpubox::serve

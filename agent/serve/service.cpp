@@ -326,13 +326,15 @@ void Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
   std::string ended;
   {
     MutexLock lock(process->mutex);
-    process->changed.wait_for(lock, kExitWait, [&] { return process->exit.has_value(); });
+    process->changed.wait_for(lock, kExitWait, [&]() REQUIRES(process->mutex) { return process->exit.has_value(); });
     ended = process->exit ? process->exit->describe() : "ended";
     process->ended = true;
   }
   bool restarting;
+  bool no_restart;
   {
     MutexLock lock(mutex_);
+    no_restart = no_restart_;
     restarting = again && !no_restart_;
     process_.reset();
     if (restarting) state_ = "restarting";  // calls now wait for the next worker
@@ -348,7 +350,7 @@ void Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
   }
   for (auto& [id, call] : pending) call->fail(Status(ErrorCode::unavailable, reason));
   if (process->log_thread.joinable()) process->log_thread.join();
-  if (op == "ready" && !no_restart_) {
+  if (op == "ready" && !no_restart) {
     log::warn("serve worker ended", {{"service", options_.name}, {"how", ended}, {"calls_failed", static_cast<long long>(pending.size())}});
   }
 }
@@ -502,7 +504,10 @@ Result<json> Service::call(rpc::CallContext& call) {
     process = process_;
   }
   auto pending = std::make_shared<PendingCall>();
-  if (!streams) pending->direct = &call;
+  if (!streams) {
+    MutexLock lock(pending->answer_mutex);
+    pending->direct = &call;
+  }
   std::uint64_t id = next_id_++;
   if (!process->add(id, pending)) {
     return Status(ErrorCode::unavailable, "the serve worker of '" + options_.name + "' has just ended; try again");

@@ -107,7 +107,7 @@ class Service {
   void handle(WorkerProcess& process, WireMessage message);
   void deliver(WorkerProcess& process, nlohmann::json body, std::vector<zmq::message_t> attachments);
   // REQUIRES: mutex_. The function's entry in functions_, or null.
-  const nlohmann::json* function_entry(const std::string& name) const;
+  const nlohmann::json* function_entry(const std::string& name) const REQUIRES(mutex_);
   Result<nlohmann::json> relay(rpc::CallContext& call, WorkerProcess& process, PendingCall& pending, std::uint64_t id);
 
   const ServiceOptions options_;
@@ -130,16 +130,15 @@ class Service {
 
   mutable Mutex mutex_;
   std::condition_variable_any changed_;
-  // State below is protected by mutex_.
-  std::string state_ = "starting";  // starting | ready | restarting | failed | stopped
-  std::string error_;
-  int restarts_ = 0;
-  bool first_load_done_ = false;
-  Status first_load_;
-  bool stopping_ = false;        // stop() was called
-  bool no_restart_ = false;      // begin_stop() or stop()
-  nlohmann::json functions_ = nlohmann::json::array();
-  std::shared_ptr<WorkerProcess> process_;  // the current worker; null between processes
+  std::string state_ GUARDED_BY(mutex_) = "starting";  // starting | ready | restarting | failed | stopped
+  std::string error_ GUARDED_BY(mutex_);
+  int restarts_ GUARDED_BY(mutex_) = 0;
+  bool first_load_done_ GUARDED_BY(mutex_) = false;
+  Status first_load_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;        // stop() was called
+  bool no_restart_ GUARDED_BY(mutex_) = false;      // begin_stop() or stop()
+  nlohmann::json functions_ GUARDED_BY(mutex_) = nlohmann::json::array();
+  std::shared_ptr<WorkerProcess> process_ GUARDED_BY(mutex_);  // the current worker; null between processes
 };
 
 }  // namespace gpubox::serve

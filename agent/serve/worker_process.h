@@ -103,18 +103,17 @@ struct PendingCall {
   }
 
   Mutex mutex;
-  // State below is protected by mutex.
-  std::deque<WireMessage> inbox;
-  std::optional<Status> failed;  // the worker ended
+  std::deque<WireMessage> inbox GUARDED_BY(mutex);
+  std::optional<Status> failed GUARDED_BY(mutex);  // the worker ended
   const std::shared_ptr<Fd> event_fd;
   const int event;  // readable once something was pushed (or the call answered)
 
   Mutex answer_mutex;
-  // State below is protected by answer_mutex.
-  rpc::CallContext* direct = nullptr;  // the call, while it may be answered here
-  std::shared_ptr<rpc::CallContext> owner;  // a fast path's call, until answered or closed
-  bool answered = false;
-  bool relayed_by_handler = true;  // false for a fast path's call
+  rpc::CallContext* direct GUARDED_BY(answer_mutex) = nullptr;  // the call, while it may be answered here
+  std::shared_ptr<rpc::CallContext> owner GUARDED_BY(answer_mutex);  // a fast path's call, until answered or closed
+  bool answered GUARDED_BY(answer_mutex) = false;
+
+  bool relayed_by_handler = true;  // false for a fast path's call; set by the constructor only
 };
 
 // One worker process: its channel, output pipes, exit status and calls in flight.
@@ -177,10 +176,9 @@ struct WorkerProcess {
 
   Mutex mutex;
   std::condition_variable_any changed;
-  // State below is protected by mutex.
-  std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending;
-  bool ended = false;
-  std::optional<ExitStatus> exit;
+  std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending GUARDED_BY(mutex);
+  bool ended GUARDED_BY(mutex) = false;
+  std::optional<ExitStatus> exit GUARDED_BY(mutex);
 };
 
 }  // namespace gpubox::serve

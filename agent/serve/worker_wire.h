@@ -79,9 +79,9 @@ class ReleaseList {
 
  private:
   Mutex mutex_;
-  std::vector<FileId> files_;  // guarded by mutex_
+  std::vector<FileId> files_ GUARDED_BY(mutex_);
   Mutex kept_mutex_;
-  std::vector<std::shared_ptr<MemfdMapping>> kept_;  // guarded by kept_mutex_; oldest first
+  std::vector<std::shared_ptr<MemfdMapping>> kept_ GUARDED_BY(kept_mutex_);  // oldest first
 };
 
 // The "released" message's body for files.
