@@ -36,8 +36,10 @@ function(gpubox_check_thread_safety target)
   endif()
   get_target_property(sources ${target} SOURCES)
   get_target_property(source_dir ${target} SOURCE_DIR)
-  set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
-  set(definitions "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
+  # The target's include directories and definitions, its dependencies' included, less
+  # the system's own directories and empty entries.
+  set(includes "$<FILTER:$<REMOVE_DUPLICATES:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>>,EXCLUDE,^(/usr(/local)?/include/?)?$>")
+  set(definitions "$<FILTER:$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>,EXCLUDE,^$>")
   set(stamps)
   foreach(source ${sources})
     if(NOT source MATCHES "\\.cpp$")
