@@ -38,7 +38,8 @@ function(gpubox_check_thread_safety target)
   get_target_property(source_dir ${target} SOURCE_DIR)
   # The target's include directories and definitions, its dependencies' included, less
   # the system's own directories and empty entries.
-  set(includes "$<FILTER:$<REMOVE_DUPLICATES:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>>,EXCLUDE,^(/usr(/local)?/include/?)?$>")
+  set(includes "$<REMOVE_DUPLICATES:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>>")
+  set(includes "$<FILTER:${includes},EXCLUDE,^(/usr(/local)?/include/?)?$>")
   set(definitions "$<FILTER:$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>,EXCLUDE,^$>")
   set(stamps)
   foreach(source ${sources})

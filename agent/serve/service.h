@@ -106,7 +106,7 @@ class Service {
   bool handle_read(WorkerProcess& process, Result<std::optional<WireMessage>> message);
   void handle(WorkerProcess& process, WireMessage message);
   void deliver(WorkerProcess& process, nlohmann::json body, std::vector<zmq::message_t> attachments);
-  // REQUIRES: mutex_. The function's entry in functions_, or null.
+  // The function's entry in functions_, or null.
   const nlohmann::json* function_entry(const std::string& name) const REQUIRES(mutex_);
   Result<nlohmann::json> relay(rpc::CallContext& call, WorkerProcess& process, PendingCall& pending, std::uint64_t id);
 
