@@ -1,4 +1,5 @@
 #include "agent/event_loop.h"
+#include "base/thread_annotations.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -52,7 +53,7 @@ void EventLoop::cancel(TimerId id) {
 
 void EventLoop::post(std::function<void()> fn) {
   {
-    std::lock_guard lock(posted_mutex_);
+    MutexLock lock(posted_mutex_);
     posted_.push_back(std::move(fn));
   }
   std::uint64_t one = 1;
@@ -61,7 +62,7 @@ void EventLoop::post(std::function<void()> fn) {
 
 void EventLoop::stop() {
   {
-    std::lock_guard lock(posted_mutex_);
+    MutexLock lock(posted_mutex_);
     stop_requested_ = true;
   }
   std::uint64_t one = 1;
@@ -69,7 +70,7 @@ void EventLoop::stop() {
 }
 
 bool EventLoop::stop_called_from_callback() {
-  std::lock_guard lock(posted_mutex_);
+  MutexLock lock(posted_mutex_);
   if (stop_requested_) running_ = false;
   return !running_;
 }
@@ -79,7 +80,7 @@ void EventLoop::drain_posted() {
   [[maybe_unused]] auto n = ::read(wake_.get(), &count, sizeof count);
   std::vector<std::function<void()>> batch;
   {
-    std::lock_guard lock(posted_mutex_);
+    MutexLock lock(posted_mutex_);
     batch.swap(posted_);
     if (stop_requested_) running_ = false;
   }

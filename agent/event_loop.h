@@ -5,13 +5,13 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "base/fd.h"
 #include "agent/timers.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 
@@ -51,9 +51,9 @@ class EventLoop final : public Timers {
   TimerId next_timer_id_ = 1;
   bool running_ = false;
 
-  std::mutex posted_mutex_;
-  std::vector<std::function<void()>> posted_;  // guarded by posted_mutex_
-  bool stop_requested_ = false;                // guarded by posted_mutex_
+  Mutex posted_mutex_;
+  std::vector<std::function<void()>> posted_ GUARDED_BY(posted_mutex_);
+  bool stop_requested_ GUARDED_BY(posted_mutex_) = false;
 };
 
 }  // namespace gpubox

@@ -6,18 +6,18 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <mutex>
 
 #include "base/fd.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 namespace {
 
 // Exit statuses the event-loop thread reports; shared with its callbacks, which may outlive the launcher.
 struct ExitBoard {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::map<pid_t, ExitStatus> exited;  // guarded by mutex
+  Mutex mutex;
+  std::condition_variable_any changed;
+  std::map<pid_t, ExitStatus> exited GUARDED_BY(mutex);
 };
 
 class TableLauncher : public kernel::ExecutorLauncher {
@@ -35,14 +35,14 @@ class TableLauncher : public kernel::ExecutorLauncher {
     options.extra_fds = {{spec.channel_fd, 3}};
     auto board = board_;
     return launcher_.spawn(options, [board](pid_t pid, ExitStatus status) {
-      std::lock_guard lock(board->mutex);
+      MutexLock lock(board->mutex);
       board->exited[pid] = status;
       board->changed.notify_all();
     });
   }
 
   int wait(pid_t pid) override {
-    std::unique_lock lock(board_->mutex);
+    MutexLock lock(board_->mutex);
     while (true) {
       auto it = board_->exited.find(pid);
       if (it != board_->exited.end()) {
@@ -51,7 +51,8 @@ class TableLauncher : public kernel::ExecutorLauncher {
         return status.signal ? status.signal : (status.code & 0xff) << 8;  // as waitpid encodes it
       }
       // The loop thread reaps it; should it be gone (shutdown), reap it here.
-      if (!board_->changed.wait_for(lock, std::chrono::milliseconds(200), [&] { return board_->exited.count(pid) > 0; })) {
+      auto reaped = [&]() REQUIRES(board_->mutex) { return board_->exited.count(pid) > 0; };
+      if (!board_->changed.wait_for(lock, std::chrono::milliseconds(200), reaped)) {
         int raw = 0;
         if (::waitpid(pid, &raw, WNOHANG) == pid) return raw;
       }

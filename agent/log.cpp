@@ -1,4 +1,5 @@
 #include "agent/log.h"
+#include "base/thread_annotations.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -6,7 +7,6 @@
 
 #include <chrono>
 #include <ctime>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 namespace gpubox::log {
@@ -34,11 +34,11 @@ std::shared_ptr<spdlog::logger> make_logger(std::vector<spdlog::sink_ptr> sinks,
   return logger;
 }
 
-std::mutex g_mutex;
-std::shared_ptr<spdlog::logger> g_logger;  // guarded by g_mutex
+Mutex g_mutex;
+std::shared_ptr<spdlog::logger> g_logger GUARDED_BY(g_mutex);
 
 std::shared_ptr<spdlog::logger> current() {
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(g_mutex);
   if (!g_logger) {
     g_logger = make_logger({std::make_shared<spdlog::sinks::stderr_sink_mt>()}, Level::warn);
   }
@@ -100,7 +100,7 @@ bool configure(const Options& options, std::string* error) {
     }
   }
   auto logger = make_logger(std::move(sinks), options.level);
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(g_mutex);
   g_logger = std::move(logger);
   return ok;
 }

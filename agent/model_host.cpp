@@ -14,6 +14,7 @@
 #include "agent/log.h"
 #include "agent/model_mounts.h"
 #include "agent/model_status_poller.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 namespace {
@@ -109,7 +110,7 @@ Status ModelHost::write_models_file(const std::string& path) {
 
 void ModelHost::start() {
   auto fail = [this](const Status& status) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     error_ = scrub(status.message());
     log::error("model host could not start", {{"error", error_}});
   };
@@ -121,7 +122,7 @@ void ModelHost::start() {
 
   ModelStatusPoller::Callbacks callbacks;
   callbacks.target = [this] {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     ModelStatusPoller::Target target;
     if (child_.state != ChildState::running) return target;
     target.generation = generation_;
@@ -138,21 +139,21 @@ void ModelHost::start() {
 
 void ModelHost::begin_stop() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   supervisor_.stop_all([] {});
 }
 
 pid_t ModelHost::pid() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return child_.pid;
 }
 
 void ModelHost::on_change(const ChildInfo& child) {
   bool started = false;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     bool was_running = child_.state == ChildState::running;
     bool is_running = child.state == ChildState::running;
     if (was_running && child.pid != child_.pid && ended_) {
@@ -183,7 +184,7 @@ void ModelHost::on_change(const ChildInfo& child) {
 }
 
 void ModelHost::on_status(std::uint64_t generation, const nlohmann::json& status) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (generation != generation_ || child_.state != ChildState::running) return;
   if (!answered_) log::info("model host ready", {{"pid", static_cast<int>(child_.pid)}});
   answered_ = true;
@@ -195,7 +196,7 @@ void ModelHost::on_unresponsive(std::uint64_t generation) {
   loop_.post([this, generation] {
     pid_t pid = 0;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (generation != generation_ || child_.state != ChildState::running) return;
       pid = child_.pid;
     }
@@ -218,7 +219,7 @@ nlohmann::json ModelHost::pending_models() const {
 }
 
 ModelHostView ModelHost::view() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ModelHostView view;
   view.endpoint = endpoint_;
   view.pid = child_.pid;

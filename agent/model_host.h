@@ -10,7 +10,6 @@
 #include <sys/types.h>
 
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "agent/supervisor.h"
 #include "base/fd.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 
@@ -91,15 +91,14 @@ class ModelHost {
   nlohmann::json unplaced_ = nlohmann::json::array();  // likewise: hidden models that could not be placed
   std::unique_ptr<ModelStatusPoller> poller_;
 
-  mutable std::mutex mutex_;
-  // State below is protected by mutex_.
-  ChildInfo child_;
-  std::string error_;
-  bool stopping_ = false;
-  std::uint64_t generation_ = 0;     // counts processes started
-  bool answered_ = false;            // the running process has answered modeld.status
-  nlohmann::json status_models_ = nlohmann::json::array();
-  std::shared_ptr<Fd> ended_;        // the running process's end fd
+  mutable Mutex mutex_;
+  ChildInfo child_ GUARDED_BY(mutex_);
+  std::string error_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  std::uint64_t generation_ GUARDED_BY(mutex_) = 0;     // counts processes started
+  bool answered_ GUARDED_BY(mutex_) = false;            // the running process has answered modeld.status
+  nlohmann::json status_models_ GUARDED_BY(mutex_) = nlohmann::json::array();
+  std::shared_ptr<Fd> ended_ GUARDED_BY(mutex_);        // the running process's end fd
 };
 
 }  // namespace gpubox

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "base/thread_annotations.h"
 #include "rpc/client.h"
 
 namespace gpubox {
@@ -11,7 +12,7 @@ ModelStatusPoller::ModelStatusPoller(std::string endpoint, Callbacks callbacks)
 
 ModelStatusPoller::~ModelStatusPoller() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
@@ -20,7 +21,7 @@ ModelStatusPoller::~ModelStatusPoller() {
 
 void ModelStatusPoller::poke() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     poked_ = true;
   }
   wake_.notify_all();
@@ -35,9 +36,9 @@ void ModelStatusPoller::run() {
   Target target;
   while (true) {
     {
-      std::unique_lock lock(mutex_);
+      MutexLock lock(mutex_);
       auto tick = target.generation && !target.loading ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(250);
-      wake_.wait_for(lock, tick, [this] { return stop_ || poked_; });
+      wake_.wait_for(lock, tick, [this]() REQUIRES(mutex_) { return stop_ || poked_; });
       if (stop_) return;
       poked_ = false;
     }

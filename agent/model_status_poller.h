@@ -9,10 +9,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 
@@ -41,10 +42,10 @@ class ModelStatusPoller {
 
   const std::string endpoint_;
   const Callbacks callbacks_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;    // guarded by mutex_
-  bool poked_ = false;   // guarded by mutex_
+  Mutex mutex_;
+  std::condition_variable_any wake_;
+  bool stop_ GUARDED_BY(mutex_) = false;
+  bool poked_ GUARDED_BY(mutex_) = false;
   std::thread thread_;   // last: starts once the members above exist
 };
 

@@ -1,6 +1,7 @@
 #include "agent/process_table.h"
 
 #include "agent/signals.h"
+#include "base/thread_annotations.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -96,7 +97,7 @@ Result<pid_t> ProcessTable::spawn(const SpawnOptions& options, ExitCallback on_e
   std::vector<char*> argv = c_strings(options.argv);
   std::vector<char*> envp = c_strings(options.env);
   pid_t pid = -1;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   int err = 0;
   // On the spawn thread: the child inherits its filter, if it has one.
   spawn_thread().run([&] { err = posix_spawnp(&pid, argv[0], setup.actions(), setup.attr(), argv.data(), envp.data()); });
@@ -147,7 +148,7 @@ int ProcessTable::reap() {
     struct rusage usage {};
     pid_t pid;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       pid = ::wait4(-1, &wait_status, WNOHANG, &usage);
       if (pid < 0 && errno == EINTR) continue;
       if (pid < 0) no_children_ = (errno == ECHILD);
@@ -168,12 +169,12 @@ int ProcessTable::reap() {
 }
 
 bool ProcessTable::has_children() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return !no_children_;
 }
 
 std::vector<pid_t> ProcessTable::live_pids() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<pid_t> pids;
   for (const auto& [pid, callback] : waiters_) pids.push_back(pid);
   return pids;

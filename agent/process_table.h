@@ -9,7 +9,6 @@
 #include <functional>
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -17,6 +16,7 @@
 
 #include "agent/spawn_thread.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 
@@ -94,11 +94,11 @@ class ProcessTable final : public ProcessLauncher {
   // Created at the first spawn, under mutex_, unless set_child_filter made it first.
   std::unique_ptr<SpawnThread> spawn_thread_;
   SpawnThread& spawn_thread();
-  mutable std::mutex mutex_;
-  // State below is protected by mutex_. waitpid runs under it too, so a child
-  // cannot be reaped between its spawn and the registration of its callback.
-  std::unordered_map<pid_t, ExitCallback> waiters_;
-  bool no_children_ = false;
+  mutable Mutex mutex_;
+  // waitpid runs under mutex_ too, so a child cannot be reaped between its
+  // spawn and the registration of its callback.
+  std::unordered_map<pid_t, ExitCallback> waiters_ GUARDED_BY(mutex_);
+  bool no_children_ GUARDED_BY(mutex_) = false;
 };
 
 // Process-wide environment as "NAME=value" strings, with overrides applied

@@ -10,11 +10,11 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "agent/seccomp_filter.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 
@@ -33,13 +33,13 @@ class SpawnThread {
   SpawnThread() = default;
   void loop(const SeccompProgram* program);
 
-  std::mutex callers_;  // one run() at a time
-  std::mutex mutex_;    // guards the fields below
-  std::condition_variable changed_;
-  const std::function<void()>* work_ = nullptr;  // posted, not yet done
-  bool started_ = false;
-  int install_error_ = 0;
-  bool stopping_ = false;
+  Mutex callers_;  // one run() at a time
+  Mutex mutex_;
+  std::condition_variable_any changed_;
+  const std::function<void()>* work_ GUARDED_BY(mutex_) = nullptr;  // posted, not yet done
+  bool started_ GUARDED_BY(mutex_) = false;
+  int install_error_ GUARDED_BY(mutex_) = 0;
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };
 

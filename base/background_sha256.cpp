@@ -1,4 +1,5 @@
 #include "base/background_sha256.h"
+#include "base/thread_annotations.h"
 
 #include <pthread.h>
 
@@ -9,7 +10,7 @@ BackgroundSha256::BackgroundSha256(std::size_t max_queued) : max_queued_(max_que
 BackgroundSha256::~BackgroundSha256() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     closing_ = true;
   }
   changed_.notify_all();
@@ -26,8 +27,8 @@ void BackgroundSha256::update(std::shared_ptr<const void> owner, const void* dat
     thread_ = std::thread([this] { run(); });
   }
   {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return queue_.size() < max_queued_; });
+    MutexLock lock(mutex_);
+    changed_.wait(lock, [&]() REQUIRES(mutex_) { return queue_.size() < max_queued_; });
     queue_.push_back(Piece{std::move(owner), data, size});
   }
   changed_.notify_all();
@@ -35,16 +36,16 @@ void BackgroundSha256::update(std::shared_ptr<const void> owner, const void* dat
 
 std::string BackgroundSha256::hex_digest() {
   if (!thread_.joinable()) return hash_.hex_digest();
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return queue_.empty() && !hashing_; });
+  MutexLock lock(mutex_);
+  changed_.wait(lock, [&]() REQUIRES(mutex_) { return queue_.empty() && !hashing_; });
   return hash_.hex_digest();  // the hasher is idle until more is queued
 }
 
 void BackgroundSha256::run() {
   ::pthread_setname_np(::pthread_self(), "sha256");
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (true) {
-    changed_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+    changed_.wait(lock, [&]() REQUIRES(mutex_) { return closing_ || !queue_.empty(); });
     if (queue_.empty()) return;  // closing, and nothing left
     Piece piece = std::move(queue_.front());
     queue_.pop_front();

@@ -12,11 +12,11 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "base/sha256.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 
@@ -47,12 +47,11 @@ class BackgroundSha256 {
 
   const std::size_t max_queued_;
   Sha256 hash_;  // the caller's until the hasher thread starts, then that thread's
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  // State below is protected by mutex_.
-  std::deque<Piece> queue_;
-  bool hashing_ = false;  // the hasher holds a piece outside the queue
-  bool closing_ = false;
+  Mutex mutex_;
+  std::condition_variable_any changed_;
+  std::deque<Piece> queue_ GUARDED_BY(mutex_);
+  bool hashing_ GUARDED_BY(mutex_) = false;  // the hasher holds a piece outside the queue
+  bool closing_ GUARDED_BY(mutex_) = false;
   std::thread thread_;  // started by the first large piece; only the feeding thread starts it
 };
 

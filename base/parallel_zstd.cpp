@@ -1,4 +1,5 @@
 #include "base/parallel_zstd.h"
+#include "base/thread_annotations.h"
 
 #include <algorithm>
 #include <cstring>
@@ -20,7 +21,7 @@ ParallelZstd::ParallelZstd(int level, int threads, Output output, std::size_t bl
 
 ParallelZstd::~ParallelZstd() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     closing_ = true;
     if (error_.empty()) error_ = "the compressor was destroyed before finish()";
     queued_.clear();
@@ -40,14 +41,14 @@ bool ParallelZstd::write(const void* data, std::size_t size) {
     size -= take;
     if (current_.size() == block_bytes_) submit_current();
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return error_.empty();
 }
 
 void ParallelZstd::submit_current() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   // At most two blocks per worker wait or run: memory stays bounded.
-  changed_.wait(lock, [this] {
+  changed_.wait(lock, [this]() REQUIRES(mutex_) {
     return !error_.empty() || queued_.size() + compressed_.size() < 2 * workers_.size();
   });
   if (error_.empty()) queued_.push_back({submitted_++, std::move(current_)});
@@ -64,13 +65,13 @@ void ParallelZstd::submit_current() {
 
 bool ParallelZstd::finish() {
   if (!current_.empty()) submit_current();
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return !error_.empty() || next_out_ == submitted_; });
+  MutexLock lock(mutex_);
+  changed_.wait(lock, [this]() REQUIRES(mutex_) { return !error_.empty() || next_out_ == submitted_; });
   return error_.empty();
 }
 
 std::string ParallelZstd::error() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return error_;
 }
 
@@ -87,10 +88,10 @@ void ParallelZstd::work() {
   // a small job's staging touches only the pages its frames need.
   std::size_t capacity = 0;
   std::unique_ptr<char[]> buffer;
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   if (!cctx) fail_locked("out of memory for a zstd context");
   while (true) {
-    changed_.wait(lock, [this] { return closing_ || !queued_.empty(); });
+    changed_.wait(lock, [this]() REQUIRES(mutex_) { return closing_ || !queued_.empty(); });
     if (queued_.empty()) return;
     Block block = std::move(queued_.front());
     queued_.pop_front();

@@ -14,10 +14,11 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "base/thread_annotations.h"
 
 namespace gpubox::jobs {
 
@@ -45,7 +46,7 @@ class ParallelZstd {
   };
   void submit_current();
   void work();
-  void fail_locked(std::string why);
+  void fail_locked(std::string why) REQUIRES(mutex_);
 
   const int level_;
   const std::size_t block_bytes_;
@@ -53,16 +54,15 @@ class ParallelZstd {
   std::string current_;  // the block being filled (caller's thread)
   std::size_t submitted_ = 0;
 
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  // Below: guarded by mutex_.
-  std::deque<Block> queued_;
-  std::map<std::size_t, std::string> compressed_;  // done, waiting for their turn
-  std::vector<std::string> spare_;                 // input buffers to fill again
-  std::size_t next_out_ = 0;   // index of the next frame to hand out
-  bool emitting_ = false;      // a worker is handing frames out
-  bool closing_ = false;
-  std::string error_;
+  Mutex mutex_;
+  std::condition_variable_any changed_;
+  std::deque<Block> queued_ GUARDED_BY(mutex_);
+  std::map<std::size_t, std::string> compressed_ GUARDED_BY(mutex_);  // done, waiting for their turn
+  std::vector<std::string> spare_ GUARDED_BY(mutex_);                 // input buffers to fill again
+  std::size_t next_out_ GUARDED_BY(mutex_) = 0;  // index of the next frame to hand out
+  bool emitting_ GUARDED_BY(mutex_) = false;     // a worker is handing frames out
+  bool closing_ GUARDED_BY(mutex_) = false;
+  std::string error_ GUARDED_BY(mutex_);
   std::vector<std::thread> workers_;  // last: start once the members above exist
 };
 

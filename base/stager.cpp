@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -18,6 +17,7 @@
 #include "base/parallel_zstd.h"
 #include "base/fd.h"
 #include "base/sha256.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::jobs {
 namespace {
@@ -46,8 +46,8 @@ class Sink {
 
   // Queues the bytes; false once a write has failed.
   bool write(std::string block) {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return blocks_.size() < kQueuedBlocks || error_ != 0; });
+    MutexLock lock(mutex_);
+    changed_.wait(lock, [this]() REQUIRES(mutex_) { return blocks_.size() < kQueuedBlocks || error_ != 0; });
     if (error_ != 0) return false;
     blocks_.push_back(std::move(block));
     changed_.notify_all();
@@ -56,15 +56,16 @@ class Sink {
   // Waits until every block is written; the errno of the first failure, or 0.
   int finish() {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       closing_ = true;
     }
     changed_.notify_all();
     if (writer_.joinable()) writer_.join();
+    MutexLock lock(mutex_);
     return error_;
   }
   int error() {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return error_;
   }
   // After finish().
@@ -76,9 +77,9 @@ class Sink {
   static constexpr std::uint64_t kWritebackBytes = 8 << 20;
 
   void run() {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     while (true) {
-      changed_.wait(lock, [this] { return !blocks_.empty() || closing_; });
+      changed_.wait(lock, [this]() REQUIRES(mutex_) { return !blocks_.empty() || closing_; });
       if (blocks_.empty()) return;
       std::string block = std::move(blocks_.front());
       blocks_.pop_front();
@@ -116,12 +117,12 @@ class Sink {
 
 
   const int fd_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  // State below is protected by mutex_ (hash_ and size_: the writer thread's until finish()).
-  std::deque<std::string> blocks_;
-  bool closing_ = false;
-  int error_ = 0;
+  Mutex mutex_;
+  std::condition_variable_any changed_;
+  std::deque<std::string> blocks_ GUARDED_BY(mutex_);
+  bool closing_ GUARDED_BY(mutex_) = false;
+  int error_ GUARDED_BY(mutex_) = 0;
+  // The writer thread's until finish().
   Sha256 hash_;
   std::uint64_t size_ = 0;
   std::uint64_t written_back_ = 0;  // bytes handed to sync_file_range

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "base/thread_annotations.h"
 #include "rpc/keys.h"
 
 namespace gpubox::rpc {
@@ -12,12 +13,12 @@ AuthorizedKeys::AuthorizedKeys(std::vector<std::string> keys, std::string file)
     : fixed_(keys.begin(), keys.end()), file_(std::move(file)) {}
 
 void AuthorizedKeys::set_keys(std::vector<std::string> keys) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   fixed_ = std::set<std::string>(keys.begin(), keys.end());
 }
 
 bool AuthorizedKeys::allows(const std::string& public_key) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   refresh_from_file();
   return fixed_.count(public_key) || from_file_.count(public_key);
 }

@@ -5,10 +5,11 @@
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "base/thread_annotations.h"
 
 namespace gpubox::rpc {
 
@@ -16,19 +17,18 @@ class AuthorizedKeys {
  public:
   AuthorizedKeys(std::vector<std::string> keys, std::string file = {});
 
-  bool allows(const std::string& public_key);
-  void set_keys(std::vector<std::string> keys);
+  bool allows(const std::string& public_key) EXCLUDES(mutex_);
+  void set_keys(std::vector<std::string> keys) EXCLUDES(mutex_);
 
  private:
-  void refresh_from_file();  // REQUIRES: mutex_ held
+  void refresh_from_file() REQUIRES(mutex_);
 
-  std::mutex mutex_;
-  // State below is protected by mutex_.
-  std::set<std::string> fixed_;
-  std::set<std::string> from_file_;
-  std::string file_;
-  std::chrono::steady_clock::time_point last_check_{};
-  std::int64_t file_mtime_ns_ = -1;
+  Mutex mutex_;
+  std::set<std::string> fixed_ GUARDED_BY(mutex_);
+  std::set<std::string> from_file_ GUARDED_BY(mutex_);
+  std::string file_ GUARDED_BY(mutex_);
+  std::chrono::steady_clock::time_point last_check_ GUARDED_BY(mutex_){};
+  std::int64_t file_mtime_ns_ GUARDED_BY(mutex_) = -1;
 };
 
 }  // namespace gpubox::rpc

@@ -1,4 +1,5 @@
 #include "rpc/call.h"
+#include "base/thread_annotations.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -34,7 +35,7 @@ CallState::~CallState() {
 }
 
 int CallState::stop_fd() {
-  std::lock_guard lock(mutex);
+  MutexLock lock(mutex);
   if (stop_fd_ < 0) {
     stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!stop_reason.is_ok()) raise_fd(stop_fd_);
@@ -43,7 +44,7 @@ int CallState::stop_fd() {
 }
 
 int CallState::data_fd() {
-  std::lock_guard lock(mutex);
+  MutexLock lock(mutex);
   if (data_fd_ < 0) {
     data_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!inbox.empty()) raise_fd(data_fd_);
@@ -53,7 +54,7 @@ int CallState::data_fd() {
 
 bool CallState::deliver(Incoming incoming) {
   {
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     if (credit_in == 0) return false;
     --credit_in;
     inbox.push_back(std::move(incoming));
@@ -65,7 +66,7 @@ bool CallState::deliver(Incoming incoming) {
 
 bool CallState::stop(Status reason) {
   {
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     if (finished) return false;
     finished = true;
     stop_reason = std::move(reason);
@@ -77,7 +78,7 @@ bool CallState::stop(Status reason) {
 
 bool CallState::finish() {
   std::function<void()> dropped;  // destroyed after the lock: it may own what owns this state
-  std::lock_guard lock(mutex);
+  MutexLock lock(mutex);
   dropped.swap(stop_hook);
   if (finished) return false;
   finished = true;
@@ -85,7 +86,7 @@ bool CallState::finish() {
 }
 
 std::function<void()> CallState::take_stop_hook() {
-  std::lock_guard lock(mutex);
+  MutexLock lock(mutex);
   return std::exchange(stop_hook, nullptr);
 }
 
@@ -105,24 +106,26 @@ bool CallContext::answer(const Result<nlohmann::json>& result) {
 }
 
 void CallContext::on_stop(std::function<void()> hook) {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(state_->mutex);
   state_->stop_hook = std::move(hook);
 }
 
 Status CallContext::stop_reason() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(state_->mutex);
   return state_->stop_reason;
 }
 
 bool CallContext::wait_stopped(std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(state_->mutex);
-  return state_->changed.wait_for(lock, timeout, [&] { return !state_->stop_reason.is_ok(); });
+  MutexLock lock(state_->mutex);
+  return state_->changed.wait_for(lock, timeout,
+                                  [&]() REQUIRES(state_->mutex) { return !state_->stop_reason.is_ok(); });
 }
 
 Status CallContext::send_data(const nlohmann::json& body, std::vector<zmq::message_t> attachments) {
   {
-    std::unique_lock lock(state_->mutex);
-    state_->changed.wait(lock, [&] { return state_->credit_out > 0 || !state_->stop_reason.is_ok(); });
+    MutexLock lock(state_->mutex);
+    state_->changed.wait(
+        lock, [&]() REQUIRES(state_->mutex) { return state_->credit_out > 0 || !state_->stop_reason.is_ok(); });
     if (!state_->stop_reason.is_ok()) return state_->stop_reason;
     if (state_->finished) return Status(ErrorCode::internal, "send_data after the call finished");
     --state_->credit_out;
@@ -138,7 +141,7 @@ Status CallContext::send_data(const nlohmann::json& body, std::vector<zmq::messa
 
 void CallContext::grant_credit(std::uint64_t credit) {
   {
-    std::lock_guard lock(state_->mutex);
+    MutexLock lock(state_->mutex);
     if (state_->finished) return;
     state_->credit_in += credit;
   }
@@ -151,8 +154,10 @@ void CallContext::grant_credit(std::uint64_t credit) {
 }
 
 Result<std::optional<Incoming>> CallContext::receive_data(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(state_->mutex);
-  state_->changed.wait_for(lock, timeout, [&] { return !state_->inbox.empty() || !state_->stop_reason.is_ok(); });
+  MutexLock lock(state_->mutex);
+  state_->changed.wait_for(lock, timeout, [&]() REQUIRES(state_->mutex) {
+    return !state_->inbox.empty() || !state_->stop_reason.is_ok();
+  });
   if (!state_->stop_reason.is_ok()) return state_->stop_reason;
   if (state_->inbox.empty()) return std::optional<Incoming>();
   Incoming next = std::move(state_->inbox.front());

@@ -10,13 +10,13 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
+#include "base/thread_annotations.h"
 #include "rpc/protocol.h"
 #include "base/status.h"
 
@@ -46,12 +46,12 @@ struct CallState {
 
   // Marks the call stopped (cancelled, deadline, shutdown) unless it already
   // finished. Returns true when this call did the marking.
-  bool stop(Status reason);
+  bool stop(Status reason) EXCLUDES(mutex);
   // Marks the call finished; false when it had already finished or stopped.
   // Either way the stop hook is dropped.
-  bool finish();
+  bool finish() EXCLUDES(mutex);
   // The hook to run now that the call stopped (empty when none was set).
-  std::function<void()> take_stop_hook();
+  std::function<void()> take_stop_hook() EXCLUDES(mutex);
 
   const std::uint64_t id;
   const std::string method;
@@ -60,24 +60,23 @@ struct CallState {
 
   // Readable once stopped: lets poll()-based handlers wake on cancellation.
   // Created on first use; most calls never need it.
-  int stop_fd();
+  int stop_fd() EXCLUDES(mutex);
   // Readable while DATA is queued. Created on first use.
-  int data_fd();
+  int data_fd() EXCLUDES(mutex);
   // Queues one DATA message from the client (the I/O thread); false when
   // the client had no credit left for it.
-  bool deliver(Incoming incoming);
+  bool deliver(Incoming incoming) EXCLUDES(mutex);
 
-  std::mutex mutex;
-  std::condition_variable changed;
-  // State below is protected by mutex.
-  std::uint64_t credit_out = 0;       // DATA the client is ready to receive
-  std::uint64_t credit_in = 0;        // DATA the client may still send
-  std::deque<Incoming> inbox;
-  bool finished = false;
-  Status stop_reason;                 // not ok once stopped
-  int stop_fd_ = -1;
-  int data_fd_ = -1;
-  std::function<void()> stop_hook;  // CallContext::on_stop's
+  Mutex mutex;
+  std::condition_variable_any changed;
+  std::uint64_t credit_out GUARDED_BY(mutex) = 0;  // DATA the client is ready to receive
+  std::uint64_t credit_in GUARDED_BY(mutex) = 0;   // DATA the client may still send
+  std::deque<Incoming> inbox GUARDED_BY(mutex);
+  bool finished GUARDED_BY(mutex) = false;
+  Status stop_reason GUARDED_BY(mutex);               // not ok once stopped
+  int stop_fd_ GUARDED_BY(mutex) = -1;
+  int data_fd_ GUARDED_BY(mutex) = -1;
+  std::function<void()> stop_hook GUARDED_BY(mutex);  // CallContext::on_stop's
 };
 
 class CallContext {

@@ -10,6 +10,7 @@
 #include <set>
 #include <zmq_addon.hpp>
 
+#include "base/thread_annotations.h"
 #include "rpc/keys.h"
 #include "rpc/message.h"
 #include "rpc/worker_pool.h"
@@ -181,8 +182,8 @@ struct Server::Impl {
   std::atomic<std::uint64_t> calls_total{0}, in_flight_total{0}, rejected_total{0};
 
   const int outbox_fd;  // raised when the outbox gains messages from other threads
-  std::mutex outbox_mutex;
-  std::vector<Queued> outbox;  // guarded by outbox_mutex
+  Mutex outbox_mutex;
+  std::vector<Queued> outbox GUARDED_BY(outbox_mutex);
 
   // FdWatch's requests for the I/O thread; an empty ready unwatches, and
   // done (when set) is fulfilled once the request was applied.
@@ -191,8 +192,8 @@ struct Server::Impl {
     std::function<bool()> ready;
     std::shared_ptr<std::promise<void>> done;
   };
-  std::vector<WatchCommand> watch_commands;  // guarded by outbox_mutex
-  bool io_ended = false;                     // guarded by outbox_mutex: nothing is watched any more
+  std::vector<WatchCommand> watch_commands GUARDED_BY(outbox_mutex);
+  bool io_ended GUARDED_BY(outbox_mutex) = false;  // nothing is watched any more
 
   // I/O thread only.
   std::map<CallKey, std::shared_ptr<CallState>> calls;
@@ -317,7 +318,7 @@ void Server::Impl::io_loop() {
   sockets.clear();
   std::vector<WatchCommand> unapplied;
   {
-    std::lock_guard lock(outbox_mutex);
+    MutexLock lock(outbox_mutex);
     io_ended = true;
     unapplied.swap(watch_commands);
   }
@@ -330,7 +331,7 @@ void Server::Impl::io_loop() {
 void Server::Impl::apply_watch_commands() {
   std::vector<WatchCommand> commands;
   {
-    std::lock_guard lock(outbox_mutex);
+    MutexLock lock(outbox_mutex);
     commands.swap(watch_commands);
   }
   for (auto& command : commands) {
@@ -424,7 +425,7 @@ void Server::Impl::handle(std::size_t socket, std::vector<zmq::message_t>& frame
       auto it = calls.find(key);
       if (it == calls.end()) return;
       {
-        std::lock_guard lock(it->second->mutex);
+        MutexLock lock(it->second->mutex);
         it->second->credit_out += header.credit;
       }
       it->second->changed.notify_all();
@@ -574,7 +575,7 @@ int Server::Impl::next_deadline_ms() const {
 void Server::Impl::enqueue(Queued&& queued) {
   bool must_wake;
   {
-    std::lock_guard lock(outbox_mutex);
+    MutexLock lock(outbox_mutex);
     must_wake = outbox.empty() && std::this_thread::get_id() != io_thread_id;
     outbox.push_back(std::move(queued));
   }
@@ -589,7 +590,7 @@ void Server::Impl::wake() {
 void Server::Impl::drain_outbox() {
   std::vector<Queued> batch;
   {
-    std::lock_guard lock(outbox_mutex);
+    MutexLock lock(outbox_mutex);
     batch.swap(outbox);
   }
   for (auto& queued : batch) {
@@ -669,7 +670,7 @@ Server::~Server() {
 bool Server::watch(int fd, std::function<bool()> ready) {
   if (!ready) return false;
   {
-    std::lock_guard lock(impl_->outbox_mutex);
+    MutexLock lock(impl_->outbox_mutex);
     if (impl_->io_ended) return false;
     impl_->watch_commands.push_back({fd, std::move(ready), nullptr});
   }
@@ -681,7 +682,7 @@ void Server::unwatch(int fd) {
   bool on_io_thread = std::this_thread::get_id() == impl_->io_thread_id;
   auto done = on_io_thread ? nullptr : std::make_shared<std::promise<void>>();
   {
-    std::lock_guard lock(impl_->outbox_mutex);
+    MutexLock lock(impl_->outbox_mutex);
     if (impl_->io_ended) return;
     impl_->watch_commands.push_back({fd, nullptr, done});
   }

@@ -1,4 +1,5 @@
 #include "rpc/worker_pool.h"
+#include "base/thread_annotations.h"
 
 #include <pthread.h>
 
@@ -8,7 +9,7 @@ WorkerPool::WorkerPool(std::size_t max_threads) : max_threads_(max_threads ? max
 
 WorkerPool::~WorkerPool() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -16,7 +17,7 @@ WorkerPool::~WorkerPool() {
 }
 
 void WorkerPool::submit(std::function<void()> task) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   queue_.push_back(std::move(task));
   if (idle_ < queue_.size() && threads_.size() < max_threads_) {
     threads_.emplace_back([this] { work(); });
@@ -26,16 +27,16 @@ void WorkerPool::submit(std::function<void()> task) {
 }
 
 std::size_t WorkerPool::threads() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return threads_.size();
 }
 
 void WorkerPool::work() {
   ::pthread_setname_np(::pthread_self(), "rpc-worker");  // names it in top, perf and /proc/PID/task
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (true) {
     ++idle_;
-    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    wake_.wait(lock, [this]() REQUIRES(mutex_) { return stopping_ || !queue_.empty(); });
     --idle_;
     if (queue_.empty()) return;  // stopping, and nothing left to run
     auto task = std::move(queue_.front());

@@ -7,9 +7,10 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "base/thread_annotations.h"
 
 namespace gpubox::rpc {
 
@@ -24,16 +25,15 @@ class WorkerPool {
   std::size_t threads() const;
 
  private:
-  void work();
+  void work() EXCLUDES(mutex_);
 
   const std::size_t max_threads_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  // State below is protected by mutex_.
-  std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> threads_;
-  std::size_t idle_ = 0;
-  bool stopping_ = false;
+  mutable Mutex mutex_;
+  std::condition_variable_any wake_;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mutex_);
+  std::vector<std::thread> threads_ GUARDED_BY(mutex_);
+  std::size_t idle_ GUARDED_BY(mutex_) = 0;
+  bool stopping_ GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace gpubox::rpc

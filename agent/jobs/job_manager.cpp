@@ -14,6 +14,7 @@
 #include "agent/jobs/journal_replay.h"
 #include "base/stager.h"
 #include "agent/log.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::jobs {
 namespace {
@@ -121,7 +122,7 @@ JobManager::JobManager(JobsConfig config, std::string jobs_dir, std::string stag
 
 JobManager::~JobManager() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stager_stop_ = true;
   }
   changed_.notify_all();
@@ -140,7 +141,7 @@ void JobManager::sync_journal() {
 
 void JobManager::replay(const std::vector<json>& events) {
   Replay replayed = replay_journal(events);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   next_number_ = replayed.last_number + 1;
   int lost = 0;
   for (auto& [id, record] : replayed.jobs) {
@@ -190,7 +191,7 @@ Result<std::string> JobManager::make_incoming_dir(const JobSpec& spec) {
   }
   std::string dir;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (!refusal_.empty()) return Status(ErrorCode::unavailable, refusal_);
     dir = jobs_dir_ + "/.incoming-" + std::to_string(::getpid()) + "-" + std::to_string(++incoming_counter_);
   }
@@ -201,7 +202,7 @@ Result<std::string> JobManager::make_incoming_dir(const JobSpec& spec) {
 }
 
 Result<json> JobManager::submit(JobSpec spec, const std::string& incoming_dir) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   if (!refusal_.empty()) return Status(ErrorCode::unavailable, refusal_);
   if (queue_.waiting() >= static_cast<std::size_t>(config_.max_queued) &&
       queue_.running() >= static_cast<std::size_t>(config_.max_concurrent)) {
@@ -304,13 +305,13 @@ void JobManager::start_locked(Job& job) {
     std::string id = job.id;
     host_.post([this, id, delay] {
       auto timer = host_.timers->schedule(delay, [this, id] {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         auto it = jobs_.find(id);
         if (it == jobs_.end()) return;
         it->second->timeout_timer = 0;
         if (it->second->state == JobState::running) stop_locked(*it->second, StopReason::job_timeout);
       });
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       auto it = jobs_.find(id);
       if (it != jobs_.end() && it->second->state == JobState::running) it->second->timeout_timer = timer;
       else host_.timers->cancel(timer);
@@ -339,7 +340,7 @@ void JobManager::stop_locked(Job& job, StopReason reason) {
   auto grace = config_.grace;
   host_.post([this, id, grace] {
     auto timer = host_.timers->schedule(grace, [this, id] { on_grace_over(id); });
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     auto it = jobs_.find(id);
     if (it != jobs_.end() && it->second->state == JobState::stopping) it->second->grace_timer = timer;
     else host_.timers->cancel(timer);
@@ -348,7 +349,7 @@ void JobManager::stop_locked(Job& job, StopReason reason) {
 }
 
 void JobManager::on_grace_over(const std::string& id) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second->state != JobState::stopping) return;
   Job& job = *it->second;
@@ -359,7 +360,7 @@ void JobManager::on_grace_over(const std::string& id) {
 }
 
 void JobManager::on_exit(const std::string& id, ExitStatus status) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return;
   Job& job = *it->second;
@@ -408,9 +409,9 @@ void JobManager::changed_locked(Job& job) {
 }
 
 void JobManager::stager_loop() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (true) {
-    changed_.wait(lock, [this] { return stager_stop_ || !to_stage_.empty(); });
+    changed_.wait(lock, [this]() REQUIRES(mutex_) { return stager_stop_ || !to_stage_.empty(); });
     if (to_stage_.empty()) return;  // stopping, nothing left
     std::string id = std::move(to_stage_.front());
     to_stage_.pop_front();
@@ -428,7 +429,7 @@ void JobManager::stage(const std::string& id) {
   JobSpec spec;
   double wall = 0;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const Job& job = *jobs_.at(id);
     ending = job.ending;
     spec = job.spec;
@@ -468,7 +469,7 @@ void JobManager::stage(const std::string& id) {
   (void)write_json_file(staged + "/manifest.json", manifest);
   (void)write_json_file(staged + "/result.json", result.to_json());
 
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Job& job = *jobs_.at(id);
   job.result = result;
   job.manifest = manifest;
@@ -511,7 +512,7 @@ json JobManager::info_locked(const Job& job) const {
 }
 
 Result<json> JobManager::info(const std::string& id) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Status(ErrorCode::not_found, "params.job_id: no job " + id + " (job.list lists them)");
   return info_locked(*it->second);
@@ -525,7 +526,7 @@ std::optional<double> JobManager::wall_seconds(const Job& job) {
 }
 
 json JobManager::usage() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   json jobs = json::array();
   for (const auto& [id, job] : jobs_) {
     auto wall = wall_seconds(*job);
@@ -547,7 +548,7 @@ json JobManager::usage() const {
 }
 
 json JobManager::list() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   json jobs = json::array();
   for (const auto& [id, job] : jobs_) {
     json entry = info_locked(*job);
@@ -568,7 +569,7 @@ json JobManager::list() const {
 
 Result<json> JobManager::wait_change(const std::string& id, std::uint64_t after_version, Clock::time_point deadline,
                                      const std::function<bool()>& stopped) const {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (true) {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return Status(ErrorCode::not_found, "params.job_id: no job " + id + " (job.list lists them)");
@@ -582,7 +583,7 @@ Result<json> JobManager::wait_change(const std::string& id, std::uint64_t after_
 }
 
 Result<json> JobManager::cancel(const std::string& id) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Status(ErrorCode::not_found, "params.job_id: no job " + id + " (job.list lists them)");
   Job& job = *it->second;
@@ -593,7 +594,7 @@ Result<json> JobManager::cancel(const std::string& id) {
 Result<json> JobManager::ack(const std::string& id) {
   std::string dir, staged;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return Status(ErrorCode::not_found, "params.job_id: no job " + id + " (job.list lists them)");
     Job& job = *it->second;
@@ -615,7 +616,7 @@ Result<json> JobManager::ack(const std::string& id) {
 }
 
 Result<StagedArchive> JobManager::staged_archive(const std::string& id) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Status(ErrorCode::not_found, "params.job_id: no job " + id + " (job.list lists them)");
   const Job& job = *it->second;
@@ -639,7 +640,7 @@ Result<std::pair<std::string, bool>> JobManager::log_file(const std::string& id,
   if (stream != "stdout" && stream != "stderr") {
     return Status(ErrorCode::invalid_request, "params.stream: expected \"stdout\" or \"stderr\", got \"" + stream.substr(0, 40) + "\"");
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Status(ErrorCode::not_found, "params.job_id: no job " + id + " (job.list lists them)");
   const Job& job = *it->second;
@@ -649,7 +650,7 @@ Result<std::pair<std::string, bool>> JobManager::log_file(const std::string& id,
 }
 
 void JobManager::stop_all(StopReason reason, const std::string& refusal) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (refusal_.empty()) refusal_ = refusal;
   for (const auto& id : queue_.drain_waiting()) {
     Job& job = *jobs_.at(id);
@@ -664,7 +665,7 @@ void JobManager::stop_all(StopReason reason, const std::string& refusal) {
 
 void JobManager::begin_shutdown(StopReason reason, const std::string& persist_dir, std::function<void()> done) {
   stop_all(reason, "the agent is shutting down; no new jobs start");
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   shutting_down_ = true;
   persist_dir_ = persist_dir;
   shutdown_done_ = std::move(done);
@@ -672,7 +673,7 @@ void JobManager::begin_shutdown(StopReason reason, const std::string& persist_di
 }
 
 bool JobManager::busy() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& [id, job] : jobs_) {
     if (job->state != JobState::finished) return true;
   }
@@ -680,7 +681,7 @@ bool JobManager::busy() const {
 }
 
 bool JobManager::shut_down() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return shut_down_;
 }
 

@@ -18,7 +18,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -33,6 +32,7 @@
 #include "base/manifest.h"
 #include "agent/process_table.h"
 #include "agent/timers.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::jobs {
 
@@ -119,20 +119,20 @@ class JobManager {
   // Appends and fsyncs; with sync false, only appends (a sync() follows before any reply).
   void journal(nlohmann::json event, bool sync = true);
   void sync_journal();
-  nlohmann::json info_locked(const Job& job) const;
+  nlohmann::json info_locked(const Job& job) const REQUIRES(mutex_);
   // Seconds from start to the main process's exit (or to now while it runs); nullopt before it started.
   static std::optional<double> wall_seconds(const Job& job);
-  void changed_locked(Job& job);
-  void start_ready_locked();
-  void start_locked(Job& job);
-  void stop_locked(Job& job, StopReason reason);
+  void changed_locked(Job& job) REQUIRES(mutex_);
+  void start_ready_locked() REQUIRES(mutex_);
+  void start_locked(Job& job) REQUIRES(mutex_);
+  void stop_locked(Job& job, StopReason reason) REQUIRES(mutex_);
   void on_exit(const std::string& id, ExitStatus status);  // loop thread
   void on_grace_over(const std::string& id);                // loop thread
-  void queue_staging_locked(Job& job);
+  void queue_staging_locked(Job& job) REQUIRES(mutex_);
   void stager_loop();
   void stage(const std::string& id);
-  void finish_shutdown_if_done_locked();
-  void persist_unacked_locked(const std::string& dir);
+  void finish_shutdown_if_done_locked() REQUIRES(mutex_);
+  void persist_unacked_locked(const std::string& dir) REQUIRES(mutex_);
   std::string job_dir(const std::string& id) const { return jobs_dir_ + "/" + id; }
   std::string staged_dir(const std::string& id) const { return staging_dir_ + "/" + id; }
 
@@ -142,20 +142,19 @@ class JobManager {
   JobsHost host_;
   std::unique_ptr<Journal> journal_;
 
-  mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;  // any job's info changed
-  // State below is protected by mutex_.
-  std::map<std::string, std::unique_ptr<Job>> jobs_;
-  JobQueue queue_;
-  long long next_number_ = 1;
-  std::uint64_t incoming_counter_ = 0;
-  std::string refusal_;               // non-empty: job.submit is refused with it
-  std::deque<std::string> to_stage_;  // for the stager thread
-  bool stager_stop_ = false;
-  bool shutting_down_ = false;
-  bool shut_down_ = false;
-  std::string persist_dir_;
-  std::function<void()> shutdown_done_;
+  mutable Mutex mutex_;
+  mutable std::condition_variable_any changed_;  // any job's info changed
+  std::map<std::string, std::unique_ptr<Job>> jobs_ GUARDED_BY(mutex_);
+  JobQueue queue_ GUARDED_BY(mutex_);
+  long long next_number_ GUARDED_BY(mutex_) = 1;
+  std::uint64_t incoming_counter_ GUARDED_BY(mutex_) = 0;
+  std::string refusal_ GUARDED_BY(mutex_);               // non-empty: job.submit is refused with it
+  std::deque<std::string> to_stage_ GUARDED_BY(mutex_);  // for the stager thread
+  bool stager_stop_ GUARDED_BY(mutex_) = false;
+  bool shutting_down_ GUARDED_BY(mutex_) = false;
+  bool shut_down_ GUARDED_BY(mutex_) = false;
+  std::string persist_dir_ GUARDED_BY(mutex_);
+  std::function<void()> shutdown_done_ GUARDED_BY(mutex_);
 
   std::thread stager_;  // last: starts after everything above exists
 };

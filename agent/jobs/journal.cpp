@@ -1,4 +1,5 @@
 #include "agent/jobs/journal.h"
+#include "base/thread_annotations.h"
 
 #include <fcntl.h>
 #include <sys/time.h>
@@ -31,7 +32,7 @@ Result<std::unique_ptr<Journal>> Journal::open(const std::string& path) {
 }
 
 Status Journal::sync() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (::fdatasync(fd_.get()) != 0) return Status::from_errno(errno, "cannot fsync the journal " + path_);
   return Status::ok();
 }
@@ -39,7 +40,7 @@ Status Journal::sync() {
 Status Journal::append(nlohmann::json event, bool sync) {
   event["ts"] = utc_now();
   std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::size_t done = 0;
   while (done < line.size()) {
     ssize_t n = ::write(fd_.get(), line.data() + done, line.size() - done);

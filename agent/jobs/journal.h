@@ -4,13 +4,13 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "base/fd.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::jobs {
 
@@ -33,8 +33,8 @@ class Journal {
  private:
   Journal(std::string path, Fd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
   std::string path_;
-  std::mutex mutex_;
-  Fd fd_;  // guarded by mutex_
+  Mutex mutex_;
+  Fd fd_ GUARDED_BY(mutex_);
 };
 
 // Every well-formed event of a journal, in order; *skipped counts lines that

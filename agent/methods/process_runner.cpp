@@ -1,4 +1,5 @@
 #include "agent/methods/process_runner.h"
+#include "base/thread_annotations.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,8 +17,8 @@ namespace gpubox {
 // Where the reaper (on the loop thread) leaves the exit status for the worker.
 struct ProcessRunner::ExitBox {
   ExitBox() : fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-  std::mutex mutex;
-  std::optional<ExitStatus> status;  // guarded by mutex
+  Mutex mutex;
+  std::optional<ExitStatus> status GUARDED_BY(mutex);
   Fd fd;                              // raised once status is set
 };
 
@@ -36,7 +37,7 @@ void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NON
 ProcessLauncher::ExitCallback ProcessRunner::exit_into(std::shared_ptr<ExitBox> box) {
   return [box](pid_t, ExitStatus status) {
     {
-      std::lock_guard lock(box->mutex);
+      MutexLock lock(box->mutex);
       box->status = status;
     }
     std::uint64_t one = 1;
@@ -117,7 +118,7 @@ void ProcessRunner::write_stdin(std::string bytes) { stdin_pending_ += bytes; }
 void ProcessRunner::close_stdin() { stdin_closing_ = true; }
 
 bool ProcessRunner::signal(int sig) {
-  std::lock_guard lock(exit_->mutex);
+  MutexLock lock(exit_->mutex);
   if (exit_->status) return false;  // reaped: the pid may belong to someone else now
   return launcher_.signal_group(pid_, sig) || ::kill(pid_, sig) == 0;
 }
@@ -168,7 +169,7 @@ Result<ProcessRunner::Outcome> ProcessRunner::run(const OutputCallback& on_outpu
   while (true) {
     bool has_exited;
     {
-      std::lock_guard lock(exit_->mutex);
+      MutexLock lock(exit_->mutex);
       has_exited = exit_->status.has_value();
     }
     if (has_exited && !exited_at) exited_at = Clock::now();
@@ -233,7 +234,7 @@ Result<ProcessRunner::Outcome> ProcessRunner::run(const OutputCallback& on_outpu
     }
   }
   {
-    std::lock_guard lock(exit_->mutex);
+    MutexLock lock(exit_->mutex);
     outcome.status = exit_->status;
   }
   outcome.wall_s = std::chrono::duration<double>(Clock::now() - started_).count();

@@ -3,9 +3,10 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
 #include <string>
 #include <string_view>
+
+#include "base/thread_annotations.h"
 
 namespace gpubox::serve {
 
@@ -14,7 +15,7 @@ class LogRing {
   explicit LogRing(std::size_t capacity) : capacity_(capacity) {}
 
   void append(std::string_view bytes) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (bytes.size() >= capacity_) {
       dropped_ += text_.size() + bytes.size() - capacity_;
       text_.assign(bytes.substr(bytes.size() - capacity_));
@@ -29,20 +30,20 @@ class LogRing {
   }
   // The last `bytes` bytes kept (all of them when bytes is 0 or larger).
   std::string tail(std::size_t bytes) const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (bytes == 0 || bytes >= text_.size()) return text_;
     return text_.substr(text_.size() - bytes);
   }
   std::size_t dropped() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return dropped_;
   }
 
  private:
   const std::size_t capacity_;
-  mutable std::mutex mutex_;
-  std::string text_;          // guarded by mutex_
-  std::size_t dropped_ = 0;   // guarded by mutex_
+  mutable Mutex mutex_;
+  std::string text_ GUARDED_BY(mutex_);
+  std::size_t dropped_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace gpubox::serve

@@ -1,4 +1,5 @@
 #include "agent/serve/memfd_pool.h"
+#include "base/thread_annotations.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -51,7 +52,7 @@ Status MemfdPool::grow(Slot& slot, std::uint64_t bytes) {
 }
 
 Result<MemfdPool::Lease> MemfdPool::lend(std::uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::uint64_t need = page_round(bytes);
   std::uint64_t total = 0;
   std::shared_ptr<Slot> fitting, biggest;  // idle ones: the smallest that fits, the biggest
@@ -83,19 +84,19 @@ Result<MemfdPool::Lease> MemfdPool::lend(std::uint64_t bytes) {
 }
 
 void MemfdPool::give_back(const FileId& id) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& slot : slots_) {
     if (slot->id == id) slot->lent = false;
   }
 }
 
 std::size_t MemfdPool::pooled() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return slots_.size();
 }
 
 std::size_t MemfdPool::lent() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::size_t count = 0;
   for (const auto& slot : slots_) count += slot->lent ? 1 : 0;
   return count;

@@ -11,12 +11,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "agent/serve/worker_wire.h"
 #include "base/fd.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::serve {
 
@@ -61,8 +61,8 @@ class MemfdPool {
   static Result<std::shared_ptr<Slot>> make(std::uint64_t bytes);
   static Status grow(Slot& slot, std::uint64_t bytes);
 
-  mutable std::mutex mutex_;
-  std::vector<std::shared_ptr<Slot>> slots_;  // guarded by mutex_
+  mutable Mutex mutex_;
+  std::vector<std::shared_ptr<Slot>> slots_ GUARDED_BY(mutex_);
 };
 
 }  // namespace gpubox::serve

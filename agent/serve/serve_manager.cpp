@@ -1,4 +1,5 @@
 #include "agent/serve/serve_manager.h"
+#include "base/thread_annotations.h"
 
 #include <sys/stat.h>
 
@@ -26,7 +27,7 @@ ServeManager::ServeManager(ServeSettings settings, ProcessLauncher& launcher)
 ServeManager::~ServeManager() { stop_all(); }
 
 std::shared_ptr<Service> ServeManager::find(const std::string& name) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = services_.find(name);
   return it == services_.end() ? nullptr : it->second;
 }
@@ -65,7 +66,7 @@ Result<json> ServeManager::start(const rpc::CallContext& call) {
   options.models = settings_.models;
   std::shared_ptr<Service> service;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (stopping_) return Status(ErrorCode::unavailable, "the agent is shutting down");
     if (services_.count(name)) {
       return Status(ErrorCode::already_exists, "a service named '" + name + "' runs already; serve.stop it first");
@@ -78,7 +79,7 @@ Result<json> ServeManager::start(const rpc::CallContext& call) {
   Status loaded = service->wait_first_load(call);
   if (!loaded) {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       auto it = services_.find(name);
       if (it != services_.end() && it->second == service) services_.erase(it);
     }
@@ -92,7 +93,7 @@ Result<json> ServeManager::start(const rpc::CallContext& call) {
 Status ServeManager::stop(const std::string& name) {
   std::shared_ptr<Service> service;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     auto it = services_.find(name);
     if (it == services_.end()) return Status(ErrorCode::not_found, "no service named '" + name + "'; serve.list lists them");
     service = it->second;
@@ -105,7 +106,7 @@ Status ServeManager::stop(const std::string& name) {
 json ServeManager::list() const {
   std::vector<std::shared_ptr<Service>> services;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     for (const auto& [name, service] : services_) services.push_back(service);
   }
   json out = json::array();
@@ -126,7 +127,7 @@ bool ServeManager::take_call(const std::shared_ptr<rpc::CallContext>& call) {
 }
 
 void ServeManager::use_fd_watch(rpc::FdWatch* watch) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   fd_watch_ = watch;
 }
 
@@ -137,7 +138,7 @@ Result<json> ServeManager::logs(const std::string& name, std::size_t tail_bytes)
 }
 
 void ServeManager::begin_stop() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   stopping_ = true;
   for (auto& [name, service] : services_) service->begin_stop();
 }
@@ -145,7 +146,7 @@ void ServeManager::begin_stop() {
 void ServeManager::stop_all() {
   std::map<std::string, std::shared_ptr<Service>> services;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
     services.swap(services_);
   }

@@ -5,13 +5,13 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "agent/process_table.h"
 #include "agent/serve/service.h"
+#include "base/thread_annotations.h"
 #include "rpc/call.h"
 
 namespace gpubox::serve {
@@ -53,10 +53,10 @@ class ServeManager {
 
   const ServeSettings settings_;
   ProcessLauncher& launcher_;
-  mutable std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<Service>> services_;  // guarded by mutex_
-  bool stopping_ = false;                                     // guarded by mutex_
-  rpc::FdWatch* fd_watch_ = nullptr;                          // guarded by mutex_
+  mutable Mutex mutex_;
+  std::map<std::string, std::shared_ptr<Service>> services_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  rpc::FdWatch* fd_watch_ GUARDED_BY(mutex_) = nullptr;
 };
 
 }  // namespace gpubox::serve

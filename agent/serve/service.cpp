@@ -18,6 +18,7 @@
 #include "agent/serve/worker_program.h"
 #include "agent/serve/worker_wire.h"
 #include "base/fd.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::serve {
 
@@ -80,7 +81,7 @@ class Service::WorkerLauncher final : public ProcessLauncher {
 void Service::start() {
   auto loop = EventLoop::create();
   if (!loop) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     error_ = "serve: cannot start the service's event loop: " + loop.status().message();
     first_load_done_ = true;
     first_load_ = Status(loop.status().code(), error_);
@@ -98,7 +99,7 @@ void Service::start() {
 }
 
 Status Service::wait_first_load(const rpc::CallContext& call) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (!first_load_done_) {
     if (call.stopped()) return call.stop_reason();
     changed_.wait_for(lock, std::chrono::milliseconds(50));
@@ -136,7 +137,7 @@ Result<std::shared_ptr<WorkerProcess>> Service::spawn() {
   spawn.extra_fds = {{theirs.get(), 3}};
   auto pid = launcher_.spawn(spawn, [process](pid_t, ExitStatus status) {
     {
-      std::lock_guard lock(process->mutex);
+      MutexLock lock(process->mutex);
       process->exit = status;
       process->changed.notify_all();
     }
@@ -187,7 +188,7 @@ Result<pid_t> Service::launch_worker(ProcessLauncher::ExitCallback on_exit) {
   launched_any_ = true;
   auto spawned = spawn();
   if (!spawned) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     error_ = spawned.status().message();
     if (first) {
       first_load_done_ = true;
@@ -208,12 +209,12 @@ Result<pid_t> Service::launch_worker(ProcessLauncher::ExitCallback on_exit) {
       ExitStatus status;
       status.signal = SIGKILL;  // when the reaper never told (run_worker waited kExitWait)
       {
-        std::lock_guard lock(process->mutex);
+        MutexLock lock(process->mutex);
         if (process->exit) status = *process->exit;
       }
       bool restart = true;
       {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         restart = !no_restart_;
       }
       if (!restart) restarts_policy_->hold();  // begin_stop() or stop() came first; their own task may come later
@@ -228,14 +229,14 @@ bool Service::signal_worker(pid_t pgid, int sig) {
   std::shared_ptr<WorkerProcess> process = launched_;
   if (!process || process->pid != pgid) return false;
   {
-    std::lock_guard lock(process->mutex);
+    MutexLock lock(process->mutex);
     if (process->exit) return false;  // reaped: the group may be someone else's now
   }
   return ::kill(-pgid, sig) == 0;
 }
 
 void Service::on_supervision(const WorkerRestarts::View& view) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   switch (view.state) {
     case ChildState::backoff:
       restarts_ = view.restarts;
@@ -274,7 +275,7 @@ void Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
   Status sent = failed ? Status::from_errno(failed, "serve: cannot send the worker its source") : process->send(load);
   if (!sent) log::warn("serve worker did not take its source", {{"service", options_.name}, {"error", sent.message()}});
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     process_ = process;
     if (no_restart_) ::kill(-process->pid, SIGKILL);
   }
@@ -284,7 +285,7 @@ void Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
   std::string op = head && *head ? body_string((*head)->body, "op") : "";
   if (op == "ready") {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       functions_ = (*head)->body.value("functions", json::array());
       state_ = "ready";
       if (first) {
@@ -309,7 +310,7 @@ void Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
       why = "the serve worker ended before it imported " + options_.path +
             (head ? std::string() : " (" + head.status().message() + ")");
     }
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     error_ = why;
     if (first) {
       first_load_done_ = true;
@@ -324,14 +325,16 @@ void Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
   ::kill(-process->pid, SIGKILL);
   std::string ended;
   {
-    std::unique_lock lock(process->mutex);
-    process->changed.wait_for(lock, kExitWait, [&] { return process->exit.has_value(); });
+    MutexLock lock(process->mutex);
+    process->changed.wait_for(lock, kExitWait, [&]() REQUIRES(process->mutex) { return process->exit.has_value(); });
     ended = process->exit ? process->exit->describe() : "ended";
     process->ended = true;
   }
   bool restarting;
+  bool no_restart;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
+    no_restart = no_restart_;
     restarting = again && !no_restart_;
     process_.reset();
     if (restarting) state_ = "restarting";  // calls now wait for the next worker
@@ -342,12 +345,12 @@ void Service::run_worker(std::shared_ptr<WorkerProcess> process, bool first) {
                        (restarting ? "it is restarting (serve.list shows when it is ready)" : "it is not restarted");
   std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending;
   {
-    std::lock_guard lock(process->mutex);
+    MutexLock lock(process->mutex);
     pending.swap(process->pending);
   }
   for (auto& [id, call] : pending) call->fail(Status(ErrorCode::unavailable, reason));
   if (process->log_thread.joinable()) process->log_thread.join();
-  if (op == "ready" && !no_restart_) {
+  if (op == "ready" && !no_restart) {
     log::warn("serve worker ended", {{"service", options_.name}, {"how", ended}, {"calls_failed", static_cast<long long>(pending.size())}});
   }
 }
@@ -450,7 +453,7 @@ bool Service::take_call(const std::shared_ptr<rpc::CallContext>& call) {
   if (bytes > kFastCallBytes) return false;
   std::shared_ptr<WorkerProcess> process;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const json* entry = state_ == "ready" && process_ ? function_entry(call->params()["function"].get<std::string>()) : nullptr;
     if (!entry || entry->value("is_generator", true)) return false;
     process = process_;
@@ -481,7 +484,7 @@ Result<json> Service::call(rpc::CallContext& call) {
   std::shared_ptr<WorkerProcess> process;
   bool streams = true;  // a generator function: its items go out before its result, through relay()
   {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     while (state_ == "starting" || state_ == "restarting") {
       if (call.stopped()) return call.stop_reason();
       changed_.wait_for(lock, std::chrono::milliseconds(20));
@@ -501,7 +504,10 @@ Result<json> Service::call(rpc::CallContext& call) {
     process = process_;
   }
   auto pending = std::make_shared<PendingCall>();
-  if (!streams) pending->direct = &call;
+  if (!streams) {
+    MutexLock lock(pending->answer_mutex);
+    pending->direct = &call;
+  }
   std::uint64_t id = next_id_++;
   if (!process->add(id, pending)) {
     return Status(ErrorCode::unavailable, "the serve worker of '" + options_.name + "' has just ended; try again");
@@ -524,12 +530,12 @@ Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, Pend
     std::deque<WireMessage> messages;
     std::optional<Status> failed;
     {
-      std::lock_guard lock(pending.mutex);
+      MutexLock lock(pending.mutex);
       messages.swap(pending.inbox);
       failed = pending.failed;
     }
     {
-      std::lock_guard lock(pending.answer_mutex);
+      MutexLock lock(pending.answer_mutex);
       if (pending.answered) return json();  // answered by the reader thread: this value is ignored
     }
     for (auto& message : messages) {
@@ -557,7 +563,7 @@ Result<json> Service::relay(rpc::CallContext& call, WorkerProcess& process, Pend
 
 void Service::begin_stop() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     no_restart_ = true;
     changed_.notify_all();
   }
@@ -567,7 +573,7 @@ void Service::begin_stop() {
 void Service::stop() {
   if (!supervisor_.joinable()) return;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
     no_restart_ = true;
     changed_.notify_all();
@@ -581,7 +587,7 @@ void Service::stop() {
 }
 
 json Service::describe() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   json entry = {{"name", options_.name}, {"path", options_.path}, {"state", state_},
                 {"pid", process_ ? json(process_->pid) : json()}, {"restarts", restarts_}, {"functions", functions_}};
   if (!error_.empty() && state_ != "ready") entry["error"] = error_;

@@ -19,7 +19,6 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -30,6 +29,7 @@
 #include "agent/serve/log_ring.h"
 #include "agent/serve/worker_restarts.h"
 #include "agent/serve/worker_wire.h"
+#include "base/thread_annotations.h"
 #include "rpc/call.h"
 #include "rpc/fd_watch.h"
 #include "base/status.h"
@@ -106,8 +106,8 @@ class Service {
   bool handle_read(WorkerProcess& process, Result<std::optional<WireMessage>> message);
   void handle(WorkerProcess& process, WireMessage message);
   void deliver(WorkerProcess& process, nlohmann::json body, std::vector<zmq::message_t> attachments);
-  // REQUIRES: mutex_. The function's entry in functions_, or null.
-  const nlohmann::json* function_entry(const std::string& name) const;
+  // The function's entry in functions_, or null.
+  const nlohmann::json* function_entry(const std::string& name) const REQUIRES(mutex_);
   Result<nlohmann::json> relay(rpc::CallContext& call, WorkerProcess& process, PendingCall& pending, std::uint64_t id);
 
   const ServiceOptions options_;
@@ -128,18 +128,17 @@ class Service {
   bool launched_any_ = false;
   bool stop_requested_ = false;
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  // State below is protected by mutex_.
-  std::string state_ = "starting";  // starting | ready | restarting | failed | stopped
-  std::string error_;
-  int restarts_ = 0;
-  bool first_load_done_ = false;
-  Status first_load_;
-  bool stopping_ = false;        // stop() was called
-  bool no_restart_ = false;      // begin_stop() or stop()
-  nlohmann::json functions_ = nlohmann::json::array();
-  std::shared_ptr<WorkerProcess> process_;  // the current worker; null between processes
+  mutable Mutex mutex_;
+  std::condition_variable_any changed_;
+  std::string state_ GUARDED_BY(mutex_) = "starting";  // starting | ready | restarting | failed | stopped
+  std::string error_ GUARDED_BY(mutex_);
+  int restarts_ GUARDED_BY(mutex_) = 0;
+  bool first_load_done_ GUARDED_BY(mutex_) = false;
+  Status first_load_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;        // stop() was called
+  bool no_restart_ GUARDED_BY(mutex_) = false;      // begin_stop() or stop()
+  nlohmann::json functions_ GUARDED_BY(mutex_) = nlohmann::json::array();
+  std::shared_ptr<WorkerProcess> process_ GUARDED_BY(mutex_);  // the current worker; null between processes
 };
 
 }  // namespace gpubox::serve

@@ -12,7 +12,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,6 +23,7 @@
 #include "agent/serve/worker_wire.h"
 #include "base/fd.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 #include "rpc/call.h"
 
 namespace gpubox::serve {
@@ -59,7 +59,7 @@ struct PendingCall {
   // waits in relay(): one thread wake-up fewer on its way back. False:
   // push() it for relay().
   bool answer(WireMessage& message) {
-    std::lock_guard lock(answer_mutex);
+    MutexLock lock(answer_mutex);
     if (!direct || answered) return false;
     auto result = outcome(message, *direct);
     if (!result) return false;
@@ -72,21 +72,21 @@ struct PendingCall {
   }
   // relay() is done, or the call stopped: nothing answers the call from now on.
   void close() {
-    std::lock_guard lock(answer_mutex);
+    MutexLock lock(answer_mutex);
     direct = nullptr;
     owner.reset();
   }
   void push(WireMessage message) {
     if (!relayed_by_handler) return;  // nobody reads its inbox: only a message that ends it counts
     {
-      std::lock_guard lock(mutex);
+      MutexLock lock(mutex);
       inbox.push_back(std::move(message));
     }
     signal_event(event);
   }
   void fail(Status reason) {
     {
-      std::lock_guard lock(answer_mutex);
+      MutexLock lock(answer_mutex);
       if (owner) {
         if (!answered) owner->answer(reason);
         answered = true;
@@ -96,25 +96,24 @@ struct PendingCall {
       }
     }
     {
-      std::lock_guard lock(mutex);
+      MutexLock lock(mutex);
       failed = std::move(reason);
     }
     signal_event(event);
   }
 
-  std::mutex mutex;
-  // State below is protected by mutex.
-  std::deque<WireMessage> inbox;
-  std::optional<Status> failed;  // the worker ended
+  Mutex mutex;
+  std::deque<WireMessage> inbox GUARDED_BY(mutex);
+  std::optional<Status> failed GUARDED_BY(mutex);  // the worker ended
   const std::shared_ptr<Fd> event_fd;
   const int event;  // readable once something was pushed (or the call answered)
 
-  std::mutex answer_mutex;
-  // State below is protected by answer_mutex.
-  rpc::CallContext* direct = nullptr;  // the call, while it may be answered here
-  std::shared_ptr<rpc::CallContext> owner;  // a fast path's call, until answered or closed
-  bool answered = false;
-  bool relayed_by_handler = true;  // false for a fast path's call
+  Mutex answer_mutex;
+  rpc::CallContext* direct GUARDED_BY(answer_mutex) = nullptr;  // the call, while it may be answered here
+  std::shared_ptr<rpc::CallContext> owner GUARDED_BY(answer_mutex);  // a fast path's call, until answered or closed
+  bool answered GUARDED_BY(answer_mutex) = false;
+
+  bool relayed_by_handler = true;  // false for a fast path's call; set by the constructor only
 };
 
 // One worker process: its channel, output pipes, exit status and calls in flight.
@@ -123,7 +122,7 @@ struct WorkerProcess {
   // memfds the agent no longer maps (so it can reuse them). The large
   // attachments go into a warm memfd of the pool when one can be had.
   Status send(const nlohmann::json& body, const std::vector<zmq::message_t>& attachments = {}) {
-    std::lock_guard lock(write_mutex);
+    MutexLock lock(write_mutex);
     if (auto files = unmapped->take(); !files.empty()) {
       if (Status sent = write_message(channel.get(), released_body(files)); !sent) return sent;
     }
@@ -141,23 +140,24 @@ struct WorkerProcess {
   // when it would wait (the channel busy, released memfds to report first,
   // no room in its buffer).
   bool try_send(const nlohmann::json& body, const std::vector<zmq::message_t>& attachments) {
-    std::unique_lock lock(write_mutex, std::try_to_lock);
-    if (!lock || !unmapped->empty()) return false;
+    if (!write_mutex.try_lock()) return false;
+    MutexLock lock(write_mutex, std::adopt_lock);
+    if (!unmapped->empty()) return false;
     return try_write_message(channel.get(), body, attachments);
   }
   // Registers a call; false when the process has already ended.
   bool add(std::uint64_t id, std::shared_ptr<PendingCall> call) {
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     if (ended) return false;
     pending[id] = std::move(call);
     return true;
   }
   void remove(std::uint64_t id) {
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     pending.erase(id);
   }
   std::shared_ptr<PendingCall> find(std::uint64_t id) {
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     auto it = pending.find(id);
     return it == pending.end() ? nullptr : it->second;
   }
@@ -170,16 +170,15 @@ struct WorkerProcess {
   Fd exited;  // eventfd: readable once the process was reaped
   Fd turn;    // eventfd: the RPC I/O thread hands the channel's next message to its reader thread
   std::thread log_thread;
-  std::mutex write_mutex;  // one message at a time on the channel
+  Mutex write_mutex;  // one message at a time on the channel
   MemfdPool pool;          // the agent's memfds for the worker's inputs
   std::shared_ptr<ReleaseList> unmapped = std::make_shared<ReleaseList>();  // the worker's, no longer mapped here
 
-  std::mutex mutex;
-  std::condition_variable changed;
-  // State below is protected by mutex.
-  std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending;
-  bool ended = false;
-  std::optional<ExitStatus> exit;
+  Mutex mutex;
+  std::condition_variable_any changed;
+  std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending GUARDED_BY(mutex);
+  bool ended GUARDED_BY(mutex) = false;
+  std::optional<ExitStatus> exit GUARDED_BY(mutex);
 };
 
 }  // namespace gpubox::serve

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "base/fd.h"
+#include "base/thread_annotations.h"
 #include "rpc/protocol.h"
 
 namespace gpubox::serve {
@@ -193,7 +194,7 @@ Status send_parts(int fd, std::vector<iovec> parts, int passed) {
 MemfdMapping::~MemfdMapping() { ::munmap(data, length); }
 
 Result<std::shared_ptr<MemfdMapping>> ReleaseList::kept_mapping(Fd memfd, FileId id, std::uint64_t needed) {
-  std::lock_guard lock(kept_mutex_);
+  MutexLock lock(kept_mutex_);
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
     if (!((*it)->id == id)) continue;
     if ((*it)->length >= needed) return *it;
@@ -208,17 +209,17 @@ Result<std::shared_ptr<MemfdMapping>> ReleaseList::kept_mapping(Fd memfd, FileId
 }
 
 void ReleaseList::add(FileId id) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   files_.push_back(id);
 }
 
 std::vector<FileId> ReleaseList::take() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return std::exchange(files_, {});
 }
 
 bool ReleaseList::empty() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return files_.empty();
 }
 

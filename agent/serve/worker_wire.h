@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +27,7 @@
 
 #include "base/fd.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::serve {
 
@@ -78,10 +78,10 @@ class ReleaseList {
   static constexpr std::size_t kKeptMappings = 4;  // the worker keeps as many warm memfds
 
  private:
-  std::mutex mutex_;
-  std::vector<FileId> files_;  // guarded by mutex_
-  std::mutex kept_mutex_;
-  std::vector<std::shared_ptr<MemfdMapping>> kept_;  // guarded by kept_mutex_; oldest first
+  Mutex mutex_;
+  std::vector<FileId> files_ GUARDED_BY(mutex_);
+  Mutex kept_mutex_;
+  std::vector<std::shared_ptr<MemfdMapping>> kept_ GUARDED_BY(kept_mutex_);  // oldest first
 };
 
 // The "released" message's body for files.

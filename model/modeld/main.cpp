@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "base/thread_annotations.h"
 #include "model/modeld/decode_profile.h"
 #include "model/modeld/gpu_info.h"
 #include "model/modeld/gpu_probe.h"
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
   std::thread([&probe] {
     if (gpubox::modeld::gpu_info()["gpus"].empty()) return;
     auto measured = gpubox::modeld::gpu_probe();
-    std::lock_guard lock(probe.mutex);
+    gpubox::MutexLock lock(probe.mutex);
     probe.result = measured ? measured.value() : nlohmann::json{{"error", measured.status().message()}};
   }).detach();
   int signal = 0;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <unistd.h>
 
+#include "base/thread_annotations.h"
 #include "hooks/spec.h"
 #include "model/modeld/chat_request.h"
 #include "model/modeld/intervention_hooks.h"
@@ -380,7 +381,7 @@ void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupPro
   methods.add("modeld.status", [&host, &probe](rpc::CallContext&) -> Result<json> {
     json status = host.status();
     status["pid"] = ::getpid();
-    std::lock_guard lock(probe.mutex);
+    MutexLock lock(probe.mutex);
     if (!probe.result.is_null()) status["gpu_probe"] = probe.result;
     return status;
   });

@@ -4,9 +4,9 @@
 // modeld keeps serving.
 #pragma once
 
-#include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "base/thread_annotations.h"
 #include "model/modeld/model_host.h"
 #include "rpc/server.h"
 
@@ -14,8 +14,8 @@ namespace gpubox::modeld {
 
 // The gpu.probe result measured when modeld started on a GPU machine (null until then).
 struct StartupProbe {
-  std::mutex mutex;
-  nlohmann::json result;  // guarded by mutex
+  Mutex mutex;
+  nlohmann::json result GUARDED_BY(mutex);
 };
 
 void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupProbe& probe);

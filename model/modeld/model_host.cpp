@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sys/stat.h>
 
+#include "base/thread_annotations.h"
 #include "model/modeld/cuda_runtime.h"
 #include "model/modeld/tensor_wire.h"
 
@@ -85,14 +86,14 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgr
 ModelHost::~ModelHost() {
   std::vector<std::thread> loaders;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     loaders.swap(loaders_);
   }
   for (auto& loader : loaders) loader.join();
 }
 
 Status ModelHost::add(const ModelSpec& spec) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& entry : entries_) {
     if (entry->spec.name == spec.name) {
       return {ErrorCode::already_exists, fmt::format("model \"{}\" is already {}; unload it first", spec.name, entry->state)};
@@ -123,7 +124,7 @@ void ModelHost::load(std::shared_ptr<Entry> entry) {
   } catch (const std::exception& e) {
     loaded = Status(ErrorCode::internal, e.what());
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (loaded) {
     entry->model = std::shared_ptr<const LoadedModel>(std::move(loaded.value()));
     entry->state = "ready";
@@ -134,7 +135,7 @@ void ModelHost::load(std::shared_ptr<Entry> entry) {
 }
 
 Status ModelHost::remove(const std::string& name) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if ((*it)->spec.name == name) {
       entries_.erase(it);
@@ -146,7 +147,7 @@ Status ModelHost::remove(const std::string& name) {
 }
 
 Result<std::shared_ptr<const LoadedModel>> ModelHost::ready(const std::string& name) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& entry : entries_) {
     if (entry->spec.name != name) continue;
     if (entry->state == "ready") return entry->model;
@@ -163,7 +164,7 @@ Result<std::shared_ptr<const LoadedModel>> ModelHost::ready(const std::string& n
 }
 
 nlohmann::json ModelHost::status() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   nlohmann::json models = nlohmann::json::array();
   for (const auto& entry : entries_) {
     nlohmann::json model = {{"name", entry->spec.name},
@@ -179,7 +180,7 @@ nlohmann::json ModelHost::status() const {
 }
 
 std::vector<std::string> ModelHost::names() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<std::string> out;
   for (const auto& entry : entries_) out.push_back(entry->spec.name);
   return out;

@@ -5,12 +5,12 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "model/chat/chat_template.h"
 #include "model/modeld/decoder.h"
 #include "model/modeld/host_config.h"
@@ -59,12 +59,12 @@ class ModelHost {
     std::shared_ptr<const LoadedModel> model;
   };
   void load(std::shared_ptr<Entry> entry);
-  void save_locked() const;  // REQUIRES: mutex_ held
+  void save_locked() const REQUIRES(mutex_);
 
   const std::string config_path_;
-  mutable std::mutex mutex_;
-  std::vector<std::shared_ptr<Entry>> entries_;  // guarded by mutex_
-  std::vector<std::thread> loaders_;             // guarded by mutex_
+  mutable Mutex mutex_;
+  std::vector<std::shared_ptr<Entry>> entries_ GUARDED_BY(mutex_);
+  std::vector<std::thread> loaders_ GUARDED_BY(mutex_);
 };
 
 // Loads one model directory (config.json, generation_config.json, safetensors, tokenizer.json,
