@@ -11,7 +11,7 @@
 
 namespace gpubox {
 
-class ModelHost;
+class ModeldSupervisor;
 class Watchdogs;
 namespace jobs {
 class JobManager;
@@ -61,8 +61,8 @@ void add_kernel_methods(rpc::MethodRegistry& methods, std::function<kernel::Agen
 void add_kernel_relay_method(rpc::MethodRegistry& methods, std::function<kernel::AgentKernel*()> get_kernel,
                              std::string connection_file);
 // Every model.* and gpu.* method: forwarded to gpubox-modeld (model_forwarder.cpp).
-// host is null when the config has no model_host section; it must outlive the server.
-void add_model_methods(rpc::MethodRegistry& methods, const ModelHost* host);
+// modeld is null when the config has no model_host section; it must outlive the server.
+void add_model_methods(rpc::MethodRegistry& methods, const ModeldSupervisor* modeld);
 // serve.start, serve.stop, serve.list, serve.call, serve.logs; the manager must outlive the server.
 void add_serve_methods(rpc::MethodRegistry& methods, serve::ServeManager& manager, const AgentHooks& hooks);
 // sys.heartbeat (the owner lease).

@@ -1,4 +1,4 @@
-#include "agent/model_host.h"
+#include "agent/modeld_supervisor.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -52,7 +52,7 @@ ChildSpec modeld_spec(const std::string& name, const std::string& binary, const 
 
 }  // namespace
 
-ModelHost::ModelHost(ProcessLauncher& launcher, EventLoop& loop, ModelHostOptions options)
+ModeldSupervisor::ModeldSupervisor(ProcessLauncher& launcher, EventLoop& loop, ModeldSupervisorOptions options)
     : launcher_(launcher),
       loop_(loop),
       options_(std::move(options)),
@@ -61,9 +61,9 @@ ModelHost::ModelHost(ProcessLauncher& launcher, EventLoop& loop, ModelHostOption
   supervisor_.on_change([this](const ChildInfo& child) { on_change(child); });
 }
 
-ModelHost::~ModelHost() { poller_.reset(); }
+ModeldSupervisor::~ModeldSupervisor() { poller_.reset(); }
 
-Result<std::string> ModelHost::find_binary() const {
+Result<std::string> ModeldSupervisor::find_binary() const {
   std::string path = options_.config.binary;
   if (path.empty()) {
     std::string dir = own_executable_dir();
@@ -77,7 +77,7 @@ Result<std::string> ModelHost::find_binary() const {
   return path;
 }
 
-Status ModelHost::write_models_file(const std::string& path) {
+Status ModeldSupervisor::write_models_file(const std::string& path) {
   std::vector<kernel::ModelSpec> specs;
   for (const auto& model : options_.config.models) {
     kernel::ModelSpec spec;
@@ -107,7 +107,7 @@ Status ModelHost::write_models_file(const std::string& path) {
   return Status::ok();
 }
 
-void ModelHost::start() {
+void ModeldSupervisor::start() {
   auto fail = [this](const Status& status) {
     std::lock_guard lock(mutex_);
     error_ = scrub(status.message());
@@ -136,7 +136,7 @@ void ModelHost::start() {
   if (Status started = supervisor_.start(kChildName); !started) fail(started);
 }
 
-void ModelHost::begin_stop() {
+void ModeldSupervisor::begin_stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -144,12 +144,12 @@ void ModelHost::begin_stop() {
   supervisor_.stop_all([] {});
 }
 
-pid_t ModelHost::pid() const {
+pid_t ModeldSupervisor::pid() const {
   std::lock_guard lock(mutex_);
   return child_.pid;
 }
 
-void ModelHost::on_change(const ChildInfo& child) {
+void ModeldSupervisor::on_change(const ChildInfo& child) {
   bool started = false;
   {
     std::lock_guard lock(mutex_);
@@ -182,7 +182,7 @@ void ModelHost::on_change(const ChildInfo& child) {
                                  {"last_exit", child.last_exit ? child.last_exit->describe() : ""}});
 }
 
-void ModelHost::on_status(std::uint64_t generation, const nlohmann::json& status) {
+void ModeldSupervisor::on_status(std::uint64_t generation, const nlohmann::json& status) {
   std::lock_guard lock(mutex_);
   if (generation != generation_ || child_.state != ChildState::running) return;
   if (!answered_) log::info("model host ready", {{"pid", static_cast<int>(child_.pid)}});
@@ -191,7 +191,7 @@ void ModelHost::on_status(std::uint64_t generation, const nlohmann::json& status
   status_models_ = scrub(std::move(models));
 }
 
-void ModelHost::on_unresponsive(std::uint64_t generation) {
+void ModeldSupervisor::on_unresponsive(std::uint64_t generation) {
   loop_.post([this, generation] {
     pid_t pid = 0;
     {
@@ -205,7 +205,7 @@ void ModelHost::on_unresponsive(std::uint64_t generation) {
   });
 }
 
-nlohmann::json ModelHost::pending_models() const {
+nlohmann::json ModeldSupervisor::pending_models() const {
   nlohmann::json models = nlohmann::json::array();
   std::set<std::string> unplaced;
   for (const auto& model : unplaced_) unplaced.insert(model.value("name", ""));
@@ -217,9 +217,9 @@ nlohmann::json ModelHost::pending_models() const {
   return models;
 }
 
-ModelHostView ModelHost::view() const {
+ModeldView ModeldSupervisor::view() const {
   std::lock_guard lock(mutex_);
-  ModelHostView view;
+  ModeldView view;
   view.endpoint = endpoint_;
   view.pid = child_.pid;
   view.restarts = child_.restarts;
@@ -258,8 +258,8 @@ ModelHostView ModelHost::view() const {
   return view;
 }
 
-nlohmann::json ModelHost::info() const {
-  ModelHostView v = view();
+nlohmann::json ModeldSupervisor::info() const {
+  ModeldView v = view();
   nlohmann::json info = {{"state", v.state}, {"restarts", v.restarts}, {"models", v.models}};
   info["pid"] = v.pid ? nlohmann::json(static_cast<int>(v.pid)) : nlohmann::json();
   info["last_exit"] = v.last_exit.empty() ? nlohmann::json() : nlohmann::json(v.last_exit);
@@ -267,7 +267,7 @@ nlohmann::json ModelHost::info() const {
   return info;
 }
 
-Status ModelHost::unavailable(const ModelHostView& view) const {
+Status ModeldSupervisor::unavailable(const ModeldView& view) const {
   std::string loading = join_names(view.models, "loading");
   if (view.state == "failed") return Status(ErrorCode::unavailable, "the model host failed: " + view.error);
   if (view.state == "stopping") return Status(ErrorCode::unavailable, "the model host is stopping: the agent is shutting down");
@@ -278,7 +278,7 @@ Status ModelHost::unavailable(const ModelHostView& view) const {
   return Status(ErrorCode::unavailable, "the model host is starting (models loading: " + loading + "); try again shortly");
 }
 
-std::string ModelHost::scrub(std::string text) const {
+std::string ModeldSupervisor::scrub(std::string text) const {
   for (const auto& path : hidden_paths_) {
     if (path.empty()) continue;
     for (std::size_t at = text.find(path); at != std::string::npos; at = text.find(path, at + 8)) {
@@ -288,7 +288,7 @@ std::string ModelHost::scrub(std::string text) const {
   return text;
 }
 
-nlohmann::json ModelHost::scrub(nlohmann::json value) const {
+nlohmann::json ModeldSupervisor::scrub(nlohmann::json value) const {
   if (hidden_paths_.empty()) return value;
   if (value.is_string()) return scrub(value.get<std::string>());
   if (value.is_structured()) {
