@@ -18,7 +18,7 @@
 #include "model/modeld/gpu_probe.h"
 #include "model/modeld/host_config.h"
 #include "model/modeld/methods.h"
-#include "model/modeld/model_host.h"
+#include "model/modeld/model_registry.h"
 #include "rpc/server.h"
 #include "torch/csrc/api/include/torch/version.h"  // macros only: TORCH_VERSION
 
@@ -104,10 +104,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // every thread started below inherits the mask
 
-  gpubox::modeld::ModelHost host(config);
+  gpubox::modeld::ModelRegistry registry(config);
   gpubox::modeld::StartupProbe probe;
   gpubox::rpc::MethodRegistry methods;
-  gpubox::modeld::add_model_methods(methods, host, probe);
+  gpubox::modeld::add_model_methods(methods, registry, probe);
   gpubox::rpc::ServerOptions options;
   options.endpoints = {endpoint};
   auto server = gpubox::rpc::Server::start(options, methods);
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (const auto& spec : specs) {
-    if (auto added = host.add(spec); !added) std::fprintf(stderr, "gpubox-modeld: %s\n", added.to_string().c_str());
+    if (auto added = registry.add(spec); !added) std::fprintf(stderr, "gpubox-modeld: %s\n", added.to_string().c_str());
   }
   std::fprintf(stderr, "gpubox-modeld: serving %s (%zu models loading)\n", endpoint.c_str(), specs.size());
   // On a GPU machine, measure the GPUs once at start (modeld.status shows it; gpu.probe measures again).

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "model/modeld/model_host.h"
+#include "model/modeld/model_registry.h"
 #include "rpc/server.h"
 
 namespace gpubox::modeld {
@@ -18,6 +18,6 @@ struct StartupProbe {
   nlohmann::json result;  // guarded by mutex
 };
 
-void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupProbe& probe);
+void add_model_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe);
 
 }  // namespace gpubox::modeld

@@ -1,4 +1,4 @@
-#include "model/modeld/model_host.h"
+#include "model/modeld/model_registry.h"
 
 #include <chrono>
 #include <cstdio>
@@ -82,7 +82,7 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgr
   return model;
 }
 
-ModelHost::~ModelHost() {
+ModelRegistry::~ModelRegistry() {
   std::vector<std::thread> loaders;
   {
     std::lock_guard lock(mutex_);
@@ -91,7 +91,7 @@ ModelHost::~ModelHost() {
   for (auto& loader : loaders) loader.join();
 }
 
-Status ModelHost::add(const ModelSpec& spec) {
+Status ModelRegistry::add(const ModelSpec& spec) {
   std::lock_guard lock(mutex_);
   for (const auto& entry : entries_) {
     if (entry->spec.name == spec.name) {
@@ -106,7 +106,7 @@ Status ModelHost::add(const ModelSpec& spec) {
   return Status::ok();
 }
 
-void ModelHost::save_locked() const {
+void ModelRegistry::save_locked() const {
   if (config_path_.empty()) return;
   std::vector<ModelSpec> specs;
   for (const auto& entry : entries_) specs.push_back(entry->spec);
@@ -116,7 +116,7 @@ void ModelHost::save_locked() const {
   }
 }
 
-void ModelHost::load(std::shared_ptr<Entry> entry) {
+void ModelRegistry::load(std::shared_ptr<Entry> entry) {
   Result<std::unique_ptr<LoadedModel>> loaded = Status(ErrorCode::internal, "not loaded");
   try {
     loaded = load_model(entry->spec, entry->progress);
@@ -133,7 +133,7 @@ void ModelHost::load(std::shared_ptr<Entry> entry) {
   }
 }
 
-Status ModelHost::remove(const std::string& name) {
+Status ModelRegistry::remove(const std::string& name) {
   std::lock_guard lock(mutex_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if ((*it)->spec.name == name) {
@@ -145,7 +145,7 @@ Status ModelHost::remove(const std::string& name) {
   return {ErrorCode::not_found, fmt::format("no model \"{}\" (model.list shows the loaded ones)", name)};
 }
 
-Result<std::shared_ptr<const LoadedModel>> ModelHost::ready(const std::string& name) const {
+Result<std::shared_ptr<const LoadedModel>> ModelRegistry::ready(const std::string& name) const {
   std::lock_guard lock(mutex_);
   for (const auto& entry : entries_) {
     if (entry->spec.name != name) continue;
@@ -162,7 +162,7 @@ Result<std::shared_ptr<const LoadedModel>> ModelHost::ready(const std::string& n
                                                   known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
 }
 
-nlohmann::json ModelHost::status() const {
+nlohmann::json ModelRegistry::status() const {
   std::lock_guard lock(mutex_);
   nlohmann::json models = nlohmann::json::array();
   for (const auto& entry : entries_) {
@@ -178,7 +178,7 @@ nlohmann::json ModelHost::status() const {
   return {{"models", models}};
 }
 
-std::vector<std::string> ModelHost::names() const {
+std::vector<std::string> ModelRegistry::names() const {
   std::lock_guard lock(mutex_);
   std::vector<std::string> out;
   for (const auto& entry : entries_) out.push_back(entry->spec.name);

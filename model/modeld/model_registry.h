@@ -1,4 +1,4 @@
-// ModelHost: the models of one modeld by name. Each loads on its own thread
+// ModelRegistry: the models of one modeld by name. Each loads on its own thread
 // (state loading → ready or failed, progress visible); a call holds a
 // shared_ptr, so unloading never pulls weights from under a running call.
 // The list is kept in modeld's models file, so a restart reloads it.
@@ -31,14 +31,14 @@ struct LoadedModel {
   double load_seconds = 0;
 };
 
-class ModelHost {
+class ModelRegistry {
  public:
   // config_path: the models file modeld started from; every add and remove
   // rewrites it, so that a restarted modeld loads what was loaded (none: "").
-  explicit ModelHost(std::string config_path = "") : config_path_(std::move(config_path)) {}
-  ~ModelHost();  // waits for loads in progress
-  ModelHost(const ModelHost&) = delete;
-  ModelHost& operator=(const ModelHost&) = delete;
+  explicit ModelRegistry(std::string config_path = "") : config_path_(std::move(config_path)) {}
+  ~ModelRegistry();  // waits for loads in progress
+  ModelRegistry(const ModelRegistry&) = delete;
+  ModelRegistry& operator=(const ModelRegistry&) = delete;
 
   // Starts loading; already_exists when the name is taken.
   Status add(const ModelSpec& spec);
