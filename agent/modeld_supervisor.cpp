@@ -78,9 +78,9 @@ Result<std::string> ModeldSupervisor::find_binary() const {
 }
 
 Status ModeldSupervisor::write_models_file(const std::string& path) {
-  std::vector<kernel::ModelSpec> specs;
+  std::vector<kernel::PreloadedModel> specs;
   for (const auto& model : options_.config.models) {
-    kernel::ModelSpec spec;
+    kernel::PreloadedModel spec;
     spec.name = model.name;
     spec.path = model.path;
     spec.hidden = model.hidden;

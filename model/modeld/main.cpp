@@ -34,7 +34,7 @@ int usage(const char* why) {
 
 // --profile-decode DIR and its options (argv[2] on); the JSON goes to stdout.
 int profile_decode_main(int argc, char** argv) {
-  gpubox::modeld::ModelSpec spec;
+  gpubox::modeld::ModelLoadSpec spec;
   spec.name = "profiled";
   spec.path = argv[2];
   gpubox::modeld::DecodeProfileOptions options;
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     }
   }
   if (endpoint.empty()) return usage("--endpoint is required");
-  std::vector<gpubox::modeld::ModelSpec> specs;
+  std::vector<gpubox::modeld::ModelLoadSpec> specs;
   if (!config.empty()) {
     auto read = gpubox::modeld::read_host_config(config);
     if (!read) return usage(read.status().message().c_str());

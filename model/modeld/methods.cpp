@@ -466,7 +466,7 @@ void add_model_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, St
   });
   methods.add("model.generate", [&registry](rpc::CallContext& ctx) { return guarded("model.generate", [&] { return generate_method(registry, ctx); }); });
   methods.add("model.load", [&registry](rpc::CallContext& ctx) -> Result<json> {
-    auto spec = parse_model_spec(ctx.params(), "params");
+    auto spec = parse_model_load_spec(ctx.params(), "params");
     if (!spec) return spec.status();
     if (Status s = registry.add(*spec); !s) return s;
     return json{{"name", spec->name}, {"state", "loading"}};

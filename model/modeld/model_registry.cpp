@@ -37,7 +37,7 @@ Result<c10::Device> parse_device(const std::string& name) {
 }
 
 // Replaces a hidden model's directory in a message.
-std::string scrub(const ModelSpec& spec, std::string message) {
+std::string scrub(const ModelLoadSpec& spec, std::string message) {
   if (!spec.hidden) return message;
   for (std::size_t at = message.find(spec.path); at != std::string::npos; at = message.find(spec.path, at)) {
     message.replace(at, spec.path.size(), "<hidden>");
@@ -47,7 +47,7 @@ std::string scrub(const ModelSpec& spec, std::string message) {
 
 }  // namespace
 
-Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgress& progress) {
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress) {
   auto started = std::chrono::steady_clock::now();
   auto model = std::make_unique<LoadedModel>();
   model->spec = spec;
@@ -91,7 +91,7 @@ ModelRegistry::~ModelRegistry() {
   for (auto& loader : loaders) loader.join();
 }
 
-Status ModelRegistry::add(const ModelSpec& spec) {
+Status ModelRegistry::add(const ModelLoadSpec& spec) {
   std::lock_guard lock(mutex_);
   for (const auto& entry : entries_) {
     if (entry->spec.name == spec.name) {
@@ -108,7 +108,7 @@ Status ModelRegistry::add(const ModelSpec& spec) {
 
 void ModelRegistry::save_locked() const {
   if (config_path_.empty()) return;
-  std::vector<ModelSpec> specs;
+  std::vector<ModelLoadSpec> specs;
   for (const auto& entry : entries_) specs.push_back(entry->spec);
   if (Status saved = write_host_config(config_path_, specs); !saved) {
     std::fprintf(stderr, "gpubox-modeld: the models file is not updated (a restart reloads the older list): %s\n",

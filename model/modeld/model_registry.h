@@ -21,7 +21,7 @@
 namespace gpubox::modeld {
 
 struct LoadedModel {
-  ModelSpec spec;
+  ModelLoadSpec spec;
   Architecture architecture;
   std::unique_ptr<weights::Checkpoint> checkpoint;
   std::unique_ptr<Decoder> decoder;
@@ -41,7 +41,7 @@ class ModelRegistry {
   ModelRegistry& operator=(const ModelRegistry&) = delete;
 
   // Starts loading; already_exists when the name is taken.
-  Status add(const ModelSpec& spec);
+  Status add(const ModelLoadSpec& spec);
   // Forgets a model (loaded, loading or failed); not_found when there is none.
   Status remove(const std::string& name);
   // The ready model: not_found, or unavailable while it loads or after it failed (the message says why).
@@ -52,7 +52,7 @@ class ModelRegistry {
 
  private:
   struct Entry {
-    ModelSpec spec;
+    ModelLoadSpec spec;
     LoadProgress progress;
     std::string state = "loading";  // loading, ready, failed
     std::string error;
@@ -69,6 +69,6 @@ class ModelRegistry {
 
 // Loads one model directory (config.json, generation_config.json, safetensors, tokenizer.json,
 // tokenizer_config.json's chat template).
-Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgress& progress);
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress);
 
 }  // namespace gpubox::modeld
