@@ -181,18 +181,18 @@ void Agent::start_serve() {
 Status Agent::start_rpc() {
   const RpcConfig& rpc = options_.config.rpc;
   if (rpc.endpoints.empty()) return Status::ok();
-  AgentHooks hooks;
-  hooks.request_shutdown = [this] { loop_->post([this] { begin_shutdown("shutdown", "sys.shutdown"); }); };
-  hooks.components = [this] { return components(); };
+  AgentAccess access;
+  access.request_shutdown = [this] { loop_->post([this] { begin_shutdown("shutdown", "sys.shutdown"); }); };
+  access.components = [this] { return components(); };
   auto seconds = [](std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; };
-  hooks.seccomp = {{"profile", options_.config.seccomp.enabled ? "default" : "unconfined"},
-                   {"denied", seccomp_denied_calls(options_.config.seccomp)}};
-  hooks.lifecycle = {{"timeout_s", seconds(options_.config.lifecycle.timeout)},
-                     {"idle_timeout_s", seconds(options_.config.lifecycle.idle_timeout)}};
-  hooks.accepting_work = [this] { return accepting_work_.load(); };
-  hooks.child_env = child_env();
-  hooks.model_host = [this] { return modeld_ ? modeld_->info() : nlohmann::json{{"state", "off"}}; };
-  hooks.job_usage = [this] { return jobs_->usage(); };
+  access.seccomp = {{"profile", options_.config.seccomp.enabled ? "default" : "unconfined"},
+                    {"denied", seccomp_denied_calls(options_.config.seccomp)}};
+  access.lifecycle = {{"timeout_s", seconds(options_.config.lifecycle.timeout)},
+                      {"idle_timeout_s", seconds(options_.config.lifecycle.idle_timeout)}};
+  access.accepting_work = [this] { return accepting_work_.load(); };
+  access.child_env = child_env();
+  access.model_host = [this] { return modeld_ ? modeld_->info() : nlohmann::json{{"state", "off"}}; };
+  access.job_usage = [this] { return jobs_->usage(); };
 
   rpc::ServerOptions server;
   server.endpoints = rpc.endpoints;
@@ -209,16 +209,16 @@ Status Agent::start_rpc() {
   server.limits.max_message_bytes = static_cast<std::size_t>(rpc.max_message_bytes);
   server.max_workers = static_cast<std::size_t>(rpc.max_workers);
 
-  add_sys_methods(methods_, hooks, server.limits);
-  add_proc_methods(methods_, processes_, hooks);
+  add_sys_methods(methods_, access, server.limits);
+  add_proc_methods(methods_, processes_, access);
   add_fs_methods(methods_);
-  add_job_methods(methods_, *jobs_, hooks);
+  add_job_methods(methods_, *jobs_, access);
   add_lifecycle_methods(methods_, *watchdogs_);
   add_kernel_methods(methods_, [this] { return kernel_.get(); }, options_.config.kernel.execute_timeout);
   add_kernel_relay_method(methods_, [this] { return kernel_.get(); }, kernel_connection_file());
   add_model_methods(methods_, modeld_.get());
   start_serve();
-  add_serve_methods(methods_, *serve_, hooks);
+  add_serve_methods(methods_, *serve_, access);
   server.on_activity = [this] { watchdogs_->note_activity(); };
   auto started = rpc::Server::start(std::move(server), methods_);
   if (!started) return started.status();
