@@ -216,7 +216,7 @@ Status Agent::start_rpc() {
   add_lifecycle_methods(methods_, *watchdogs_);
   add_kernel_methods(methods_, [this] { return kernel_.get(); }, options_.config.kernel.execute_timeout);
   add_kernel_relay_method(methods_, [this] { return kernel_.get(); }, kernel_connection_file());
-  add_model_methods(methods_, modeld_.get());
+  add_modeld_forwarders(methods_, modeld_.get());
   start_serve();
   add_serve_methods(methods_, *serve_, access);
   server.on_activity = [this] { watchdogs_->note_activity(); };

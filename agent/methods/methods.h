@@ -62,7 +62,7 @@ void add_kernel_relay_method(rpc::MethodRegistry& methods, std::function<kernel:
                              std::string connection_file);
 // Every model.* and gpu.* method: forwarded to gpubox-modeld (model_forwarder.cpp).
 // modeld is null when the config has no model_host section; it must outlive the server.
-void add_model_methods(rpc::MethodRegistry& methods, const ModeldSupervisor* modeld);
+void add_modeld_forwarders(rpc::MethodRegistry& methods, const ModeldSupervisor* modeld);
 // serve.start, serve.stop, serve.list, serve.call, serve.logs; the manager must outlive the server.
 void add_serve_methods(rpc::MethodRegistry& methods, serve::ServeManager& manager, const AgentAccess& agent);
 // sys.heartbeat (the owner lease).

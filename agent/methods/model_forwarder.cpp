@@ -143,7 +143,7 @@ class Forwarder {
 
 }  // namespace
 
-void add_model_methods(rpc::MethodRegistry& methods, const ModeldSupervisor* modeld) {
+void add_modeld_forwarders(rpc::MethodRegistry& methods, const ModeldSupervisor* modeld) {
   auto forward = [modeld](rpc::CallContext& call) -> Result<json> {
     if (!modeld) return Status(ErrorCode::unavailable, "no model host: the config has no model_host section");
     return Forwarder(*modeld, call).run();

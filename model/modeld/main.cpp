@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   gpubox::modeld::ModelRegistry registry(config);
   gpubox::modeld::StartupProbe probe;
   gpubox::rpc::MethodRegistry methods;
-  gpubox::modeld::add_model_methods(methods, registry, probe);
+  gpubox::modeld::add_modeld_methods(methods, registry, probe);
   gpubox::rpc::ServerOptions options;
   options.endpoints = {endpoint};
   auto server = gpubox::rpc::Server::start(options, methods);

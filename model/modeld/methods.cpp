@@ -376,7 +376,7 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
 
 }  // namespace
 
-void add_model_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe) {
+void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe) {
   methods.add("modeld.status", [&registry, &probe](rpc::CallContext&) -> Result<json> {
     json status = registry.status();
     status["pid"] = ::getpid();

@@ -18,6 +18,6 @@ struct StartupProbe {
   nlohmann::json result;  // guarded by mutex
 };
 
-void add_model_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe);
+void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe);
 
 }  // namespace gpubox::modeld
