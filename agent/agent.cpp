@@ -33,7 +33,7 @@ Agent::~Agent() {
   if (serve_) serve_->stop_all();  // while the server's I/O thread, which reads the workers, still runs
   server_.reset();
   serve_.reset();
-  model_host_.reset();
+  modeld_.reset();
   kernel_.reset();
   jobs_.reset();
 }
@@ -107,17 +107,17 @@ std::string Agent::local_endpoint() const {
   return options_.config.model_host.enabled ? "ipc://" + options_.config.state_dir + "/rpc.sock" : "";
 }
 
-void Agent::start_model_host() {
+void Agent::start_modeld() {
   if (!options_.config.model_host.enabled) return;
-  ModelHostOptions options;
+  ModeldSupervisorOptions options;
   options.config = options_.config.model_host;
   options.state_dir = options_.config.state_dir;
   options.own_mount_namespace = is_pid1_;
   options.stop_grace = options_.config.shutdown_grace;
   options.env = child_env();
   options.remove_env = {"GPUBOX_CONFIG"};
-  model_host_ = std::make_unique<ModelHost>(processes_, *loop_, std::move(options));
-  model_host_->start();
+  modeld_ = std::make_unique<ModeldSupervisor>(processes_, *loop_, std::move(options));
+  modeld_->start();
 }
 
 std::string Agent::kernel_connection_file() const {
@@ -181,18 +181,18 @@ void Agent::start_serve() {
 Status Agent::start_rpc() {
   const RpcConfig& rpc = options_.config.rpc;
   if (rpc.endpoints.empty()) return Status::ok();
-  AgentHooks hooks;
-  hooks.request_shutdown = [this] { loop_->post([this] { begin_shutdown("shutdown", "sys.shutdown"); }); };
-  hooks.components = [this] { return components(); };
+  AgentAccess access;
+  access.request_shutdown = [this] { loop_->post([this] { begin_shutdown("shutdown", "sys.shutdown"); }); };
+  access.components = [this] { return components(); };
   auto seconds = [](std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; };
-  hooks.seccomp = {{"profile", options_.config.seccomp.enabled ? "default" : "unconfined"},
-                   {"denied", seccomp_denied_calls(options_.config.seccomp)}};
-  hooks.lifecycle = {{"timeout_s", seconds(options_.config.lifecycle.timeout)},
-                     {"idle_timeout_s", seconds(options_.config.lifecycle.idle_timeout)}};
-  hooks.accepting_work = [this] { return accepting_work_.load(); };
-  hooks.child_env = child_env();
-  hooks.model_host = [this] { return model_host_ ? model_host_->info() : nlohmann::json{{"state", "off"}}; };
-  hooks.job_usage = [this] { return jobs_->usage(); };
+  access.seccomp = {{"profile", options_.config.seccomp.enabled ? "default" : "unconfined"},
+                    {"denied", seccomp_denied_calls(options_.config.seccomp)}};
+  access.lifecycle = {{"timeout_s", seconds(options_.config.lifecycle.timeout)},
+                      {"idle_timeout_s", seconds(options_.config.lifecycle.idle_timeout)}};
+  access.accepting_work = [this] { return accepting_work_.load(); };
+  access.child_env = child_env();
+  access.model_host = [this] { return modeld_ ? modeld_->info() : nlohmann::json{{"state", "off"}}; };
+  access.job_usage = [this] { return jobs_->usage(); };
 
   rpc::ServerOptions server;
   server.endpoints = rpc.endpoints;
@@ -209,16 +209,16 @@ Status Agent::start_rpc() {
   server.limits.max_message_bytes = static_cast<std::size_t>(rpc.max_message_bytes);
   server.max_workers = static_cast<std::size_t>(rpc.max_workers);
 
-  add_sys_methods(methods_, hooks, server.limits);
-  add_proc_methods(methods_, processes_, hooks);
+  add_sys_methods(methods_, access, server.limits);
+  add_proc_methods(methods_, processes_, access);
   add_fs_methods(methods_);
-  add_job_methods(methods_, *jobs_, hooks);
+  add_job_methods(methods_, *jobs_, access);
   add_lifecycle_methods(methods_, *watchdogs_);
   add_kernel_methods(methods_, [this] { return kernel_.get(); }, options_.config.kernel.execute_timeout);
   add_kernel_relay_method(methods_, [this] { return kernel_.get(); }, kernel_connection_file());
-  add_model_methods(methods_, model_host_.get());
+  add_modeld_forwarders(methods_, modeld_.get());
   start_serve();
-  add_serve_methods(methods_, *serve_, hooks);
+  add_serve_methods(methods_, *serve_, access);
   server.on_activity = [this] { watchdogs_->note_activity(); };
   auto started = rpc::Server::start(std::move(server), methods_);
   if (!started) return started.status();
@@ -379,7 +379,7 @@ int Agent::run() {
     return kExitNoStart;
   }
   start_kernel();
-  start_model_host();
+  start_modeld();
   if (Status rpc = start_rpc(); !rpc) {
     std::fprintf(stderr, "gpubox-agent: cannot start RPC: %s\n", rpc.message().c_str());
     log::error("rpc could not start", {{"error", rpc.message()}});
@@ -404,7 +404,7 @@ int Agent::run() {
   loop_->run();
   if (serve_) serve_->stop_all();  // while the server's I/O thread, which reads the workers, still runs
   server_.reset();  // answers calls still in flight before the process table goes
-  model_host_.reset();
+  modeld_.reset();
   jobs_.reset();
 
   log::info("agent exiting", {{"exit_code", exit_code_}, {"killed_after_grace", killed_}});
@@ -511,7 +511,7 @@ void Agent::begin_shutdown(std::string_view end, std::string_view reason, jobs::
     kill_everything();
   });
   supervisor_->stop_all([] {});
-  if (model_host_) model_host_->begin_stop();
+  if (modeld_) modeld_->begin_stop();
   // Before the TERM below reaches the executor, so that it is not restarted.
   if (kernel_) kernel_->begin_stop();
   if (serve_) serve_->begin_stop();
@@ -519,7 +519,7 @@ void Agent::begin_shutdown(std::string_view end, std::string_view reason, jobs::
   // Processes started over RPC (proc.exec, proc.spawn) are neither main nor supervised.
   std::set<pid_t> supervised;
   for (const auto& child : supervisor_->list()) supervised.insert(child.pid);
-  if (model_host_) supervised.insert(model_host_->pid());
+  if (modeld_) supervised.insert(modeld_->pid());
   for (pid_t pid : processes_.live_pids()) {
     if (pid != main_pid_ && !supervised.count(pid)) processes_.signal_group(pid, SIGTERM);
   }

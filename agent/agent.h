@@ -12,7 +12,7 @@
 #include "agent/event_loop.h"
 #include "agent/jobs/job_manager.h"
 #include "agent/lifecycle/watchdogs.h"
-#include "agent/model_host.h"
+#include "agent/modeld_supervisor.h"
 #include "agent/process_table.h"
 #include "agent/serve/serve_manager.h"
 #include "agent/supervisor.h"
@@ -58,7 +58,7 @@ class Agent {
   // child_env() plus a HOME of the kernel's own when HOME is unset or the work dir.
   std::vector<std::pair<std::string, std::string>> kernel_env() const;
   // Starts gpubox-modeld when the config has a model_host section; a failure shows in sys.info, never fatal.
-  void start_model_host();
+  void start_modeld();
   // The agent's own ipc:// endpoint for code in the sandbox (GPUBOX_ENDPOINT of the kernel);
   // empty when RPC is off. One is added to rpc.endpoints when a model host needs it and none is configured.
   std::string local_endpoint() const;
@@ -96,7 +96,7 @@ class Agent {
   std::unique_ptr<jobs::JobManager> jobs_;  // outlives the server, whose handlers use it
   std::unique_ptr<kernel::AgentKernel> kernel_;  // likewise; set before the server starts, then constant
   std::string kernel_error_;
-  std::unique_ptr<ModelHost> model_host_;  // likewise; null without a model_host section
+  std::unique_ptr<ModeldSupervisor> modeld_;  // likewise; null without a model_host section
   std::unique_ptr<serve::ServeManager> serve_;  // likewise; the served interfaces (serve.*)
   nlohmann::json model_paths_ = nlohmann::json::object();  // get_model_path of served code: name → path
   rpc::MethodRegistry methods_;

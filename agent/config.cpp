@@ -287,9 +287,9 @@ bool is_python_name(const std::string& name) {
   return is_env_name(name) && !kKeywords.count(name);
 }
 
-kernel::ModelSpec parse_model(const json& value, const std::string& path) {
+kernel::PreloadedModel parse_model(const json& value, const std::string& path) {
   ObjectReader reader(value, path);
-  kernel::ModelSpec model;
+  kernel::PreloadedModel model;
   auto required = [&](std::string_view key, std::string* out, const char* expected) {
     if (!reader.find(key)) throw ConfigError{reader.child_path(key) + ": required (" + expected + ")"};
     reader.string(key, out);
@@ -346,12 +346,12 @@ kernel::ModelSpec parse_model(const json& value, const std::string& path) {
   return model;
 }
 
-void parse_models(const json& value, std::vector<kernel::ModelSpec>* models) {
+void parse_models(const json& value, std::vector<kernel::PreloadedModel>* models) {
   if (!value.is_array()) fail("kernel.models", "an array of model objects", value);
   std::set<std::string> names, variables;
   for (size_t i = 0; i < value.size(); ++i) {
     std::string path = "kernel.models[" + std::to_string(i) + "]";
-    kernel::ModelSpec model = parse_model(value[i], path);
+    kernel::PreloadedModel model = parse_model(value[i], path);
     if (!names.insert(model.name).second) fail(path + ".name", "a name no other model has", model.name);
     if (!variables.insert(model.var_name).second) fail(path + ".var_name", "a variable no other model binds", model.var_name);
     if (!model.tokenizer_var.empty() && !variables.insert(model.tokenizer_var).second) {

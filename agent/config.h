@@ -78,7 +78,7 @@ struct KernelConfig {
   std::string mode;                             // "" (IPython when importable) or "plain"
   std::vector<std::string> setup_code;          // the custom init code: run hidden at executor start and after every restart
   std::string workspace_dir;                    // put first on sys.path (created if missing); empty: none
-  std::vector<kernel::ModelSpec> models;        // preloaded at executor start and after every restart
+  std::vector<kernel::PreloadedModel> models;        // preloaded at executor start and after every restart
   bool preload = false;                         // start the executor with the agent, not at first use
   std::chrono::milliseconds execute_timeout{0}; // default kernel.execute timeout for RPC callers; 0: none
   std::string connection_file;                  // empty: STATE_DIR/kernel.json (mode 0600)

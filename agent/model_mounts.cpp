@@ -75,7 +75,7 @@ Result<std::string> place_hidden(const std::string& source, const std::string& d
 
 }  // namespace
 
-std::vector<kernel::ModelLoad> place_models(const std::vector<kernel::ModelSpec>& models, const std::string& state_dir,
+std::vector<kernel::ModelLoad> place_models(const std::vector<kernel::PreloadedModel>& models, const std::string& state_dir,
                                             bool own_mount_namespace) {
   std::vector<kernel::ModelLoad> loads;
   std::string dir = state_dir + "/models";

@@ -13,7 +13,7 @@
 namespace gpubox {
 
 // own_mount_namespace: the agent may mount without touching the host (PID 1 of a sandbox).
-std::vector<kernel::ModelLoad> place_models(const std::vector<kernel::ModelSpec>& models, const std::string& state_dir,
+std::vector<kernel::ModelLoad> place_models(const std::vector<kernel::PreloadedModel>& models, const std::string& state_dir,
                                             bool own_mount_namespace);
 
 }  // namespace gpubox

@@ -222,7 +222,7 @@ void KernelServer::serve_shell(zmq::multipart_t& wire, bool abort) {
       reply_aborted(message);
       return;
     }
-    if (shell_hook_ && shell_hook_(message)) return;
+    if (shell_interceptor_ && shell_interceptor_(message)) return;
     if (msg_type != "execute_request") {
       notify_shell_listener(std::move(message));
       return;
@@ -248,7 +248,7 @@ void KernelServer::set_running_cell(const nl::json& header) {
     running_cell_ = header.is_object() ? nl::json{{"session", header.value("session", "")}, {"date", header.value("date", "")}}
                                        : nl::json();
   }
-  if (cell_hook_) cell_hook_(header.is_object());
+  if (cell_listener_) cell_listener_(header.is_object());
 }
 
 // A frontend that sends interrupt_request just after a cell ended, and then its
@@ -282,7 +282,7 @@ void KernelServer::reply_aborted(const xeus::xmessage& request) {
 
 void KernelServer::interrupt() {
   cancel_input_ = true;
-  if (interrupt_hook_) interrupt_hook_();
+  if (interrupt_handler_) interrupt_handler_();
 }
 
 void KernelServer::control_loop() {
@@ -317,7 +317,7 @@ void KernelServer::handle_signals(bool between_cells) {
     if (info.ssi_signo == SIGINT) {
       if (!between_cells) interrupt();
     } else if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGHUP || info.ssi_signo == SIGQUIT) {
-      if (interrupt_hook_) interrupt_hook_();
+      if (interrupt_handler_) interrupt_handler_();
       stop();
     }
   }

@@ -1,9 +1,9 @@
 // The xeus server of gpubox's kernel: owns the five Jupyter sockets and the
-// threads that serve them. xeus 2.4.1's own servers give no interrupt hook,
+// threads that serve them. xeus 2.4.1's own servers give no interrupt handler,
 // leave iopub at ZeroMQ's default high-water mark (it drops output) and throw
 // on EINTR, so this one:
 //   - serves control on its own thread, so interrupt_request reaches the
-//     interrupt hook while a cell runs on the shell thread;
+//     interrupt handler while a cell runs on the shell thread;
 //   - sets ZMQ_ROUTER_HANDOVER on shell, control and stdin, so a frontend that
 //     connects again with its routing id is served, not ignored;
 //   - publishes on an XPUB socket with ZMQ_XPUB_NODROP: a full queue makes the
@@ -45,19 +45,19 @@ class KernelServer : public xeus::xserver {
   ~KernelServer() override;
 
   // Called on the control thread for interrupt_request and for SIGINT.
-  void set_interrupt_hook(std::function<void()> hook) { interrupt_hook_ = std::move(hook); }
+  void set_interrupt_handler(std::function<void()> handler) { interrupt_handler_ = std::move(handler); }
   // Called on the shell thread with true when it starts serving an execute_request, false when done.
-  void set_cell_hook(std::function<void(bool)> hook) { cell_hook_ = std::move(hook); }
+  void set_cell_listener(std::function<void(bool)> listener) { cell_listener_ = std::move(listener); }
   // Called on the shell thread with each shell request before xeus sees it (set before
-  // start); true: the hook served it and xeus never sees it (comms, see comm_router.h).
-  void set_shell_hook(std::function<bool(const xeus::xmessage&)> hook) { shell_hook_ = std::move(hook); }
+  // start); true: the interceptor served it and xeus never sees it (comms, see comm_router.h).
+  void set_shell_interceptor(std::function<bool(const xeus::xmessage&)> interceptor) { shell_interceptor_ = std::move(interceptor); }
   // The count each visible Jupyter cell gets (set before start; null: xeus's own).
   void set_execution_counter(std::shared_ptr<ExecutionCounter> counter) { counter_ = std::move(counter); }
   // A signalfd the control thread reads (-1: none). Not owned.
   void set_signal_fd(int fd) { signal_fd_ = fd; }
   // The ports actually bound (port 0 in the configuration picks one).
   const xeus::xconfiguration& bound_config() const { return config_; }
-  // Interrupts the running cell: the hook, and any input() wait.
+  // Interrupts the running cell: the interrupt handler, and any input() wait.
   void interrupt();
 
   using xserver::notify_internal_listener;
@@ -74,7 +74,7 @@ class KernelServer : public xeus::xserver {
   void update_config_impl(xeus::xconfiguration& config) const override;
 
   // One shell request: aborted (abort: it arrived before a failed cell's reply), or
-  // served by the shell hook or xeus.
+  // served by the shell interceptor or xeus.
   void serve_shell(zmq::multipart_t& wire, bool abort);
   void reply_aborted(const xeus::xmessage& request);
   // The execute_request being served (its header, or null), for the control thread.
@@ -111,9 +111,9 @@ class KernelServer : public xeus::xserver {
   std::mutex running_cell_mutex_;
   nl::json running_cell_;  // guarded by running_cell_mutex_: {session, date} of the cell being served
   std::string session_;  // the header session of the replies and statuses this server makes itself
-  std::function<void()> interrupt_hook_;
-  std::function<void(bool)> cell_hook_;
-  std::function<bool(const xeus::xmessage&)> shell_hook_;
+  std::function<void()> interrupt_handler_;
+  std::function<void(bool)> cell_listener_;
+  std::function<bool(const xeus::xmessage&)> shell_interceptor_;
   int signal_fd_ = -1;
   std::mutex signal_mutex_;  // held while a thread reads signal_fd_ and acts on what it read
   std::atomic<bool> stopping_{false};

@@ -16,7 +16,7 @@ namespace gpubox::kernel {
 
 struct KernelWiring {
   std::shared_ptr<IopubPublisher> publisher;
-  std::unique_ptr<CommRouter> comms;  // the server's shell hook uses it: keep it as long as the server
+  std::unique_ptr<CommRouter> comms;  // the server's shell interceptor uses it: keep it as long as the server
   std::shared_ptr<ExecutionCounter> counter;  // Jupyter cells' and RPC cells' one count
 };
 

@@ -12,7 +12,7 @@ std::string py_string(const std::string& text) { return json(text).dump(-1, ' ',
 
 // What the loader gets for one model; a hidden model's name and configured paths are left out.
 json loader_entry(const ModelLoad& load) {
-  const ModelSpec& spec = load.spec;
+  const PreloadedModel& spec = load.spec;
   json entry = {{"var_name", spec.var_name}, {"tokenizer_var", spec.tokenizer_var}, {"loader", spec.loader},
                 {"device", spec.device},     {"dtype", spec.dtype},                 {"hidden", spec.hidden},
                 {"is_peft", spec.is_peft},   {"path", load.load_path},              {"base_model", load.load_base_model}};
@@ -47,7 +47,7 @@ std::string models_setup_code(const std::vector<ModelLoad>& loads) {
 json pending_model_report(const std::vector<ModelLoad>& loads) {
   json report = json::array();
   for (const auto& load : loads) {
-    const ModelSpec& spec = load.spec;
+    const PreloadedModel& spec = load.spec;
     json entry = {{"var_name", spec.var_name}, {"loader", spec.loader}, {"hidden", spec.hidden}, {"device", spec.device}};
     if (!spec.tokenizer_var.empty()) entry["tokenizer_var"] = spec.tokenizer_var;
     if (!spec.hidden) {

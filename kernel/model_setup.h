@@ -13,7 +13,7 @@
 namespace gpubox::kernel {
 
 // One preloaded model as configured (docs/config.md, kernel.models).
-struct ModelSpec {
+struct PreloadedModel {
   std::string name;
   std::string path;
   std::string var_name = "model";
@@ -29,7 +29,7 @@ struct ModelSpec {
 // What the executor is told about one model: where to load it from (for a
 // hidden model, a path that does not reveal it), or why it cannot be loaded.
 struct ModelLoad {
-  ModelSpec spec;
+  PreloadedModel spec;
   std::string load_path;        // what the loader opens
   std::string load_base_model;  // likewise for base_model
   std::string error;            // non-empty: not loaded, reported with this message

@@ -79,15 +79,15 @@ bool CallState::stop(Status reason) {
 bool CallState::finish() {
   std::function<void()> dropped;  // destroyed after the lock: it may own what owns this state
   MutexLock lock(mutex);
-  dropped.swap(stop_hook);
+  dropped.swap(stop_callback);
   if (finished) return false;
   finished = true;
   return true;
 }
 
-std::function<void()> CallState::take_stop_hook() {
+std::function<void()> CallState::take_stop_callback() {
   MutexLock lock(mutex);
-  return std::exchange(stop_hook, nullptr);
+  return std::exchange(stop_callback, nullptr);
 }
 
 CallContext::CallContext(std::shared_ptr<CallState> state, nlohmann::json params,
@@ -105,9 +105,9 @@ bool CallContext::answer(const Result<nlohmann::json>& result) {
   return true;
 }
 
-void CallContext::on_stop(std::function<void()> hook) {
+void CallContext::on_stop(std::function<void()> callback) {
   MutexLock lock(state_->mutex);
-  state_->stop_hook = std::move(hook);
+  state_->stop_callback = std::move(callback);
 }
 
 Status CallContext::stop_reason() const {

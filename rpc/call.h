@@ -48,10 +48,10 @@ struct CallState {
   // finished. Returns true when this call did the marking.
   bool stop(Status reason) EXCLUDES(mutex);
   // Marks the call finished; false when it had already finished or stopped.
-  // Either way the stop hook is dropped.
+  // Either way the stop callback is dropped.
   bool finish() EXCLUDES(mutex);
-  // The hook to run now that the call stopped (empty when none was set).
-  std::function<void()> take_stop_hook() EXCLUDES(mutex);
+  // The callback to run now that the call stopped (empty when none was set).
+  std::function<void()> take_stop_callback() EXCLUDES(mutex);
 
   const std::uint64_t id;
   const std::string method;
@@ -76,7 +76,7 @@ struct CallState {
   Status stop_reason GUARDED_BY(mutex);               // not ok once stopped
   int stop_fd_ GUARDED_BY(mutex) = -1;
   int data_fd_ GUARDED_BY(mutex) = -1;
-  std::function<void()> stop_hook GUARDED_BY(mutex);  // CallContext::on_stop's
+  std::function<void()> stop_callback GUARDED_BY(mutex);  // CallContext::on_stop's
 };
 
 class CallContext {
@@ -129,10 +129,10 @@ class CallContext {
   // be answered early (an inline method).
   bool answer(const Result<nlohmann::json>& result);
 
-  // For a call a fast path took (it has no handler to watch stop_fd): hook
+  // For a call a fast path took (it has no handler to watch stop_fd): callback
   // runs once, on a worker thread, if the call stops before it is answered.
   // REQUIRES: on the server's I/O thread, inside the fast path.
-  void on_stop(std::function<void()> hook);
+  void on_stop(std::function<void()> callback);
 
  private:
   std::shared_ptr<CallState> state_;

@@ -535,7 +535,7 @@ void Server::Impl::deliver_data(const CallKey& key, nlohmann::json&& body, std::
 
 void Server::Impl::stop_call(const CallKey& key, const std::shared_ptr<CallState>& state, const Status& reason) {
   if (!state->stop(reason)) return;
-  if (auto hook = state->take_stop_hook()) pool.submit(std::move(hook));
+  if (auto callback = state->take_stop_callback()) pool.submit(std::move(callback));
   auto out = error_message(key.id, reason);
   send_now(key.socket, key.routing_id, out);
   erase_call(key);

@@ -27,7 +27,7 @@ using Handler = std::function<Result<nlohmann::json>(CallContext&)>;
 // block: true when it took the call, which it (or whoever it hands the shared
 // context to) then ends with CallContext::answer() from any thread; false to
 // have the handler run on a worker as usual. A taken call that stops first
-// (cancel, deadline, disconnect, shutdown) runs its CallContext::on_stop hook.
+// (cancel, deadline, disconnect, shutdown) runs its CallContext::on_stop callback.
 using FastPath = std::function<bool(const std::shared_ptr<CallContext>&)>;
 
 // Method names → handlers, plus prefix routes (every method under "model."

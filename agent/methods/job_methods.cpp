@@ -29,8 +29,8 @@ constexpr auto kFollowPoll = std::chrono::milliseconds(50);
 
 std::optional<std::string> read_job_id(rpc::ParamReader& params) { return params.string("job_id", true); }
 
-Result<json> job_submit(rpc::CallContext& call, JobManager& manager, const AgentHooks& hooks) {
-  if (hooks.accepting_work && !hooks.accepting_work()) {
+Result<json> job_submit(rpc::CallContext& call, JobManager& manager, const AgentAccess& agent) {
+  if (agent.accepting_work && !agent.accepting_work()) {
     return Status(ErrorCode::unavailable, "the agent is shutting down; no new jobs start");
   }
   auto spec = jobs::parse_job_spec(call.params());
@@ -208,8 +208,8 @@ Result<json> job_logs(rpc::CallContext& call, JobManager& manager) {
 
 }  // namespace
 
-void add_job_methods(rpc::MethodRegistry& methods, jobs::JobManager& manager, const AgentHooks& hooks) {
-  methods.add("job.submit", [&manager, hooks](rpc::CallContext& call) { return job_submit(call, manager, hooks); });
+void add_job_methods(rpc::MethodRegistry& methods, jobs::JobManager& manager, const AgentAccess& agent) {
+  methods.add("job.submit", [&manager, agent](rpc::CallContext& call) { return job_submit(call, manager, agent); });
   methods.add("job.wait", [&manager](rpc::CallContext& call) { return job_wait(call, manager); });
   methods.add("job.list", [&manager](rpc::CallContext& call) { return job_list(call, manager); });
   methods.add("job.cancel", [&manager](rpc::CallContext& call) { return job_cancel(call, manager); });

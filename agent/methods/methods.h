@@ -11,7 +11,7 @@
 
 namespace gpubox {
 
-class ModelHost;
+class ModeldSupervisor;
 class Watchdogs;
 namespace jobs {
 class JobManager;
@@ -25,7 +25,7 @@ class ServeManager;
 
 // What the methods may ask of the rest of the agent. Every function may be
 // called from any thread.
-struct AgentHooks {
+struct AgentAccess {
   // Starts the agent's graceful shutdown.
   std::function<void()> request_shutdown;
   // Readiness of each component: {"rpc": {"state": "ready"}, "children": {...}}.
@@ -45,13 +45,13 @@ struct AgentHooks {
 };
 
 // sys.ping, sys.info, sys.usage, sys.shutdown.
-void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, const rpc::Limits& limits);
+void add_sys_methods(rpc::MethodRegistry& methods, const AgentAccess& agent, const rpc::Limits& limits);
 // proc.exec, proc.spawn, proc.signal, proc.list.
-void add_proc_methods(rpc::MethodRegistry& methods, ProcessLauncher& launcher, const AgentHooks& hooks);
+void add_proc_methods(rpc::MethodRegistry& methods, ProcessLauncher& launcher, const AgentAccess& agent);
 // fs.read, fs.write, fs.list, fs.stat, fs.mkdir, fs.remove, fs.move.
 void add_fs_methods(rpc::MethodRegistry& methods);
 // job.submit, job.wait, job.list, job.cancel, job.ack, job.download, job.logs.
-void add_job_methods(rpc::MethodRegistry& methods, jobs::JobManager& manager, const AgentHooks& hooks);
+void add_job_methods(rpc::MethodRegistry& methods, jobs::JobManager& manager, const AgentAccess& agent);
 // kernel.execute, kernel.interrupt, kernel.restart, kernel.complete, kernel.inspect, kernel.info.
 // get_kernel returns null while the kernel is disabled; default_timeout 0: none.
 void add_kernel_methods(rpc::MethodRegistry& methods, std::function<kernel::AgentKernel*()> get_kernel,
@@ -61,10 +61,10 @@ void add_kernel_methods(rpc::MethodRegistry& methods, std::function<kernel::Agen
 void add_kernel_relay_method(rpc::MethodRegistry& methods, std::function<kernel::AgentKernel*()> get_kernel,
                              std::string connection_file);
 // Every model.* and gpu.* method: forwarded to gpubox-modeld (model_forwarder.cpp).
-// host is null when the config has no model_host section; it must outlive the server.
-void add_model_methods(rpc::MethodRegistry& methods, const ModelHost* host);
+// modeld is null when the config has no model_host section; it must outlive the server.
+void add_modeld_forwarders(rpc::MethodRegistry& methods, const ModeldSupervisor* modeld);
 // serve.start, serve.stop, serve.list, serve.call, serve.logs; the manager must outlive the server.
-void add_serve_methods(rpc::MethodRegistry& methods, serve::ServeManager& manager, const AgentHooks& hooks);
+void add_serve_methods(rpc::MethodRegistry& methods, serve::ServeManager& manager, const AgentAccess& agent);
 // sys.heartbeat (the owner lease).
 void add_lifecycle_methods(rpc::MethodRegistry& methods, Watchdogs& watchdogs);
 

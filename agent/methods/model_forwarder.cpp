@@ -10,7 +10,7 @@
 #include <zmq.hpp>
 
 #include "agent/methods/methods.h"
-#include "agent/model_host.h"
+#include "agent/modeld_supervisor.h"
 #include "rpc/client.h"
 
 namespace gpubox {
@@ -26,19 +26,19 @@ constexpr std::chrono::milliseconds kCancelAnswerWait{1000};
 
 class Forwarder {
  public:
-  Forwarder(const ModelHost& host, rpc::CallContext& call) : host_(host), call_(call) {}
+  Forwarder(const ModeldSupervisor& modeld, rpc::CallContext& call) : modeld_(modeld), call_(call) {}
 
   Result<json> run() {
-    ModelHostView view = host_.view();
-    if (view.state != "running" || !view.ended) return host_.unavailable(view);
+    ModeldView view = modeld_.view();
+    if (view.state != "running" || !view.ended) return modeld_.unavailable(view);
     ended_ = view.ended;
     rpc::ClientOptions options;
     options.endpoint = view.endpoint;
     options.connect_timeout = kConnectTimeout;
     auto connected = rpc::Client::connect(options);
     if (!connected) {
-      ModelHostView now = host_.view();
-      if (now.state != "running") return host_.unavailable(now);
+      ModeldView now = modeld_.view();
+      if (now.state != "running") return modeld_.unavailable(now);
       return Status(ErrorCode::unavailable, "cannot reach the model host: " + connected.status().message());
     }
     client_ = std::move(*connected);
@@ -68,7 +68,7 @@ class Forwarder {
       if (!got) return Status(ErrorCode::internal, "the model host sent a malformed message: " + got.status().message());
       pass_on_credit();
       if (*got) {
-        Status sent = call_.send_data(host_.scrub(std::move((*got)->body)), std::move((*got)->attachments));
+        Status sent = call_.send_data(modeld_.scrub(std::move((*got)->body)), std::move((*got)->attachments));
         if (!sent) return stop_modeld();
         continue;
       }
@@ -93,9 +93,9 @@ class Forwarder {
   // modeld's answer, as the caller's.
   Result<json> outcome() {
     const Result<json>& answer = stream_->result();
-    if (!answer) return Status(answer.status().code(), host_.scrub(answer.status().message()));
+    if (!answer) return Status(answer.status().code(), modeld_.scrub(answer.status().message()));
     call_.set_result_attachments(stream_->take_result_attachments());
-    return host_.scrub(answer.value());
+    return modeld_.scrub(answer.value());
   }
 
   Status forward_caller_data() {
@@ -125,7 +125,7 @@ class Forwarder {
   }
 
   Status ended_during_call() const {
-    ModelHostView now = host_.view();
+    ModeldView now = modeld_.view();
     std::string next = now.state == "failed"     ? "it failed and is not restarted: " + now.error
                        : now.state == "stopping" ? "the agent is shutting down"
                                                  : "it is restarting and reloading its models";
@@ -133,7 +133,7 @@ class Forwarder {
                                               ") during " + call_.method() + "; " + next);
   }
 
-  const ModelHost& host_;
+  const ModeldSupervisor& modeld_;
   rpc::CallContext& call_;
   std::shared_ptr<const Fd> ended_;
   std::unique_ptr<rpc::Client> client_;
@@ -143,10 +143,10 @@ class Forwarder {
 
 }  // namespace
 
-void add_model_methods(rpc::MethodRegistry& methods, const ModelHost* host) {
-  auto forward = [host](rpc::CallContext& call) -> Result<json> {
-    if (!host) return Status(ErrorCode::unavailable, "no model host: the config has no model_host section");
-    return Forwarder(*host, call).run();
+void add_modeld_forwarders(rpc::MethodRegistry& methods, const ModeldSupervisor* modeld) {
+  auto forward = [modeld](rpc::CallContext& call) -> Result<json> {
+    if (!modeld) return Status(ErrorCode::unavailable, "no model host: the config has no model_host section");
+    return Forwarder(*modeld, call).run();
   };
   methods.add_prefix("model.", forward);
   methods.add_prefix("gpu.", forward);

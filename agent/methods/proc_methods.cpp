@@ -34,7 +34,7 @@ std::optional<ProcessRunner::TerminalSize> read_size(rpc::ParamReader& fields) {
 }
 
 // with_stdin: proc.exec's stdin bytes; otherwise proc.spawn's tty, rows and cols.
-Result<CommandParams> read_command(rpc::CallContext& call, const AgentHooks& hooks, bool with_stdin) {
+Result<CommandParams> read_command(rpc::CallContext& call, const AgentAccess& agent, bool with_stdin) {
   rpc::ParamReader params(call.params());
   auto argv = params.string_list("argv");
   auto shell = params.string("shell");
@@ -64,7 +64,7 @@ Result<CommandParams> read_command(rpc::CallContext& call, const AgentHooks& hoo
   }
   CommandParams command;
   command.spawn.argv = argv ? *argv : std::vector<std::string>{"/bin/sh", "-c", *shell};
-  std::vector<std::pair<std::string, std::string>> overrides = hooks.child_env;
+  std::vector<std::pair<std::string, std::string>> overrides = agent.child_env;
   if (env) {
     for (const auto& [name, value] : *env) {
       if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos ||
@@ -84,8 +84,8 @@ Result<CommandParams> read_command(rpc::CallContext& call, const AgentHooks& hoo
   return command;
 }
 
-Status refuse_if_stopping(const AgentHooks& hooks) {
-  if (hooks.accepting_work && !hooks.accepting_work()) {
+Status refuse_if_stopping(const AgentAccess& agent) {
+  if (agent.accepting_work && !agent.accepting_work()) {
     return Status(ErrorCode::unavailable, "the agent is shutting down and starts no new processes");
   }
   return Status::ok();
@@ -104,10 +104,10 @@ json outcome_json(const ProcessRunner::Outcome& outcome, pid_t pid) {
   return result;
 }
 
-Result<json> proc_exec(rpc::CallContext& call, ProcessLauncher& launcher, const AgentHooks& hooks) {
-  auto command = read_command(call, hooks, true);
+Result<json> proc_exec(rpc::CallContext& call, ProcessLauncher& launcher, const AgentAccess& agent) {
+  auto command = read_command(call, agent, true);
   if (!command) return command.status();
-  if (Status status = refuse_if_stopping(hooks); !status) return status;
+  if (Status status = refuse_if_stopping(agent); !status) return status;
   auto runner = ProcessRunner::start(launcher, command->spawn);
   if (!runner) return runner.status();
   (*runner)->write_stdin(std::move(command->stdin_bytes));
@@ -152,10 +152,10 @@ Status apply_spawn_input(ProcessRunner& runner, rpc::Incoming& input) {
   return Status::ok();
 }
 
-Result<json> proc_spawn(rpc::CallContext& call, ProcessLauncher& launcher, const AgentHooks& hooks) {
-  auto command = read_command(call, hooks, false);
+Result<json> proc_spawn(rpc::CallContext& call, ProcessLauncher& launcher, const AgentAccess& agent) {
+  auto command = read_command(call, agent, false);
   if (!command) return command.status();
-  if (Status status = refuse_if_stopping(hooks); !status) return status;
+  if (Status status = refuse_if_stopping(agent); !status) return status;
   auto started = ProcessRunner::start(launcher, command->spawn, command->tty);
   if (!started) return started.status();
   ProcessRunner& runner = **started;
@@ -284,9 +284,9 @@ Result<json> proc_list(rpc::CallContext& call) {
 
 }  // namespace
 
-void add_proc_methods(rpc::MethodRegistry& methods, ProcessLauncher& launcher, const AgentHooks& hooks) {
-  methods.add("proc.exec", [&launcher, hooks](rpc::CallContext& call) { return proc_exec(call, launcher, hooks); });
-  methods.add("proc.spawn", [&launcher, hooks](rpc::CallContext& call) { return proc_spawn(call, launcher, hooks); });
+void add_proc_methods(rpc::MethodRegistry& methods, ProcessLauncher& launcher, const AgentAccess& agent) {
+  methods.add("proc.exec", [&launcher, agent](rpc::CallContext& call) { return proc_exec(call, launcher, agent); });
+  methods.add("proc.spawn", [&launcher, agent](rpc::CallContext& call) { return proc_spawn(call, launcher, agent); });
   methods.add("proc.signal", [](rpc::CallContext& call) { return proc_signal(call); });
   methods.add("proc.list", [](rpc::CallContext& call) { return proc_list(call); });
 }

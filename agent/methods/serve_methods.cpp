@@ -31,9 +31,9 @@ Status check_call_params(const json& params) {
 
 }  // namespace
 
-void add_serve_methods(rpc::MethodRegistry& methods, serve::ServeManager& manager, const AgentHooks& hooks) {
-  methods.add("serve.start", [&manager, hooks](rpc::CallContext& call) -> Result<json> {
-    if (hooks.accepting_work && !hooks.accepting_work()) return Status(ErrorCode::unavailable, "the agent is shutting down");
+void add_serve_methods(rpc::MethodRegistry& methods, serve::ServeManager& manager, const AgentAccess& agent) {
+  methods.add("serve.start", [&manager, agent](rpc::CallContext& call) -> Result<json> {
+    if (agent.accepting_work && !agent.accepting_work()) return Status(ErrorCode::unavailable, "the agent is shutting down");
     return manager.start(call);
   });
   methods.add("serve.stop", [&manager](rpc::CallContext& call) -> Result<json> {

@@ -13,8 +13,8 @@ nlohmann::json optional_number(const std::optional<std::uint64_t>& value) { retu
 
 // sys.usage's result (rpc/PROTOCOL.md, "System"): what the sandbox used so
 // far, on the agent's own clock and the kernel's accounting.
-nlohmann::json usage_report(double container_s, const AgentHooks& hooks) {
-  nlohmann::json jobs = hooks.job_usage ? hooks.job_usage() : nlohmann::json::array();
+nlohmann::json usage_report(double container_s, const AgentAccess& agent) {
+  nlohmann::json jobs = agent.job_usage ? agent.job_usage() : nlohmann::json::array();
   for (auto& job : jobs) {
     if (job.contains("session")) {
       job["cpu_s"] = usage::session_cpu_seconds(job["session"].get<pid_t>());
@@ -61,7 +61,7 @@ nlohmann::json usage_report(double container_s, const AgentHooks& hooks) {
 
 }  // namespace
 
-void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, const rpc::Limits& limits) {
+void add_sys_methods(rpc::MethodRegistry& methods, const AgentAccess& agent, const rpc::Limits& limits) {
   auto started = std::chrono::steady_clock::now();
 
   methods.add(
@@ -73,7 +73,7 @@ void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, cons
       },
       rpc::MethodRegistry::Dispatch::io_thread);
 
-  methods.add("sys.info", [hooks, limits, started, &methods](rpc::CallContext& call) -> Result<nlohmann::json> {
+  methods.add("sys.info", [agent, limits, started, &methods](rpc::CallContext& call) -> Result<nlohmann::json> {
     rpc::ParamReader params(call.params());
     if (Status status = params.finish(); !status) return status;
     double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -88,18 +88,18 @@ void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, cons
           {"max_body_bytes", limits.max_body_bytes},
           {"max_in_flight", limits.max_in_flight},
           {"max_attachments", limits.max_attachments}}},
-        {"components", hooks.components()},
-        {"lifecycle", hooks.lifecycle},
-        {"seccomp", hooks.seccomp},
-        {"model_host", hooks.model_host ? hooks.model_host() : nlohmann::json{{"state", "off"}}},
+        {"components", agent.components()},
+        {"lifecycle", agent.lifecycle},
+        {"seccomp", agent.seccomp},
+        {"model_host", agent.model_host ? agent.model_host() : nlohmann::json{{"state", "off"}}},
     };
   });
 
-  methods.add("sys.usage", [hooks, started](rpc::CallContext& call) -> Result<nlohmann::json> {
+  methods.add("sys.usage", [agent, started](rpc::CallContext& call) -> Result<nlohmann::json> {
     rpc::ParamReader params(call.params());
     if (Status status = params.finish(); !status) return status;
     double container_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    return usage_report(container_s, hooks);
+    return usage_report(container_s, agent);
   });
 
   // On the I/O thread: its RESULT is queued before the I/O thread can see
@@ -107,10 +107,10 @@ void add_sys_methods(rpc::MethodRegistry& methods, const AgentHooks& hooks, cons
   // down first and answer the call with "unavailable" instead.
   methods.add(
       "sys.shutdown",
-      [hooks](rpc::CallContext& call) -> Result<nlohmann::json> {
+      [agent](rpc::CallContext& call) -> Result<nlohmann::json> {
         rpc::ParamReader params(call.params());
         if (Status status = params.finish(); !status) return status;
-        hooks.request_shutdown();
+        agent.request_shutdown();
         return nlohmann::json{{"shutting_down", true}};
       },
       rpc::MethodRegistry::Dispatch::io_thread);

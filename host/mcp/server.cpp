@@ -17,7 +17,7 @@ void Output::write(const json& message) {
 }
 
 // One tools/call in flight: its cancel flag and its progress notifications.
-class Server::Call : public CallContext {
+class Server::Call : public ToolCallContext {
  public:
   Call(CallRequest request, Output& output) : request_(std::move(request)), output_(output) {}
 

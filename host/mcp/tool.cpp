@@ -94,7 +94,7 @@ void ToolRegistry::add(ToolSpec spec, Handler handler) {
   specs_.push_back(std::move(spec));
 }
 
-ToolResult ToolRegistry::call(const std::string& name, const json& arguments, CallContext& context) {
+ToolResult ToolRegistry::call(const std::string& name, const json& arguments, ToolCallContext& context) {
   auto found = handlers_.find(name);
   if (found == handlers_.end()) return ToolResult::error("unknown tool '" + name + "'");
   return found->second(arguments, context);

@@ -37,9 +37,9 @@ struct ToolResult {
 };
 
 // What a running call may ask of the server. Any thread (the call's own).
-class CallContext {
+class ToolCallContext {
  public:
-  virtual ~CallContext() = default;
+  virtual ~ToolCallContext() = default;
   // True once the client sent notifications/cancelled for this call (or closed stdin).
   virtual bool cancelled() const = 0;
   // A notifications/progress for this call, when its request had a progressToken.
@@ -51,17 +51,17 @@ class Toolbox {
   virtual ~Toolbox() = default;
   virtual Result<std::vector<ToolSpec>> tools() = 0;
   // REQUIRES: name is one of tools() and arguments passed its input_schema.
-  virtual ToolResult call(const std::string& name, const json& arguments, CallContext& context) = 0;
+  virtual ToolResult call(const std::string& name, const json& arguments, ToolCallContext& context) = 0;
 };
 
 // A Toolbox of fixed tools, each a function.
 class ToolRegistry : public Toolbox {
  public:
-  using Handler = std::function<ToolResult(const json& arguments, CallContext& context)>;
+  using Handler = std::function<ToolResult(const json& arguments, ToolCallContext& context)>;
   void add(ToolSpec spec, Handler handler);
 
   Result<std::vector<ToolSpec>> tools() override { return specs_; }
-  ToolResult call(const std::string& name, const json& arguments, CallContext& context) override;
+  ToolResult call(const std::string& name, const json& arguments, ToolCallContext& context) override;
 
  private:
   std::vector<ToolSpec> specs_;

@@ -42,7 +42,7 @@ Result<json> call_sandbox(ToolEnv& env, const json& arguments, const std::string
                           std::chrono::milliseconds wait = std::chrono::seconds(60));
 // The same, given up (CANCEL sent to the agent, which stops the work) once the call is cancelled.
 Result<json> call_sandbox_cancellable(ToolEnv& env, const json& arguments, const std::string& method, const json& params,
-                                      std::chrono::milliseconds wait, CallContext& context);
+                                      std::chrono::milliseconds wait, ToolCallContext& context);
 // Bytes of a result field (msgpack bin or str) as a string.
 // Sends CANCEL for request id (best effort: the request may have ended already).
 void send_cancel(rpc::Client& client, std::uint64_t id);

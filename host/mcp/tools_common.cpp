@@ -38,7 +38,7 @@ void send_cancel(rpc::Client& client, std::uint64_t id) {
 }
 
 Result<json> call_sandbox_cancellable(ToolEnv& env, const json& arguments, const std::string& method, const json& params,
-                                      std::chrono::milliseconds wait, CallContext& context) {
+                                      std::chrono::milliseconds wait, ToolCallContext& context) {
   auto record = env.sandboxes.resolve(arguments);
   if (!record) return record.status();
   auto lease = env.sandboxes.connect(*record);

@@ -89,7 +89,7 @@ void add_file_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"offset", {{"type", "integer"}, {"minimum", 0}}},
                           {"length", {{"type", "integer"}, {"minimum", 0}}}},
                          {"path"})},
-            [&env](const json& args, CallContext&) { return read_file(env, args); });
+            [&env](const json& args, ToolCallContext&) { return read_file(env, args); });
   tools.add({"write_file", "Write a file in the sandbox (atomically; parent directories created).",
              tool_schema({{"path", path},
                           {"content", {{"type", "string"}}},
@@ -97,10 +97,10 @@ void add_file_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"parents", {{"type", "boolean"}}},
                           {"mode", {{"type", "integer"}, {"minimum", 0}, {"maximum", 4095}}}},
                          {"path", "content"})},
-            [&env](const json& args, CallContext&) { return write_file(env, args); });
+            [&env](const json& args, ToolCallContext&) { return write_file(env, args); });
   tools.add({"list_files", "List a directory in the sandbox (type, size, mode, mtime of each entry).",
              tool_schema({{"path", path}, {"depth", {{"type", "integer"}, {"minimum", 1}, {"maximum", 256}}}})},
-            [&env](const json& args, CallContext&) { return list_files(env, args); });
+            [&env](const json& args, ToolCallContext&) { return list_files(env, args); });
 }
 
 }  // namespace gpubox::mcp

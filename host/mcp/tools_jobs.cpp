@@ -25,7 +25,7 @@ ToolResult submit(ToolEnv& env, const json& args) {
   return result;
 }
 
-ToolResult wait(ToolEnv& env, const json& args, CallContext& context) {
+ToolResult wait(ToolEnv& env, const json& args, ToolCallContext& context) {
   double timeout = args.value("timeout", 30.0);
   auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout * 1000));
   while (true) {
@@ -92,13 +92,13 @@ void add_job_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"timeout_seconds", {{"type", "number"}, {"minimum", 0}}},
                           {"intent", {{"type", "string"}, {"description", "what the job is for, for the record"}}}},
                          {"command"})},
-            [&env](const json& args, CallContext&) { return submit(env, args); });
+            [&env](const json& args, ToolCallContext&) { return submit(env, args); });
   tools.add({"wait_job", "Wait for a job to finish (up to timeout seconds, default 30); its state and result.",
              tool_schema({{"job_id", job_id}, {"timeout", {{"type", "number"}, {"minimum", 0}, {"maximum", 86400}}}}, {"job_id"})},
-            [&env](const json& args, CallContext& context) { return wait(env, args, context); });
+            [&env](const json& args, ToolCallContext& context) { return wait(env, args, context); });
   tools.add({"collect_job", "Download and extract a finished job's outputs and logs on this host.",
              tool_schema({{"job_id", job_id}, {"out_dir", {{"type", "string"}, {"description", "a new local directory"}}}}, {"job_id"})},
-            [&env](const json& args, CallContext&) { return collect(env, args); });
+            [&env](const json& args, ToolCallContext&) { return collect(env, args); });
 }
 
 }  // namespace gpubox::mcp

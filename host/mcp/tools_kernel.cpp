@@ -80,7 +80,7 @@ json clean_traceback(const json& traceback) {
   return lines;
 }
 
-ToolResult execute(ToolEnv& env, const json& args, CallContext& context) {
+ToolResult execute(ToolEnv& env, const json& args, ToolCallContext& context) {
   auto session = open_session(env, args);
   if (!session) return ToolResult::from(session.status());
   auto lease = env.sandboxes.connect(session->sandbox);
@@ -200,10 +200,10 @@ void add_kernel_tools(ToolRegistry& tools, ToolEnv& env) {
              tool_schema({{"code", {{"type", "string"}, {"description", "the Python cell"}}},
                           {"timeout", {{"type", "number"}, {"minimum", 0.001}, {"description", "interrupt the cell after this many seconds"}}}},
                          {"code"})},
-            [&env](const json& args, CallContext& context) { return execute(env, args, context); });
+            [&env](const json& args, ToolCallContext& context) { return execute(env, args, context); });
   tools.add({"add_markdown", "Add a markdown cell (notes, findings) to the session's notebook.",
              tool_schema({{"text", {{"type", "string"}, {"description", "Markdown"}}}}, {"text"})},
-            [&env](const json& args, CallContext&) { return add_markdown(env, args); });
+            [&env](const json& args, ToolCallContext&) { return add_markdown(env, args); });
 }
 
 }  // namespace gpubox::mcp

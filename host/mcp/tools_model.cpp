@@ -135,16 +135,16 @@ void add_model_tools(ToolRegistry& tools, ToolEnv& env) {
              "List the models of the sandbox's model host: name, state (loading, ready, failed), load progress, and "
              "once ready the architecture, dtype, device and how many hook points it has (model_hooks lists them).",
              tool_schema(json::object())},
-            [&env](const json& args, CallContext&) { return list_models(env, args); });
+            [&env](const json& args, ToolCallContext&) { return list_models(env, args); });
   tools.add({"model_hooks",
              "List a model's hook points, the names run_model captures and interventions edit (TransformerLens names, "
              "e.g. blocks.0.hook_resid_post), in forward order, each with its shape (batch and pos symbolic).",
              tool_schema({{"model", model}}, {"model"})},
-            [&env](const json& args, CallContext&) { return model_hooks(env, args); });
+            [&env](const json& args, ToolCallContext&) { return model_hooks(env, args); });
   tools.add({"tokenize", "Tokenize text with a model's tokenizer: token ids and their byte offsets.",
              tool_schema({{"model", model}, {"text", {{"type", "string"}}}, {"add_special_tokens", {{"type", "boolean"}}}},
                          {"model", "text"})},
-            [&env](const json& args, CallContext&) { return tokenize(env, args); });
+            [&env](const json& args, ToolCallContext&) { return tokenize(env, args); });
   tools.add({"generate", "Generate text from a prompt with a model of the sandbox's model host.",
              tool_schema({{"model", model},
                           {"prompt", {{"type", "string"}, {"description", "the prompt as text"}}},
@@ -157,7 +157,7 @@ void add_model_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"stop", {{"type", "array"}, {"items", {{"type", "string"}}}}},
                           {"ignore_eos", {{"type", "boolean"}}}},
                          {"model"})},
-            [&env](const json& args, CallContext&) { return generate(env, args); });
+            [&env](const json& args, ToolCallContext&) { return generate(env, args); });
   tools.add({"run_model",
              "Run a model's forward pass on text, capturing activations at named hook points (TransformerLens names, "
              "e.g. blocks.0.hook_resid_post); returns the logits and each capture (values when small, else a summary).",
@@ -166,7 +166,7 @@ void add_model_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"captures", {{"type", "array"}, {"items", {{"type", "string"}}}}},
                           {"positions", {{"type", "array"}, {"items", {{"type", "integer"}}}}}},
                          {"model", "text"})},
-            [&env](const json& args, CallContext&) { return run_model(env, args); });
+            [&env](const json& args, ToolCallContext&) { return run_model(env, args); });
 }
 
 }  // namespace gpubox::mcp

@@ -160,11 +160,11 @@ void add_sandbox_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"network", {{"type", "string"}, {"enum", {"none", "host"}}}},
                           {"config", {{"type", "object"}, {"description", "an agent config document (docs/config.md)"}}}},
                          {}, false)},
-            [&env](const json& args, CallContext&) { return create(env, args); });
+            [&env](const json& args, ToolCallContext&) { return create(env, args); });
   tools.add({"list_sandboxes", "List gpubox sandboxes with their state.", tool_schema(json::object(), {}, false)},
-            [](const json&, CallContext&) { return list(); });
+            [](const json&, ToolCallContext&) { return list(); });
   tools.add({"terminate_sandbox", "Stop a sandbox and remove its state.", tool_schema(json::object())},
-            [&env](const json& args, CallContext&) { return terminate(env, args); });
+            [&env](const json& args, ToolCallContext&) { return terminate(env, args); });
 }
 
 }  // namespace gpubox::mcp

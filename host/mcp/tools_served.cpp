@@ -49,7 +49,7 @@ std::vector<std::size_t> sizes_of(const std::vector<zmq::message_t>& attachments
 // serve.call to its end: RESULT {value} or a generator's DATA {item}s; an
 // ERROR `raised` becomes a tool error with the remote type, message and traceback.
 ToolResult call_function(Lease& lease, const std::string& service, const std::string& function, const json& args,
-                         const json& kwargs, double timeout_s, CallContext& context) {
+                         const json& kwargs, double timeout_s, ToolCallContext& context) {
   rpc::CallOptions options;
   options.timeout_ms = static_cast<std::uint64_t>(timeout_s * 1000);
   json params = {{"service", service}, {"function", function}, {"args", args}, {"kwargs", kwargs}};
@@ -108,7 +108,7 @@ ToolResult call_function(Lease& lease, const std::string& service, const std::st
   return result;
 }
 
-ToolResult call_served(ToolEnv& env, const json& args, CallContext& context) {
+ToolResult call_served(ToolEnv& env, const json& args, ToolCallContext& context) {
   auto record = env.sandboxes.resolve(args);
   if (!record) return ToolResult::from(record.status());
   auto lease = env.sandboxes.connect(*record);
@@ -155,7 +155,7 @@ class ServiceToolbox : public Toolbox {
     return Status(ErrorCode::not_found, "sandbox " + sandbox_ + " serves no service '" + service_ + "' (serve.list)");
   }
 
-  ToolResult call(const std::string& name, const json& arguments, CallContext& context) override {
+  ToolResult call(const std::string& name, const json& arguments, ToolCallContext& context) override {
     auto record = env_.sandboxes.resolve_name(sandbox_);
     if (!record) return ToolResult::from(record.status());
     auto lease = env_.sandboxes.connect(*record);
@@ -174,7 +174,7 @@ class ServiceToolbox : public Toolbox {
 void add_served_tools(ToolRegistry& tools, ToolEnv& env) {
   tools.add({"list_served", "The sandbox's served functions (services started from an interface.py with @expose), with their signatures.",
              tool_schema(json::object())},
-            [&env](const json& args, CallContext&) { return list_served(env, args); });
+            [&env](const json& args, ToolCallContext&) { return list_served(env, args); });
   tools.add({"call_served", "Call a served function: positional args and keyword kwargs; returns its value (a generator: its items).",
              tool_schema({{"service", {{"type", "string"}}},
                           {"function", {{"type", "string"}}},
@@ -182,7 +182,7 @@ void add_served_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"kwargs", {{"type", "object"}}},
                           {"timeout", {{"type", "number"}, {"minimum", 0.001}, {"description", "seconds (default 600)"}}}},
                          {"service", "function"})},
-            [&env](const json& args, CallContext& context) { return call_served(env, args, context); });
+            [&env](const json& args, ToolCallContext& context) { return call_served(env, args, context); });
 }
 
 std::unique_ptr<Toolbox> service_toolbox(ToolEnv& env, std::string sandbox, std::string service) {

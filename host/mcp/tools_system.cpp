@@ -45,7 +45,7 @@ void put_stream(ToolEnv& env, const json& args, const char* name, const std::str
   if (saved) (*structured)[std::string(name) + "_file"] = path;
 }
 
-ToolResult exec(ToolEnv& env, const json& args, CallContext& context) {
+ToolResult exec(ToolEnv& env, const json& args, ToolCallContext& context) {
   json params = json::object();
   if (args.contains("command")) params["shell"] = args["command"];
   if (args.contains("argv")) params["argv"] = args["argv"];
@@ -123,15 +123,15 @@ void add_system_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
                           {"stdin", {{"type", "string"}}},
                           {"timeout", {{"type", "number"}, {"minimum", 0.001}, {"description", "seconds (default 600)"}}}})},
-            [&env](const json& args, CallContext& context) { return exec(env, args, context); });
+            [&env](const json& args, ToolCallContext& context) { return exec(env, args, context); });
   tools.add({"gpu_status", "The sandbox's GPUs: names, memory, utilization, driver and CUDA versions, processes.",
              tool_schema(json::object())},
-            [&env](const json& args, CallContext&) { return gpu_status(env, args); });
+            [&env](const json& args, ToolCallContext&) { return gpu_status(env, args); });
   tools.add({"processes", "The processes running in the sandbox.", tool_schema(json::object())},
-            [&env](const json& args, CallContext&) { return processes(env, args); });
+            [&env](const json& args, ToolCallContext&) { return processes(env, args); });
   tools.add({"snapshot", "Snapshot the sandbox's files and settings (not its processes); create --from-snapshot restores it.",
              tool_schema({{"name", {{"type", "string"}, {"description", "the snapshot's name (default SANDBOX-DATE-TIME)"}}}})},
-            [&env](const json& args, CallContext&) { return snapshot(env, args); });
+            [&env](const json& args, ToolCallContext&) { return snapshot(env, args); });
 }
 
 }  // namespace gpubox::mcp

@@ -10,14 +10,14 @@
 
 namespace gpubox::modeld {
 
-Result<ModelSpec> parse_model_spec(const nlohmann::json& entry, const std::string& where) {
+Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const std::string& where) {
   auto bad = [&](const std::string& what) { return Status(ErrorCode::invalid_request, fmt::format("{}: {}", where, what)); };
   if (!entry.is_object()) return bad("must be an object");
   static const std::set<std::string> known = {"name", "path", "dtype", "device", "hidden"};
   for (const auto& [key, value] : entry.items()) {
     if (!known.count(key)) return bad(fmt::format("unknown key \"{}\" (known: name, path, dtype, device, hidden)", key));
   }
-  ModelSpec spec;
+  ModelLoadSpec spec;
   if (!entry.contains("name") || !entry["name"].is_string() || entry["name"].get<std::string>().empty()) {
     return bad("\"name\" must be a non-empty string");
   }
@@ -50,17 +50,17 @@ Result<ModelSpec> parse_model_spec(const nlohmann::json& entry, const std::strin
   return spec;
 }
 
-Result<std::vector<ModelSpec>> read_host_config(const std::string& path) {
+Result<std::vector<ModelLoadSpec>> read_host_config(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status(ErrorCode::not_found, path + ": cannot be read");
   nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
   if (config.is_discarded() || !config.is_object()) return Status(ErrorCode::invalid_request, path + ": not a JSON object");
-  std::vector<ModelSpec> specs;
+  std::vector<ModelLoadSpec> specs;
   std::set<std::string> names;
   const nlohmann::json models = config.value("models", nlohmann::json::array());
   if (!models.is_array()) return Status(ErrorCode::invalid_request, path + ": \"models\" must be an array");
   for (std::size_t i = 0; i < models.size(); ++i) {
-    auto spec = parse_model_spec(models[i], fmt::format("{}: models[{}]", path, i));
+    auto spec = parse_model_load_spec(models[i], fmt::format("{}: models[{}]", path, i));
     if (!spec) return spec.status();
     if (!names.insert(spec->name).second) {
       return Status(ErrorCode::invalid_request, fmt::format("{}: models[{}]: name \"{}\" is used twice", path, i, spec->name));
@@ -70,7 +70,7 @@ Result<std::vector<ModelSpec>> read_host_config(const std::string& path) {
   return specs;
 }
 
-Status write_host_config(const std::string& path, const std::vector<ModelSpec>& specs) {
+Status write_host_config(const std::string& path, const std::vector<ModelLoadSpec>& specs) {
   nlohmann::json models = nlohmann::json::array();
   for (const auto& spec : specs) {
     models.push_back({{"name", spec.name}, {"path", spec.path}, {"dtype", spec.dtype}, {"device", spec.device},

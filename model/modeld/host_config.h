@@ -11,7 +11,8 @@
 
 namespace gpubox::modeld {
 
-struct ModelSpec {
+// One model to load: an entry of modeld.json, or model.load's params.
+struct ModelLoadSpec {
   std::string name;
   std::string path;           // a Hugging Face model directory
   std::string dtype;          // "float32", "bfloat16", "float16"; "" = float32 on cpu, bfloat16 on cuda
@@ -20,10 +21,10 @@ struct ModelSpec {
 };
 
 // One entry; where names the entry in errors ("models[2]").
-Result<ModelSpec> parse_model_spec(const nlohmann::json& entry, const std::string& where);
-Result<std::vector<ModelSpec>> read_host_config(const std::string& path);
+Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const std::string& where);
+Result<std::vector<ModelLoadSpec>> read_host_config(const std::string& path);
 // Replaces the file at path (written beside it, then renamed; mode 0600) with
 // {"models": [...]} of specs, which read_host_config reads back as they are.
-Status write_host_config(const std::string& path, const std::vector<ModelSpec>& specs);
+Status write_host_config(const std::string& path, const std::vector<ModelLoadSpec>& specs);
 
 }  // namespace gpubox::modeld

@@ -19,7 +19,7 @@
 #include "model/modeld/gpu_probe.h"
 #include "model/modeld/host_config.h"
 #include "model/modeld/methods.h"
-#include "model/modeld/model_host.h"
+#include "model/modeld/model_registry.h"
 #include "rpc/server.h"
 #include "torch/csrc/api/include/torch/version.h"  // macros only: TORCH_VERSION
 
@@ -35,7 +35,7 @@ int usage(const char* why) {
 
 // --profile-decode DIR and its options (argv[2] on); the JSON goes to stdout.
 int profile_decode_main(int argc, char** argv) {
-  gpubox::modeld::ModelSpec spec;
+  gpubox::modeld::ModelLoadSpec spec;
   spec.name = "profiled";
   spec.path = argv[2];
   gpubox::modeld::DecodeProfileOptions options;
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     }
   }
   if (endpoint.empty()) return usage("--endpoint is required");
-  std::vector<gpubox::modeld::ModelSpec> specs;
+  std::vector<gpubox::modeld::ModelLoadSpec> specs;
   if (!config.empty()) {
     auto read = gpubox::modeld::read_host_config(config);
     if (!read) return usage(read.status().message().c_str());
@@ -105,10 +105,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // every thread started below inherits the mask
 
-  gpubox::modeld::ModelHost host(config);
+  gpubox::modeld::ModelRegistry registry(config);
   gpubox::modeld::StartupProbe probe;
   gpubox::rpc::MethodRegistry methods;
-  gpubox::modeld::add_model_methods(methods, host, probe);
+  gpubox::modeld::add_modeld_methods(methods, registry, probe);
   gpubox::rpc::ServerOptions options;
   options.endpoints = {endpoint};
   auto server = gpubox::rpc::Server::start(options, methods);
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (const auto& spec : specs) {
-    if (auto added = host.add(spec); !added) std::fprintf(stderr, "gpubox-modeld: %s\n", added.to_string().c_str());
+    if (auto added = registry.add(spec); !added) std::fprintf(stderr, "gpubox-modeld: %s\n", added.to_string().c_str());
   }
   std::fprintf(stderr, "gpubox-modeld: serving %s (%zu models loading)\n", endpoint.c_str(), specs.size());
   // On a GPU machine, measure the GPUs once at start (modeld.status shows it; gpu.probe measures again).

@@ -23,10 +23,10 @@ namespace {
 using nlohmann::json;
 using Model = std::shared_ptr<const LoadedModel>;
 
-Result<Model> find_model(ModelHost& host, rpc::ParamReader& params) {
+Result<Model> find_model(ModelRegistry& registry, rpc::ParamReader& params) {
   auto name = params.string("model", true);
   if (!params.ok()) return params.status();
-  return host.ready(*name);
+  return registry.ready(*name);
 }
 
 Status need_tokenizer(const LoadedModel& model) {
@@ -99,9 +99,9 @@ struct PromptRequest {
   bool batched = false;  // the prompt was a list of prompts: answer with lists
 };
 
-Result<PromptRequest> read_prompt_request(ModelHost& host, rpc::ParamReader& params) {
+Result<PromptRequest> read_prompt_request(ModelRegistry& registry, rpc::ParamReader& params) {
   PromptRequest request;
-  auto model = find_model(host, params);
+  auto model = find_model(registry, params);
   if (!model) return model.status();
   request.model = std::move(*model);
   auto prompts = read_prompts(*request.model, params, request.batched);
@@ -169,9 +169,9 @@ class TextStreamer {
   std::size_t emitted_ = 0;
 };
 
-Result<json> generate_method(ModelHost& host, rpc::CallContext& ctx) {
+Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
   rpc::ParamReader params(ctx.params());
-  auto request = read_prompt_request(host, params);
+  auto request = read_prompt_request(registry, params);
   if (!request) return request.status();
   const LoadedModel& m = *request->model;
   const auto& prompts = request->prompts;
@@ -285,9 +285,9 @@ Status send_tensor(rpc::CallContext& ctx, const at::Tensor& tensor, const std::s
 
 // model.forward, and model.run (with_ops): a forward pass with the spec's
 // operations; with none it is the plain forward, without a Hooks object.
-Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_ops) {
+Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool with_ops) {
   rpc::ParamReader params(ctx.params());
-  auto request = read_prompt_request(host, params);
+  auto request = read_prompt_request(registry, params);
   if (!request) return request.status();
   const LoadedModel& m = *request->model;
   const auto& prompts = request->prompts;
@@ -377,18 +377,18 @@ Result<json> forward_method(ModelHost& host, rpc::CallContext& ctx, bool with_op
 
 }  // namespace
 
-void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupProbe& probe) {
-  methods.add("modeld.status", [&host, &probe](rpc::CallContext&) -> Result<json> {
-    json status = host.status();
+void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe) {
+  methods.add("modeld.status", [&registry, &probe](rpc::CallContext&) -> Result<json> {
+    json status = registry.status();
     status["pid"] = ::getpid();
     MutexLock lock(probe.mutex);
     if (!probe.result.is_null()) status["gpu_probe"] = probe.result;
     return status;
   });
-  methods.add("model.list", [&host](rpc::CallContext&) -> Result<json> {
-    json models = host.status()["models"];
+  methods.add("model.list", [&registry](rpc::CallContext&) -> Result<json> {
+    json models = registry.status()["models"];
     for (auto& entry : models) {
-      if (auto ready = host.ready(entry["name"]); ready) {
+      if (auto ready = registry.ready(entry["name"]); ready) {
         entry["architecture"] = (*ready)->architecture.name;
         entry["device"] = (*ready)->decoder->device().str();
         entry["dtype"] = dtype_wire_name((*ready)->decoder->dtype());
@@ -397,16 +397,16 @@ void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupPro
     }
     return json{{"models", models}};
   });
-  methods.add("model.info", [&host](rpc::CallContext& ctx) -> Result<json> {
+  methods.add("model.info", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());
-    auto model = find_model(host, params);
+    auto model = find_model(registry, params);
     if (Status s = params.finish(); !s) return s;
     if (!model) return model.status();
     return model_info(**model);
   });
-  methods.add("model.chat_template", [&host](rpc::CallContext& ctx) -> Result<json> {
+  methods.add("model.chat_template", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());
-    auto model = find_model(host, params);
+    auto model = find_model(registry, params);
     auto chat = read_chat_request(params, false);
     if (!chat) return chat.status();
     if (Status s = params.finish(); !s) return s;
@@ -423,9 +423,9 @@ void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupPro
     if ((*model)->tokenizer) result["ids"] = (*chat)->batched ? ids : ids[0];
     return result;
   });
-  methods.add("model.tokenize", [&host](rpc::CallContext& ctx) -> Result<json> {
+  methods.add("model.tokenize", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());
-    auto model = find_model(host, params);
+    auto model = find_model(registry, params);
     auto text = params.string("text", true);
     auto special = params.boolean("add_special_tokens");
     if (Status s = params.finish(); !s) return s;
@@ -436,9 +436,9 @@ void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupPro
     for (auto [begin, end] : encoding.offsets) offsets.push_back({begin, end});
     return json{{"ids", encoding.ids}, {"offsets", offsets}};
   });
-  methods.add("model.detokenize", [&host](rpc::CallContext& ctx) -> Result<json> {
+  methods.add("model.detokenize", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());
-    auto model = find_model(host, params);
+    auto model = find_model(registry, params);
     const json* ids = params.raw("ids");
     auto skip = params.boolean("skip_special_tokens");
     if (Status s = params.finish(); !s) return s;
@@ -454,29 +454,29 @@ void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupPro
     }
     return json{{"text", decode(**model, list, skip.value_or(false))}};
   });
-  methods.add("model.forward", [&host](rpc::CallContext& ctx) { return guarded("model.forward", [&] { return forward_method(host, ctx, false); }); });
-  methods.add("model.run", [&host](rpc::CallContext& ctx) { return guarded("model.run", [&] { return forward_method(host, ctx, true); }); });
-  methods.add("model.hooks", [&host](rpc::CallContext& ctx) -> Result<json> {
+  methods.add("model.forward", [&registry](rpc::CallContext& ctx) { return guarded("model.forward", [&] { return forward_method(registry, ctx, false); }); });
+  methods.add("model.run", [&registry](rpc::CallContext& ctx) { return guarded("model.run", [&] { return forward_method(registry, ctx, true); }); });
+  methods.add("model.hooks", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());
-    auto model = find_model(host, params);
+    auto model = find_model(registry, params);
     if (Status s = params.finish(); !s) return s;
     if (!model) return model.status();
     json list = json::array();
     for (const auto& p : hook_points((*model)->architecture)) list.push_back({{"name", p.name}, {"shape", p.shape}});
     return json{{"hooks", list}};
   });
-  methods.add("model.generate", [&host](rpc::CallContext& ctx) { return guarded("model.generate", [&] { return generate_method(host, ctx); }); });
-  methods.add("model.load", [&host](rpc::CallContext& ctx) -> Result<json> {
-    auto spec = parse_model_spec(ctx.params(), "params");
+  methods.add("model.generate", [&registry](rpc::CallContext& ctx) { return guarded("model.generate", [&] { return generate_method(registry, ctx); }); });
+  methods.add("model.load", [&registry](rpc::CallContext& ctx) -> Result<json> {
+    auto spec = parse_model_load_spec(ctx.params(), "params");
     if (!spec) return spec.status();
-    if (Status s = host.add(*spec); !s) return s;
+    if (Status s = registry.add(*spec); !s) return s;
     return json{{"name", spec->name}, {"state", "loading"}};
   });
-  methods.add("model.unload", [&host](rpc::CallContext& ctx) -> Result<json> {
+  methods.add("model.unload", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());
     auto name = params.string("model", true);
     if (Status s = params.finish(); !s) return s;
-    if (Status s = host.remove(*name); !s) return s;
+    if (Status s = registry.remove(*name); !s) return s;
     return json{{"unloaded", *name}};
   });
   methods.add("gpu.info", [](rpc::CallContext&) -> Result<json> { return gpu_info(); });

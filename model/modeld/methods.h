@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/thread_annotations.h"
-#include "model/modeld/model_host.h"
+#include "model/modeld/model_registry.h"
 #include "rpc/server.h"
 
 namespace gpubox::modeld {
@@ -18,6 +18,6 @@ struct StartupProbe {
   nlohmann::json result GUARDED_BY(mutex);
 };
 
-void add_model_methods(rpc::MethodRegistry& methods, ModelHost& host, StartupProbe& probe);
+void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe);
 
 }  // namespace gpubox::modeld

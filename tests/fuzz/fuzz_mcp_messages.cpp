@@ -32,7 +32,7 @@ ToolRegistry& toolbox() {
                      {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}}}},
                    {"required", {"code"}},
                    {"additionalProperties", false}};
-    registry->add({"tool", "a fuzzed tool", schema}, [](const json&, CallContext&) { return ToolResult(); });
+    registry->add({"tool", "a fuzzed tool", schema}, [](const json&, ToolCallContext&) { return ToolResult(); });
     return registry;
   }();
   return *tools;

@@ -18,6 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (architecture->layer_window.size() != static_cast<std::size_t>(architecture->num_layers)) __builtin_trap();
     if (architecture->num_heads % architecture->num_kv_heads != 0) __builtin_trap();
   }
-  (void)gpubox::modeld::parse_model_spec(json, "models[0]");
+  (void)gpubox::modeld::parse_model_load_spec(json, "models[0]");
   return 0;
 }

@@ -113,7 +113,7 @@ class Refusals(unittest.TestCase):
         self.assertIn("unknown tensor dtype 'nope'", caught.exception.message)
 
 
-class ModelHost(unittest.TestCase):
+class InterventionTensors(unittest.TestCase):
     def test_intervention_tensors_decode_as_models_reads_them(self):
         vector = np.linspace(-1, 1, 6).reshape(2, 3)  # float64: sent as float32
         wire, attachments = encode_ops([{"op": "set", "hook": "h", "value": vector}], capture=["c"],

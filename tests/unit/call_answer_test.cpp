@@ -192,16 +192,16 @@ TEST(FastPath, ADeclinedOrThrowingFastPathLeavesTheCallToTheHandler) {
   EXPECT_EQ(tries.load(), 2);
 }
 
-TEST(FastPath, ATakenCallThatStopsRunsItsStopHookOnAWorkerAndCannotBeAnsweredAfter) {
+TEST(FastPath, ATakenCallThatStopsRunsItsStopCallbackOnAWorkerAndCannotBeAnsweredAfter) {
   std::shared_ptr<CallContext> kept;
-  std::promise<std::thread::id> io_thread, hook_thread;
+  std::promise<std::thread::id> io_thread, callback_thread;
   MethodRegistry methods;
   methods.add(
       "t.never", [](CallContext&) -> Result<json> { return json{{"from", "handler"}}; },
       [&](const std::shared_ptr<CallContext>& call) {
         io_thread.set_value(std::this_thread::get_id());
         kept = call;  // nobody answers: the deadline ends it
-        call->on_stop([&hook_thread] { hook_thread.set_value(std::this_thread::get_id()); });
+        call->on_stop([&callback_thread] { callback_thread.set_value(std::this_thread::get_id()); });
         return true;
       });
   Connected connected(methods);
@@ -209,19 +209,19 @@ TEST(FastPath, ATakenCallThatStopsRunsItsStopHookOnAWorkerAndCannotBeAnsweredAft
   auto result = connected.call("t.never", /*timeout_ms=*/100);
   ASSERT_FALSE(result);
   EXPECT_EQ(result.status().code(), ErrorCode::deadline_exceeded);
-  auto hook = hook_thread.get_future();
-  ASSERT_EQ(hook.wait_for(10s), std::future_status::ready);
-  EXPECT_NE(hook.get(), io_thread.get_future().get());  // a worker: the hook may block
+  auto callback = callback_thread.get_future();
+  ASSERT_EQ(callback.wait_for(10s), std::future_status::ready);
+  EXPECT_NE(callback.get(), io_thread.get_future().get());  // a worker: the callback may block
   EXPECT_FALSE(kept->answer(json{{"late", true}}));
 }
 
-TEST(FastPath, AnAnsweredCallNeverRunsItsStopHook) {
-  std::atomic<int> hook_runs{0};
+TEST(FastPath, AnAnsweredCallNeverRunsItsStopCallback) {
+  std::atomic<int> callback_runs{0};
   MethodRegistry methods;
   methods.add(
       "t.now", [](CallContext&) -> Result<json> { return json::object(); },
       [&](const std::shared_ptr<CallContext>& call) {
-        call->on_stop([&hook_runs] { ++hook_runs; });
+        call->on_stop([&callback_runs] { ++callback_runs; });
         EXPECT_TRUE(call->answer(json{{"at", "once"}}));
         return true;
       });
@@ -229,7 +229,7 @@ TEST(FastPath, AnAnsweredCallNeverRunsItsStopHook) {
   ASSERT_TRUE(connected.client);
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(connected.call("t.now"));
   connected.server.reset();  // shutdown stops whatever is still registered
-  EXPECT_EQ(hook_runs.load(), 0);
+  EXPECT_EQ(callback_runs.load(), 0);
 }
 
 TEST(FdWatch, ReadyRunsWhenReadableUntilItDeclinesAndNeverAfterUnwatch) {

@@ -36,12 +36,12 @@ TEST(ModelConfig, DefaultsAndEveryField) {
   ASSERT_TRUE(config.is_ok()) << config.status().message();
   EXPECT_EQ(config->kernel.workspace_dir, "/workspace");
   ASSERT_EQ(config->kernel.models.size(), 2u);
-  const kernel::ModelSpec& tiny = config->kernel.models[0];
+  const kernel::PreloadedModel& tiny = config->kernel.models[0];
   EXPECT_EQ(tiny.var_name, "model");
   EXPECT_EQ(tiny.device, "cpu");
   EXPECT_EQ(tiny.dtype, "");
   EXPECT_FALSE(tiny.hidden);
-  const kernel::ModelSpec& llm = config->kernel.models[1];
+  const kernel::PreloadedModel& llm = config->kernel.models[1];
   EXPECT_EQ(llm.var_name, "llm");
   EXPECT_EQ(llm.tokenizer_var, "tok");
   EXPECT_EQ(llm.device, "cuda:1");
@@ -77,11 +77,11 @@ TEST(ModelConfig, BadEntriesNameTheKey) {
 }
 
 TEST(ModelSetup, HiddenModelsNeverReachTheExecutor) {
-  kernel::ModelSpec visible;
+  kernel::PreloadedModel visible;
   visible.name = "tiny-net";
   visible.path = "/models/tiny.pt";
   visible.loader = "torchscript";
-  kernel::ModelSpec hidden;
+  kernel::PreloadedModel hidden;
   hidden.name = "secret-llama";
   hidden.path = "/models/secret-llama";
   hidden.var_name = "secret";

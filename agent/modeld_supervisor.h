@@ -1,4 +1,4 @@
-// ModelHost: starts gpubox-modeld (config model_host) in its own process
+// ModeldSupervisor: starts gpubox-modeld (config model_host) in its own process
 // group under a Supervisor of its own, writes the modeld.json it loads its
 // models from at every start, keeps a snapshot of its state and of
 // modeld.status (polled by a ModelStatusPoller), and gives forwarders an fd
@@ -25,7 +25,7 @@ namespace gpubox {
 
 class ModelStatusPoller;
 
-struct ModelHostOptions {
+struct ModeldSupervisorOptions {
   ModelHostConfig config;
   std::string state_dir;
   bool own_mount_namespace = false;  // PID 1 of a sandbox: hidden models can be bind-mounted
@@ -35,7 +35,7 @@ struct ModelHostOptions {
 };
 
 // What a forwarder or sys.info sees of the model host at one moment.
-struct ModelHostView {
+struct ModeldView {
   std::string state;        // "starting", "running", "restarting", "stopping", "failed"
   pid_t pid = 0;
   int restarts = 0;
@@ -47,13 +47,13 @@ struct ModelHostView {
   std::shared_ptr<const Fd> ended;
 };
 
-class ModelHost {
+class ModeldSupervisor {
  public:
-  ModelHost(ProcessLauncher& launcher, EventLoop& loop, ModelHostOptions options);
-  ModelHost(const ModelHost&) = delete;
-  ModelHost& operator=(const ModelHost&) = delete;
+  ModeldSupervisor(ProcessLauncher& launcher, EventLoop& loop, ModeldSupervisorOptions options);
+  ModeldSupervisor(const ModeldSupervisor&) = delete;
+  ModeldSupervisor& operator=(const ModeldSupervisor&) = delete;
   // Stops the status poller; the process itself is stopped by begin_stop().
-  ~ModelHost();
+  ~ModeldSupervisor();
 
   // Finds the binary, places hidden models, writes modeld.json, starts modeld.
   // A failure is kept in the view (state "failed"), never fatal to the agent.
@@ -62,11 +62,11 @@ class ModelHost {
   void begin_stop();
   pid_t pid() const;
 
-  ModelHostView view() const;
+  ModeldView view() const;
   // sys.info's model_host: {"state", "pid", "restarts", "last_exit", "error", "models"}.
   nlohmann::json info() const;
   // The `unavailable` status a forwarded call gets while no modeld serves.
-  Status unavailable(const ModelHostView& view) const;
+  Status unavailable(const ModeldView& view) const;
   // text with every path of a hidden model (as configured and as placed) replaced by <hidden>.
   std::string scrub(std::string text) const;
   nlohmann::json scrub(nlohmann::json value) const;
@@ -84,7 +84,7 @@ class ModelHost {
 
   ProcessLauncher& launcher_;
   EventLoop& loop_;
-  ModelHostOptions options_;
+  ModeldSupervisorOptions options_;
   std::string endpoint_;
   Supervisor supervisor_;
   std::vector<std::string> hidden_paths_;  // written once in start(), before any reader

@@ -1,4 +1,4 @@
-#include "model/modeld/model_host.h"
+#include "model/modeld/model_registry.h"
 
 #include <chrono>
 #include <cstdio>
@@ -38,7 +38,7 @@ Result<c10::Device> parse_device(const std::string& name) {
 }
 
 // Replaces a hidden model's directory in a message.
-std::string scrub(const ModelSpec& spec, std::string message) {
+std::string scrub(const ModelLoadSpec& spec, std::string message) {
   if (!spec.hidden) return message;
   for (std::size_t at = message.find(spec.path); at != std::string::npos; at = message.find(spec.path, at)) {
     message.replace(at, spec.path.size(), "<hidden>");
@@ -48,7 +48,7 @@ std::string scrub(const ModelSpec& spec, std::string message) {
 
 }  // namespace
 
-Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgress& progress) {
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress) {
   auto started = std::chrono::steady_clock::now();
   auto model = std::make_unique<LoadedModel>();
   model->spec = spec;
@@ -83,7 +83,7 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgr
   return model;
 }
 
-ModelHost::~ModelHost() {
+ModelRegistry::~ModelRegistry() {
   std::vector<std::thread> loaders;
   {
     MutexLock lock(mutex_);
@@ -92,7 +92,7 @@ ModelHost::~ModelHost() {
   for (auto& loader : loaders) loader.join();
 }
 
-Status ModelHost::add(const ModelSpec& spec) {
+Status ModelRegistry::add(const ModelLoadSpec& spec) {
   MutexLock lock(mutex_);
   for (const auto& entry : entries_) {
     if (entry->spec.name == spec.name) {
@@ -107,9 +107,9 @@ Status ModelHost::add(const ModelSpec& spec) {
   return Status::ok();
 }
 
-void ModelHost::save_locked() const {
+void ModelRegistry::save_locked() const {
   if (config_path_.empty()) return;
-  std::vector<ModelSpec> specs;
+  std::vector<ModelLoadSpec> specs;
   for (const auto& entry : entries_) specs.push_back(entry->spec);
   if (Status saved = write_host_config(config_path_, specs); !saved) {
     std::fprintf(stderr, "gpubox-modeld: the models file is not updated (a restart reloads the older list): %s\n",
@@ -117,7 +117,7 @@ void ModelHost::save_locked() const {
   }
 }
 
-void ModelHost::load(std::shared_ptr<Entry> entry) {
+void ModelRegistry::load(std::shared_ptr<Entry> entry) {
   Result<std::unique_ptr<LoadedModel>> loaded = Status(ErrorCode::internal, "not loaded");
   try {
     loaded = load_model(entry->spec, entry->progress);
@@ -134,7 +134,7 @@ void ModelHost::load(std::shared_ptr<Entry> entry) {
   }
 }
 
-Status ModelHost::remove(const std::string& name) {
+Status ModelRegistry::remove(const std::string& name) {
   MutexLock lock(mutex_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if ((*it)->spec.name == name) {
@@ -146,7 +146,7 @@ Status ModelHost::remove(const std::string& name) {
   return {ErrorCode::not_found, fmt::format("no model \"{}\" (model.list shows the loaded ones)", name)};
 }
 
-Result<std::shared_ptr<const LoadedModel>> ModelHost::ready(const std::string& name) const {
+Result<std::shared_ptr<const LoadedModel>> ModelRegistry::ready(const std::string& name) const {
   MutexLock lock(mutex_);
   for (const auto& entry : entries_) {
     if (entry->spec.name != name) continue;
@@ -163,7 +163,7 @@ Result<std::shared_ptr<const LoadedModel>> ModelHost::ready(const std::string& n
                                                   known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
 }
 
-nlohmann::json ModelHost::status() const {
+nlohmann::json ModelRegistry::status() const {
   MutexLock lock(mutex_);
   nlohmann::json models = nlohmann::json::array();
   for (const auto& entry : entries_) {
@@ -179,7 +179,7 @@ nlohmann::json ModelHost::status() const {
   return {{"models", models}};
 }
 
-std::vector<std::string> ModelHost::names() const {
+std::vector<std::string> ModelRegistry::names() const {
   MutexLock lock(mutex_);
   std::vector<std::string> out;
   for (const auto& entry : entries_) out.push_back(entry->spec.name);

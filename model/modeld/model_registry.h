@@ -1,4 +1,4 @@
-// ModelHost: the models of one modeld by name. Each loads on its own thread
+// ModelRegistry: the models of one modeld by name. Each loads on its own thread
 // (state loading → ready or failed, progress visible); a call holds a
 // shared_ptr, so unloading never pulls weights from under a running call.
 // The list is kept in modeld's models file, so a restart reloads it.
@@ -21,7 +21,7 @@
 namespace gpubox::modeld {
 
 struct LoadedModel {
-  ModelSpec spec;
+  ModelLoadSpec spec;
   Architecture architecture;
   std::unique_ptr<weights::Checkpoint> checkpoint;
   std::unique_ptr<Decoder> decoder;
@@ -31,17 +31,17 @@ struct LoadedModel {
   double load_seconds = 0;
 };
 
-class ModelHost {
+class ModelRegistry {
  public:
   // config_path: the models file modeld started from; every add and remove
   // rewrites it, so that a restarted modeld loads what was loaded (none: "").
-  explicit ModelHost(std::string config_path = "") : config_path_(std::move(config_path)) {}
-  ~ModelHost();  // waits for loads in progress
-  ModelHost(const ModelHost&) = delete;
-  ModelHost& operator=(const ModelHost&) = delete;
+  explicit ModelRegistry(std::string config_path = "") : config_path_(std::move(config_path)) {}
+  ~ModelRegistry();  // waits for loads in progress
+  ModelRegistry(const ModelRegistry&) = delete;
+  ModelRegistry& operator=(const ModelRegistry&) = delete;
 
   // Starts loading; already_exists when the name is taken.
-  Status add(const ModelSpec& spec);
+  Status add(const ModelLoadSpec& spec);
   // Forgets a model (loaded, loading or failed); not_found when there is none.
   Status remove(const std::string& name);
   // The ready model: not_found, or unavailable while it loads or after it failed (the message says why).
@@ -52,7 +52,7 @@ class ModelHost {
 
  private:
   struct Entry {
-    ModelSpec spec;
+    ModelLoadSpec spec;
     LoadProgress progress;
     std::string state = "loading";  // loading, ready, failed
     std::string error;
@@ -69,6 +69,6 @@ class ModelHost {
 
 // Loads one model directory (config.json, generation_config.json, safetensors, tokenizer.json,
 // tokenizer_config.json's chat template).
-Result<std::unique_ptr<LoadedModel>> load_model(const ModelSpec& spec, LoadProgress& progress);
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress);
 
 }  // namespace gpubox::modeld

@@ -1,4 +1,4 @@
-#include "agent/model_host.h"
+#include "agent/modeld_supervisor.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -53,7 +53,7 @@ ChildSpec modeld_spec(const std::string& name, const std::string& binary, const 
 
 }  // namespace
 
-ModelHost::ModelHost(ProcessLauncher& launcher, EventLoop& loop, ModelHostOptions options)
+ModeldSupervisor::ModeldSupervisor(ProcessLauncher& launcher, EventLoop& loop, ModeldSupervisorOptions options)
     : launcher_(launcher),
       loop_(loop),
       options_(std::move(options)),
@@ -62,9 +62,9 @@ ModelHost::ModelHost(ProcessLauncher& launcher, EventLoop& loop, ModelHostOption
   supervisor_.on_change([this](const ChildInfo& child) { on_change(child); });
 }
 
-ModelHost::~ModelHost() { poller_.reset(); }
+ModeldSupervisor::~ModeldSupervisor() { poller_.reset(); }
 
-Result<std::string> ModelHost::find_binary() const {
+Result<std::string> ModeldSupervisor::find_binary() const {
   std::string path = options_.config.binary;
   if (path.empty()) {
     std::string dir = own_executable_dir();
@@ -78,10 +78,10 @@ Result<std::string> ModelHost::find_binary() const {
   return path;
 }
 
-Status ModelHost::write_models_file(const std::string& path) {
-  std::vector<kernel::ModelSpec> specs;
+Status ModeldSupervisor::write_models_file(const std::string& path) {
+  std::vector<kernel::PreloadedModel> specs;
   for (const auto& model : options_.config.models) {
-    kernel::ModelSpec spec;
+    kernel::PreloadedModel spec;
     spec.name = model.name;
     spec.path = model.path;
     spec.hidden = model.hidden;
@@ -108,7 +108,7 @@ Status ModelHost::write_models_file(const std::string& path) {
   return Status::ok();
 }
 
-void ModelHost::start() {
+void ModeldSupervisor::start() {
   auto fail = [this](const Status& status) {
     MutexLock lock(mutex_);
     error_ = scrub(status.message());
@@ -137,7 +137,7 @@ void ModelHost::start() {
   if (Status started = supervisor_.start(kChildName); !started) fail(started);
 }
 
-void ModelHost::begin_stop() {
+void ModeldSupervisor::begin_stop() {
   {
     MutexLock lock(mutex_);
     stopping_ = true;
@@ -145,12 +145,12 @@ void ModelHost::begin_stop() {
   supervisor_.stop_all([] {});
 }
 
-pid_t ModelHost::pid() const {
+pid_t ModeldSupervisor::pid() const {
   MutexLock lock(mutex_);
   return child_.pid;
 }
 
-void ModelHost::on_change(const ChildInfo& child) {
+void ModeldSupervisor::on_change(const ChildInfo& child) {
   bool started = false;
   {
     MutexLock lock(mutex_);
@@ -183,7 +183,7 @@ void ModelHost::on_change(const ChildInfo& child) {
                                  {"last_exit", child.last_exit ? child.last_exit->describe() : ""}});
 }
 
-void ModelHost::on_status(std::uint64_t generation, const nlohmann::json& status) {
+void ModeldSupervisor::on_status(std::uint64_t generation, const nlohmann::json& status) {
   MutexLock lock(mutex_);
   if (generation != generation_ || child_.state != ChildState::running) return;
   if (!answered_) log::info("model host ready", {{"pid", static_cast<int>(child_.pid)}});
@@ -192,7 +192,7 @@ void ModelHost::on_status(std::uint64_t generation, const nlohmann::json& status
   status_models_ = scrub(std::move(models));
 }
 
-void ModelHost::on_unresponsive(std::uint64_t generation) {
+void ModeldSupervisor::on_unresponsive(std::uint64_t generation) {
   loop_.post([this, generation] {
     pid_t pid = 0;
     {
@@ -206,7 +206,7 @@ void ModelHost::on_unresponsive(std::uint64_t generation) {
   });
 }
 
-nlohmann::json ModelHost::pending_models() const {
+nlohmann::json ModeldSupervisor::pending_models() const {
   nlohmann::json models = nlohmann::json::array();
   std::set<std::string> unplaced;
   for (const auto& model : unplaced_) unplaced.insert(model.value("name", ""));
@@ -218,7 +218,7 @@ nlohmann::json ModelHost::pending_models() const {
   return models;
 }
 
-ModelHostView ModelHost::view() const {
+ModelHostView ModeldSupervisor::view() const {
   MutexLock lock(mutex_);
   ModelHostView view;
   view.endpoint = endpoint_;
@@ -259,8 +259,8 @@ ModelHostView ModelHost::view() const {
   return view;
 }
 
-nlohmann::json ModelHost::info() const {
-  ModelHostView v = view();
+nlohmann::json ModeldSupervisor::info() const {
+  ModeldView v = view();
   nlohmann::json info = {{"state", v.state}, {"restarts", v.restarts}, {"models", v.models}};
   info["pid"] = v.pid ? nlohmann::json(static_cast<int>(v.pid)) : nlohmann::json();
   info["last_exit"] = v.last_exit.empty() ? nlohmann::json() : nlohmann::json(v.last_exit);
@@ -268,7 +268,7 @@ nlohmann::json ModelHost::info() const {
   return info;
 }
 
-Status ModelHost::unavailable(const ModelHostView& view) const {
+Status ModeldSupervisor::unavailable(const ModeldView& view) const {
   std::string loading = join_names(view.models, "loading");
   if (view.state == "failed") return Status(ErrorCode::unavailable, "the model host failed: " + view.error);
   if (view.state == "stopping") return Status(ErrorCode::unavailable, "the model host is stopping: the agent is shutting down");
@@ -279,7 +279,7 @@ Status ModelHost::unavailable(const ModelHostView& view) const {
   return Status(ErrorCode::unavailable, "the model host is starting (models loading: " + loading + "); try again shortly");
 }
 
-std::string ModelHost::scrub(std::string text) const {
+std::string ModeldSupervisor::scrub(std::string text) const {
   for (const auto& path : hidden_paths_) {
     if (path.empty()) continue;
     for (std::size_t at = text.find(path); at != std::string::npos; at = text.find(path, at + 8)) {
@@ -289,7 +289,7 @@ std::string ModelHost::scrub(std::string text) const {
   return text;
 }
 
-nlohmann::json ModelHost::scrub(nlohmann::json value) const {
+nlohmann::json ModeldSupervisor::scrub(nlohmann::json value) const {
   if (hidden_paths_.empty()) return value;
   if (value.is_string()) return scrub(value.get<std::string>());
   if (value.is_structured()) {

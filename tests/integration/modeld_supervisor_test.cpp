@@ -1,4 +1,4 @@
-// The agent's model host (agent/model_host.h, agent/methods/model_forwarder.cpp)
+// The agent's model host (agent/modeld_supervisor.h, agent/methods/model_forwarder.cpp)
 // with the real agent as PID 1 of a sandbox and tests/integration/fake_modeld
 // as gpubox-modeld (model_host.binary): forwarding byte-exact, flow control,
 // cancel and deadline reaching modeld, a crash mid-call, restarts, and the
@@ -29,7 +29,7 @@ json host_config(json models = json::array({{{"name", "tiny"}, {"path", "/models
               {"kernel", {{"enabled", false}}}};
 }
 
-class ModelHostTest : public IntegrationTest {
+class ModeldSupervisorTest : public IntegrationTest {
  protected:
   void start_agent(json config) {
     AgentOptions options;
@@ -88,7 +88,7 @@ std::string random_bytes(std::size_t size) {
   return bytes;
 }
 
-TEST_F(ModelHostTest, ParamsAndAttachmentsAreForwardedByteExact) {
+TEST_F(ModeldSupervisorTest, ParamsAndAttachmentsAreForwardedByteExact) {
   start_agent(host_config());
   auto c = client();
   ASSERT_TRUE(wait_running(*c));
@@ -123,7 +123,7 @@ TEST_F(ModelHostTest, ParamsAndAttachmentsAreForwardedByteExact) {
   EXPECT_THAT((*info)["methods"].dump(), HasSubstr("\"gpu.*\""));
 }
 
-TEST_F(ModelHostTest, ASlowReaderSlowsModeldAndEveryItemArrives) {
+TEST_F(ModeldSupervisorTest, ASlowReaderSlowsModeldAndEveryItemArrives) {
   start_agent(host_config());
   auto c = client();
   ASSERT_TRUE(wait_running(*c));
@@ -155,7 +155,7 @@ TEST_F(ModelHostTest, ASlowReaderSlowsModeldAndEveryItemArrives) {
   EXPECT_EQ((*stream)->result()->value("sent", 0), 1000);
 }
 
-TEST_F(ModelHostTest, CallerDataReachesModeldUnderItsCredit) {
+TEST_F(ModeldSupervisorTest, CallerDataReachesModeldUnderItsCredit) {
   start_agent(host_config());
   auto c = client();
   ASSERT_TRUE(wait_running(*c));
@@ -177,7 +177,7 @@ TEST_F(ModelHostTest, CallerDataReachesModeldUnderItsCredit) {
   EXPECT_EQ((*stream)->result()->value("items", 0LL), 20);
 }
 
-TEST_F(ModelHostTest, CancelAndDeadlineReachModeld) {
+TEST_F(ModeldSupervisorTest, CancelAndDeadlineReachModeld) {
   start_agent(host_config());
   auto c = client();
   ASSERT_TRUE(wait_running(*c));
@@ -211,7 +211,7 @@ TEST_F(ModelHostTest, CancelAndDeadlineReachModeld) {
   }, milliseconds(3000))) << stats().dump();
 }
 
-TEST_F(ModelHostTest, ModeldCrashingMidCallIsUnavailableAtOnceThenComesBack) {
+TEST_F(ModeldSupervisorTest, ModeldCrashingMidCallIsUnavailableAtOnceThenComesBack) {
   start_agent(host_config());
   auto c = client();
   ASSERT_TRUE(wait_running(*c));
@@ -243,7 +243,7 @@ TEST_F(ModelHostTest, ModeldCrashingMidCallIsUnavailableAtOnceThenComesBack) {
   EXPECT_TRUE(box_->running());
 }
 
-TEST_F(ModelHostTest, AHungModeldIsKilledAndRestarted) {
+TEST_F(ModeldSupervisorTest, AHungModeldIsKilledAndRestarted) {
   start_agent(host_config());
   auto c = client();
   ASSERT_TRUE(wait_running(*c));
@@ -271,7 +271,7 @@ TEST_F(ModelHostTest, AHungModeldIsKilledAndRestarted) {
   EXPECT_FALSE(log_with(*box_, "model host unresponsive: killing it to restart it").empty());
 }
 
-TEST_F(ModelHostTest, WhileStartingCallsAreUnavailableNamingTheLoadingModels) {
+TEST_F(ModeldSupervisorTest, WhileStartingCallsAreUnavailableNamingTheLoadingModels) {
   start_agent(host_config(json::array({{{"name", "tiny"}, {"path", "/models/tiny"}},
                                        {{"name", "small"}, {"path", "/models/small"}}}),
                           {{"FAKE_MODELD_START_DELAY_MS", "2500"}}));
@@ -287,7 +287,7 @@ TEST_F(ModelHostTest, WhileStartingCallsAreUnavailableNamingTheLoadingModels) {
   EXPECT_TRUE(c->call("model.echo", json::object(), waiting()));
 }
 
-TEST_F(ModelHostTest, WithoutAModelHostSectionModelCallsSaySo) {
+TEST_F(ModeldSupervisorTest, WithoutAModelHostSectionModelCallsSaySo) {
   start_agent(json{{"kernel", {{"enabled", false}}}});
   auto c = client();
   for (const char* method : {"model.generate", "gpu.info"}) {
@@ -299,7 +299,7 @@ TEST_F(ModelHostTest, WithoutAModelHostSectionModelCallsSaySo) {
   EXPECT_EQ(c->call("models.list", json::object(), waiting()).status().code(), ErrorCode::unknown_method);
 }
 
-TEST_F(ModelHostTest, AMissingBinaryIsAFailedModelHostNotAFailedAgent) {
+TEST_F(ModeldSupervisorTest, AMissingBinaryIsAFailedModelHostNotAFailedAgent) {
   json config = host_config();
   config["model_host"]["binary"] = "/nonexistent/gpubox-modeld";
   start_agent(config);
@@ -313,7 +313,7 @@ TEST_F(ModelHostTest, AMissingBinaryIsAFailedModelHostNotAFailedAgent) {
   EXPECT_TRUE(c->call("sys.ping", json::object(), waiting()));
 }
 
-TEST_F(ModelHostTest, AHiddenModelsPathNeverShows) {
+TEST_F(ModeldSupervisorTest, AHiddenModelsPathNeverShows) {
   // Real directories: the agent bind-mounts a hidden model's files at a random path.
   std::string dir = make_temp_dir("gpubox-hidden-model");
   std::string secret = dir + "/secret-llama-weights";
@@ -337,7 +337,7 @@ TEST_F(ModelHostTest, AHiddenModelsPathNeverShows) {
   std::filesystem::remove_all(dir);
 }
 
-TEST_F(ModelHostTest, TheKernelsPythonReachesTheModelHostThroughGPUBOX_ENDPOINT) {
+TEST_F(ModeldSupervisorTest, TheKernelsPythonReachesTheModelHostThroughGPUBOX_ENDPOINT) {
   json config = host_config();
   config["kernel"] = {{"python", "/usr/bin/python3"}, {"mode", "plain"}};
   config["env"] = {{"PYTHONPATH", std::string(GPUBOX_SOURCE_DIR) + "/python"}};
@@ -362,7 +362,7 @@ TEST_F(ModelHostTest, TheKernelsPythonReachesTheModelHostThroughGPUBOX_ENDPOINT)
   EXPECT_THAT(output, HasSubstr("ENDPOINT ipc://" + box_->state_dir() + "/rpc.sock ECHO 42"));
 }
 
-TEST_F(ModelHostTest, ShutdownStopsModeldWithTheRest) {
+TEST_F(ModeldSupervisorTest, ShutdownStopsModeldWithTheRest) {
   start_agent(host_config());
   auto c = client();
   ASSERT_TRUE(wait_running(*c));
