@@ -218,9 +218,9 @@ nlohmann::json ModeldSupervisor::pending_models() const {
   return models;
 }
 
-ModelHostView ModeldSupervisor::view() const {
+ModeldView ModeldSupervisor::view() const {
   MutexLock lock(mutex_);
-  ModelHostView view;
+  ModeldView view;
   view.endpoint = endpoint_;
   view.pid = child_.pid;
   view.restarts = child_.restarts;
