@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <deque>
 #include <optional>
-#include <algorithm>
 
 #include "agent/log.h"
 #include "agent/serve/memfd_pool.h"
@@ -18,7 +17,6 @@
 #include "agent/serve/worker_program.h"
 #include "agent/serve/worker_wire.h"
 #include "base/fd.h"
-#include "base/thread_annotations.h"
 
 namespace gpubox::serve {
 
