@@ -14,6 +14,8 @@
 
 if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   set(gpubox_tsa_default OFF)  # the compile itself checks
+elseif(GPUBOX_SANITIZE)
+  set(gpubox_tsa_default OFF)  # the same sources as the default build, which checks them
 else()
   find_program(GPUBOX_CLANG_CXX NAMES clang++ clang++-14)
   if(GPUBOX_CLANG_CXX)
