@@ -46,4 +46,9 @@ std::string embedded_package_code(const std::string& package, const std::string&
          "del _gpubox_sys, _gpubox_json, _GpuboxEmbeddedFinder\n";
 }
 
+std::string embedded_package_program(const std::string& package, const std::string& origin,
+                                     const EmbeddedSources& sources) {
+  return embedded_package_code(package, origin, sources) + "from " + package + ".__main__ import main\nmain()\n";
+}
+
 }  // namespace gpubox

@@ -19,4 +19,8 @@ using EmbeddedSources = std::vector<std::pair<std::string, std::string>>;
 std::string embedded_package_code(const std::string& package, const std::string& origin,
                                   const EmbeddedSources& sources);
 
+// A whole program for `python3 -c`: embedded_package_code, then `package.__main__`'s main().
+std::string embedded_package_program(const std::string& package, const std::string& origin,
+                                     const EmbeddedSources& sources);
+
 }  // namespace gpubox

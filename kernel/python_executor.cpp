@@ -123,9 +123,7 @@ std::unique_ptr<ExecutorLauncher> make_direct_launcher() { return std::make_uniq
 
 std::string executor_program() {
   static const std::string program =
-      embedded_package_code("gpubox_executor", "<gpubox-executor>", executor_package_sources()) +
-      "from gpubox_executor.__main__ import main\n"
-      "main()\n";
+      embedded_package_program("gpubox_executor", "<gpubox-executor>", executor_package_sources());
   return program;
 }
 
