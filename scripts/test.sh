@@ -12,14 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Each phase's wall time, printed as it ends and again at the end (CI's budget is 45 minutes).
-phase_times=()
-phase() {  # $1: the phase's name; the rest: its command
-  local name=$1 start=$SECONDS
-  shift
-  "$@"
-  phase_times+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
-  echo "test.sh: ${phase_times[-1]}"
-}
+source scripts/lib/phases.sh
 
 phase setup scripts/setup.sh
 phase setup_python scripts/setup_python.sh
@@ -48,6 +41,4 @@ phase "ctest asan" run_ctest asan build/asan/ctest-asan.out
 phase fuzz scripts/fuzz.sh "${GPUBOX_FUZZ_SECONDS:-10}"
 report_skips build build/ctest-default.out
 report_skips build/asan build/asan/ctest-asan.out
-printf 'test.sh: phase times\n'
-printf '  %s\n' "${phase_times[@]}"
-echo "test.sh: all phases took $SECONDS s"
+print_phases
