@@ -427,6 +427,7 @@ HostedModel parse_hosted_model(const json& value, const std::string& path) {
     fail(reader.child_path("dtype"), "\"float32\", \"bfloat16\" or \"float16\"", model.dtype);
   }
   reader.boolean("hidden", &model.hidden);
+  reader.boolean("cuda_graphs", &model.cuda_graphs);
   reader.finish();
   return model;
 }
@@ -619,7 +620,7 @@ std::string config_to_json(const Config& config) {
     if (!config.model_host.binary.empty()) host["binary"] = config.model_host.binary;
     for (const auto& model : config.model_host.models) {
       host["models"].push_back({{"name", model.name}, {"path", model.path}, {"dtype", model.dtype},
-                                {"device", model.device}, {"hidden", model.hidden}});
+                                {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs}});
     }
     document["model_host"] = std::move(host);
   }

@@ -91,6 +91,7 @@ struct HostedModel {
   std::string dtype;             // "float32", "bfloat16" or "float16"; default by device
   std::string device = "cpu";    // "cpu", "cuda" or "cuda:N"
   bool hidden = false;           // the path never shows in sys.info, logs or model.* errors
+  bool cuda_graphs = false;      // decode steps replayed as a CUDA graph (on cuda; opt-in until a GPU run proves them)
 };
 
 // The native model host (docs/config.md "model_host"): started only when the

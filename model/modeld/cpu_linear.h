@@ -1,4 +1,4 @@
-// CpuLinear: y = x W^T + b (a Linear's weight, [out, in]) or y = x W + b
+// CpuLinear: y = x W^T + b [+ residual] (a Linear's weight, [out, in]) or y = x W + b
 // (GPT-2's Conv1D, [in, out]) for a few rows of x (a decode step, a short
 // prompt) on an x86-64 CPU with AVX-512 or AVX2 and FMA, reading the weights
 // once for all rows of x, split across LibTorch's intra-op threads. Where it
@@ -25,6 +25,10 @@ struct LinearProblem {
   const void* bias = nullptr;  // [out], or null
   void* y = nullptr;           // [rows, out]
   std::int64_t rows = 0, in = 0, out = 0;
+  // [rows, out], or null: added to the product (a residual stream), after the
+  // product was rounded to the element type, so that y is bit for bit the
+  // unfused product plus the residual.
+  const void* residual = nullptr;
 };
 
 inline constexpr std::int64_t kCpuLinearMaxRows = 8;

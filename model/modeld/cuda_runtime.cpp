@@ -1,5 +1,6 @@
 #include "model/modeld/cuda_runtime.h"
 
+#include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -25,7 +26,13 @@ Status enable_cuda() {
       error = fmt::format("CUDA is unavailable: cannot load {}: {}", path, why ? why : "unknown error");
       return;
     }
-    if (!at::detail::getCUDAHooks().hasCUDA()) error = "CUDA is unavailable: no NVIDIA GPU or driver on this machine";
+    if (!at::detail::getCUDAHooks().hasCUDA()) {
+      error = "CUDA is unavailable: no NVIDIA GPU or driver on this machine";
+      return;
+    }
+    // cuDNN's SDPA builds a graph for every new key length, which a decode
+    // step always has: flash and memory-efficient attention need no rebuild.
+    at::globalContext().setSDPUseCuDNN(false);
   });
   if (!error.empty()) return {ErrorCode::unavailable, error};
   return Status::ok();

@@ -7,7 +7,8 @@
 
 namespace gpubox::modeld {
 
-// Loads libtorch_cuda.so (once) so that cuda devices exist; an error says why not.
+// Loads libtorch_cuda.so (once) so that cuda devices exist, and turns off
+// cuDNN's attention (it rebuilds per key length); an error says why not.
 Status enable_cuda();
 int cuda_device_count();
 

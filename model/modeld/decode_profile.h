@@ -25,8 +25,13 @@ struct DecodeProfileOptions {
 // a profiled run of the same steps. Counts are per decode step:
 //   ops                    LibTorch ops, nested ones included
 //   top_level_ops          the ops the decoder itself calls (not inside another op)
+//   compute_ops            top-level ops that do work: not views or metadata (no
+//                          kernel on a device), unless an op nested in them computes
 //   device_kernels         kernels, copies and fills run on the device (0 on the CPU)
-// and top_level_ops per layer; "top_ops" lists the most frequent top-level ops.
+// and top_level_ops per layer; per layer, inside the decoder's layer scopes
+// (kLayerScope): layer_ops (top-level) and layer_compute_ops, the figure the
+// GPU-shaped decoding issue bounds (at most 15). "top_ops" lists the most
+// frequent top-level ops, "layer_compute_ops" the computing ops of a layer.
 Result<nlohmann::json> profile_decode(const Decoder& decoder, const DecodeProfileOptions& options);
 
 }  // namespace gpubox::modeld

@@ -1,11 +1,14 @@
 #include "model/modeld/decoder.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <fmt/format.h>
 #include <limits>
 #include <numbers>
@@ -24,7 +27,7 @@ using at::Tensor;
 // layout) plus b, by CpuLinear where it applies (a few rows of float32 or
 // bfloat16 on a CPU with AVX-512 or AVX2, no gradient wanted; cpu_linear.h), else
 // undefined. GPUBOX_MODELD_LIBTORCH_LINEAR=1 leaves every product to LibTorch.
-Tensor native_linear(const Tensor& x, const Tensor& w, const Tensor& b, WeightLayout layout) {
+Tensor native_linear(const Tensor& x, const Tensor& w, const Tensor& b, WeightLayout layout, const Tensor& residual = {}) {
   static const bool enabled = [] {
     const char* libtorch = std::getenv("GPUBOX_MODELD_LIBTORCH_LINEAR");
     return cpu_linear_available() && !(libtorch && std::strcmp(libtorch, "1") == 0);
@@ -38,20 +41,40 @@ Tensor native_linear(const Tensor& x, const Tensor& w, const Tensor& b, WeightLa
   std::int64_t in = w.size(out_in ? 1 : 0), out = w.size(out_in ? 0 : 1);
   std::int64_t rows = in > 0 ? x.numel() / in : 0;
   if (!cpu_linear_worth_it(element, rows) || x.size(-1) != in) return {};
-  bool grad = x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad());
+  bool grad = x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()) ||
+              (residual.defined() && residual.requires_grad());
   if (grad && at::GradMode::is_enabled()) return {};
-  Tensor input = x.contiguous();
   auto shape = x.sizes().vec();
   shape.back() = out;
+  if (residual.defined() &&
+      (residual.scalar_type() != type || !residual.is_contiguous() || residual.sizes() != at::IntArrayRef(shape))) {
+    return {};
+  }
+  Tensor input = x.contiguous();
   Tensor y = at::empty(shape, x.options());
   const void* bias = b.defined() ? b.data_ptr() : nullptr;
-  cpu_linear({element, input.data_ptr(), layout, w.data_ptr(), bias, y.data_ptr(), rows, in, out});
+  const void* added = residual.defined() ? residual.data_ptr() : nullptr;
+  cpu_linear({element, input.data_ptr(), layout, w.data_ptr(), bias, y.data_ptr(), rows, in, out, added});
   return y;
 }
 
-Tensor rotate_half(const Tensor& x) {
-  auto halves = x.chunk(2, -1);
-  return at::cat({-halves[1], halves[0]}, -1);
+// x rotated by RoPE: x cos + rotate_half(x) sin, where rotate_half(x) sin =
+// roll(x, d/2) signed_sin, signed_sin being sin with its first half negated.
+// Three ops (q and k together in one pass when nothing hooks between them).
+Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& signed_sin) {
+  return at::addcmul(x * cos, at::roll(x, x.size(-1) / 2, -1), signed_sin);
+}
+
+// SDPA's kernel names, by at::_fused_sdp_choice's number (sdp::SDPBackend).
+const char* sdpa_backend_name(std::int64_t choice) {
+  switch (choice) {
+    case 0: return "math";
+    case 1: return "flash_attention";
+    case 2: return "efficient_attention";
+    case 3: return "cudnn_attention";
+    case 4: return "overrideable";
+    default: return "none";
+  }
 }
 
 // RoPE inverse frequencies in fp32, with Llama 3's or linear scaling applied as transformers does.
@@ -71,6 +94,48 @@ Tensor inverse_frequencies(const RopeConfig& rope, std::int64_t dim) {
   return at::where(medium, smoothed, scaled);
 }
 
+constexpr std::int64_t kBackendUnknown = -2;
+
+enum class MaskNeed {
+  none,    // every query sees every key: a decode step without padding, inside the window
+  causal,  // plain causal: a pass from an empty cache without padding, inside the window
+  mask,    // anything else: the explicit boolean mask
+};
+
+// The attention masks of one forward pass: whether a layer needs one (SDPA
+// picks its fastest kernel only without one), and each mask built on first
+// use, once per pass (one for full attention, one per sliding window).
+class PassMasks {
+ public:
+  using Build = std::function<Tensor(std::optional<std::int64_t> window)>;
+  // fixed: a static step, which always has its mask (its keys are the whole cache).
+  PassMasks(bool padded, bool fixed, std::int64_t start, std::int64_t tokens, Build build)
+      : padded_(padded), fixed_(fixed), start_(start), tokens_(tokens), build_(std::move(build)) {}
+
+  MaskNeed need(std::optional<std::int64_t> window) const {
+    if (padded_ || fixed_) return MaskNeed::mask;
+    std::int64_t keys = start_ + tokens_;
+    bool inside_window = !window || keys <= *window;
+    if (tokens_ == 1 && inside_window) return MaskNeed::none;
+    if (start_ == 0 && inside_window) return MaskNeed::causal;
+    return MaskNeed::mask;
+  }
+
+  const Tensor& get(std::optional<std::int64_t> window) {
+    for (const auto& [built_window, mask] : built_) {
+      if (built_window == window) return mask;
+    }
+    built_.emplace_back(window, build_(window));
+    return built_.back().second;
+  }
+
+ private:
+  bool padded_, fixed_;
+  std::int64_t start_, tokens_;
+  Build build_;
+  std::vector<std::pair<std::optional<std::int64_t>, Tensor>> built_;
+};
+
 }  // namespace
 
 // The bound weights and what the forward pass derives from them once.
@@ -81,6 +146,8 @@ struct Decoder::Weights : BoundWeights {
   Tensor inv_freq;        // fp32 on device
   Tensor local_inv_freq;  // of arch.local_rope, when set
   Tensor embed_scale;
+  // The SDPA kernel of the first prefill and decode pass (kBackendUnknown until then).
+  mutable std::atomic<std::int64_t> prefill_backend{kBackendUnknown}, decode_backend{kBackendUnknown};
 
   void hook(Hooks* hooks, HookPoint point, int layer, Tensor& value) const {
     if (hooks && hooks->wants(point, layer)) hooks->apply(point, layer, value);
@@ -90,11 +157,8 @@ struct Decoder::Weights : BoundWeights {
     switch (arch.norm) {
       case NormKind::layer_norm:
         return at::layer_norm(x, {arch.hidden_size}, w, b, arch.norm_eps);
-      case NormKind::rms_norm: {
-        Tensor xf = x.to(at::kFloat);
-        xf = xf * at::rsqrt(xf.pow(2).mean(-1, true) + arch.norm_eps);
-        return w * xf.to(x.scalar_type());
-      }
+      case NormKind::rms_norm:  // one op: normalized in fp32, cast back, then weighted, as transformers' LlamaRMSNorm
+        return at::rms_norm(x, {x.size(-1)}, w, arch.norm_eps);
       case NormKind::rms_norm_one_plus: {  // w holds 1 + weight in fp32 (bound that way)
         Tensor xf = x.to(at::kFloat);
         xf = xf * at::rsqrt(xf.pow(2).mean(-1, true) + arch.norm_eps);
@@ -107,8 +171,7 @@ struct Decoder::Weights : BoundWeights {
   // x normalized without the norm's weight and bias (TransformerLens' ln*.hook_normalized).
   Tensor normalized(const Tensor& x) const {
     if (arch.norm == NormKind::layer_norm) return at::layer_norm(x, {arch.hidden_size}, {}, {}, arch.norm_eps);
-    Tensor xf = x.to(at::kFloat);
-    return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + arch.norm_eps)).to(x.scalar_type());
+    return at::rms_norm(x, {x.size(-1)}, std::nullopt, arch.norm_eps);
   }
 
   // The norm's weight and bias applied to a normalized value.
@@ -155,11 +218,24 @@ struct Decoder::Weights : BoundWeights {
     return at::linear(x, w, b.defined() ? std::optional<Tensor>(b) : std::nullopt);
   }
 
-  // allowed[b, 1, i, s]: query i (at slot start + i) may see key slot s.
+  // residual + (x W + b), the add fused into the product: by the CPU kernel
+  // (bit for bit the two steps), or on a GPU as one addmm; else two ops.
+  Tensor project_add(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& residual) const {
+    WeightLayout layout = arch.fused_conv1d ? WeightLayout::in_out : WeightLayout::out_in;
+    if (Tensor y = native_linear(x, w, b, layout, residual); y.defined()) return y;
+    if (x.is_cuda() && !b.defined() && !arch.fused_conv1d) {
+      return at::addmm(residual.reshape({-1, residual.size(-1)}), x.reshape({-1, x.size(-1)}), w.t()).view(residual.sizes());
+    }
+    return residual + project(x, w, b);
+  }
+
+  // allowed[b, 1, i, s]: query i (at slot start + i, or at cache_slot for a static step) may see key slot s.
   Tensor attention_mask(const Tensor& key_mask, std::int64_t start, std::int64_t tokens,
-                        std::optional<std::int64_t> window) const {
+                        std::optional<std::int64_t> window, const Tensor& cache_slot) const {
     std::int64_t slots = key_mask.size(1);
-    Tensor query_slot = at::arange(start, start + tokens, at::TensorOptions().dtype(at::kLong).device(device)).view({-1, 1});
+    Tensor query_slot = cache_slot.defined()
+                            ? cache_slot.view({1, 1})
+                            : at::arange(start, start + tokens, at::TensorOptions().dtype(at::kLong).device(device)).view({-1, 1});
     Tensor key_slot = at::arange(0, slots, at::TensorOptions().dtype(at::kLong).device(device)).view({1, -1});
     Tensor allowed = key_slot <= query_slot;
     if (window) allowed = allowed.logical_and(query_slot - key_slot < *window);
@@ -169,49 +245,80 @@ struct Decoder::Weights : BoundWeights {
     return allowed.unsqueeze(1);
   }
 
-  Tensor attention(int layer, const LayerWeights& w, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                   const Tensor& mask, KvCache* cache, Hooks* hooks) const {
+  // Which SDPA kernel PyTorch picks for these inputs (asked once per kind of pass, for model.stats and the log).
+  void note_backend(std::atomic<std::int64_t>& noted, const char* pass, const Tensor& q, const Tensor& k,
+                    const Tensor& v, const std::optional<Tensor>& mask, bool causal) const {
+    std::int64_t unknown = kBackendUnknown;
+    if (noted.load(std::memory_order_relaxed) != unknown) return;
+    std::int64_t choice = at::_fused_sdp_choice(q, k, v, mask, 0.0, causal, arch.attn_scale, q.size(1) != k.size(1));
+    if (noted.compare_exchange_strong(unknown, choice)) {
+      std::fprintf(stderr, "gpubox-modeld: attention on %s, %s passes: %s\n", device.str().c_str(), pass,
+                   sdpa_backend_name(choice));
+    }
+  }
+
+  // q, k and v [batch, tokens, heads, head_dim] of x, RoPE applied to q and
+  // k, with the hook points q, k, v, rot_q and rot_k on the way. Without
+  // hooks, q and k are rotated together, straight from the stacked product.
+  std::tuple<Tensor, Tensor, Tensor> rotated_qkv(int layer, const LayerWeights& w, const Tensor& x, const Tensor& cos,
+                                                 const Tensor& signed_sin, Hooks* hooks) const {
     std::int64_t batch = x.size(0), tokens = x.size(1);
     std::int64_t heads = arch.num_heads, kv_heads = arch.num_kv_heads, d = arch.head_dim;
-    Tensor q, k, v;
-    if (arch.fused_conv1d) {
-      auto parts = project(x, w.qkv_w, w.qkv_b).split(heads * d, -1);
-      q = parts[0], k = parts[1], v = parts[2];
-    } else {
-      q = project(x, w.q_w, w.q_b), k = project(x, w.k_w, w.k_b), v = project(x, w.v_w, w.v_b);
+    Tensor qkv = project(x, w.qkv_w, w.qkv_b).view({batch, tokens, heads + 2 * kv_heads, d});
+    bool rope = arch.rope.kind != RopeKind::none;
+    if (!hooks && !arch.qk_norm && rope) {
+      auto parts = qkv.split_with_sizes({heads + kv_heads, kv_heads}, 2);
+      Tensor qk = rotate(parts[0], cos, signed_sin);
+      auto rotated = qk.split_with_sizes({heads, kv_heads}, 2);
+      return {rotated[0], rotated[1], parts[1]};
     }
-    q = q.view({batch, tokens, heads, d});
-    k = k.view({batch, tokens, kv_heads, d});
-    v = v.view({batch, tokens, kv_heads, d});
+    auto parts = qkv.split_with_sizes({heads, kv_heads, kv_heads}, 2);
+    Tensor q = parts[0], k = parts[1], v = parts[2];
     hook(hooks, HookPoint::q, layer, q);
     hook(hooks, HookPoint::k, layer, k);
     hook(hooks, HookPoint::v, layer, v);
     if (arch.qk_norm) q = norm(q, w.q_norm_w, Tensor()), k = norm(k, w.k_norm_w, Tensor());
-    q = q.transpose(1, 2);
-    k = k.transpose(1, 2);
-    v = v.transpose(1, 2);
-    if (arch.rope.kind != RopeKind::none) {
-      q = q * cos + rotate_half(q) * sin;
-      k = k * cos + rotate_half(k) * sin;
-      if (hooks) {
-        Tensor rq = q.transpose(1, 2), rk = k.transpose(1, 2);
-        hook(hooks, HookPoint::rot_q, layer, rq);
-        hook(hooks, HookPoint::rot_k, layer, rk);
-        q = rq.transpose(1, 2), k = rk.transpose(1, 2);
-      }
+    if (rope) {
+      q = rotate(q, cos, signed_sin);
+      k = rotate(k, cos, signed_sin);
+      hook(hooks, HookPoint::rot_q, layer, q);
+      hook(hooks, HookPoint::rot_k, layer, k);
     }
-    if (cache) {
+    return {q, k, v};
+  }
+
+  Tensor attention(int layer, const LayerWeights& w, const Tensor& x, const Tensor& cos, const Tensor& signed_sin,
+                   PassMasks& masks, std::optional<std::int64_t> window, KvCache* cache, const Tensor& cache_slot,
+                   Hooks* hooks, const Tensor& residual) const {
+    std::int64_t batch = x.size(0), tokens = x.size(1);
+    std::int64_t heads = arch.num_heads, kv_heads = arch.num_kv_heads, d = arch.head_dim;
+    auto [q, k, v] = rotated_qkv(layer, w, x, cos, signed_sin, hooks);
+    q = q.transpose(1, 2);  // [batch, heads, tokens, d]
+    if (cache && cache_slot.defined()) {  // a static step: written at a slot on the device, the whole cache read
       auto slot = static_cast<std::size_t>(layer);
-      cache->keys[slot].narrow(2, cache->length, tokens).copy_(k);
-      cache->values[slot].narrow(2, cache->length, tokens).copy_(v);
+      cache->keys[slot].index_copy_(2, cache_slot, k.transpose(1, 2));
+      cache->values[slot].index_copy_(2, cache_slot, v.transpose(1, 2));
+      k = cache->keys[slot];
+      v = cache->values[slot];
+    } else if (cache) {
+      auto slot = static_cast<std::size_t>(layer);
+      cache->keys[slot].narrow(2, cache->length, tokens).copy_(k.transpose(1, 2));
+      cache->values[slot].narrow(2, cache->length, tokens).copy_(v.transpose(1, 2));
       k = cache->keys[slot].narrow(2, 0, cache->length + tokens);
       v = cache->values[slot].narrow(2, 0, cache->length + tokens);
+    } else {
+      k = k.transpose(1, 2), v = v.transpose(1, 2);
     }
     bool explicit_scores = arch.attn_softcap.has_value() ||
                            (hooks && (hooks->wants(HookPoint::attn_scores, layer) || hooks->wants(HookPoint::pattern, layer)));
+    MaskNeed need = masks.need(window);
     Tensor z;
     if (!explicit_scores) {
-      z = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, arch.attn_scale, kv_heads != heads);
+      std::optional<Tensor> mask;
+      if (need == MaskNeed::mask) mask = masks.get(window);
+      bool causal = need == MaskNeed::causal;
+      note_backend(tokens == 1 ? decode_backend : prefill_backend, tokens == 1 ? "decode" : "prefill", q, k, v, mask, causal);
+      z = at::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, arch.attn_scale, kv_heads != heads);
     } else {
       if (kv_heads != heads) {
         k = k.repeat_interleave(heads / kv_heads, 1);
@@ -219,7 +326,9 @@ struct Decoder::Weights : BoundWeights {
       }
       Tensor scores = at::matmul(q, k.transpose(2, 3)) * arch.attn_scale;
       if (arch.attn_softcap) scores = at::tanh(scores / *arch.attn_softcap) * *arch.attn_softcap;
-      scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
+      if (need != MaskNeed::none) {
+        scores = scores.masked_fill(masks.get(window).logical_not(), -std::numeric_limits<float>::infinity());
+      }
       hook(hooks, HookPoint::attn_scores, layer, scores);
       Tensor pattern = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
       hook(hooks, HookPoint::pattern, layer, pattern);
@@ -227,24 +336,26 @@ struct Decoder::Weights : BoundWeights {
     }
     z = z.transpose(1, 2);  // [batch, tokens, heads, d]
     hook(hooks, HookPoint::z, layer, z);
-    return project(z.reshape({batch, tokens, heads * d}), w.o_w, w.o_b);
+    Tensor flat = z.reshape({batch, tokens, heads * d});
+    return residual.defined() ? project_add(flat, w.o_w, w.o_b, residual) : project(flat, w.o_w, w.o_b);
   }
 
-  Tensor mlp(int layer, const LayerWeights& w, const Tensor& x, Hooks* hooks) const {
+  // The MLP's output, plus residual when that is given.
+  Tensor mlp(int layer, const LayerWeights& w, const Tensor& x, Hooks* hooks, const Tensor& residual) const {
     if (!arch.gated_mlp) {
       Tensor pre = project(x, w.fc_w, w.fc_b);
       hook(hooks, HookPoint::mlp_pre, layer, pre);
       Tensor post = activate(pre);
       hook(hooks, HookPoint::mlp_post, layer, post);
-      return project(post, w.proj_w, w.proj_b);
+      return residual.defined() ? project_add(post, w.proj_w, w.proj_b, residual) : project(post, w.proj_w, w.proj_b);
     }
-    Tensor pre = project(x, w.gate_w, w.gate_b);
+    auto gate_up = project(x, w.gate_up_w, w.gate_up_b).chunk(2, -1);
+    Tensor pre = gate_up[0], linear = gate_up[1];
     hook(hooks, HookPoint::mlp_pre, layer, pre);
-    Tensor linear = project(x, w.up_w, w.up_b);
     hook(hooks, HookPoint::mlp_pre_linear, layer, linear);
     Tensor post = activate(pre) * linear;
     hook(hooks, HookPoint::mlp_post, layer, post);
-    return project(post, w.down_w, w.down_b);
+    return residual.defined() ? project_add(post, w.down_w, w.down_b, residual) : project(post, w.down_w, w.down_b);
   }
 };
 
@@ -296,46 +407,53 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
     w.hook(hooks, HookPoint::pos_embed, -1, pos);
     h = h + pos;
   }
-  // cos and sin [batch, 1, tokens, head_dim] of the positions, in the model dtype.
+  // cos and sin with its first half negated (rotate()), [batch, tokens, 1, head_dim], in the model dtype.
   auto rotation = [&](const Tensor& inv_freq) {
     Tensor freqs = input.positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
     Tensor angles = at::cat({freqs, freqs}, -1);
-    return std::pair(angles.cos().to(w.dtype).unsqueeze(1), angles.sin().to(w.dtype).unsqueeze(1));
+    Tensor sin = angles.sin();
+    sin.narrow(-1, 0, sin.size(-1) / 2).neg_();
+    return std::pair(angles.cos().to(w.dtype).unsqueeze(2), sin.to(w.dtype).unsqueeze(2));
   };
-  Tensor cos, sin, local_cos, local_sin;
-  if (arch.rope.kind != RopeKind::none) std::tie(cos, sin) = rotation(w.inv_freq);
-  if (arch.local_rope) std::tie(local_cos, local_sin) = rotation(w.local_inv_freq);
-  Tensor full_mask, window_mask;
-  std::optional<std::int64_t> mask_window;
+  Tensor cos, signed_sin, local_cos, local_signed_sin;
+  if (arch.rope.kind != RopeKind::none) std::tie(cos, signed_sin) = rotation(w.inv_freq);
+  if (arch.local_rope) std::tie(local_cos, local_signed_sin) = rotation(w.local_inv_freq);
+  bool fixed = input.cache_slot.defined();
+  PassMasks masks(input.padded, fixed, start, tokens, [&](std::optional<std::int64_t> window) {
+    return w.attention_mask(input.key_mask, start, tokens, window, input.cache_slot);
+  });
   for (int layer = 0; layer < static_cast<int>(w.layers.size()); ++layer) {
+    RECORD_USER_SCOPE(kLayerScope);  // what decode_profile counts per layer (a flag test when no profiler runs)
     const LayerWeights& lw = w.layers[static_cast<std::size_t>(layer)];
     auto window = arch.layer_window[static_cast<std::size_t>(layer)];
-    Tensor* mask = &full_mask;
-    if (window) {
-      if (!window_mask.defined() || mask_window != window) {
-        window_mask = w.attention_mask(input.key_mask, start, tokens, window);
-        mask_window = window;
-      }
-      mask = &window_mask;
-    } else if (!full_mask.defined()) {
-      full_mask = w.attention_mask(input.key_mask, start, tokens, std::nullopt);
-    }
     w.hook(hooks, HookPoint::resid_pre, layer, h);
     Tensor normed = w.hooked_norm(hooks, HookPoint::ln1_normalized, layer, h, lw.ln1_w, lw.ln1_b);
     bool local = window && arch.local_rope;
-    Tensor attn = w.attention(layer, lw, normed, local ? local_cos : cos, local ? local_sin : sin, *mask, cache, hooks);
-    if (arch.sandwich_norms) attn = w.norm(attn, lw.post_attn_w, Tensor());
-    w.hook(hooks, HookPoint::attn_out, layer, attn);
-    h = h + attn;
+    // The residual add goes into the output projection unless a norm or a hook sits between them.
+    bool fuse_attn_add = !arch.sandwich_norms && !(hooks && hooks->wants(HookPoint::attn_out, layer));
+    Tensor attn = w.attention(layer, lw, normed, local ? local_cos : cos, local ? local_signed_sin : signed_sin, masks,
+                              window, cache, input.cache_slot, hooks, fuse_attn_add ? h : Tensor());
+    if (fuse_attn_add) {
+      h = attn;
+    } else {
+      if (arch.sandwich_norms) attn = w.norm(attn, lw.post_attn_w, Tensor());
+      w.hook(hooks, HookPoint::attn_out, layer, attn);
+      h = h + attn;
+    }
     w.hook(hooks, HookPoint::resid_mid, layer, h);
     normed = w.hooked_norm(hooks, HookPoint::ln2_normalized, layer, h, lw.ln2_w, lw.ln2_b);
-    Tensor out = w.mlp(layer, lw, normed, hooks);
-    if (arch.sandwich_norms) out = w.norm(out, lw.post_mlp_w, Tensor());
-    w.hook(hooks, HookPoint::mlp_out, layer, out);
-    h = h + out;
+    bool fuse_mlp_add = !arch.sandwich_norms && !(hooks && hooks->wants(HookPoint::mlp_out, layer));
+    Tensor out = w.mlp(layer, lw, normed, hooks, fuse_mlp_add ? h : Tensor());
+    if (fuse_mlp_add) {
+      h = out;
+    } else {
+      if (arch.sandwich_norms) out = w.norm(out, lw.post_mlp_w, Tensor());
+      w.hook(hooks, HookPoint::mlp_out, layer, out);
+      h = h + out;
+    }
     w.hook(hooks, HookPoint::resid_post, layer, h);
   }
-  if (cache) cache->length += tokens;
+  if (cache && !fixed) cache->length += tokens;
   if (last_only) h = h.narrow(1, tokens - 1, 1);
   h = w.hooked_norm(hooks, HookPoint::ln_final_normalized, -1, h, w.final_w, w.final_b);
   Tensor logits = native_linear(h, w.lm_head, Tensor(), WeightLayout::out_in);
@@ -345,14 +463,15 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
   return logits;
 }
 
-KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity) const {
+KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity, bool zeroed) const {
   const Weights& w = *weights_;
   KvCache cache;
   cache.capacity = capacity;
   auto options = at::TensorOptions().dtype(w.dtype).device(w.device);
   for (std::size_t i = 0; i < w.layers.size(); ++i) {
-    cache.keys.push_back(at::empty({batch, w.arch.num_kv_heads, capacity, w.arch.head_dim}, options));
-    cache.values.push_back(at::empty({batch, w.arch.num_kv_heads, capacity, w.arch.head_dim}, options));
+    std::vector<std::int64_t> shape = {batch, w.arch.num_kv_heads, capacity, w.arch.head_dim};
+    cache.keys.push_back(zeroed ? at::zeros(shape, options) : at::empty(shape, options));
+    cache.values.push_back(zeroed ? at::zeros(shape, options) : at::empty(shape, options));
   }
   return cache;
 }
@@ -363,5 +482,8 @@ c10::Device Decoder::device() const { return weights_->device; }
 std::uint64_t Decoder::weight_bytes() const { return weights_->held_bytes; }
 std::uint64_t Decoder::parameter_count() const { return weights_->parameters; }
 const std::vector<std::string>& Decoder::unexpected_tensors() const { return weights_->unexpected; }
+std::string Decoder::attention_backend(bool decode) const {
+  return sdpa_backend_name((decode ? weights_->decode_backend : weights_->prefill_backend).load());
+}
 
 }  // namespace gpubox::modeld

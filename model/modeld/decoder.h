@@ -22,6 +22,9 @@
 
 namespace gpubox::modeld {
 
+// The profiler scope around each block of the forward pass (decode_profile counts the ops inside it).
+inline constexpr const char* kLayerScope = "gpubox::decoder_layer";
+
 // Interventions at hook points (the interventions issue builds them); layer is -1 outside blocks.
 class Hooks {
  public:
@@ -43,6 +46,13 @@ struct ForwardInput {
   at::Tensor ids;        // [batch, tokens] int64
   at::Tensor positions;  // [batch, tokens] int64 (left padding: a row's first real token is 0)
   at::Tensor key_mask;   // [batch, cache length + tokens] bool: false where a slot is padding
+  bool padded = true;    // false: key_mask is all true (attention then needs no mask but causality)
+  // A static step (what a CUDA graph captures: no shape or host value changes
+  // between steps): one token per row, written to the cache at this slot
+  // ([1] int64, on the device) and attending over the cache's whole capacity;
+  // key_mask is then [batch, capacity], true where a slot holds a real token
+  // (the cache must start zeroed: new_cache(..., zeroed)). cache->length is not advanced.
+  at::Tensor cache_slot;
 };
 
 // Loading progress, read by modeld.status while another thread loads.
@@ -70,7 +80,8 @@ class Decoder {
   // with_grad: autograd records the pass (for capture_grad; the embeddings are where it starts).
   at::Tensor forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks = nullptr,
                      bool with_grad = false) const;
-  KvCache new_cache(std::int64_t batch, std::int64_t capacity) const;
+  // zeroed: slots not yet written hold 0 (a static step reads them, masked; never NaN).
+  KvCache new_cache(std::int64_t batch, std::int64_t capacity, bool zeroed = false) const;
 
   const Architecture& architecture() const;
   c10::ScalarType dtype() const;
@@ -78,6 +89,10 @@ class Decoder {
   std::uint64_t weight_bytes() const;             // as held (after casts)
   std::uint64_t parameter_count() const;          // elements of the weights, norms and biases included
   const std::vector<std::string>& unexpected_tensors() const;  // in the files, unused
+  // The SDPA kernel PyTorch picked for this model's first decode pass (one
+  // token) or first prefill: "math", "flash_attention", "efficient_attention"…;
+  // "none" before such a pass ran.
+  std::string attention_backend(bool decode) const;
 
  private:
   struct Weights;

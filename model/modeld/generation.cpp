@@ -2,15 +2,29 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "model/modeld/step_graph.h"
 
 namespace gpubox::modeld {
 namespace {
 
 using at::Tensor;
 
-// Next tokens [batch] from last-position logits [batch, vocab] (fp32).
+// Next tokens [batch] from last-position logits [batch, vocab] (fp32), on
+// their device: greedy, or sampled by the exponential race (the argmax of
+// p / E with E ~ Exp(1) is a draw from p, as multinomial's would be), which
+// needs no copy to the host and no device-side assert. A row whose
+// probabilities are not finite gets -1 (generate() refuses it once it reads the token).
 Tensor pick_tokens(Tensor logits, const SamplingOptions& options, at::Generator& generator) {
   if (options.temperature <= 0) return logits.argmax(-1);
   logits = logits / options.temperature;
@@ -26,9 +40,142 @@ Tensor pick_tokens(Tensor logits, const SamplingOptions& options, at::Generator&
     Tensor remove = remove_sorted.scatter(-1, order, remove_sorted);
     logits = logits.masked_fill(remove, -std::numeric_limits<float>::infinity());
   }
-  Tensor probabilities = logits.softmax(-1).to(at::kCPU);
-  return at::multinomial(probabilities, 1, false, generator).squeeze(-1).to(logits.device());
+  Tensor probabilities = logits.softmax(-1);
+  Tensor race = at::empty_like(probabilities).exponential_(1.0, generator).clamp_min_(1e-30);
+  Tensor picked = (probabilities / race).argmax(-1);
+  return picked.masked_fill(probabilities.isfinite().all(-1).logical_not(), -1);
 }
+
+// A generator for sampling on device, seeded: the same seed on the same kind of device draws the same tokens.
+at::Generator sampling_generator(c10::Device device, std::uint64_t seed) {
+  if (device.is_cpu()) return at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Generator shared = at::globalContext().defaultGenerator(device);  // shares the default's state
+  at::Generator generator;
+  {
+    std::lock_guard<std::mutex> lock(shared.mutex());
+    generator = shared.clone();
+  }
+  generator.set_current_seed(seed);
+  return generator;
+}
+
+// The tokens of one step, copied to the host: on a GPU asynchronously into
+// pinned memory (wait() blocks only when the host needs them), on the CPU as they are.
+class HostTokens {
+ public:
+  HostTokens(c10::Device device, std::int64_t batch) : device_(device) {
+    if (device.is_cuda()) pinned_ = at::empty({batch}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+  }
+  void start(const Tensor& tokens) {
+    if (!device_.is_cuda()) {
+      host_ = tokens;
+      return;
+    }
+    pinned_.copy_(tokens, /*non_blocking=*/true);
+    copied_ = c10::Event(device_.type());
+    copied_->record(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
+    host_ = pinned_;
+  }
+  const Tensor& wait() {
+    if (copied_) copied_->synchronize();
+    copied_.reset();
+    return host_;
+  }
+
+ private:
+  c10::Device device_;
+  Tensor pinned_, host_;
+  std::optional<c10::Event> copied_;
+};
+
+// The forward passes of one generation: the prompt's, then one token per row
+// per pass, dynamic or at fixed shapes (options.steps), the fixed ones maybe
+// replayed as a CUDA graph. Passes with interventions are always dynamic.
+class StepRunner {
+ public:
+  StepRunner(const Decoder& decoder, const ForwardInput& prompt, std::int64_t new_tokens, DecodeSteps mode,
+             PassHooks* passes)
+      : decoder_(decoder), prompt_(prompt), passes_(passes), fixed_(mode != DecodeSteps::dynamic && !passes) {
+    std::int64_t batch = prompt.ids.size(0), length = prompt.ids.size(1);
+    if (mode == DecodeSteps::graph) {
+      if (passes) {
+        log_once("decode steps with interventions run eagerly, not as a CUDA graph");
+      } else if (!decoder.device().is_cuda()) {
+        log_once("CUDA graphs asked for on a " + decoder.device().str() + " model: its decode steps run eagerly");
+      } else {
+        want_graph_ = true;
+      }
+    }
+    cache_ = decoder.new_cache(batch, length + new_tokens, fixed_);
+    positions_ = prompt.positions.narrow(1, length - 1, 1).clone();
+    key_mask_ = prompt.key_mask;
+    if (fixed_) {
+      auto on_device = at::TensorOptions().dtype(at::kLong).device(decoder.device());
+      ids_ = at::zeros({batch, 1}, on_device);
+      slot_ = at::full({1}, length - 1, on_device);
+      key_mask_ = at::cat({prompt.key_mask, at::ones({batch, new_tokens}, prompt.key_mask.options())}, 1);
+    }
+  }
+
+  Result<Tensor> prompt_pass() { return run_pass(prompt_, 0); }
+
+  // Pass pass, feeding feed ([batch] int64, on the model's device) at the next position of every row.
+  Result<Tensor> next_pass(const Tensor& feed, std::int64_t pass) {
+    if (!fixed_) {
+      positions_ = positions_ + 1;
+      key_mask_ = at::cat({key_mask_, at::ones({key_mask_.size(0), 1}, key_mask_.options())}, 1);
+      return run_pass({feed.view({-1, 1}), positions_, key_mask_, prompt_.padded, Tensor()}, pass);
+    }
+    ids_.copy_(feed.view({-1, 1}));
+    positions_.add_(1);
+    slot_.add_(1);
+    auto step = [this] { return decoder_.forward({ids_, positions_, key_mask_, true, slot_}, &cache_, true); };
+    if (want_graph_ && !graph_) {
+      auto captured = capture_step_graph(decoder_.device(), step);
+      want_graph_ = false;
+      if (!captured) {
+        log_once("decode steps run eagerly: " + captured.status().message());
+      } else {
+        graph_ = std::move(*captured);
+      }
+    }
+    if (graph_) return graph_->replay();
+    return step();
+  }
+
+ private:
+  // Each distinct line once per process (a fallback is said once, not per generation).
+  static void log_once(const std::string& line) {
+    static std::mutex mutex;
+    static std::set<std::string> said;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (said.insert(line).second) std::fprintf(stderr, "gpubox-modeld: %s\n", line.c_str());
+  }
+
+  Result<Tensor> run_pass(const ForwardInput& input, std::int64_t pass) {
+    Hooks* hooks = nullptr;
+    if (passes_) {
+      auto begun = passes_->begin(pass, input.ids.size(1), cache_.length + input.ids.size(1));
+      if (!begun) return begun.status();
+      hooks = *begun;
+    }
+    Tensor logits = decoder_.forward(input, &cache_, true, hooks);
+    if (passes_) {
+      if (Status s = passes_->end(pass); !s) return s;
+    }
+    return logits;
+  }
+
+  const Decoder& decoder_;
+  const ForwardInput& prompt_;
+  PassHooks* passes_;
+  bool fixed_;
+  bool want_graph_ = false;
+  KvCache cache_;
+  Tensor positions_, key_mask_;  // of the last pass
+  Tensor ids_, slot_;            // fixed steps' inputs, at fixed addresses
+  std::unique_ptr<StepGraph> graph_;
+};
 
 }  // namespace
 
@@ -68,7 +215,9 @@ ForwardInput left_padded_batch(const std::vector<std::vector<std::int64_t>>& pro
     }
   }
   Tensor positions = (mask.to(at::kLong).cumsum(-1) - 1).clamp_min(0);
-  return {ids.to(device), positions.to(device), mask.to(device)};
+  bool padded = std::any_of(prompts.begin(), prompts.end(),
+                            [&](const auto& p) { return static_cast<std::int64_t>(p.size()) != length; });
+  return {ids.to(device), positions.to(device), mask.to(device), padded, at::Tensor()};
 }
 
 std::int64_t new_token_limit(const Architecture& arch, const SamplingOptions& options, std::int64_t length) {
@@ -89,39 +238,32 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
   out.tokens.resize(batch);
   out.finish_reasons.assign(batch, "length");
   if (new_tokens <= 0) return out;
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed.value_or(at::default_rng_seed_val));
-  KvCache cache = decoder.new_cache(static_cast<std::int64_t>(batch), length + new_tokens);
-  // One forward pass with this pass's hooks, if any.
-  auto run_pass = [&](const ForwardInput& pass_input, std::int64_t pass) -> Result<Tensor> {
-    Hooks* hooks = nullptr;
-    if (passes) {
-      auto begun = passes->begin(pass, pass_input.ids.size(1), cache.length + pass_input.ids.size(1));
-      if (!begun) return begun.status();
-      hooks = *begun;
-    }
-    Tensor pass_logits = decoder.forward(pass_input, &cache, true, hooks);
-    if (passes) {
-      if (Status s = passes->end(pass); !s) return s;
-    }
-    return pass_logits;
-  };
-  auto first = run_pass(input, 0);
+  at::Generator generator = sampling_generator(decoder.device(), options.seed.value_or(at::default_rng_seed_val));
+  HostTokens host_tokens(decoder.device(), static_cast<std::int64_t>(batch));
+  StepRunner passes_run(decoder, input, new_tokens, options.steps, passes);
+  auto first = passes_run.prompt_pass();
   if (!first) return first.status();
   Tensor logits = *first;
-  Tensor positions = input.positions.narrow(1, length - 1, 1);
-  Tensor key_mask = input.key_mask;
   std::vector<bool> finished(batch, false);
   std::vector<std::int64_t> step_tokens(batch);
   for (std::int64_t step = 0; step < new_tokens; ++step) {
-    Tensor next;
-    try {
-      next = pick_tokens(logits.select(1, 0).to(at::kFloat), options, generator).to(at::kCPU);
-    } catch (const c10::Error& e) {  // what the caller's request did to the logits, not an internal fault
-      return Status(ErrorCode::invalid_request,
-                    fmt::format("cannot sample token {}: the logits hold NaN or infinities (an op with allow_nonfinite, "
-                                "or values beyond the dtype's range): {}", step, e.what_without_backtrace()));
+    Tensor next = pick_tokens(logits.select(1, 0).to(at::kFloat), options, generator);
+    host_tokens.start(next);
+    // On a GPU, without interventions, the next pass is queued before this
+    // step's tokens reach the host: a finished row's output is never read, so
+    // its own token may feed it. Its result is dropped if generation ends here.
+    bool ahead = decoder.device().is_cuda() && !passes && step + 1 < new_tokens;
+    Result<Tensor> ahead_logits = Tensor();
+    if (ahead) ahead_logits = passes_run.next_pass(next.clamp_min(0), step + 1);
+    const Tensor& host = host_tokens.wait();
+    auto picked = host.accessor<std::int64_t, 1>();
+    for (std::size_t row = 0; row < batch; ++row) {
+      if (!finished[row] && picked[static_cast<std::int64_t>(row)] < 0) {  // pick_tokens' mark
+        return Status(ErrorCode::invalid_request,
+                      fmt::format("cannot sample token {}: the logits hold NaN or infinities (an op with "
+                                  "allow_nonfinite, or values beyond the dtype's range)", step));
+      }
     }
-    auto picked = next.accessor<std::int64_t, 1>();
     for (std::size_t row = 0; row < batch; ++row) {
       if (finished[row]) {
         step_tokens[row] = -1;
@@ -148,14 +290,17 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
       if (finished[row] && !before[row]) out.finish_reasons[row] = "stop";
     }
     if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; }) || step + 1 == new_tokens) break;
+    if (ahead) {
+      if (!ahead_logits) return ahead_logits.status();
+      logits = *ahead_logits;
+      continue;
+    }
     // Finished rows keep stepping on a pad id (their output is ignored), as transformers does.
-    Tensor feed = next.clone();
+    Tensor feed = host.clone();
     for (std::size_t row = 0; row < batch; ++row) {
       if (finished[row]) feed[static_cast<std::int64_t>(row)] = arch.pad_id.value_or(0);
     }
-    positions = positions + 1;
-    key_mask = at::cat({key_mask, at::ones({static_cast<std::int64_t>(batch), 1}, key_mask.options())}, 1);
-    auto next_logits = run_pass({feed.view({-1, 1}).to(decoder.device()), positions, key_mask}, step + 1);
+    auto next_logits = passes_run.next_pass(feed.to(decoder.device()), step + 1);
     if (!next_logits) return next_logits.status();
     logits = *next_logits;
   }

@@ -14,6 +14,13 @@
 
 namespace gpubox::modeld {
 
+// How decode steps without interventions run (steps with them always run dynamically).
+enum class DecodeSteps {
+  dynamic,  // the cache grows by a token per step, attention over the filled part (the default)
+  fixed,    // static shapes: over the whole preallocated cache, masked, as a CUDA graph replays it
+  graph,    // fixed, captured once as a CUDA graph and replayed (cuda only; elsewhere fixed, logged once)
+};
+
 struct SamplingOptions {
   std::int64_t max_new_tokens = 32;
   double temperature = 0;   // 0: greedy
@@ -22,6 +29,7 @@ struct SamplingOptions {
   std::optional<std::uint64_t> seed;
   std::vector<std::int64_t> stop_ids;  // besides EOS
   bool stop_at_eos = true;
+  DecodeSteps steps = DecodeSteps::dynamic;
 };
 
 // Called after each step with the token each row produced (-1 for a row that

@@ -1,6 +1,7 @@
 #include "model/modeld/gpu_probe.h"
 
 #include <ATen/ATen.h>
+#include <ATen/DeviceAccelerator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/InferenceMode.h>
 #include <chrono>
@@ -87,6 +88,8 @@ Result<nlohmann::json> gpu_probe() {
     }
     devices.push_back(entry);
   }
+  // The probe's buffers go back to the driver, not to the caching allocator's pool: the models get that memory.
+  at::getDeviceAllocator(c10::kCUDA)->emptyCache();
   return nlohmann::json{{"devices", devices}};
 }
 

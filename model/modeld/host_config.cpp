@@ -13,9 +13,11 @@ namespace gpubox::modeld {
 Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const std::string& where) {
   auto bad = [&](const std::string& what) { return Status(ErrorCode::invalid_request, fmt::format("{}: {}", where, what)); };
   if (!entry.is_object()) return bad("must be an object");
-  static const std::set<std::string> known = {"name", "path", "dtype", "device", "hidden"};
+  static const std::set<std::string> known = {"name", "path", "dtype", "device", "hidden", "cuda_graphs"};
   for (const auto& [key, value] : entry.items()) {
-    if (!known.count(key)) return bad(fmt::format("unknown key \"{}\" (known: name, path, dtype, device, hidden)", key));
+    if (!known.count(key)) {
+      return bad(fmt::format("unknown key \"{}\" (known: name, path, dtype, device, hidden, cuda_graphs)", key));
+    }
   }
   ModelLoadSpec spec;
   if (!entry.contains("name") || !entry["name"].is_string() || entry["name"].get<std::string>().empty()) {
@@ -46,6 +48,10 @@ Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const s
     if (!entry["hidden"].is_boolean()) return bad("\"hidden\" must be true or false");
     spec.hidden = entry["hidden"];
   }
+  if (entry.contains("cuda_graphs")) {
+    if (!entry["cuda_graphs"].is_boolean()) return bad("\"cuda_graphs\" must be true or false");
+    spec.cuda_graphs = entry["cuda_graphs"];
+  }
   if (spec.dtype.empty()) spec.dtype = spec.device == "cpu" ? "float32" : "bfloat16";
   return spec;
 }
@@ -74,7 +80,7 @@ Status write_host_config(const std::string& path, const std::vector<ModelLoadSpe
   nlohmann::json models = nlohmann::json::array();
   for (const auto& spec : specs) {
     models.push_back({{"name", spec.name}, {"path", spec.path}, {"dtype", spec.dtype}, {"device", spec.device},
-                      {"hidden", spec.hidden}});
+                      {"hidden", spec.hidden}, {"cuda_graphs", spec.cuda_graphs}});
   }
   std::string text = nlohmann::json{{"models", std::move(models)}}.dump(2) + "\n";
   std::string temporary = path + ".new";

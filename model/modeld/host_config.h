@@ -18,6 +18,7 @@ struct ModelLoadSpec {
   std::string dtype;          // "float32", "bfloat16", "float16"; "" = float32 on cpu, bfloat16 on cuda
   std::string device = "cpu"; // "cpu", "cuda", "cuda:N"
   bool hidden = false;        // the path appears in no reply, log or error
+  bool cuda_graphs = false;   // decode steps without hooks replayed as a CUDA graph (cuda only; else eager, logged)
 };
 
 // One entry; where names the entry in errors ("models[2]").

@@ -4,6 +4,7 @@
 #include <ATen/TensorIndexing.h>
 #include <algorithm>
 #include <fmt/format.h>
+#include <map>
 #include <optional>
 
 #include "model/modeld/tensor_wire.h"
@@ -19,8 +20,8 @@ using hooks::OpKind;
 // others), each shaped to broadcast against the rest, so the selected part
 // keeps value's axis order. rows, when given, replaces where's rows. Empty
 // when nothing is selected.
-std::vector<TensorIndex> selection_index(const at::Tensor& value, const hooks::Selection& where, int position_axis,
-                                         int head_axis, const std::vector<std::int64_t>* rows = nullptr) {
+std::vector<TensorIndex> selection_index(DeviceIndexCache& cache, const at::Tensor& value, const hooks::Selection& where,
+                                         int position_axis, int head_axis, const std::vector<std::int64_t>* rows = nullptr) {
   const std::vector<std::int64_t>& picked_rows = rows ? *rows : where.rows;
   auto picked = [&](int axis) -> const std::vector<std::int64_t>* {
     if (axis == 0 && !picked_rows.empty()) return &picked_rows;
@@ -33,12 +34,11 @@ std::vector<TensorIndex> selection_index(const at::Tensor& value, const hooks::S
     if (picked(axis)) last = axis;
   }
   std::vector<TensorIndex> index;
-  auto options = at::TensorOptions().dtype(at::kLong).device(value.device());
   for (int axis = 0; axis <= last; ++axis) {
     std::vector<std::int64_t> view(static_cast<std::size_t>(last + 1), 1);
     view[static_cast<std::size_t>(axis)] = -1;
     const auto* list = picked(axis);
-    at::Tensor indices = list ? at::tensor(*list, options) : at::arange(value.size(axis), options);
+    const at::Tensor& indices = list ? cache.list(*list, value.device()) : cache.arange(value.size(axis), value.device());
     index.emplace_back(indices.view(view));
   }
   return index;
@@ -54,8 +54,25 @@ at::Tensor project_out(const at::Tensor& x, const at::Tensor& direction) {
 
 }  // namespace
 
+const at::Tensor& DeviceIndexCache::list(const std::vector<std::int64_t>& values, c10::Device device) {
+  auto found = lists_.find(values);
+  if (found == lists_.end()) {
+    found = lists_.emplace(values, at::tensor(values, at::TensorOptions().dtype(at::kLong).device(device))).first;
+  }
+  return found->second;
+}
+
+const at::Tensor& DeviceIndexCache::arange(std::int64_t size, c10::Device device) {
+  auto found = aranges_.find(size);
+  if (found == aranges_.end()) {
+    found = aranges_.emplace(size, at::arange(size, at::TensorOptions().dtype(at::kLong).device(device))).first;
+  }
+  return found->second;
+}
+
 InterventionHooks::InterventionHooks(const hooks::Plan& plan, const std::vector<HookPointInfo>& points,
-                                     const std::vector<at::Tensor>& op_tensors) {
+                                     const std::vector<at::Tensor>& op_tensors, std::shared_ptr<DeviceIndexCache> indices)
+    : indices_(indices ? std::move(indices) : std::make_shared<DeviceIndexCache>()) {
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const hooks::Op& op = plan.ops[i];
     const HookPointInfo& info = points.at(op.point);
@@ -83,7 +100,7 @@ std::vector<at::Tensor> InterventionHooks::gradients() const {
       out.emplace_back();
       continue;
     }
-    auto index = selection_index(grad, step->op->where, step->position_axis, step->head_axis);
+    auto index = selection_index(*indices_, grad, step->op->where, step->position_axis, step->head_axis);
     out.push_back((index.empty() ? grad : grad.index(index)).to(at::kFloat, false, /*copy=*/true));
   }
   return out;
@@ -102,7 +119,7 @@ void InterventionHooks::run(const Step& step, at::Tensor& value) {
   if (op.from_row && op.where.rows.empty()) {
     for (std::int64_t row = 0; row < value.size(0); ++row) all_rows.push_back(row);
   }
-  auto index = selection_index(value, op.where, step.position_axis, step.head_axis, all_rows.empty() ? nullptr : &all_rows);
+  auto index = selection_index(*indices_, value, op.where, step.position_axis, step.head_axis, all_rows.empty() ? nullptr : &all_rows);
   at::Tensor region = index.empty() ? value : value.index(index);
   if (op.kind == OpKind::capture) {
     c10::ScalarType dtype = op.dtype == hooks::CaptureDtype::float32 ? at::kFloat : value.scalar_type();
@@ -123,7 +140,7 @@ void InterventionHooks::run(const Step& step, at::Tensor& value) {
         replacement = given;
       } else {
         std::vector<std::int64_t> source = {*op.from_row};
-        replacement = value.index(selection_index(value, op.where, step.position_axis, step.head_axis, &source));
+        replacement = value.index(selection_index(*indices_, value, op.where, step.position_axis, step.head_axis, &source));
       }
       break;
     }
@@ -287,7 +304,7 @@ Result<Hooks*> GenerationInterventions::begin(std::int64_t pass, std::int64_t to
   if (plan_.empty()) return static_cast<Hooks*>(nullptr);
   std::vector<at::Tensor> tensors;
   for (const auto& op : plan_.ops) tensors.push_back(op_tensors_[op.index]);
-  hooks_.emplace(plan_, points_, tensors);
+  hooks_.emplace(plan_, points_, tensors, indices_);
   return static_cast<Hooks*>(&*hooks_);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -20,13 +21,27 @@
 
 namespace gpubox::modeld {
 
+// The index tensors of hook selections (rows, positions, heads, and the
+// whole-axis ranges between them) on the model's device, each uploaded once
+// per call rather than at every application. One call's thread only.
+class DeviceIndexCache {
+ public:
+  const at::Tensor& list(const std::vector<std::int64_t>& values, c10::Device device);
+  const at::Tensor& arange(std::int64_t size, c10::Device device);
+
+ private:
+  std::map<std::vector<std::int64_t>, at::Tensor> lists_;
+  std::map<std::int64_t, at::Tensor> aranges_;
+};
+
 // Applies a checked plan's operations during one forward pass.
 class InterventionHooks final : public Hooks {
  public:
   // points: the model's hook points, in the order decode_plan was given them;
   // op_tensors: one per op of the plan, the tensor it was sent (on the model's device; undefined for none).
+  // indices: shared by the passes of one call (generate's); a fresh cache when null.
   InterventionHooks(const hooks::Plan& plan, const std::vector<HookPointInfo>& points,
-                    const std::vector<at::Tensor>& op_tensors);
+                    const std::vector<at::Tensor>& op_tensors, std::shared_ptr<DeviceIndexCache> indices = nullptr);
   bool wants(HookPoint point, int layer) const override;
   void apply(HookPoint point, int layer, at::Tensor& value) override;
   // One tensor per capture, in the plan's order (undefined if the forward pass never reached its point).
@@ -47,6 +62,7 @@ class InterventionHooks final : public Hooks {
   };
   void run(const Step& step, at::Tensor& value);
 
+  std::shared_ptr<DeviceIndexCache> indices_;
   std::vector<Step> steps_;
   std::set<std::pair<int, int>> wanted_;  // (point, layer)
   std::vector<at::Tensor> captured_;
@@ -98,6 +114,7 @@ class GenerationInterventions final : public PassHooks {
   std::vector<at::Tensor> op_tensors_;             // per op of the request
   CaptureSink sink_;
   hooks::Plan plan_;                               // the running pass's
+  std::shared_ptr<DeviceIndexCache> indices_ = std::make_shared<DeviceIndexCache>();  // every pass's
   std::optional<InterventionHooks> hooks_;
 };
 

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -120,9 +121,17 @@ int main(int argc, char** argv) {
     if (auto added = registry.add(spec); !added) std::fprintf(stderr, "gpubox-modeld: %s\n", added.to_string().c_str());
   }
   std::fprintf(stderr, "gpubox-modeld: serving %s (%zu models loading)\n", endpoint.c_str(), specs.size());
-  // On a GPU machine, measure the GPUs once at start (modeld.status shows it; gpu.probe measures again).
-  std::thread([&probe] {
+  // On a GPU machine, measure the GPUs once (modeld.status shows it; gpu.probe measures again), once the
+  // start's models have loaded: off their load path, not competing with it for PCIe and memory.
+  std::thread([&probe, &registry] {
     if (gpubox::modeld::gpu_info()["gpus"].empty()) return;
+    auto loading = [&registry] {
+      for (const auto& model : registry.status()["models"]) {
+        if (model["state"] == "loading") return true;
+      }
+      return false;
+    };
+    while (loading()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     auto measured = gpubox::modeld::gpu_probe();
     gpubox::MutexLock lock(probe.mutex);
     probe.result = measured ? measured.value() : nlohmann::json{{"error", measured.status().message()}};

@@ -4,6 +4,7 @@
 #include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <map>
 #include <optional>
 #include <unistd.h>
 
@@ -183,6 +184,17 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
   options.top_p = params.number("top_p", 0, 1).value_or(1.0);
   if (auto seed = params.integer("seed", 0, INT64_MAX)) options.seed = static_cast<std::uint64_t>(*seed);
   options.stop_at_eos = !params.boolean("ignore_eos").value_or(false);
+  options.steps = m.spec.cuda_graphs ? DecodeSteps::graph : DecodeSteps::dynamic;
+  if (auto steps = params.string("decode_steps")) {
+    static const std::map<std::string, DecodeSteps> kinds = {
+        {"dynamic", DecodeSteps::dynamic}, {"fixed", DecodeSteps::fixed}, {"graph", DecodeSteps::graph}};
+    auto kind = kinds.find(*steps);
+    if (kind == kinds.end()) {
+      return Status(ErrorCode::invalid_request,
+                    fmt::format("params.decode_steps: \"{}\" is not one of dynamic, fixed, graph", *steps));
+    }
+    options.steps = kind->second;
+  }
   bool stream = params.boolean("stream").value_or(false);
   const json* ops = params.raw("ops");
   auto stop_strings = params.string_list("stop").value_or(std::vector<std::string>{});
@@ -403,6 +415,14 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
     if (Status s = params.finish(); !s) return s;
     if (!model) return model.status();
     return model_info(**model);
+  });
+  methods.add("model.stats", [&registry](rpc::CallContext& ctx) -> Result<json> {
+    rpc::ParamReader params(ctx.params());
+    auto model = find_model(registry, params);
+    if (Status s = params.finish(); !s) return s;
+    if (!model) return model.status();
+    const Decoder& decoder = *(*model)->decoder;
+    return json{{"attention", {{"prefill", decoder.attention_backend(false)}, {"decode", decoder.attention_backend(true)}}}};
   });
   methods.add("model.chat_template", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());

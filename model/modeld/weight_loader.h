@@ -25,10 +25,14 @@ struct LayerWeights {
   at::Tensor ln1_w, ln1_b, ln2_w, ln2_b;         // before attention / before the MLP
   at::Tensor post_attn_w, post_mlp_w;            // Gemma 2's sandwich norms
   at::Tensor q_norm_w, k_norm_w;                 // Gemma 3: per-head norms of q and k, [head_dim]
-  at::Tensor qkv_w, qkv_b;                       // GPT-2: fused, [hidden, 3 hidden] (Conv1D layout)
-  at::Tensor q_w, q_b, k_w, k_b, v_w, v_b;       // Linear layout [out, in]
+  // q, k and v stacked: GPT-2's [hidden, 3 hidden] (Conv1D layout), else
+  // [q out + 2 kv out, hidden] (Linear layout), stacked at load.
+  at::Tensor qkv_w, qkv_b;
+  at::Tensor q_w, q_b, k_w, k_b, v_w, v_b;       // Linear layout [out, in]: views of qkv_w and qkv_b
   at::Tensor o_w, o_b;
-  at::Tensor gate_w, gate_b, up_w, up_b, down_w, down_b;  // gated MLP
+  at::Tensor gate_up_w, gate_up_b;               // gated MLP: gate and up stacked, [2 inner, hidden]
+  at::Tensor gate_w, gate_b, up_w, up_b;         // views of gate_up_w and gate_up_b
+  at::Tensor down_w, down_b;
   at::Tensor fc_w, fc_b, proj_w, proj_b;         // GPT-2 MLP (Conv1D layout)
 };
 

@@ -72,6 +72,10 @@ class Model:
     def info(self) -> dict:
         return self.client.call("model.info", model=self.name)
 
+    def stats(self) -> dict:
+        """How the model runs: {"attention": {"prefill", "decode"}}, the attention kernel PyTorch picked."""
+        return self.client.call("model.stats", model=self.name)
+
     def hooks(self) -> List[dict]:
         """Every hook point ops and captures can name, in forward order, as TransformerLens names
         them: [{"name": "blocks.0.hook_resid_post", "shape": ["batch", "pos", 64]}, ...]."""

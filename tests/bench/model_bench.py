@@ -25,13 +25,31 @@ in brackets, the spread (min-max) as the noise.
                   greedy, batch 1 and 8; modeld's model.generate vs
                   model.generate(do_sample=False) (transformers' eager
                   attention, its default DynamicCache)
+  decode ms/token batch-1 time per new token without the prefill: (the time
+                  of a 64-token generate - that of a 1-token one) / 63, for
+                  modeld (dynamic steps, and graph: a CUDA graph per step on a
+                  GPU, the same static-shape step run eagerly elsewhere) and
+                  for transformers, measured the same way
+  the limit       weight bytes / memory bandwidth, measured in the same run:
+                  on a GPU a device-to-device copy of 1 GiB (read + write
+                  bytes / time), on the CPU a read (sum) of the model's own
+                  weights with the same threads; the fraction of it modeld's
+                  decode reaches
+  ops per layer   `gpubox-modeld --profile-decode` (LibTorch's profiler): the
+                  LibTorch ops per layer per decode step that do work (not
+                  views), inside the decoder's layer scope, and the device
+                  kernels per step on a GPU
   RSS             modeld's VmRSS (/proc/PID/status) once ready and after the
                   bench, against the bytes of the weight files
 
 Threads: modeld uses LibTorch's default intra-op thread count (the
 machine's cores); this process sets torch.set_num_threads to the same.
 
-usage: build/venv/bin/python tests/bench/model_bench.py [--repeat 3] [--arch llama|gpt2]
+--arch llama8b: Llama 3 8B's shapes (8.0 B parameters, 16 GB in bfloat16),
+random weights written straight to safetensors on the fly (nothing is
+downloaded); for a GPU.
+
+usage: build/venv/bin/python tests/bench/model_bench.py [--repeat 3] [--arch llama|gpt2|llama8b]
          [--device cpu|cuda] [--dtype float32|bfloat16] [--json FILE]
 """
 import argparse
@@ -58,12 +76,63 @@ CONFIG = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hi
 # --arch gpt2: GPT-2 small's shapes (124 M parameters, 0.5 GB in float32; Conv1D weights, tied head).
 GPT2_CONFIG = dict(vocab_size=50257, n_embd=768, n_layer=12, n_head=12, n_positions=1024,
                    bos_token_id=50256, eos_token_id=50256)
+# --arch llama8b: Llama 3 8B's shapes.
+LLAMA8B_CONFIG = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
+                      rope_theta=500000.0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
 FIRST_IDS = [1, 306, 4658, 278, 6593, 310, 2834, 338]
+
+
+def write_random_llama(directory, config, dtype=torch.bfloat16):
+    """A random Llama checkpoint written tensor by tensor (no model object: 16 GB
+    would not be built twice in memory), made on the GPU when there is one."""
+    import safetensors.torch
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    cfg = tf.LlamaConfig(**config)
+    cfg.torch_dtype = "bfloat16"
+    partial = directory + ".partial"
+    os.makedirs(partial, exist_ok=True)
+    cfg.save_pretrained(partial)
+    h, inner, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    head_dim = h // cfg.num_attention_heads
+    kv = cfg.num_key_value_heads * head_dim
+    generator = torch.Generator(device=device).manual_seed(0)
+
+    def rand(*shape, norm=False):
+        t = torch.randn(*shape, generator=generator, device=device, dtype=torch.float32)
+        return (1.0 + 0.1 * t if norm else 0.02 * t).to(dtype).cpu()
+
+    shard = {"model.embed_tokens.weight": rand(cfg.vocab_size, h), "model.norm.weight": rand(h, norm=True),
+             "lm_head.weight": rand(cfg.vocab_size, h)}
+    index, number = {}, 0
+
+    def flush():
+        nonlocal shard, number
+        name = "model-%05d.safetensors" % number
+        safetensors.torch.save_file(shard, os.path.join(partial, name), metadata={"format": "pt"})
+        index.update({key: name for key in shard})
+        shard, number = {}, number + 1
+
+    flush()
+    for i in range(layers):
+        p = "model.layers.%d." % i
+        shard.update({p + "input_layernorm.weight": rand(h, norm=True), p + "post_attention_layernorm.weight": rand(h, norm=True),
+                      p + "self_attn.q_proj.weight": rand(h, h), p + "self_attn.k_proj.weight": rand(kv, h),
+                      p + "self_attn.v_proj.weight": rand(kv, h), p + "self_attn.o_proj.weight": rand(h, h),
+                      p + "mlp.gate_proj.weight": rand(inner, h), p + "mlp.up_proj.weight": rand(inner, h),
+                      p + "mlp.down_proj.weight": rand(h, inner)})
+        flush()
+    with open(os.path.join(partial, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": index}, f)
+    os.replace(partial, directory)
 
 
 def make_model(directory, arch, layers):
     """The cached checkpoint (random weights, save_pretrained); made on first use."""
     if os.path.exists(os.path.join(directory, "config.json")):
+        return directory
+    if arch == "llama8b":
+        write_random_llama(directory, LLAMA8B_CONFIG)
         return directory
     torch.manual_seed(0)
     if arch == "gpt2":
@@ -141,9 +210,9 @@ class Modeld:
         data = result["outputs"][0]
         return torch.frombuffer(bytearray(data["attachments"][0]), dtype=torch.float32).view(data["shape"])
 
-    def generate(self, ids, new_tokens):
+    def generate(self, ids, new_tokens, decode_steps="dynamic"):
         result = self.client.call("model.generate", timeout=600, model="bench", ids=ids, max_new_tokens=new_tokens,
-                                  ignore_eos=True)
+                                  ignore_eos=True, decode_steps=decode_steps)
         return result["tokens"]
 
     def stop(self):
@@ -189,6 +258,46 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def timed(function):
+    start = time.perf_counter()
+    out = function()
+    return time.perf_counter() - start, out
+
+
+def decode_ms(generate, new_tokens):
+    """ms per new token without the prefill: (T(new_tokens) - T(1)) / (new_tokens - 1), each the best of 2."""
+    long_run = min(timed(lambda: generate(new_tokens))[0] for _ in range(2))
+    one = min(timed(lambda: generate(1))[0] for _ in range(2))
+    return max(long_run - one, 0) / (new_tokens - 1) * 1000
+
+
+def memory_bandwidth(args, hf_model):
+    """Bytes per second: a device-to-device copy on a GPU (read + write), a read of the model's weights on the CPU."""
+    if args.device.startswith("cuda"):
+        source = torch.empty(2**30, dtype=torch.uint8, device=args.device)
+        target = torch.empty_like(source)
+        target.copy_(source)
+        sync(args.device)
+
+        def copies():
+            for _ in range(10):
+                target.copy_(source)
+            sync(args.device)
+        return 2 * source.numel() * 10 / timed(copies)[0]
+    weights = [p.detach() for p in hf_model.parameters()]
+    total = sum(w.numel() * w.element_size() for w in weights)
+    with torch.inference_mode():
+        best = min(timed(lambda: [w.sum() for w in weights])[0] for _ in range(3))
+    return total / best
+
+
+def profile_ops(args):
+    """gpubox-modeld --profile-decode's counts (None when it fails: the bench still reports the rest)."""
+    run = subprocess.run([args.modeld, "--profile-decode", args.model_dir, "--device", args.device, "--dtype", args.dtype,
+                          "--steps", "16"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return json.loads(run.stdout) if run.returncode == 0 else None
+
+
 def one_round(args, files, hf_model, prompt128, prompt16):
     """One of each measurement; returns {name: value}."""
     r = {}
@@ -218,6 +327,9 @@ def one_round(args, files, hf_model, prompt128, prompt16):
                 assert all(len(t) == args.new_tokens for t in tokens), "modeld stopped early"
                 r["modeld_generate%d_tps" % batch] = batch * args.new_tokens / elapsed
                 r["modeld_tokens%d" % batch] = tokens[0]
+            for steps in ("dynamic", "graph"):
+                r["modeld_decode_ms_" + steps] = decode_ms(lambda n: m.generate([prompt16], n, steps), args.new_tokens)
+                r["modeld_tokens_" + steps] = m.generate([prompt16], args.new_tokens, steps)[0]
             r["rss_after"] = vm_rss(m.process.pid)
             start = time.perf_counter()
             m.reload(args.model_dir, args.device, args.dtype)
@@ -246,6 +358,15 @@ def one_round(args, files, hf_model, prompt128, prompt16):
             assert out.shape[1] - len(prompt16) == args.new_tokens
             r["hf_generate%d_tps" % batch] = batch * args.new_tokens / elapsed
             r["hf_tokens%d" % batch] = out[0, len(prompt16):].tolist()
+        ids = torch.tensor([prompt16], device=args.device)
+
+        def hf_generate(n):
+            out = hf_model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=n,
+                                    min_new_tokens=n, pad_token_id=0)
+            sync(args.device)
+            return out
+        r["hf_decode_ms"] = decode_ms(hf_generate, args.new_tokens)
+    r["bandwidth"] = memory_bandwidth(args, hf_model)
     return r
 
 
@@ -258,7 +379,7 @@ def main():
     parser.add_argument("--modeld", default=os.path.join(ROOT, "build", "bin", "gpubox-modeld"))
     parser.add_argument("--model-dir", help="where the checkpoint is cached (default build/bench-models/llama-1gb, "
                         "or llama-LAYERSl with --layers)")
-    parser.add_argument("--arch", default="llama", choices=["llama", "gpt2"],
+    parser.add_argument("--arch", default="llama", choices=["llama", "gpt2", "llama8b"],
                         help="the checkpoint's architecture (default llama; gpt2: GPT-2 small's shapes, "
                         "build/bench-models/gpt2-small)")
     parser.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"],
@@ -270,8 +391,8 @@ def main():
     torch.set_num_threads(args.threads)
     if not args.model_dir:
         name = "llama-1gb" if args.layers == CONFIG["num_hidden_layers"] else "llama-%dl" % args.layers
-        if args.arch == "gpt2":
-            name = "gpt2-small"
+        if args.arch != "llama":
+            name = {"gpt2": "gpt2-small", "llama8b": "llama-8b"}[args.arch]
         args.model_dir = os.path.join(ROOT, "build", "bench-models", name)
     os.makedirs(os.path.dirname(args.model_dir), exist_ok=True)
     make_model(args.model_dir, args.arch, args.layers)
@@ -282,6 +403,7 @@ def main():
     generator = torch.Generator().manual_seed(1)
     prompt128 = torch.randint(3, CONFIG["vocab_size"], (128,), generator=generator).tolist()
     prompt16 = prompt128[:16]
+    ops = profile_ops(args)
     rounds = []
     for i in range(args.repeat):
         load = os.getloadavg()[0]
@@ -326,8 +448,29 @@ def main():
         rss = med(key)[0]
         print("| modeld RSS %s | %.0f MiB | weights %.0f MiB | %.2f× weights (budget %.0f MiB) |"
               % (label, rss / 2**20, held / 2**20, rss / held, (held * 1.1 + 64 * 2**20) / 2**20))
+    limit_ms = weight_bytes / med("bandwidth")[0] * 1000
+    print("| decode, batch 1 (without prefill) | %s | %s | %.2f× faster |"
+          % (cell("modeld_decode_ms_dynamic", "ms/token"), cell("hf_decode_ms", "ms/token"),
+             med("hf_decode_ms")[0] / med("modeld_decode_ms_dynamic")[0]))
+    graph_label = "CUDA graph" if args.device.startswith("cuda") else "static-shape steps, eager (no CUDA)"
+    print("| decode, batch 1, %s | %s | | %.2f× the dynamic steps' time |"
+          % (graph_label, cell("modeld_decode_ms_graph", "ms/token"),
+             med("modeld_decode_ms_graph")[0] / med("modeld_decode_ms_dynamic")[0]))
+    print("| the limit: weight bytes ÷ %s bandwidth (%.1f GB/s) | %.3g ms/token | | modeld reaches %.0f %% (graph %.0f %%), transformers %.0f %% |"
+          % ("device copy" if args.device.startswith("cuda") else "%d-thread read" % args.threads, med("bandwidth")[0] / 1e9,
+             limit_ms, 100 * limit_ms / med("modeld_decode_ms_dynamic")[0], 100 * limit_ms / med("modeld_decode_ms_graph")[0],
+             100 * limit_ms / med("hf_decode_ms")[0]))
+    if ops:
+        print("| modeld: LibTorch ops per layer per decode step that do work (top-level, views too: %.1f) | %.1f | | "
+              "per step: %.0f ops, nested included; device kernels %.0f |"
+              % (ops["layer_ops_per_layer"], ops["layer_compute_ops_per_layer"], ops["ops_per_step"],
+                 ops["device_kernels_per_step"]))
+    else:
+        print("| modeld: ops per layer per decode step | --profile-decode failed | | |")
     same = all(r["modeld_tokens1"] == r["hf_tokens1"] for r in rounds)
     print("greedy tokens, batch 1, equal to transformers': %s" % same)
+    same_steps = all(r["modeld_tokens_dynamic"] == r["modeld_tokens_graph"] for r in rounds)
+    print("greedy tokens, dynamic and %s steps equal: %s" % (graph_label, same_steps))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"weight_bytes": weight_bytes, "threads": args.threads, "device": args.device,

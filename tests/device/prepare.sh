@@ -47,7 +47,7 @@ done
 cd "$root"
 echo "prepare.sh: building gpubox-agent, gpubox and gpubox-modeld (default preset)"
 [ -f "$root/build/build.ninja" ] || cmake --preset default >/dev/null
-cmake --build --preset default --target gpubox-agent gpubox gpubox-modeld >/dev/null
+cmake --build --preset default --target gpubox-agent gpubox gpubox-modeld gpubox_step_graph >/dev/null
 bin="$root/build/bin"
 
 partial="$carry.partial"
@@ -65,6 +65,9 @@ done
 strip -o "$partial/libexec/gpubox-modeld" "$bin/gpubox-modeld"
 patchelf --remove-rpath "$partial/libexec/gpubox-modeld"
 "$bin/gpubox-modeld" --torch-version > "$partial/torch-version"
+# Beside the real binary, where modeld looks for it (step_graph.h): CUDA graphs of decode steps.
+strip -o "$partial/libexec/libgpubox_step_graph.so" "$bin/libgpubox_step_graph.so"
+patchelf --remove-rpath "$partial/libexec/libgpubox_step_graph.so"
 install -m 0755 "$root/tests/device/modeld_wrapper.sh" "$partial/bin/gpubox-modeld"
 
 # The libraries modeld loads from this machine's system, less glibc's, the

@@ -16,6 +16,9 @@
 #   model_bench         modeld against transformers, bfloat16 (model_bench.py)
 #   hooks_bench         interventions against nnsight/TransformerLens where present
 #   decode_profile      one decode step: ops, kernels and time per token
+#   model_bench_8b      the model bench on Llama 3 8B's shapes, random bfloat16
+#                       weights made on the GPU: decode with and without CUDA
+#                       graphs, the bandwidth limit, load to first token
 #
 # A failing step does not stop the others (only a failed setup does). Results,
 # 3 files under $OUT (default build/device-results): summary.txt (one line a
@@ -123,11 +126,13 @@ DRY=()
 # The dry run checks that each step runs, on small shapes; the GPU run measures.
 COMPARE_MODELS=()
 BENCH_ARGS=(--repeat 2)
+BENCH_8B_ARGS=(--arch llama8b --repeat 1 --new-tokens 32)
 HOOKS_ARGS=(--repeat 5)
 PROFILE_ARGS=()
 if [[ $DRY_RUN == 1 ]]; then
   COMPARE_MODELS=(--models gpt2,llama)
   BENCH_ARGS=(--layers 2 --repeat 1 --new-tokens 8)
+  BENCH_8B_ARGS=(--layers 2 --repeat 1 --new-tokens 8)  # the rehearsal: the small shape
   HOOKS_ARGS=(--layers 2 --repeat 1 --tokens 16 --long 64 --new-tokens 4)
   PROFILE_ARGS=(--layers 2 --steps 4)
 fi
@@ -146,6 +151,8 @@ run_step hooks_bench 120 "$PYTHON" "$ROOT/tests/bench/hooks_bench.py" --device "
   "${HOOKS_ARGS[@]}"
 run_step decode_profile 90 "$PYTHON" "$HERE/decode_profile.py" --device "$DEVICE" --dtype bfloat16 \
   --modeld "$GPUBOX_MODELD" --json "$WORK/figures/decode_profile.json" "${PROFILE_ARGS[@]}"
+run_step model_bench_8b 240 "$PYTHON" "$ROOT/tests/bench/model_bench.py" --device "$DEVICE" --dtype bfloat16 \
+  --modeld "$GPUBOX_MODELD" --json "$WORK/figures/model_bench_8b.json" "${BENCH_8B_ARGS[@]}"
 
 elapsed=$(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 "$PYTHON" "$HERE/summarize.py" --steps "$WORK/steps.tsv" --figures "$WORK/figures" --mode "$DEVICE" \

@@ -49,10 +49,16 @@ def model_bench(report):
 
     def med(key):
         return statistics.median(r[key] for r in rounds)
-    return ("%.2f GB %s: generate b1 %.1f vs transformers %.1f tok/s (%.2fx), b8 %.2fx; load to first logits %.2f s vs %.2f s"
+    limit_ms = report["weight_bytes"] / med("bandwidth") * 1e3
+    line = ("%.2f GB %s: generate b1 %.1f vs transformers %.1f tok/s (%.2fx), b8 %.2fx; load to first logits %.2f s vs %.2f s"
             % (report["weight_bytes"] / 1e9, report["dtype"], med("modeld_generate1_tps"), med("hf_generate1_tps"),
                med("modeld_generate1_tps") / med("hf_generate1_tps"), med("modeld_generate8_tps") / med("hf_generate8_tps"),
                med("modeld_load_s"), med("hf_load_s")))
+    same = all(r["modeld_tokens_dynamic"] == r["modeld_tokens_graph"] for r in rounds)
+    return line + ("; decode %.2f ms/token (graph %.2f, tokens equal: %s) vs transformers %.2f; limit %.3f ms/token: "
+                   "%.0f %% (graph %.0f %%)" % (med("modeld_decode_ms_dynamic"), med("modeld_decode_ms_graph"), same,
+                                               med("hf_decode_ms"), limit_ms, 100 * limit_ms / med("modeld_decode_ms_dynamic"),
+                                               100 * limit_ms / med("modeld_decode_ms_graph")))
 
 
 def hooks_bench(report):
@@ -85,7 +91,8 @@ def bandwidth_limit(figures):
 
 
 FIGURES = {"compare_float32": compare, "compare_bfloat16": compare, "gpu_info_probe": gpu_info_probe,
-           "model_bench": model_bench, "hooks_bench": hooks_bench, "decode_profile": decode_profile}
+           "model_bench": model_bench, "model_bench_8b": model_bench, "hooks_bench": hooks_bench,
+           "decode_profile": decode_profile}
 
 
 def log_line(logs, name):

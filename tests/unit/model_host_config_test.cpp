@@ -31,7 +31,7 @@ TEST(ModelHostConfig, FieldsAndDefaults) {
   auto config = parse_config(R"({"model_host": {"binary": "/opt/modeld", "models": [
       {"name": "a", "path": "/models/a"},
       {"name": "b", "path": "/models/b", "device": "cuda:1"},
-      {"name": "c", "path": "/models/c", "device": "cuda", "dtype": "float16", "hidden": true}]}})");
+      {"name": "c", "path": "/models/c", "device": "cuda", "dtype": "float16", "hidden": true, "cuda_graphs": true}]}})");
   ASSERT_TRUE(config.is_ok()) << config.status().message();
   const ModelHostConfig& host = config->model_host;
   EXPECT_TRUE(host.enabled);
@@ -42,7 +42,10 @@ TEST(ModelHostConfig, FieldsAndDefaults) {
   EXPECT_EQ(host.models[1].dtype, "bfloat16");
   EXPECT_EQ(host.models[2].dtype, "float16");
   EXPECT_TRUE(host.models[2].hidden);
+  EXPECT_FALSE(host.models[0].cuda_graphs);  // opt-in
+  EXPECT_TRUE(host.models[2].cuda_graphs);
   EXPECT_THAT(config_to_json(*config), HasSubstr("\"model_host\""));
+  EXPECT_THAT(config_to_json(*config), HasSubstr("\"cuda_graphs\": true"));
 }
 
 TEST(ModelHostConfig, EmptySectionIsAHostWithoutModels) {
@@ -67,6 +70,8 @@ TEST(ModelHostConfig, ErrorsNameTheField) {
               HasSubstr("model_host.models[0].device: expected"));
   EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "hidden": 1}]})"),
               HasSubstr("model_host.models[0].hidden: expected true or false"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "cuda_graphs": "yes"}]})"),
+              HasSubstr("model_host.models[0].cuda_graphs: expected true or false"));
   EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "loader": "transformers"}]})"),
               HasSubstr("model_host.models[0].loader: unknown key"));
   EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/a"}, {"name": "m", "path": "/b"}]})"),

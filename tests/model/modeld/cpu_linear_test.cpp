@@ -1,7 +1,8 @@
 // CpuLinear against a double-precision product of the same inputs: each
 // instruction set this CPU has, both weight layouts, float32 and bfloat16,
 // every row count it takes, widths around the 8- and 16-lane, block and task
-// edges, with and without bias, on one thread and on several.
+// edges, with and without bias, on one thread and on several; and the residual
+// it adds after the product's rounding.
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <cmath>
@@ -143,6 +144,41 @@ TEST_P(CpuLinearTest, SplitAcrossThreadsGivesTheSameBits) {
     at::set_num_threads(threads);
     EXPECT_EQ(alone, split) << "rows " << rows;
     expect_close(in, split, c);
+  }
+}
+
+// A residual goes in after the product's own rounding: y is bit for bit the
+// product without it, plus the residual, rounded to the element type (what
+// adding two tensors of that type gives), in float32 and bfloat16.
+TEST_P(CpuLinearTest, AResidualIsAddedAfterTheProductsRounding) {
+  for (bool bfloat16 : {false, true}) {
+    for (std::int64_t rows : {1, 3}) {
+      Shape shape{100, 97};
+      Inputs in = random_inputs(rows, shape, bfloat16, 11);
+      Inputs other = random_inputs(rows, {shape.out, 1}, bfloat16, 12);  // x of [rows, out]: the residual
+      const std::vector<float>& residual = other.x;
+      Case c{rows, shape, layout(), bfloat16, true, isa()};
+      std::vector<float> plain = run_kernel(in, c);
+      std::vector<float> fused(plain.size());
+      if (!bfloat16) {
+        cpu_linear({LinearElement::float32, in.x.data(), c.layout, in.w.data(), in.bias.data(), fused.data(), rows,
+                    shape.in, shape.out, residual.data()},
+                   c.isa);
+      } else {
+        auto narrow = [](const std::vector<float>& v) { return std::vector<c10::BFloat16>(v.begin(), v.end()); };
+        std::vector<c10::BFloat16> x = narrow(in.x), w = narrow(in.w), bias = narrow(in.bias), add = narrow(residual);
+        std::vector<c10::BFloat16> out(fused.size());
+        cpu_linear({LinearElement::bfloat16, x.data(), c.layout, w.data(), bias.data(), out.data(), rows, shape.in,
+                    shape.out, add.data()},
+                   c.isa);
+        for (std::size_t i = 0; i < out.size(); ++i) fused[i] = static_cast<float>(out[i]);
+      }
+      for (std::size_t i = 0; i < plain.size(); ++i) {
+        float want = plain[i] + residual[i];
+        if (bfloat16) want = static_cast<float>(c10::BFloat16(want));
+        ASSERT_EQ(fused[i], want) << (bfloat16 ? "bfloat16" : "float32") << ", rows " << rows << ", output " << i;
+      }
+    }
   }
 }
 
