@@ -43,9 +43,31 @@ class ModalBackend final : public Backend {
     return Status::ok();
   }
 
+  bool priced() const override { return true; }
+
+  // --gpu TYPE[:N].
+  GpuAsk gpus_asked(const CreateRequest& request) const override {
+    ModalSandboxSpec cloud;
+    if (!parse_modal_flags(*request.flags, true, &cloud) || cloud.gpu.empty()) return {};
+    nlohmann::json gpu = modal_gpu(cloud.gpu);
+    return {gpu.value("type", ""), static_cast<double>(gpu.value("count", 1))};
+  }
+
+  double timeout_asked(const CreateRequest& request) const override { return timeout_of(request); }
+
+  std::string group_asked(const CreateRequest& request) const override {
+    ModalSandboxSpec cloud;
+    (void)parse_modal_flags(*request.flags, true, &cloud);
+    return cloud.app;
+  }
+
   Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const override {
     ModalSandboxSpec cloud;
     if (Status flags = parse_modal_flags(*request.flags, true, &cloud); !flags) return flags;
+    // Reconcile finds a sandbox whose create went uncertain by this tag (gpubox budget reconcile).
+    if (request.public_spec.contains("budget")) {
+      cloud.tags[kReservationTag] = request.public_spec["budget"].value("reservation", "");
+    }
     cloud.timeout_s = timeout_of(request);
     nlohmann::json pub = request.public_spec;
     pub.erase("seccomp");  // gVisor's, not one of ours
