@@ -67,6 +67,10 @@ Result<std::optional<Reserved>> reserve_for_create(const SandboxStore& store, co
     if (!contents) return contents.status();
     Ledger ledger = Ledger::fold(contents->entries);
     std::string name = budget.empty() ? ledger.default_budget() : budget;
+    if (!name.empty() && name != "none" && !ledger.budget(name)) {
+      return Status(ErrorCode::invalid_request, "--budget " + name + ": no such budget (gpubox budget lists them; gpubox budget init " +
+                                                    name + " makes it)");
+    }
     if (!name.empty() && name != "none") {
       return Status(ErrorCode::invalid_request, "--timeout: a sandbox under budget " + name +
                                                     " needs one (its reservation is its rate x its timeout)");
@@ -157,7 +161,7 @@ std::optional<double> sandbox_seconds_if_budgeted(const SandboxStore& store, con
   nlohmann::json own = record_budget(record);
   bool held = !ledger.open_for_sandbox(record.id).empty() ||
               (own.is_object() && ledger.reservation(own.value("reservation", "")) != nullptr);
-  if (!held || record.state() != "running") return std::nullopt;
+  if (!held || record.state() != "running" || record.endpoint.empty()) return std::nullopt;
   auto options = client_options_for(record);
   if (!options) return std::nullopt;
   options->connect_timeout = std::chrono::milliseconds(3'000);
