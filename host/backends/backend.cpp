@@ -1,8 +1,7 @@
 #include "host/backends/backend.h"
 
-#include <unistd.h>
-
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <set>
 
 namespace gpubox::host::budget {
@@ -178,7 +179,11 @@ void Journal::unlock() {
 }
 
 Status Journal::open_for_writing() {
-  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) return Status::from_errno(errno, "cannot create '" + dir_ + "'");
+  // The store itself may not exist yet (a budget made before any sandbox): its directories are private.
+  std::error_code error;
+  std::filesystem::create_directories(dir_, error);
+  if (error) return Status(ErrorCode::permission_denied, "cannot create '" + dir_ + "': " + error.message());
+  ::chmod(dir_.c_str(), 0700);
   bool existed = ::access(path_.c_str(), F_OK) == 0;
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd_ < 0) return Status::from_errno(errno, "cannot open '" + path_ + "'");

@@ -1,5 +1,6 @@
 #include "host/budget/prices.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <set>

@@ -1,5 +1,6 @@
 #include "host/budget/reconcile.h"
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 
 #include "host/backends/registry.h"
@@ -40,7 +41,7 @@ Ask ask_from_spec(const SandboxRecord& record, const Backend* backend) {
 
 nlohmann::json record_budget(const SandboxRecord& record) {
   auto it = record.spec.find("budget");
-  return it != record.spec.end() && it->is_object() ? *it : nlohmann::json();
+  return it != record.spec.end() && it->is_object() ? *it : nlohmann::json::object();
 }
 
 Result<std::optional<Reserved>> reserve_for_create(const SandboxStore& store, const Backend& backend,

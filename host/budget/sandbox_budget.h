@@ -15,7 +15,7 @@
 namespace gpubox::host::budget {
 
 // The budget a sandbox's record names, as public_spec["budget"] keeps it: {name, reservation,
-// priced, gpu_type, gpu_count, cpus, memory_gib, app}.
+// priced, gpu_type, gpu_count, cpus, memory_gib, app}; {} when none.
 nlohmann::json record_budget(const SandboxRecord& record);
 
 // Holds a create's cost (price x requested resources x the sandbox's timeout, and the per-create

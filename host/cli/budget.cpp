@@ -2,6 +2,7 @@
 // settled, left, each open reservation), and `init`, `set`, `default` and
 // `reconcile` change them; `log` is in budget_log.cpp. Everything a budget
 // does is a line of its journal (host/budget/journal.h, docs/budget.md).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
