@@ -74,10 +74,12 @@ Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record,
                          bool* killed) {
   auto backend = backend_of(record);
   if (!backend) return backend.status();
-  // Under a budget: how long it ran, read before it ends; settled once its end is certain.
+  // Under a budget: how long it ran, read before it ends; settled once its end is certain. A remote
+  // sandbox whose create never learnt its id may still run there: reconcile settles that one.
   std::optional<double> ran_for = budget::sandbox_seconds_if_budgeted(store, record);
+  bool end_certain = !(*backend)->state_is_remote() || record.state() != "creating";
   Status stopped = (*backend)->terminate(store, record, grace, killed);
-  if (stopped) budget::settle_ended_sandbox(store, record, ran_for, "terminated by gpubox");
+  if (stopped && end_certain) (void)budget::settle_ended_sandbox(store, record, ran_for, "terminated by gpubox");
   return stopped;
 }
 
