@@ -97,6 +97,18 @@ Result<JournalEntry> priced_reserve(const Ledger& ledger, const BudgetState& sta
   return entry;
 }
 
+// Drops the journal's lock when an operation returns, whichever way.
+class Unlocks {
+ public:
+  explicit Unlocks(Journal& journal) : journal_(journal) {}
+  ~Unlocks() { journal_.unlock(); }
+  Unlocks(const Unlocks&) = delete;
+  Unlocks& operator=(const Unlocks&) = delete;
+
+ private:
+  Journal& journal_;
+};
+
 }  // namespace
 
 Result<InFlight> InFlight::hold(const std::string& budget_dir, const std::string& id) {
@@ -141,6 +153,7 @@ Status BudgetBook::define(const std::string& name, std::optional<double> max_usd
   for (std::optional<double> value : {max_usd, max_gpu_hours}) {
     if (value && (!std::isfinite(*value) || *value < 0)) return bad("--max-usd/--max-gpu-hours: expected a number >= 0");
   }
+  Unlocks unlocks(journal_);
   auto contents = journal_.lock_and_read();
   if (!contents) return contents.status();
   Ledger ledger = Ledger::fold(contents->entries);
@@ -175,6 +188,7 @@ Status BudgetBook::define(const std::string& name, std::optional<double> max_usd
 }
 
 Status BudgetBook::set_default(const std::string& name) {
+  Unlocks unlocks(journal_);
   auto contents = journal_.lock_and_read();
   if (!contents) return contents.status();
   Ledger ledger = Ledger::fold(contents->entries);
@@ -189,6 +203,7 @@ Result<std::optional<Reserved>> BudgetBook::reserve(const Ask& ask, Refusal* ref
   if (ask.budget == "none") return std::optional<Reserved>();
   // Nothing to read or lock when the store has no budget at all.
   if (ask.budget.empty() && ::access(journal_.path().c_str(), F_OK) != 0) return std::optional<Reserved>();
+  Unlocks unlocks(journal_);
   auto contents = journal_.lock_and_read();
   if (!contents) return contents.status();
   Ledger ledger = Ledger::fold(contents->entries);
@@ -227,7 +242,8 @@ Result<std::optional<Reserved>> BudgetBook::reserve(const Ask& ask, Refusal* ref
 }
 
 Status BudgetBook::confirm(const std::string& reservation, const std::string& sandbox, const std::string& remote_id) {
-  if (!journal_.lock_and_read()) return Status(ErrorCode::internal, "cannot lock the budget journal");
+  Unlocks unlocks(journal_);
+  if (auto locked = journal_.lock_and_read(); !locked) return locked.status();
   JournalEntry entry;
   entry.op = "confirm";
   entry.reservation = reservation;
@@ -237,7 +253,8 @@ Status BudgetBook::confirm(const std::string& reservation, const std::string& sa
 }
 
 Status BudgetBook::mark_failed(const std::string& reservation, const std::string& why) {
-  if (!journal_.lock_and_read()) return Status(ErrorCode::internal, "cannot lock the budget journal");
+  Unlocks unlocks(journal_);
+  if (auto locked = journal_.lock_and_read(); !locked) return locked.status();
   JournalEntry entry;
   entry.op = "failed";
   entry.reservation = reservation;
@@ -246,6 +263,7 @@ Status BudgetBook::mark_failed(const std::string& reservation, const std::string
 }
 
 Status BudgetBook::release(const std::string& reservation, const std::string& why) {
+  Unlocks unlocks(journal_);
   auto contents = journal_.lock_and_read();
   if (!contents) return contents.status();
   const Reservation* held = Ledger::fold(contents->entries).reservation(reservation);
@@ -258,6 +276,7 @@ Status BudgetBook::release(const std::string& reservation, const std::string& wh
 }
 
 Status BudgetBook::settle_sandbox(const std::string& sandbox, std::optional<double> measured_seconds, const std::string& how) {
+  Unlocks unlocks(journal_);
   auto contents = journal_.lock_and_read();
   if (!contents) return contents.status();
   Ledger ledger = Ledger::fold(contents->entries);
@@ -283,6 +302,7 @@ Status BudgetBook::settle_sandbox(const std::string& sandbox, std::optional<doub
 }
 
 Status BudgetBook::settle_reservation(const std::string& reservation, double seconds, const std::string& how) {
+  Unlocks unlocks(journal_);
   auto contents = journal_.lock_and_read();
   if (!contents) return contents.status();
   const Reservation* held = Ledger::fold(contents->entries).reservation(reservation);

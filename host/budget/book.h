@@ -1,5 +1,6 @@
 // BudgetBook: the operations on the budgets of one store, each one locked
-// read-fold-check-append-fsync on the journal (journal.h): define and change
+// read-fold-check-append-fsync on the journal (journal.h), the lock dropped
+// as it returns: define and change
 // a budget, reserve before a dispatch (refused past a ceiling, with nothing
 // written), confirm, record an uncertain failure, release, settle. Named
 // budgets; one may be the default, used when an operation names none. One

@@ -61,6 +61,7 @@ class ProcessSandbox:
             config = json.loads(base64.b64decode(env.get("GPUBOX_CONFIG", "")) or b"{}")
             config.setdefault("rpc", {})["endpoints"] = ["tcp://127.0.0.1:%d" % port]
             config["state_dir"] = os.path.join(self.dir, "state")
+            os.makedirs(config["state_dir"], mode=0o700)
             env = dict(env, GPUBOX_CONFIG=base64.b64encode(json.dumps(config).encode()).decode(), HOME=self.dir)
             if not agent:
                 raise RuntimeError("the image adds no agent at " + AGENT_IN_IMAGE)
