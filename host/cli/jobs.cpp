@@ -116,9 +116,9 @@ struct Connected {
 
 Connected connect(const std::string& command, const std::string& id_or_name) {
   auto record = find_sandbox(id_or_name);
-  if (!record) return {nullptr, fail(command, record.status(), exit_code_for(record.status()))};
+  if (!record) return {nullptr, fail(command, record.status(), exit_code_for(record.status())), {}};
   auto client = connect_sandbox(*record);
-  if (!client) return {nullptr, fail(command, client.status(), kExitUnreachable)};
+  if (!client) return {nullptr, fail(command, client.status(), kExitUnreachable), {}};
   return {std::move(*client), kExitOk, std::move(*record)};
 }
 
