@@ -75,14 +75,14 @@ Result<nlohmann::json> reconcile(const SandboxStore& store) {
         report(reservation, "left", "Modal could not be asked; the reservation stays held");
         continue;
       }
-      const nlohmann::json* found = nullptr;
-      for (const auto& sandbox : listed.value("sandboxes", nlohmann::json::array())) {
+      std::string modal_id;  // of the sandbox that carries the reservation's tag, if one runs
+      const nlohmann::json sandboxes = listed.value("sandboxes", nlohmann::json::array());
+      for (const auto& sandbox : sandboxes) {
         if (sandbox.value("tags", nlohmann::json::object()).value(kReservationTag, "") == reservation.reserved.reservation) {
-          found = &sandbox;
+          modal_id = sandbox.value("modal_id", "");
         }
       }
-      if (found) {
-        std::string modal_id = found->value("modal_id", "");
+      if (!modal_id.empty()) {
         if (record) {
           record->spec["modal_id"] = modal_id;
           record->spec["modal"]["modal_id"] = modal_id;
