@@ -306,6 +306,28 @@ class CrashBetweenReserveAndConfirmTest(BudgetCase):
         self.assertIn("no open reservation", self.ok("budget", "reconcile"))
 
 
+class LocalBackendBudgetTest(BudgetCase):
+    """The local backend through the same reservation (price 0, a GPU-hour ceiling); this machine has no GPU."""
+
+    def test_a_local_create_is_reserved_confirmed_and_settled_by_the_same_mechanism(self):
+        env = self.other_store("local")
+        self.ok("budget", "init", "rig", "--max-gpu-hours", "2", env=env)
+        ran = self.gpubox("--json", "create", "--budget", "rig", env=env)
+        self.assertEqual(ran.returncode, 2, ran.stdout)
+        self.assertIn("--timeout: a sandbox under budget rig needs one", json.loads(ran.stdout)["error"]["message"])
+        created = json.loads(self.ok("--json", "create", "--budget", "rig", "--timeout", "600", env=env))
+        self.assertEqual(created["budget"]["reserved_usd"], 0.0)
+        self.assertEqual(created["budget"]["reserved_gpu_hours"], 0.0, "no GPU asked for: no GPU-hour held")
+        _, report = self.budget("rig", env=env)
+        [held] = [r for r in report["open_reservations"] if r["budget"] == "rig"]
+        self.assertEqual((held["backend"], held["sandbox"], held["state"]), ("local", created["id"], "live"))
+        self.ok("terminate", created["id"], env=env)
+        shown, report = self.budget("rig", env=env)
+        self.assertEqual((shown["reserved_gpu_hours"], shown["settled_gpu_hours"], shown["left_gpu_hours"]), (0.0, 0.0, 2.0))
+        self.assertFalse(report["open_reservations"])
+        self.assertIn("terminated by gpubox (measured", self.ok("budget", "log", env=env))
+
+
 class McpBudgetTest(BudgetCase):
     def call(self, process, id, method, params):
         process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params}) + "\n")
