@@ -6,10 +6,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
+#include <fstream>
+#include <thread>
 
 #include "host/budget/sandbox_budget.h"
 #include "tests/unit/temp_dir.h"
@@ -37,6 +41,14 @@ Ask one_gpu_hour(const std::string& budget = "") {
   ask.seconds = 3600;
   ask.create = true;
   return ask;
+}
+
+// The journal's lines, read without its lock (the test itself may hold it).
+std::int64_t lines_of_unlocked(const std::string& path) {
+  std::ifstream in(path);
+  std::int64_t lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
 }
 
 std::int64_t lines_of(const BudgetBook& book) {
@@ -105,6 +117,51 @@ TEST(BudgetBook, EightProcessesRacingForACeilingOfThreeGetExactlyThree) {
   Ledger ledger = Ledger::fold(contents->entries);
   EXPECT_EQ(ledger.budget("lab")->reserved_micro_usd, 3'000'000);
   EXPECT_EQ(ledger.reservations().size(), 3u);
+}
+
+// What the kernel says a process waits in ("fcntl_setlk" while it waits for a record lock).
+std::string waiting_in(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/wchan");
+  std::string what;
+  std::getline(in, what);
+  return what;
+}
+
+TEST(BudgetBook, AReservationWaitsForTheJournalsLockAndWritesOnlyOnceItHasIt) {
+  test::TempDir dir;
+  BudgetBook book(dir.path());
+  ASSERT_TRUE(book.define("lab", 3.0, std::nullopt, h100_at(1.0), true, true));
+  std::int64_t before = lines_of(book);
+  // Another writer holds the journal: a reservation must wait, not read and write beside it.
+  int held = ::open(book.journal_path().c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  ASSERT_EQ(::fcntl(held, F_OFD_SETLK, &lock), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(held);  // the lock belongs to the open file description: the child must not keep it alive
+    auto reserved = BudgetBook(dir.path()).reserve(one_gpu_hour());
+    ::_exit(reserved && reserved->has_value() ? 0 : 1);
+  }
+  bool waits = false;
+  for (auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10); std::chrono::steady_clock::now() < give_up;) {
+    if (waiting_in(child).find("setlk") != std::string::npos) {
+      waits = true;
+      break;
+    }
+    ASSERT_EQ(::waitpid(child, nullptr, WNOHANG), 0) << "the reservation went ahead while another writer held the journal";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(waits) << "the reservation never waited for the lock (wchan: " << waiting_in(child) << ")";
+  EXPECT_EQ(lines_of_unlocked(book.journal_path()), before) << "nothing written while the lock is held elsewhere";
+  ::close(held);  // drops the lock
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(lines_of(book), before + 1);
 }
 
 TEST(BudgetBook, SettlingATerminatedSandboxReturnsTheUnusedPart) {
