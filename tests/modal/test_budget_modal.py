@@ -166,6 +166,10 @@ class BudgetTest(BudgetCase):
         self.assertEqual(shown["reserved_usd"], 1.0)
         held = [r for r in report["open_reservations"] if r["sandbox"] == created["id"]]
         self.assertEqual([r["state"] for r in held], ["live"])
+        # Modal carries the reservation as a tag (reconcile's key); the record keeps only the user's tags,
+        # which a snapshot's restore gives to --tag again.
+        self.assertEqual(self.fake.definitions()[-1]["tags"].get("gpubox.reservation"), held[0]["reservation"])
+        self.assertNotIn("gpubox.reservation", json.loads(self.ok("info", created["id"], "--json"))["spec"]["tags"])
         self.ok("terminate", created["id"])
         shown, report = self.budget("settle")
         self.assertEqual(shown["reserved_usd"], 0.0)

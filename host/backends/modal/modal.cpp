@@ -64,10 +64,6 @@ class ModalBackend final : public Backend {
   Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const override {
     ModalSandboxSpec cloud;
     if (Status flags = parse_modal_flags(*request.flags, true, &cloud); !flags) return flags;
-    // Reconcile finds a sandbox whose create went uncertain by this tag (gpubox budget reconcile).
-    if (request.public_spec.contains("budget")) {
-      cloud.tags[kReservationTag] = request.public_spec["budget"].value("reservation", "");
-    }
     cloud.timeout_s = timeout_of(request);
     nlohmann::json pub = request.public_spec;
     pub.erase("seccomp");  // gVisor's, not one of ours
@@ -78,7 +74,11 @@ class ModalBackend final : public Backend {
     pub["volumes"] = nlohmann::json::array();
     for (const auto& volume : cloud.volumes) pub["volumes"].push_back(volume.name + ":" + volume.path);
     pub["modal_secrets"] = cloud.modal_secrets;
-    pub["tags"] = cloud.tags;
+    pub["tags"] = cloud.tags;  // the user's: a snapshot's restore passes them to --tag again
+    // Reconcile finds a sandbox whose create went uncertain by this tag (gpubox budget reconcile).
+    if (request.public_spec.contains("budget")) {
+      cloud.tags[kReservationTag] = request.public_spec["budget"].value("reservation", "");
+    }
     cloud.name = request.name;
     cloud.agent_path = request.agent_path;
     cloud.cpu = request.limits.cpus;
