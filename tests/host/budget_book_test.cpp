@@ -284,13 +284,21 @@ TEST(BudgetBook, AJobThatOutlivesItsSandboxsReservationReservesTheRest) {
   ASSERT_FALSE(refused);
   EXPECT_THAT(refused.status().message(), HasSubstr("budget_exceeded: budget lab"));
   EXPECT_THAT(refused.status().message(), HasSubstr("this job's reservation"));
-  // When the sandbox ends after 700 s, each reservation is charged for its own stretch.
+  // A pull holds its egress at the budget's price, whatever its time.
+  Prices with_egress = h100_at(1.0);
+  with_egress.egress_gib = 0.25;
+  ASSERT_TRUE(book.define("lab", std::nullopt, std::nullopt, with_egress, false, false));
+  auto pull = reserve_for_job(store, *record, "", "pull", 0, 2.0);
+  ASSERT_TRUE(pull) << pull.status().to_string();
+  ASSERT_TRUE(pull->has_value());
+  EXPECT_EQ((*pull)->micro_usd, 500'000) << "2 GiB at $0.25";
+  // When the sandbox ends after 700 s, each reservation is charged for its own stretch (the pull its egress).
   ASSERT_TRUE(book.settle_sandbox(record->id, 700.0, "terminated by gpubox"));
   auto contents = book.read();
   ASSERT_TRUE(contents);
   Ledger ledger = Ledger::fold(contents->entries);
   EXPECT_EQ(ledger.budget("lab")->reserved_micro_usd, 0);
-  EXPECT_NEAR(static_cast<double>(ledger.budget("lab")->settled_micro_usd), 700.0 / 3600 * 1e6, 2);
+  EXPECT_NEAR(static_cast<double>(ledger.budget("lab")->settled_micro_usd), 700.0 / 3600 * 1e6 + 500'000, 2);
 }
 
 }  // namespace
