@@ -19,6 +19,9 @@ constexpr char kUsage[] =
     "  info ID                            a sandbox's limits, state and agent\n"
     "  usage ID                           container, CPU and GPU seconds, GPU type, each job's wall and CPU\n"
     "                                     seconds, and the resources requested (to price a run)\n"
+    "  budget [init|set|default|log|reconcile]\n"
+    "                                     cost ceilings: each create, job and pull is reserved in a journal\n"
+    "                                     before it is dispatched, refused past the ceiling (docs/budget.md)\n"
     "  exec ID [-i] [-t] [options] -- CMD ARGS...\n"
     "                                     run a command; its output streams here, its exit code is ours\n"
     "                                     (-i: forward stdin; -t: on a terminal; -it ID bash: a shell)\n"
@@ -81,6 +84,7 @@ int main(int argc, char** argv) {
     if (command == "ls" || command == "list") return run_ls(args, global);
     if (command == "info") return run_info(args, global);
     if (command == "usage") return run_usage(args, global);
+    if (command == "budget") return run_budget(args, global);
     if (command == "exec") return run_exec(args, global);
     if (command == "put") return run_put(args, global);
     if (command == "get") return run_get(args, global);

@@ -1,8 +1,13 @@
 #include "host/backends/backend.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+
+#include "host/budget/sandbox_budget.h"
 
 #include "host/backends/registry.h"
 
@@ -22,6 +27,37 @@ Result<SandboxRecord> Backend::adopt(SandboxStore&, const AdoptRequest&) const {
   return Status(ErrorCode::invalid_request, "--backend " + name() + " cannot adopt a sandbox created elsewhere");
 }
 
+namespace {
+
+// The host's GPUs: /dev/nvidiaN.
+double host_gpu_count() {
+  double count = 0;
+  if (DIR* dir = ::opendir("/dev")) {
+    while (dirent* entry = ::readdir(dir)) {
+      const char* name = entry->d_name;
+      if (std::strncmp(name, "nvidia", 6) == 0 && name[6] >= '0' && name[6] <= '9') ++count;
+    }
+    ::closedir(dir);
+  }
+  return count;
+}
+
+}  // namespace
+
+GpuAsk Backend::gpus_asked(const CreateRequest& request) const {
+  auto gpu = request.flags ? request.flags->last("--gpu") : std::nullopt;
+  if (!gpu || gpu->empty()) return {};
+  if (*gpu == "all") return {"", host_gpu_count()};
+  return {"", static_cast<double>(std::count(gpu->begin(), gpu->end(), ',') + 1)};
+}
+
+double Backend::timeout_asked(const CreateRequest& request) const {
+  const nlohmann::json& config = request.agent_config;
+  if (!config.contains("lifecycle") || !config["lifecycle"].is_object()) return 0;
+  const auto& value = config["lifecycle"].value("timeout_seconds", nlohmann::json(0.0));
+  return value.is_number() ? value.get<double>() : 0;
+}
+
 Status refuse_flags(const Args& flags, const std::vector<std::string>& names, const std::string& why) {
   for (const auto& name : names) {
     if (!flags.all(name).empty() || flags.flag(name)) return Status(ErrorCode::invalid_request, name + ": " + why);
@@ -38,7 +74,13 @@ Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record,
                          bool* killed) {
   auto backend = backend_of(record);
   if (!backend) return backend.status();
-  return (*backend)->terminate(store, record, grace, killed);
+  // Under a budget: how long it ran, read before it ends; settled once its end is certain. A remote
+  // sandbox whose create never learnt its id may still run there: reconcile settles that one.
+  std::optional<double> ran_for = budget::sandbox_seconds_if_budgeted(store, record);
+  bool end_certain = !(*backend)->state_is_remote() || record.state() != "creating";
+  Status stopped = (*backend)->terminate(store, record, grace, killed);
+  if (stopped && end_certain) (void)budget::settle_ended_sandbox(store, record, ran_for, "terminated by gpubox");
+  return stopped;
 }
 
 std::string default_agent_path() {

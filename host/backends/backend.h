@@ -66,6 +66,12 @@ struct AdoptRequest {
   std::string app;            // where the backend keeps it (Modal's app)
 };
 
+// The GPUs a create asks for, as a budget charges them (host/budget/, docs/budget.md).
+struct GpuAsk {
+  std::string type;   // as --gpu named it ("" : any of this host's)
+  double count = 0;
+};
+
 // One line of `gpubox info`: its label ("network:") and its text.
 using InfoLine = std::pair<std::string, std::string>;
 
@@ -87,6 +93,16 @@ class Backend {
   // Creates and starts the sandbox of a checked request and waits until its
   // agent is ready. On any failure nothing is left behind.
   virtual Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const = 0;
+  // --- what a budget charges a create for (host/budget/)
+  // True when this backend's sandboxes cost money at a budget's prices (Modal); false: they run on the
+  // user's own machines, and a budget holds their GPU-hours at a price of 0.
+  virtual bool priced() const { return false; }
+  // The GPUs a checked request asks for. Default: --gpu as the local backend takes it (all, or N[,N...]).
+  virtual GpuAsk gpus_asked(const CreateRequest& request) const;
+  // How long the sandbox may run, in seconds (0: no limit). Default: the agent's lifecycle.timeout_seconds.
+  virtual double timeout_asked(const CreateRequest& request) const;
+  // The place the control plane groups this request's sandbox in (Modal's app; "" : none).
+  virtual std::string group_asked(const CreateRequest&) const { return ""; }
   // What to add to the error of a model that failed to load as the sandbox started ("" : nothing).
   virtual std::string model_failure_hint() const { return ""; }
 

@@ -125,6 +125,15 @@ int fail(const std::string& command, const Status& status, int code, const char*
                       usage);
 }
 
+int fail_budget(const std::string& command, const Status& status) {
+  constexpr std::string_view kExceeded = "budget_exceeded: ";
+  if (status.code() == ErrorCode::resource_exhausted && status.message().rfind(kExceeded, 0) == 0) {
+    return report_error(command, "budget_exceeded", status.message().substr(kExceeded.size()), kExitFailed, nullptr);
+  }
+  if (status.code() == ErrorCode::invalid_request) return report_error(command, "usage", status.message(), kExitUsage, nullptr);
+  return report_error(command, std::string(error_code_name(status.code())), status.message(), kExitFailed, nullptr);
+}
+
 int show_usage(const char* usage) {
   std::fputs(usage, stdout);
   return kExitOk;

@@ -46,6 +46,9 @@ Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std
 int fail(const std::string& command, const std::string& message, int code, const char* usage = nullptr);
 // The same for a Status: its message for people, its code in the JSON.
 int fail(const std::string& command, const Status& status, int code, const char* usage = nullptr);
+// A budget's refusal or error (host/budget/): budget_exceeded (exit 1, that code in the JSON) for a
+// ceiling, a usage error (exit 2) for bad input (an unknown budget, a missing price), else failed.
+int fail_budget(const std::string& command, const Status& status);
 // Errors as JSON on stdout from now on (main sets it when --json is given).
 void set_json_errors(bool on);
 // An agent's message in the CLI's words: RPC methods it names become the
@@ -103,6 +106,8 @@ int run_weights(const std::vector<std::string>& args, const Global& global);
 int run_mcp(const std::vector<std::string>& args, const Global& global);
 // `gpubox adopt MODAL_ID --keys FILE`: a Modal sandbox created elsewhere, into this store (docs/modal.md).
 int run_adopt(const std::vector<std::string>& args, const Global& global);
+// `gpubox budget [init|set|default|log|reconcile]`: budgets, their reservations and journal (budget.cpp).
+int run_budget(const std::vector<std::string>& args, const Global& global);
 // `gpubox usage ID`: the agent's sys.usage beside the resources the sandbox was created with (usage.cpp).
 int run_usage(const std::vector<std::string>& args, const Global& global);
 // What a sandbox was created with, from its store record: cpu, memory_mib, timeout_s and

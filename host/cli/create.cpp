@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "host/backends/registry.h"
+#include "host/budget/sandbox_budget.h"
 #include "host/cli/cli.h"
 #include "host/snapshot.h"
 
@@ -39,7 +40,9 @@ constexpr char kUsage[] =
     "              unconfined (none; info warns); podman|docker: the engine's default profile, or unconfined\n"
     "  --userns    root inside maps to an unprivileged uid range of the host (idmapped mounts)\n"
     "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"
-    "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n";
+    "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n"
+    "  --budget    the budget that holds this sandbox's cost before it is created (default: the default\n"
+    "              budget, if one is set; none: no budget); past its ceiling nothing is created (docs/budget.md)\n";
 
 // How long create waits for the model host to say how each model's load began.
 constexpr std::chrono::seconds kModelStartWait{60};
@@ -102,7 +105,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   auto parsed = parse_args(raw,
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
                             "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",
-                            "--ready-timeout", "--app", "--region", "--volume", "--modal-secret", "--tag", "--seccomp"},
+                            "--ready-timeout", "--app", "--region", "--volume", "--modal-secret", "--tag", "--seccomp", "--budget"},
                            {"--userns", "--models-optional"});
   if (!parsed) return usage(parsed.status().message());
   if (parsed->flag("--help")) return show_usage(kUsage);
@@ -246,8 +249,19 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
 
   auto store = SandboxStore::open_default();
   if (!store) return usage(store.status().message());
+  // The budget holds the cost first, fsynced; past its ceiling nothing is dispatched.
+  nlohmann::json budget_entry;
+  auto reserved = budget::reserve_for_create(*store, backend, spec, args.last("--budget").value_or(""), from != nullptr,
+                                             &budget_entry);
+  if (!reserved) return fail_budget("create", reserved.status());
+  if (*reserved) pub["budget"] = budget_entry;
   auto created = backend.create(*store, spec);
-  if (!created) return fail("create", created.status(), exit_code_for(created.status()));
+  std::string held = *reserved ? budget::finish_create(*store, backend, **reserved, created) : "";
+  if (!created) return fail("create", Status(created.status().code(), created.status().message() + held), exit_code_for(created.status()));
+  if (*reserved && !json) {
+    std::fprintf(stderr, "gpubox create: budget %s holds %s for it (reservation %s)\n", (*reserved)->budget.c_str(),
+                 budget::usd_text((*reserved)->micro_usd).c_str(), (*reserved)->id.c_str());
+  }
   if (from) {
     if (Status restored = restore_snapshot_files(*from, *created); !restored) {
       (void)terminate_sandbox(*store, *created, std::chrono::seconds(1));
@@ -264,10 +278,14 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
     }
   }
   if (json) {
-    std::cout << nlohmann::json{{"id", created->id}, {"name", created->name}, {"backend", created->backend},
-                                {"endpoint", created->endpoint}, {"state", created->state()}}
-                     .dump()
-              << "\n";
+    nlohmann::json shown = {{"id", created->id}, {"name", created->name}, {"backend", created->backend},
+                            {"endpoint", created->endpoint}, {"state", created->state()}};
+    if (*reserved) {
+      shown["budget"] = {{"name", (*reserved)->budget}, {"reservation", (*reserved)->id},
+                         {"reserved_usd", static_cast<double>((*reserved)->micro_usd) / 1e6},
+                         {"reserved_gpu_hours", static_cast<double>((*reserved)->micro_gpu_h) / 1e6}};
+    }
+    std::cout << shown.dump() << "\n";
   } else {
     std::cout << created->id << "\n";
   }

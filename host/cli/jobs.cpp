@@ -14,6 +14,7 @@
 #include <iostream>
 #include <set>
 
+#include "host/budget/sandbox_budget.h"
 #include "host/cli/cli.h"
 #include "host/cli/input_archive.h"
 #include "base/sha256.h"
@@ -110,14 +111,15 @@ std::string shell_command(const std::vector<std::string>& words) {
 struct Connected {
   std::unique_ptr<rpc::Client> client;
   int code = kExitOk;
+  SandboxRecord record;
 };
 
 Connected connect(const std::string& command, const std::string& id_or_name) {
   auto record = find_sandbox(id_or_name);
-  if (!record) return {nullptr, fail(command, record.status(), exit_code_for(record.status()))};
+  if (!record) return {nullptr, fail(command, record.status(), exit_code_for(record.status())), {}};
   auto client = connect_sandbox(*record);
-  if (!client) return {nullptr, fail(command, client.status(), kExitUnreachable)};
-  return {std::move(*client), kExitOk};
+  if (!client) return {nullptr, fail(command, client.status(), kExitUnreachable), {}};
+  return {std::move(*client), kExitOk, std::move(*record)};
 }
 
 // The exit code for an agent's refusal of a job call: an unknown job is a usage error.
@@ -153,13 +155,14 @@ std::string result_line(const nlohmann::json& result) {
 int run_submit(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] =
       "usage: gpubox submit ID|NAME [--input FILE|DIR]... [--timeout S] [--output GLOB[:featured|hidden]]...\n"
-      "                     [--intent TEXT] [--env K=V]... [--json] -- COMMAND...\n"
+      "                     [--intent TEXT] [--env K=V]... [--budget NAME|none] [--json] -- COMMAND...\n"
       "  runs COMMAND with /bin/sh -c in the job's own work dir (inputs beside it, results go to out/)\n"
       "  and prints the job id (--json: the job's record). One COMMAND word is shell text as it is;\n"
       "  several are quoted one by one. A DIR input arrives as a directory of that name (sent as a tar,\n"
       "  sha256-checked, unpacked safely). --output globs are relative to out/ (featured by default); without\n"
-      "  --output the first 20 files of out/ are featured.\n";
-  auto args = parse_args(raw, {"--input", "--timeout", "--output", "--intent", "--env"}, {});
+      "  --output the first 20 files of out/ are featured. Under a budget (--budget, else the sandbox's, else\n"
+      "  the default), a --timeout that outlives what the sandbox holds reserves the rest first (docs/budget.md).\n";
+  auto args = parse_args(raw, {"--input", "--timeout", "--output", "--intent", "--env", "--budget"}, {});
   if (!args) return fail("submit", args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
   if (!args->has_double_dash || args->command.empty()) return fail("submit", "expected -- COMMAND", kExitUsage, kUsage);
@@ -222,6 +225,18 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
 
   Connected sandbox = connect("submit", args->positional[0]);
   if (!sandbox.client) return sandbox.code;
+  // A job that may outlive what its sandbox's budget holds: the rest is reserved before it is sent.
+  auto store = SandboxStore::open_default();
+  if (!store) return fail("submit", store.status(), kExitUsage);
+  auto reserved = budget::reserve_for_job(*store, sandbox.record, args->last("--budget").value_or(""), "job",
+                                          params.value("timeout_seconds", 0.0), 0);
+  if (!reserved) return fail_budget("submit", reserved.status());
+  auto settle_refusal = [&](const Status& status) {
+    // The agent refused the job: nothing runs for it. Any other failure keeps it held until the sandbox ends.
+    if (*reserved && (status.code() == ErrorCode::invalid_request || status.code() == ErrorCode::not_found)) {
+      (void)budget::BudgetBook(store->root()).release((*reserved)->id, "the agent refused the job: " + status.message());
+    }
+  };
   Result<nlohmann::json> info = nlohmann::json();
   if (inputs.empty()) {
     info = sandbox.client->call("job.submit", params);
@@ -236,7 +251,11 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
     }
     info = (*stream)->result();
   }
-  if (!info) return job_error("submit", info.status());
+  if (!info) {
+    settle_refusal(info.status());
+    return job_error("submit", info.status());
+  }
+  if (*reserved) (void)budget::BudgetBook(store->root()).confirm((*reserved)->id, sandbox.record.id, "");
   if (json_output(global, *args)) {
     std::cout << info->dump() << "\n";
   } else {

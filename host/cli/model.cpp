@@ -33,7 +33,7 @@ constexpr char kUsage[] =
     "       gpubox model ID load NAME PATH [--dtype D] [--device D] [--hidden] [--wait]\n"
     "       gpubox model ID unload NAME\n"
     "       gpubox model ID pull REPO --volume NAME|--to DIR [--subdir DIR] [--revision REV] [--endpoint URL]\n"
-    "                              [--timeout S]   (also: gpubox model pull ID REPO ...)\n"
+    "                              [--timeout S] [--budget NAME|none] [--egress-gib G]   (also: gpubox model pull ID REPO ...)\n"
     "  ID is a sandbox (id, prefix or name) or an ipc:// endpoint of an agent. info and generate wait for a\n"
     "  model that is loading (a progress bar on stderr). generate prints the text (the token ids for a model\n"
     "  without a tokenizer); --stream prints it as the tokens arrive. hooks lists the hook points (ops and\n"
@@ -45,7 +45,9 @@ constexpr char kUsage[] =
     "  pull runs a job in the sandbox that downloads the Hugging Face repository REPO (the image's\n"
     "  huggingface_hub) into the volume's VOLUME_PATH/REPO (or --subdir; --to DIR instead of a volume), unless\n"
     "  config.json or adapter_config.json is there already; HF_TOKEN from this environment is the job's secret.\n"
-    "  It shows progress on stderr and prints the path (--json: repo, commit, path, files, bytes, skipped).\n";
+    "  It shows progress on stderr and prints the path (--json: repo, commit, path, files, bytes, skipped).\n"
+    "  Under a budget, pull reserves --egress-gib G at the egress price and, with --timeout, the part of it\n"
+    "  that outlives what the sandbox holds, before the job is sent (docs/budget.md).\n";
 
 const std::string kCommand = "model";
 
@@ -328,7 +330,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw,
                          {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device",
                           "--capture", "--out", "--system", "--volume", "--to", "--subdir", "--revision", "--endpoint",
-                          "--timeout"},
+                          "--timeout", "--budget", "--egress-gib"},
                          {"--stream", "--ignore-eos", "--hidden", "--wait", "--chat"});
   if (!args) return fail(kCommand, args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <regex>
 
+#include "host/budget/sandbox_budget.h"
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
 #include "host/backends/registry.h"
@@ -222,13 +223,31 @@ int run_model_pull(const Args& args, const Global& global) {
   if (!params) return fail(kCommand, params.status(), kExitUsage);
   auto client = connect_sandbox(*record);
   if (!client) return fail(kCommand, client.status(), kExitUnreachable);
+  // Its sandbox's time past what the sandbox holds, and its egress, reserved before the job is sent.
+  double egress_gib = 0;
+  if (auto text = args.last("--egress-gib")) {
+    auto value = parse_number(*text, 0, 1 << 20);
+    if (!value) return fail(kCommand, "--egress-gib '" + *text + "': expected GiB from 0 to 1048576", kExitUsage);
+    egress_gib = *value;
+  }
+  auto store = SandboxStore::open_default();
+  if (!store) return fail(kCommand, store.status(), kExitUsage);
+  auto reserved = budget::reserve_for_job(*store, *record, args.last("--budget").value_or(""), "pull",
+                                          params->value("timeout_seconds", 0.0), egress_gib);
+  if (!reserved) return fail_budget(kCommand, reserved.status());
 
   std::vector<zmq::message_t> script;
   script.emplace_back(kModelPullSource, std::strlen(kModelPullSource));
   rpc::CallOptions options;
   options.attachments = &script;
   auto submitted = (*client)->call("job.submit", *params, std::move(options));
-  if (!submitted) return job_error(submitted.status());
+  if (!submitted) {
+    if (*reserved && submitted.status().code() == ErrorCode::invalid_request) {
+      (void)budget::BudgetBook(store->root()).release((*reserved)->id, "the agent refused the pull: " + submitted.status().message());
+    }
+    return job_error(submitted.status());
+  }
+  if (*reserved) (void)budget::BudgetBook(store->root()).confirm((*reserved)->id, record->id, "");
   std::string job_id = submitted->value("job_id", "");
   std::fprintf(stderr, "gpubox model pull: job %s: %s into %s\n", job_id.c_str(), repo.c_str(), dir->c_str());
 

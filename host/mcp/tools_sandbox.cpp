@@ -1,4 +1,4 @@
-// create_sandbox, list_sandboxes, terminate_sandbox. create runs this very
+// create_sandbox, list_sandboxes, terminate_sandbox, show_budget. create (and show_budget) run this very
 // binary's `gpubox --json create` as a child (its checks and messages are
 // the CLI's; its namespaces and forks stay out of this threaded server);
 // list and terminate use the sandbox store and the backends' interface
@@ -78,6 +78,7 @@ ToolResult create(ToolEnv& env, const json& args) {
   if (args.contains("idle_timeout")) argv.insert(argv.end(), {"--idle-timeout", number_text(args["idle_timeout"])});
   if (args.contains("gpu")) argv.insert(argv.end(), {"--gpu", args["gpu"].get<std::string>()});
   if (args.contains("network")) argv.insert(argv.end(), {"--network", args["network"].get<std::string>()});
+  if (args.contains("budget")) argv.insert(argv.end(), {"--budget", args["budget"].get<std::string>()});
   if (args.contains("env")) {
     for (const auto& [name, value] : args["env"].items()) argv.insert(argv.end(), {"--env", name + "=" + value.get<std::string>()});
   }
@@ -102,11 +103,27 @@ ToolResult create(ToolEnv& env, const json& args) {
   json out = json::parse(ran->out, nullptr, false);
   if (ran->exit_code != 0 || !out.is_object() || !out.contains("id")) {
     std::string message = out.is_object() && out.contains("error") ? out["error"].value("message", ran->out) : ran->out;
-    return ToolResult::error("create_sandbox failed: " + message, {{"exit_code", ran->exit_code}});
+    // The CLI's code too: budget_exceeded says that nothing was created and why, as the CLI says it.
+    std::string code = out.is_object() && out.contains("error") ? out["error"].value("code", "failed") : "failed";
+    return ToolResult::error("create_sandbox failed: " + message, {{"exit_code", ran->exit_code}, {"code", code}});
   }
   ToolResult result;
   result.structured = {{"sandbox_id", out["id"]}, {"name", out.value("name", "")}, {"backend", out.value("backend", "local")},
                        {"state", out.value("state", "")}};
+  return result;
+}
+
+// `gpubox --json budget`: each budget's ceiling, reserved, settled and left, and the open reservations.
+ToolResult show_budget(ToolEnv& env) {
+  auto ran = run_capture({env.cli_path, "--json", "budget"});
+  if (!ran) return ToolResult::from(ran.status());
+  json out = json::parse(ran->out, nullptr, false);
+  if (ran->exit_code != 0 || !out.is_object() || !out.contains("budgets")) {
+    std::string message = out.is_object() && out.contains("error") ? out["error"].value("message", ran->out) : ran->out;
+    return ToolResult::error("show_budget failed: " + message, {{"exit_code", ran->exit_code}});
+  }
+  ToolResult result;
+  result.structured = out;
   return result;
 }
 
@@ -158,9 +175,17 @@ void add_sandbox_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
                           {"gpu", {{"type", "string"}, {"description", "all, or GPU numbers N[,N...]"}}},
                           {"network", {{"type", "string"}, {"enum", {"none", "host"}}}},
+                          {"budget", {{"type", "string"}, {"description", "the budget that holds its cost first (default: the "
+                                                                           "default budget; none: no budget); past its ceiling "
+                                                                           "nothing is created (show_budget)"}}},
                           {"config", {{"type", "object"}, {"description", "an agent config document (docs/config.md)"}}}},
                          {}, false)},
             [&env](const json& args, ToolCallContext&) { return create(env, args); });
+  tools.add({"show_budget",
+             "Show the cost budgets (docs/budget.md): each one's ceiling, reserved, settled and left, and every open "
+             "reservation. A create past a budget's ceiling is refused with budget_exceeded and nothing is started.",
+             tool_schema(json::object(), {}, false)},
+            [&env](const json&, ToolCallContext&) { return show_budget(env); });
   tools.add({"list_sandboxes", "List gpubox sandboxes with their state.", tool_schema(json::object(), {}, false)},
             [](const json&, ToolCallContext&) { return list(); });
   tools.add({"terminate_sandbox", "Stop a sandbox and remove its state.", tool_schema(json::object())},

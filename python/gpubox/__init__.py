@@ -43,11 +43,11 @@ __all__ = ["Model", "tensor_from_wire", "Chunk", "Client", "RpcError", "Stream",
 
 # The Seer-style API (docs/python.md): sandboxes from a config, notebook sessions, scoped sandboxes.
 from .config import ModelConfig, RepoConfig, SandboxConfig
-from .sandbox import ExecResult, Sandbox, SandboxError, Snapshot
+from .sandbox import BudgetExceeded, ExecResult, Sandbox, SandboxError, Snapshot
 from .workspace import Library, Workspace
 from .notebook import Execution, ExecutionError, NotebookSession, create_notebook_session
 from .scoped import ScopedSandbox
 
-__all__ += ["ModelConfig", "RepoConfig", "SandboxConfig", "ExecResult", "Sandbox", "SandboxError", "Snapshot",
+__all__ += ["ModelConfig", "RepoConfig", "SandboxConfig", "ExecResult", "Sandbox", "SandboxError", "BudgetExceeded", "Snapshot",
             "Library", "Workspace", "Execution", "ExecutionError", "NotebookSession", "create_notebook_session",
             "ScopedSandbox"]

@@ -200,7 +200,7 @@ class RepoConfig:
 @dataclass
 class SandboxConfig:
     """A sandbox's resources, models, packages and files (Seer's SandboxConfig; gpubox's
-    additions: cpu, memory, idle_timeout, backend, image, volumes, python, network, modal_app).
+    additions: cpu, memory, idle_timeout, backend, image, volumes, python, network, modal_app, budget).
     With backend "modal", volumes name Modal Volumes ({"/weights": "NAME"}) and image is a
     registry image (docs/modal.md)."""
 
@@ -225,6 +225,8 @@ class SandboxConfig:
     network: bool = False              # outbound network, asked for by name; packages by name and remote repos need it
     execution_mode: Optional[object] = None  # Seer's; accepted and unused (every gpubox sandbox has all modes)
     modal_app: Optional[str] = None    # modal: the Modal app the sandbox belongs to (None: "gpubox")
+    budget: Optional[str] = None       # the budget that holds its cost first (None: the default one, if set;
+                                       # "none": no budget); past its ceiling start() raises BudgetExceeded
 
     def __post_init__(self):
         S = "SandboxConfig."
@@ -288,6 +290,8 @@ class SandboxConfig:
         traits.checks(self)
         if not traits.takes_app and self.modal_app is not None:
             _fail(S + "modal_app", "only with backend 'modal'")
+        if self.budget is not None and (not isinstance(self.budget, str) or not _MODAL_NAME.match(self.budget)):
+            _fail(S + "budget", "expected a budget's name (gpubox budget lists them) or 'none', got %r" % (self.budget,))
 
     def _check_modal(self):
         """What Modal (or gpubox on Modal) refuses, named by field."""

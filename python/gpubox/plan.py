@@ -69,6 +69,8 @@ def plan_create(config: SandboxConfig, name: Optional[str] = None) -> CreatePlan
     args += ["--network", traits.open_network if config.network else "none"]
     if config.modal_app:
         args += ["--app", config.modal_app]
+    if config.budget:
+        args += ["--budget", config.budget]
     args += _gpu_flag(config)
     for secret in config.secrets:  # the CLI reads the value from its environment, which is ours
         args += ["--secret", secret]

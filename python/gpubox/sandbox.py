@@ -36,6 +36,11 @@ class SandboxError(RuntimeError):
     """A sandbox could not be created, or a step of its setup or a CLI command failed."""
 
 
+class BudgetExceeded(SandboxError):
+    """A budget (docs/budget.md) cannot hold what was asked: nothing was started. The message names the
+    budget, its ceiling, what is reserved or settled, the reservation asked and what remains."""
+
+
 @dataclass
 class ExecResult:
     """A command's output: stdout and stderr as text, and its exit status
@@ -70,7 +75,8 @@ def run_cli(*args: str, timeout: float = 600, stdin: Optional[str] = None) -> di
     if done.returncode != 0:
         error = answer.get("error", {}) if isinstance(answer, dict) else {}
         message = error.get("message") or done.stderr.strip() or "exit code %d" % done.returncode
-        raise SandboxError("gpubox %s: %s" % (args[0], message))
+        kind = BudgetExceeded if error.get("code") == "budget_exceeded" else SandboxError
+        raise kind("gpubox %s: %s" % (args[0], message))
     return answer
 
 
@@ -94,7 +100,8 @@ class Sandbox:
 
     def start(self, name: Optional[str] = None) -> "Sandbox":
         """Creates the sandbox, copies files in, installs packages, clones repos; returns self.
-        ValueError (nothing created) for a bad config; SandboxError when a step fails (the sandbox is ended)."""
+        ValueError (nothing created) for a bad config; BudgetExceeded (nothing started) when its budget cannot
+        hold it; SandboxError when a step fails (the sandbox is ended)."""
         if self._id:
             raise SandboxError("sandbox %s is already started" % self._id)
         created = self._create(name)

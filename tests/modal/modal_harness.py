@@ -47,7 +47,7 @@ def problem():
 class FakeModal:
     """One fake control plane process; stop() ends it and the containers it started."""
 
-    def __init__(self, work, blackhole=False, secrets=None, open_network=None):
+    def __init__(self, work, blackhole=False, secrets=None, open_network=None, process_sandboxes=False):
         self.work = work
         self.url_file = os.path.join(work, "url")
         self.calls_file = os.path.join(work, "calls")
@@ -59,6 +59,8 @@ class FakeModal:
             argv.append("--blackhole-tunnels")
         if open_network:
             argv += ["--open-network", open_network]
+        if process_sandboxes:  # the agent as a host process: no podman, no image
+            argv.append("--process-sandboxes")
         env = dict(os.environ, FAKE_MODAL_SECRETS=json.dumps(secrets or {}), PYTHONDONTWRITEBYTECODE="1")
         self.log = open(os.path.join(work, "fake.log"), "w")
         self.process = subprocess.Popen(argv, cwd=HERE, env=env, stdout=self.log, stderr=subprocess.STDOUT)

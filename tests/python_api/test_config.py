@@ -68,6 +68,8 @@ class BadValuesTest(unittest.TestCase):
             "SandboxConfig.volumes['/weights']": dict(volumes={"/weights": "/tmp/weights"}),
             "SandboxConfig.volumes['/w']": dict(volumes={"/w": "weights:ro"}),
             "SandboxConfig.modal_app": dict(modal_app="no spaces"),
+            "SandboxConfig.budget": dict(budget="no spaces"),
+            "SandboxConfig.budget ": dict(budget=3),
         }
         for field, values in cases.items():
             with self.subTest(field=field):
@@ -193,12 +195,12 @@ class PlanTest(unittest.TestCase):
             backend="modal", gpu="A100-80GB", gpu_count=2, cpu=1.5, memory="2GiB", timeout=600, idle_timeout=120,
             env={"MODE": "fast"}, secrets=["GPUBOX_TEST_PLAN_SECRET"], volumes={"/weights": "weights", "/data": "d"},
             image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", modal_app="interp", python_packages=["numpy"],
-            network=True)
+            network=True, budget="lab")
         made = plan.plan_create(config, name="gpu-box")
         self.assertEqual(made.create_args, [
             "--backend", "modal", "--name", "gpu-box", "--image", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
             "--cpu", "1.5", "--memory", "2048", "--timeout", "600.0", "--idle-timeout", "120.0",
-            "--network", "open", "--app", "interp", "--gpu", "A100-80GB:2", "--secret", "GPUBOX_TEST_PLAN_SECRET",
+            "--network", "open", "--app", "interp", "--budget", "lab", "--gpu", "A100-80GB:2", "--secret", "GPUBOX_TEST_PLAN_SECRET",
             "--volume", "d:/data", "--volume", "weights:/weights"])
         self.assertNotIn("value", " ".join(made.create_args), "a secret's value is never an argument")
         self.assertEqual(made.agent_config["env"], {"MODE": "fast"})

@@ -94,6 +94,14 @@ class ContainerBackend final : public Backend {
     return lines;
   }
 
+  // --gpu all, or a number of GPUs (docker --gpus N).
+  GpuAsk gpus_asked(const CreateRequest& request) const override {
+    auto gpu = request.flags ? request.flags->last("--gpu") : std::nullopt;
+    if (!gpu || *gpu == "all") return Backend::gpus_asked(request);
+    auto count = parse_number(*gpu, 1, 64);
+    return {"", count.value_or(0)};
+  }
+
   void add_requested(const SandboxRecord& record, nlohmann::json* requested) const override {
     add_requested_on_host(record, requested);
   }

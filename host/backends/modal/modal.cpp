@@ -43,6 +43,24 @@ class ModalBackend final : public Backend {
     return Status::ok();
   }
 
+  bool priced() const override { return true; }
+
+  // --gpu TYPE[:N].
+  GpuAsk gpus_asked(const CreateRequest& request) const override {
+    ModalSandboxSpec cloud;
+    if (!parse_modal_flags(*request.flags, true, &cloud) || cloud.gpu.empty()) return {};
+    nlohmann::json gpu = modal_gpu(cloud.gpu);
+    return {gpu.value("type", ""), static_cast<double>(gpu.value("count", 1))};
+  }
+
+  double timeout_asked(const CreateRequest& request) const override { return timeout_of(request); }
+
+  std::string group_asked(const CreateRequest& request) const override {
+    ModalSandboxSpec cloud;
+    (void)parse_modal_flags(*request.flags, true, &cloud);
+    return cloud.app;
+  }
+
   Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const override {
     ModalSandboxSpec cloud;
     if (Status flags = parse_modal_flags(*request.flags, true, &cloud); !flags) return flags;
@@ -56,7 +74,11 @@ class ModalBackend final : public Backend {
     pub["volumes"] = nlohmann::json::array();
     for (const auto& volume : cloud.volumes) pub["volumes"].push_back(volume.name + ":" + volume.path);
     pub["modal_secrets"] = cloud.modal_secrets;
-    pub["tags"] = cloud.tags;
+    pub["tags"] = cloud.tags;  // the user's: a snapshot's restore passes them to --tag again
+    // Reconcile finds a sandbox whose create went uncertain by this tag (gpubox budget reconcile).
+    if (request.public_spec.contains("budget")) {
+      cloud.tags[kReservationTag] = request.public_spec["budget"].value("reservation", "");
+    }
     cloud.name = request.name;
     cloud.agent_path = request.agent_path;
     cloud.cpu = request.limits.cpus;

@@ -23,6 +23,8 @@ namespace gpubox::host {
 
 // The backend's name, as records keep it (modal.h registers it).
 inline constexpr char kModalBackend[] = "modal";
+// The Modal tag holding the budget reservation a sandbox's create made (host/budget/).
+inline constexpr char kReservationTag[] = "gpubox.reservation";
 
 struct ModalVolume {
   std::string name;  // a Modal Volume, created when missing

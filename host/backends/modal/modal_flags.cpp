@@ -62,8 +62,8 @@ Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec) {
   }
   for (const auto& pair : args.all("--tag")) {
     auto eq = pair.find('=');
-    if (eq == std::string::npos || eq == 0 || pair.substr(0, eq) == "gpubox.sandbox") {
-      return bad("--tag: expected KEY=VALUE (KEY not gpubox.sandbox, which gpubox sets), got '" + pair + "'");
+    if (eq == std::string::npos || eq == 0 || pair.substr(0, eq) == "gpubox.sandbox" || pair.substr(0, eq) == kReservationTag) {
+      return bad("--tag: expected KEY=VALUE (KEY not gpubox.sandbox or gpubox.reservation, which gpubox sets), got '" + pair + "'");
     }
     spec->tags[pair.substr(0, eq)] = pair.substr(eq + 1);
   }

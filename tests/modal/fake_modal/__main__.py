@@ -1,4 +1,5 @@
 """python -m fake_modal --url-file FILE --volumes-dir DIR [--calls FILE] [--blackhole-tunnels] [--open-network NET]
+                      [--process-sandboxes]
 
 Serves until SIGTERM, then removes the containers it started. Writes its URL
 (http://127.0.0.1:PORT) to FILE once it listens; with --calls, appends the
@@ -7,7 +8,9 @@ Modal Volumes are directories under DIR; FAKE_MODAL_SECRETS (JSON) holds the
 named Modal secrets; with --blackhole-tunnels every tunnel leads to a port
 that accepts and never answers; with --open-network NET, a sandbox whose
 network Modal leaves open runs with podman's --network NET (such as
-slirp4netns:allow_host_loopback=true, where the host's loopback is 10.0.2.2)."""
+slirp4netns:allow_host_loopback=true, where the host's loopback is 10.0.2.2);
+with --process-sandboxes a sandbox is the agent run as a host process
+(process_sandboxes.py), for tests that need no container engine."""
 
 import argparse
 import asyncio
@@ -32,7 +35,7 @@ async def serve(args):
         blackhole = ("127.0.0.1", hole.sockets[0].getsockname()[1])
     named = json.loads(os.environ.get("FAKE_MODAL_SECRETS", "{}"))  # named Modal secrets: {name: {KEY: VALUE}}
     service = FakeModal(blobs, calls_path=args.calls, volumes_dir=args.volumes_dir, named_secrets=named,
-                        blackhole=blackhole, open_network=args.open_network)
+                        blackhole=blackhole, open_network=args.open_network, process_sandboxes=args.process_sandboxes)
     server = Server([service, FakeRouter(service)])
     await server.start("127.0.0.1", 0)
     port = server._server.sockets[0].getsockname()[1]
@@ -60,6 +63,7 @@ def main():
     parser.add_argument("--volumes-dir", required=True)
     parser.add_argument("--blackhole-tunnels", action="store_true")
     parser.add_argument("--open-network")
+    parser.add_argument("--process-sandboxes", action="store_true")
     asyncio.run(serve(parser.parse_args()))
 
 

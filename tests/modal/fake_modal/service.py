@@ -19,6 +19,7 @@ from modal_proto import api_grpc, api_pb2
 
 from .unimplemented import answer_unimplemented
 
+from .process_sandboxes import ProcessSandbox, agent_of
 from .sandboxes import FakeSandbox, podman, run_arguments
 
 
@@ -59,7 +60,8 @@ answer_unimplemented(_Base, "Modal control plane", lambda modal: modal._log)
 class FakeModal(_Base):
     """The fake control plane's state: apps, images, mounts, secrets, volumes, sandboxes."""
 
-    def __init__(self, blobs, calls_path=None, volumes_dir=None, named_secrets=None, blackhole=None, open_network=None):
+    def __init__(self, blobs, calls_path=None, volumes_dir=None, named_secrets=None, blackhole=None, open_network=None,
+                 process_sandboxes=False):
         self.blobs = blobs
         self.calls_path = calls_path
         self.volumes_dir = volumes_dir
@@ -81,6 +83,7 @@ class FakeModal(_Base):
         self.url = ""          # this server's, set once it listens
         self.jwt = "fake.jwt"  # set by __main__ to an unsigned token with an expiry
         self.committed = []    # images of snapshots, removed at close
+        self.process_sandboxes = process_sandboxes  # sandboxes as host processes of the agent (no podman)
 
     def _log(self, line):
         # One line per call (and "definition JSON" per sandbox created), for the tests to read.
@@ -93,7 +96,7 @@ class FakeModal(_Base):
         for sandbox in self.sandboxes.values():
             await sandbox.started.wait()
             await sandbox.remove()
-        for tag in self.committed:
+        for tag in self.committed if not self.process_sandboxes else []:
             await podman("rmi", "--force", tag)
         shutil.rmtree(self.files_dir, ignore_errors=True)
 
@@ -224,13 +227,18 @@ class FakeModal(_Base):
         if definition.image_id not in self.images:
             raise GRPCError(Status.NOT_FOUND, "Image %s not found" % definition.image_id)
         self._log("definition " + json.dumps(summary(definition, {t.tag_name: t.tag_value for t in tags}, secret_envs)))
-        sandbox = FakeSandbox(_new_id("sb"), app_id, definition, {t.tag_name: t.tag_value for t in tags})
+        kind = ProcessSandbox if self.process_sandboxes else FakeSandbox
+        sandbox = kind(_new_id("sb"), app_id, definition, {t.tag_name: t.tag_value for t in tags})
         self.sandboxes[sandbox.id] = sandbox
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR")}
         names = []
         for values in secret_envs:
             env.update(values)
             names += [n for n in values if n not in names]
+        if self.process_sandboxes:
+            self._log("process " + sandbox.id)
+            self.tasks.append(asyncio.ensure_future(sandbox.start(agent_of(self._layers(definition.image_id), self.mounts), env)))
+            return sandbox
         args, make_dirs = run_arguments(sandbox, self._layers(definition.image_id), self.mounts, self.volumes, names)
         open_type = definition.network_access.network_access_type in (0, api_pb2.NetworkAccess.NetworkAccessType.OPEN)
         if self.open_network and open_type and not definition.block_network:
