@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,6 +92,8 @@ struct HostedModel {
   std::string dtype;             // "float32", "bfloat16" or "float16"; default by device
   std::string device = "cpu";    // "cpu", "cuda" or "cuda:N"
   bool hidden = false;           // the path never shows in sys.info, logs or model.* errors
+  // SAEs loaded with the model: [{name, path, hook?}] (paths absolute), passed to modeld as they are.
+  nlohmann::json saes = nlohmann::json::array();
 };
 
 // The native model host (docs/config.md "model_host"): started only when the
