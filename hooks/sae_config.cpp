@@ -1,6 +1,8 @@
 #include "hooks/sae_config.h"
 
+#include <algorithm>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace gpubox::hooks {
 namespace {
@@ -75,6 +77,8 @@ Result<SaeArchitecture> read_architecture(const json& config, const std::string&
   return invalid(where, "architecture", fmt::format("\"{}\" is not supported (supported: standard, jumprelu, topk)", *name));
 }
 
+Result<SaeConfig> parse_object(const json& config, const std::string& where);
+
 }  // namespace
 
 const char* sae_architecture_name(SaeArchitecture architecture) {
@@ -98,10 +102,12 @@ const char* sae_normalization_name(SaeNormalization normalization) {
 Result<SaeConfig> parse_sae_config(std::string_view text_in, const std::string& where) {
   json config = json::parse(text_in.begin(), text_in.end(), nullptr, false);
   if (config.is_discarded()) return Status(ErrorCode::invalid_request, where + ": not valid JSON");
-  return parse_sae_config(config, where);
+  return parse_object(config, where);
 }
 
-Result<SaeConfig> parse_sae_config(const json& config, const std::string& where) {
+namespace {
+
+Result<SaeConfig> parse_object(const json& config, const std::string& where) {
   if (!config.is_object()) return Status(ErrorCode::invalid_request, where + ": expected a JSON object (SAELens' cfg.json)");
   SaeConfig out;
   const json* k_value = nullptr;
@@ -172,5 +178,7 @@ Result<SaeConfig> parse_sae_config(const json& config, const std::string& where)
   if (!dtype->empty()) out.dtype = *dtype;
   return out;
 }
+
+}  // namespace
 
 }  // namespace gpubox::hooks

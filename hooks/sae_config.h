@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -37,7 +36,6 @@ struct SaeConfig {
 // SAELens applies that the host does not (hook_z reshaping, a head index,
 // expected_average_only_in, covariance_whitening, gated and other architectures).
 Result<SaeConfig> parse_sae_config(std::string_view text, const std::string& where);
-Result<SaeConfig> parse_sae_config(const nlohmann::json& config, const std::string& where);
 
 // "standard", "jumprelu", "topk"
 const char* sae_architecture_name(SaeArchitecture architecture);
