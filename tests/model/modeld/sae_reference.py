@@ -24,7 +24,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 
-def make_sae(directory, name, d_in, d_sae, architecture="standard", hook=None, seed=0, k=None,
+def make_sae(directory, name, d_in, d_sae=128, architecture="standard", hook=None, seed=0, k=None,
              apply_b_dec_to_input=True, normalize="none", rescale=False, dead=(), extra=None, weights_edit=None):
     """Writes directory/name/{cfg.json, sae_weights.safetensors} as SAELens 6's save_model does;
     returns (path, weights: dict of float32 arrays, cfg). Features in `dead` never fire

@@ -212,7 +212,7 @@ class SaePeers(unittest.TestCase):
         with self.assertRaises(RpcError) as raised:
             model.run(ids=PROMPT, ops=[handle.capture()])
         self.assertEqual(raised.exception.code, "invalid_request")
-        self.assertIn('params.ops[0].sae: this model has no SAE "extra"', raised.exception.message)
+        self.assertIn('ops[0].sae: this model has no SAE "extra"', raised.exception.message)
         self.assertEqual({s["name"] for s in model.saes()}, {"std", "jump", "topk"})
 
     def test_bad_input_is_invalid_request_naming_the_field_and_changes_nothing(self):
@@ -228,9 +228,9 @@ class SaePeers(unittest.TestCase):
             "nothreshold": (make_sae(saes, "nothreshold", 64, architecture="jumprelu", hook="blocks.0.hook_resid_post",
                                      weights_edit=lambda w: w.pop("threshold"))[0], "tensor threshold is missing"),
             "narrow": (make_sae(saes, "narrow", 32, hook="blocks.0.hook_resid_post")[0],
-                       "params.hook: the SAE's d_in is 32, blocks.0.hook_resid_post of this model is 64 wide"),
+                       "hook: the SAE's d_in is 32, blocks.0.hook_resid_post of this model is 64 wide"),
             "nohook": (make_sae(saes, "nohook", 64, hook="blocks.9.hook_resid_post")[0],
-                       'params.hook: this model has no hook point "blocks.9.hook_resid_post"'),
+                       'hook: this model has no hook point "blocks.9.hook_resid_post"'),
             "zhook": (make_sae(saes, "zhook", 64, hook="blocks.0.hook_resid_post", extra={"reshape_activations": "hook_z"})[0],
                       "reshape_activations"),
         }
@@ -241,10 +241,10 @@ class SaePeers(unittest.TestCase):
                 self.assertEqual(raised.exception.code, "invalid_request")
                 self.assertIn(message, raised.exception.message)
         for ops, message in [
-            ([{"op": "sae_capture", "sae": "nope"}], 'params.ops[0].sae: this model has no SAE "nope"'),
-            ([model.sae("std").ablate([256])], "params.ops[0].features: 256 is out of range for 256 SAE features"),
-            ([model.sae("std").capture(top_k=999)], "params.ops[0].top_k"),
-            ([model.sae("std").set([1], [1.0, 2.0])], "params.ops[0].values: 2 values for 1 features"),
+            ([{"op": "sae_capture", "sae": "nope"}], 'ops[0].sae: this model has no SAE "nope"'),
+            ([model.sae("std").ablate([256])], "ops[0].features: 256 is out of range for 256 SAE features"),
+            ([model.sae("std").capture(top_k=999)], "ops[0].top_k: expected an integer from 1 to d_sae (256)"),
+            ([model.sae("std").set([1], [1.0, 2.0])], "ops[0].values: 2 values for 1 features"),
         ]:
             with self.subTest(ops=ops):
                 with self.assertRaises(RpcError) as raised:
@@ -289,7 +289,7 @@ class SaePeers(unittest.TestCase):
                 with self.assertRaises(RpcError) as raised:
                     model.weights(["W_E", "blocks.7.attn.W_Q"])
                 self.assertEqual(raised.exception.code, "invalid_request")
-                self.assertIn('params.names: this model has no weight "blocks.7.attn.W_Q"', raised.exception.message)
+                self.assertIn('names: this model has no weight "blocks.7.attn.W_Q"', raised.exception.message)
 
 
 if __name__ == "__main__":
