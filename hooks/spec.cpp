@@ -166,11 +166,10 @@ Status read_sae(const json& op, const std::string& where, const std::vector<SaeS
   }
   out.sae = static_cast<std::size_t>(found - saes.begin());
   auto hook = op.find("hook");
-  if (hook == op.end()) {
-    out.hook = found->hook;
-  } else if (!hook->is_string() || hook->get<std::string>() != found->hook) {
+  if (hook != op.end() && (!hook->is_string() || hook->get<std::string>() != found->hook)) {
     return invalid(fmt::format("{}.hook: SAE \"{}\" reads {}, not {}", where, found->name, found->hook, hook->dump()));
   }
+  out.hook = found->hook;
   return {};
 }
 

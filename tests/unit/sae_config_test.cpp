@@ -3,6 +3,7 @@
 // setting the host does not apply refused by name.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "hooks/sae_config.h"
 
