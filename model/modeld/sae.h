@@ -47,7 +47,8 @@ class Sae {
   Sae() = default;
   hooks::SaeConfig config_;
   at::Tensor w_enc_, b_enc_, w_dec_, b_dec_, threshold_;
-  at::Tensor decoder_norms_;  // ‖W_dec[f]‖, for rescale_acts_by_decoder_norm
+  at::Tensor decoder_norms_;       // ‖W_dec[f]‖, for rescale_acts_by_decoder_norm
+  at::Tensor positive_threshold_;  // JumpReLU: max(threshold, 0)
 };
 
 }  // namespace gpubox::modeld
