@@ -285,6 +285,20 @@ class SaePeers(unittest.TestCase):
         self.assertIn('no SAE "cli"', err)
         self.assertEqual(cli("run", "gpt2", "--ids", "1,2", "--sae-capture", "cli:x")[0], 2)
 
+    def test_kernel_toolkit_has_the_same_calls(self):
+        """gpubox.hooks (the notebook's toolkit) reaches the same SAEs and weights through its client."""
+        from gpubox import hooks
+        hooks._CLIENT[:] = [self.modeld.client]  # the kernel's client of its agent; here modeld's own socket
+        self.addCleanup(hooks._CLIENT.clear)
+        handle = hooks.sae("gpt2", "std")
+        got = hooks.run("gpt2", PROMPT, ops=[handle.capture(top_k=3), handle.ablate([1])])
+        want = self.model("gpt2").run(ids=PROMPT, ops=[handle.capture(top_k=3), handle.ablate([1])])
+        np.testing.assert_array_equal(got["sae:std:indices"].numpy(), want["sae:std:indices"].numpy())
+        np.testing.assert_array_equal(got["logits"].numpy(), want["logits"].numpy())
+        np.testing.assert_array_equal(hooks.weights("gpt2", "W_U").numpy(), self.model("gpt2").weights("W_U").numpy())
+        with self.assertRaises(TypeError):
+            hooks.sae(self.hf["gpt2"], "std")
+
     def test_weights_equal_transformer_lens_parameters(self):
         """model.weights against TransformerBridge's own properties (raw weights: TL 4.3's
         bridge does no weight processing unless asked), exactly."""
