@@ -47,6 +47,7 @@ Tensor heads_in(const Tensor& w, std::int64_t heads, std::int64_t d_head) {
   return w.view({heads, d_head, w.size(1)}).transpose(1, 2).contiguous();
 }
 
+// Reads one parsed TransformerLens name of one architecture from its checkpoint; lives for one call.
 class Reader {
  public:
   Reader(const Architecture& a, const weights::Checkpoint& c) : a_(a), c_(c) {
