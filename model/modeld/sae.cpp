@@ -48,10 +48,10 @@ Result<at::Tensor> take(const weights::SafetensorsFile& file, const std::string&
 
 // bias + x·w for x [rows, in] and w [in, out] (float32): on the CPU for a few rows (a decode
 // step) by cpu_linear, which reads w once on every thread where LibTorch's matrix-vector
-// product runs on one; otherwise LibTorch's addmm.
+// product runs on one; otherwise LibTorch's addmm (always where autograd records: capture_grad).
 at::Tensor affine(const at::Tensor& bias, const at::Tensor& x, const at::Tensor& w) {
   std::int64_t rows = x.size(0);
-  if (!x.is_cpu() || rows > kCpuLinearMaxRows || !cpu_linear_available() ||
+  if (!x.is_cpu() || x.requires_grad() || rows > kCpuLinearMaxRows || !cpu_linear_available() ||
       !cpu_linear_worth_it(LinearElement::float32, rows)) {
     return at::addmm(bias, x, w);
   }
