@@ -167,6 +167,36 @@ class SaePeers(unittest.TestCase):
                     self.run_both(name, [handle.set(strongest[:2], [8.0, -2.0], rows=[0])], hook,
                                   lambda x: ref.edit(x, strongest[:2], [8.0, -2.0]))
 
+    def test_gradients_through_an_sae_edit_equal_autograd_through_transformer_lens(self):
+        """capture_grad upstream of an sae_ablate of one position (a product of one row): the
+        gradient flows through the SAE as torch's autograd takes it through the same edit."""
+        w = {k: torch.from_numpy(v.astype(np.float32)) for k, v in self.refs["std"].w.items()}
+        token = 17
+        for name in ARCHITECTURES:
+            with self.subTest(architecture=name):
+                acts, _ = self.refs["std"].encode(self.activation(name, SAES["std"][0]))
+                feature = int(acts[0, -1].argmax())  # active, so the gradient's path through the SAE counts
+                result = self.model(name).run(ids=PROMPT, grad_of={"logit": {"token": token}}, ops=[
+                    {"op": "capture_grad", "hook": "blocks.0.hook_resid_post"},
+                    self.model(name).sae("std").ablate([feature], positions=[-1])])
+                kept = {}
+
+                def keep(value, hook=None):
+                    value.retain_grad()
+                    kept["value"] = value
+                    return value
+
+                def ablate(value, hook=None):  # decode(edited) + error = x − acts[f]·W_dec[f]
+                    last = value[:, -1:]
+                    act = torch.relu((last - w["b_dec"]) @ w["W_enc"][:, feature] + w["b_enc"][feature])
+                    return torch.cat([value[:, :-1], last - act[..., None] * w["W_dec"][feature]], 1)
+                logits = self.bridges[name].run_with_hooks(torch.tensor([PROMPT]), fwd_hooks=[
+                    ("blocks.0.hook_resid_post", keep), (SAES["std"][0], ablate)])
+                logits[0, -1, token].backward()
+                want = kept["value"].grad.numpy()
+                got = result["grads"][0][1].numpy()
+                self.assertLess(rel(got, want), LOGITS_TOLERANCE)
+
     def test_an_edit_that_changes_no_feature_leaves_the_logits_unchanged(self):
         for name in ARCHITECTURES:
             with self.subTest(architecture=name):
