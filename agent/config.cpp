@@ -428,6 +428,28 @@ HostedModel parse_hosted_model(const json& value, const std::string& path) {
   }
   reader.boolean("hidden", &model.hidden);
   reader.boolean("cuda_graphs", &model.cuda_graphs);
+  if (const json* saes = reader.find("saes")) {
+    std::string saes_path = reader.child_path("saes");
+    if (!saes->is_array()) fail(saes_path, "an array of {name, path, hook?} objects", *saes);
+    std::set<std::string> names;
+    for (size_t i = 0; i < saes->size(); ++i) {
+      std::string at = saes_path + "[" + std::to_string(i) + "]";
+      ObjectReader sae((*saes)[i], at);
+      std::string name, sae_path, hook;
+      sae.string("name", &name);
+      sae.string("path", &sae_path);
+      sae.string("hook", &hook);
+      sae.finish();
+      if (name.empty() || name.find('\0') != std::string::npos) fail(at + ".name", "a non-empty name", name);
+      if (!names.insert(name).second) fail(at + ".name", "a name no other SAE of this model has", name);
+      if (sae_path.empty() || sae_path[0] != '/' || sae_path.find('\0') != std::string::npos) {
+        fail(at + ".path", "an absolute path (a directory with cfg.json and sae_weights.safetensors)", sae_path);
+      }
+      json entry = {{"name", name}, {"path", sae_path}};
+      if (!hook.empty()) entry["hook"] = hook;
+      model.saes.push_back(std::move(entry));
+    }
+  }
   reader.finish();
   return model;
 }
@@ -619,8 +641,10 @@ std::string config_to_json(const Config& config) {
     json host = {{"models", json::array()}};
     if (!config.model_host.binary.empty()) host["binary"] = config.model_host.binary;
     for (const auto& model : config.model_host.models) {
-      host["models"].push_back({{"name", model.name}, {"path", model.path}, {"dtype", model.dtype},
-                                {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs}});
+      json entry = {{"name", model.name}, {"path", model.path}, {"dtype", model.dtype},
+                    {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs}};
+      if (!model.saes.empty()) entry["saes"] = model.saes;
+      host["models"].push_back(std::move(entry));
     }
     document["model_host"] = std::move(host);
   }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +93,8 @@ struct HostedModel {
   std::string device = "cpu";    // "cpu", "cuda" or "cuda:N"
   bool hidden = false;           // the path never shows in sys.info, logs or model.* errors
   bool cuda_graphs = false;      // decode steps replayed as a CUDA graph (on cuda; opt-in until a GPU run proves them)
+  // SAEs loaded with the model: [{name, path, hook?}] (paths absolute), passed to modeld as they are.
+  nlohmann::json saes = nlohmann::json::array();
 };
 
 // The native model host (docs/config.md "model_host"): started only when the

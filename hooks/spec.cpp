@@ -21,7 +21,7 @@ struct OpRule {
   std::set<std::string_view> fields;  // beyond op, hook, rows, positions, heads
 };
 
-const std::array<OpRule, 9> kRules = {{
+const std::array<OpRule, 14> kRules = {{
     {OpKind::capture, "capture", {"dtype"}},
     {OpKind::set, "set", {"value", "allow_nonfinite"}},
     {OpKind::add, "add", {"vector", "scale", "allow_nonfinite"}},
@@ -31,6 +31,11 @@ const std::array<OpRule, 9> kRules = {{
     {OpKind::project_out, "project_out", {"direction", "allow_nonfinite"}},
     {OpKind::patch, "patch", {"value", "from_row", "allow_nonfinite"}},
     {OpKind::capture_grad, "capture_grad", {}},
+    {OpKind::sae_capture, "sae_capture", {"sae", "top_k"}},
+    {OpKind::sae_steer, "sae_steer", {"sae", "features", "scale"}},
+    {OpKind::sae_ablate, "sae_ablate", {"sae", "features"}},
+    {OpKind::sae_set, "sae_set", {"sae", "features", "values"}},
+    {OpKind::sae_splice, "sae_splice", {"sae"}},
 }};
 
 std::string op_names() {
@@ -148,8 +153,85 @@ Status check_fields(const json& op, const OpRule& rule, const std::string& where
   return {};
 }
 
+// The SAE an sae_* op names (op["sae"]), and its hook as the op's default hook.
+Status read_sae(const json& op, const std::string& where, const std::vector<SaeShape>& saes, Op& out) {
+  auto name = op.find("sae");
+  if (name == op.end() || !name->is_string()) return invalid(fmt::format("{}.sae: expected the name of a loaded SAE", where));
+  auto found = std::find_if(saes.begin(), saes.end(), [&](const SaeShape& s) { return s.name == name->get<std::string>(); });
+  if (found == saes.end()) {
+    std::vector<std::string_view> names;
+    for (const auto& s : saes) names.push_back(s.name);
+    return invalid(fmt::format("{}.sae: this model has no SAE {} (loaded: {}; model.sae_load loads one)", where, name->dump(),
+                               names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
+  }
+  out.sae = static_cast<std::size_t>(found - saes.begin());
+  auto hook = op.find("hook");
+  if (hook != op.end() && (!hook->is_string() || hook->get<std::string>() != found->hook)) {
+    return invalid(fmt::format("{}.hook: SAE \"{}\" reads {}, not {}", where, found->name, found->hook, hook->dump()));
+  }
+  out.hook = found->hook;
+  return {};
+}
+
+// op["features"]: a non-empty list of feature indices of an SAE d_sae wide.
+Status read_features(const json& op, const std::string& where, std::int64_t d_sae, Op& out) {
+  auto list = op.find("features");
+  std::string field = where + ".features";
+  if (list == op.end() || !list->is_array() || list->empty()) {
+    return invalid(fmt::format("{}: expected a non-empty list of feature indices", field));
+  }
+  for (const auto& value : *list) {
+    auto index = read_index(value, field, d_sae, "SAE features");
+    if (!index) return index.status();
+    out.features.push_back(*index);
+  }
+  return {};
+}
+
+// The fields of an sae_* op beyond sae and hook, checked against its SAE and point.
+Status decode_sae_fields(const json& op, const std::string& where, const SaeShape& sae, const HookShape& point, Op& out) {
+  if (point.dims.back() != sae.d_in) {
+    return invalid(fmt::format("{}.sae: SAE \"{}\" is {} wide (d_in), {} is {} wide", where, sae.name, sae.d_in, point.name,
+                               point.dims.back()));
+  }
+  switch (out.kind) {
+    case OpKind::sae_capture:
+      if (auto k = op.find("top_k"); k != op.end()) {
+        if (!k->is_number_integer() || k->get<std::int64_t>() < 1 || k->get<std::int64_t>() > sae.d_sae) {
+          return invalid(fmt::format("{}.top_k: expected an integer from 1 to d_sae ({}), got {}", where, sae.d_sae, k->dump()));
+        }
+        out.top_k = k->get<std::int64_t>();
+      }
+      return {};
+    case OpKind::sae_steer: {
+      if (Status s = read_features(op, where, sae.d_sae, out); !s) return s;
+      auto scale = read_number(op, "scale", where, 1.0);
+      if (!scale) return scale.status();
+      out.factor = *scale;
+      return {};
+    }
+    case OpKind::sae_ablate: return read_features(op, where, sae.d_sae, out);
+    case OpKind::sae_set: {
+      if (Status s = read_features(op, where, sae.d_sae, out); !s) return s;
+      auto values = op.find("values");
+      std::string field = where + ".values";
+      if (values == op.end()) return invalid(fmt::format("{}: sae_set needs a number, or one per feature", field));
+      std::vector<json> given = values->is_array() ? values->get<std::vector<json>>() : std::vector<json>(out.features.size(), *values);
+      if (given.size() != out.features.size()) {
+        return invalid(fmt::format("{}: {} values for {} features", field, given.size(), out.features.size()));
+      }
+      for (const auto& value : given) {
+        if (!value.is_number() || !std::isfinite(value.get<double>())) return invalid(fmt::format("{}: expected finite numbers", field));
+        out.values.push_back(value.get<double>());
+      }
+      return {};
+    }
+    default: return {};
+  }
+}
+
 Result<Op> decode_op(const json& op, const std::string& where, const std::vector<HookShape>& points,
-                     const std::vector<std::size_t>& attachment_bytes) {
+                     const std::vector<std::size_t>& attachment_bytes, const std::vector<SaeShape>& saes) {
   if (!op.is_object()) return invalid(fmt::format("{}: expected an object {{\"op\": ..., \"hook\": ...}}", where));
   auto kind = op.find("op");
   if (kind == op.end() || !kind->is_string()) return invalid(fmt::format("{}.op: expected an operation name", where));
@@ -159,9 +241,13 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
 
   Op out;
   out.kind = rule->kind;
-  auto hook = op.find("hook");
-  if (hook == op.end() || !hook->is_string()) return invalid(fmt::format("{}.hook: expected a hook name (a string)", where));
-  out.hook = hook->get<std::string>();
+  if (out.is_sae()) {
+    if (Status s = read_sae(op, where, saes, out); !s) return s;
+  } else {
+    auto hook = op.find("hook");
+    if (hook == op.end() || !hook->is_string()) return invalid(fmt::format("{}.hook: expected a hook name (a string)", where));
+    out.hook = hook->get<std::string>();
+  }
   auto point = std::find_if(points.begin(), points.end(), [&](const HookShape& p) { return p.name == out.hook; });
   if (point == points.end()) {
     return invalid(fmt::format("{}.hook: this model has no hook point \"{}\"; {}", where, out.hook, suggestions(out.hook, points)));
@@ -180,6 +266,10 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
     if (Status s = read_indices(op, "heads", where, point->dims[heads], "heads", out.where.heads); !s) return s;
   }
 
+  if (out.is_sae()) {
+    if (Status s = decode_sae_fields(op, where, saes[out.sae], *point, out); !s) return s;
+    return out;
+  }
   switch (out.kind) {
     case OpKind::capture:
       if (auto dtype = op.find("dtype"); dtype != op.end()) {
@@ -214,6 +304,7 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
     }
     case OpKind::zero:
     case OpKind::capture_grad:
+    default:
       break;
     case OpKind::project_out:
       if (!op.contains("direction")) return invalid(fmt::format("{}.direction: project_out needs a tensor", where));
@@ -242,17 +333,32 @@ std::size_t Plan::grad_count() const {
 }
 
 std::size_t Plan::capture_count() const {
-  return static_cast<std::size_t>(std::count_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::capture; }));
+  return static_cast<std::size_t>(std::count_if(ops.begin(), ops.end(), [](const Op& op) {
+    return op.kind == OpKind::capture || op.kind == OpKind::sae_capture;
+  }));
+}
+
+std::size_t Op::capture_outputs() const {
+  if (kind == OpKind::capture) return 1;
+  if (kind == OpKind::sae_capture) return top_k > 0 ? 2 : 1;
+  return 0;
+}
+
+std::string capture_name(const Op& op, const std::vector<SaeShape>& saes, std::size_t output) {
+  if (op.kind != OpKind::sae_capture) return op.hook;
+  std::string name = "sae:" + (op.sae < saes.size() ? saes[op.sae].name : std::string("?"));
+  if (op.top_k == 0) return name;
+  return name + (output == 0 ? ":indices" : ":values");
 }
 
 Result<Plan> decode_plan(const json& ops, const std::vector<HookShape>& points, const std::vector<std::size_t>& attachment_bytes,
-                         const std::vector<bool>& active) {
+                         const std::vector<bool>& active, const std::vector<SaeShape>& saes) {
   Plan plan;
   if (ops.is_null()) return plan;
   if (!ops.is_array()) return invalid("params.ops: expected a list of operations");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (i < active.size() && !active[i]) continue;
-    auto op = decode_op(ops[i], fmt::format("params.ops[{}]", i), points, attachment_bytes);
+    auto op = decode_op(ops[i], fmt::format("params.ops[{}]", i), points, attachment_bytes, saes);
     if (!op) return op.status();
     op->index = i;
     plan.ops.push_back(std::move(*op));

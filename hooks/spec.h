@@ -25,7 +25,23 @@ struct HookShape {
   int head_axis = -1;     // -1: the point has no heads axis
 };
 
-enum class OpKind { capture, set, add, scale, zero, mean, project_out, patch, capture_grad };
+enum class OpKind {
+  capture, set, add, scale, zero, mean, project_out, patch, capture_grad,
+  // On a loaded SAE's features (saes given to decode_plan):
+  sae_capture,  // feature activations, dense or the top k per position
+  sae_steer,    // add scale × W_dec[f] for each feature f
+  sae_ablate,   // features zeroed, decoded, the SAE's error added back
+  sae_set,      // features set to values, decoded, the error added back
+  sae_splice,   // the activation replaced by the SAE's reconstruction (no error term)
+};
+
+// An SAE a request may name (model.sae_load): the hook it reads and its widths.
+struct SaeShape {
+  std::string name;
+  std::string hook;
+  std::int64_t d_in = 0;
+  std::int64_t d_sae = 0;
+};
 enum class CaptureDtype { float32, model };
 
 // The part of a hook point's value an operation touches; an empty list selects the whole axis.
@@ -50,13 +66,21 @@ struct Op {
   std::string tensor_field;                    // the op's field that holds tensor ("value", "vector", "direction")
   std::optional<std::int64_t> from_row;        // patch: the batch row to copy from (normalized)
   bool allow_nonfinite = false;                // the tensor may hold NaN or infinities (check_finite passes it)
+  // SAE ops:
+  std::size_t sae = 0;                  // index into decode_plan's saes
+  std::vector<std::int64_t> features;   // sae_steer, sae_ablate, sae_set: in [0, d_sae), request order
+  std::vector<double> values;           // sae_set: one per feature
+  std::int64_t top_k = 0;               // sae_capture: 0 for dense
+  bool is_sae() const { return kind >= OpKind::sae_capture; }
+  // The tensors a capture op sends back: 1, or 2 for sae_capture with top_k (indices, values); 0 for edits.
+  std::size_t capture_outputs() const;
 };
 
 // What a request asks for, validated against one model and one input.
 struct Plan {
   std::vector<Op> ops;  // in request order, the order they apply in
   bool empty() const { return ops.empty(); }
-  std::size_t capture_count() const;
+  std::size_t capture_count() const;  // capture and sae_capture ops
   std::size_t grad_count() const;  // capture_grad ops: the pass needs autograd
 };
 
@@ -67,8 +91,15 @@ struct Plan {
 // ("params.ops[1].hook") and, for an unknown hook, a few of the valid names.
 // With active given (one flag per op), the ops it marks false are skipped:
 // neither checked nor in the plan (model.generate's ops for other passes).
+// saes: the SAEs sae_* ops may name ("sae": name); an SAE op's hook defaults to its SAE's.
 Result<Plan> decode_plan(const nlohmann::json& ops, const std::vector<HookShape>& points,
-                         const std::vector<std::size_t>& attachment_bytes, const std::vector<bool>& active = {});
+                         const std::vector<std::size_t>& attachment_bytes, const std::vector<bool>& active = {},
+                         const std::vector<SaeShape>& saes = {});
+
+// The name a capture's tensor is sent under: the hook for capture; for
+// sae_capture "sae:NAME" (dense), or "sae:NAME:indices" / "sae:NAME:values"
+// (output 0 / 1 of a top-k capture).
+std::string capture_name(const Op& op, const std::vector<SaeShape>& saes, std::size_t output = 0);
 
 // invalid_request naming the op's field and the first element that is NaN or
 // infinite, for the first op of plan whose tensor holds one and does not say

@@ -195,4 +195,15 @@ Result<json> ModelClient::load(json spec) { return client_.call("model.load", sp
 Result<json> ModelClient::unload(const std::string& model) { return client_.call("model.unload", {{"model", model}}); }
 Result<json> ModelClient::gpu_info() { return client_.call("gpu.info"); }
 
+Result<json> ModelClient::sae_load(const std::string& model, json spec) {
+  spec["model"] = model;
+  return client_.call("model.sae_load", spec);
+}
+
+Result<json> ModelClient::sae_unload(const std::string& model, const std::string& sae) {
+  return client_.call("model.sae_unload", {{"model", model}, {"sae", sae}});
+}
+
+Result<json> ModelClient::saes(const std::string& model) { return client_.call("model.saes", {{"model", model}}); }
+
 }  // namespace gpubox::host

@@ -75,6 +75,10 @@ class ModelClient {
                                   const std::function<bool(const GenerateStep&)>& on_step = nullptr);
   Result<nlohmann::json> load(nlohmann::json spec);
   Result<nlohmann::json> unload(const std::string& model);
+  // model.sae_load {model, name, path, hook?}, model.sae_unload, model.saes (rpc/PROTOCOL.md).
+  Result<nlohmann::json> sae_load(const std::string& model, nlohmann::json spec);
+  Result<nlohmann::json> sae_unload(const std::string& model, const std::string& sae);
+  Result<nlohmann::json> saes(const std::string& model);
   Result<nlohmann::json> gpu_info();
 
  private:

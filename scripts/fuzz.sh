@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 all_targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames
   fuzz_serve_wire fuzz_safetensors fuzz_tokenizer_json fuzz_chat_template fuzz_model_config fuzz_intervention_spec
-  fuzz_mcp_messages)
+  fuzz_mcp_messages fuzz_sae_config)
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${all_targets[@]}"
   exit 0
@@ -41,6 +41,7 @@ for target in "${targets[@]}"; do
     fuzz_model_config) max_len=8192 ;;
     fuzz_intervention_spec) max_len=4096 ;;
     fuzz_mcp_messages) max_len=16384 ;;
+    fuzz_sae_config) max_len=4096 ;;
   esac
   # A libFuzzer dictionary of the format's keywords, where the target has one.
   dict=()

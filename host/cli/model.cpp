@@ -29,7 +29,11 @@ constexpr char kUsage[] =
     "       gpubox model ID generate NAME PROMPT|--ids I,J,... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                                [--top-p P] [--seed S] [--stop STR]... [--ignore-eos] [--stream]\n"
     "                                [--chat [--system TEXT]]\n"
-    "       gpubox model ID run NAME PROMPT|--ids I,J,... --capture HOOK... [--out FILE.safetensors]\n"
+    "       gpubox model ID run NAME PROMPT|--ids I,J,... [--capture HOOK]... [--sae-capture SAE[:K]]...\n"
+    "                           [--out FILE.safetensors]\n"
+    "       gpubox model ID sae load NAME SAE PATH [--hook HOOK]\n"
+    "       gpubox model ID sae ls NAME\n"
+    "       gpubox model ID sae unload NAME SAE\n"
     "       gpubox model ID load NAME PATH [--dtype D] [--device D] [--hidden] [--wait]\n"
     "       gpubox model ID unload NAME\n"
     "       gpubox model ID pull REPO --volume NAME|--to DIR [--subdir DIR] [--revision REV] [--endpoint URL]\n"
@@ -39,7 +43,10 @@ constexpr char kUsage[] =
     "  without a tokenizer); --stream prints it as the tokens arrive. hooks lists the hook points (ops and\n"
     "  captures name them, as TransformerLens does) with their shapes. run captures hook points, prints each\n"
     "  tensor's name, dtype and shape, and with --out writes the captures to a safetensors file (the logits\n"
-    "  too with --capture logits).\n"
+    "  too with --capture logits). --sae-capture SAE captures a loaded SAE's feature activations at its hook\n"
+    "  (sae:SAE), SAE:K the top K per position (sae:SAE:indices, sae:SAE:values). sae load loads an SAE in\n"
+    "  SAELens' format (a directory in the sandbox with cfg.json and sae_weights.safetensors) for model NAME\n"
+    "  at its cfg.json's hook (or --hook); sae ls lists a model's SAEs.\n"
     "  --chat sends PROMPT as the user's message (after --system's), rendered\n"
     "  with the model's chat template (docs/chat_templates.md). --json: the methods' results as JSON.\n"
     "  pull runs a job in the sandbox that downloads the Hugging Face repository REPO (the image's\n"
@@ -215,8 +222,22 @@ int run_captures(ModelClient& models, const Args& args, bool as_json) {
   json params = json::object();
   if (auto bad = prompt_params(args, "run", params)) return usage_error(*bad);
   const auto& hooks = args.all("--capture");
-  if (hooks.empty()) return usage_error("run: give --capture HOOK (one or more; `gpubox model ID hooks " + name + "` lists them)");
+  const auto& sae_captures = args.all("--sae-capture");
+  if (hooks.empty() && sae_captures.empty()) {
+    return usage_error("run: give --capture HOOK or --sae-capture SAE (one or more; `gpubox model ID hooks " + name + "` lists the hooks)");
+  }
   params["ops"] = json::array();
+  for (const auto& spec : sae_captures) {
+    json op = {{"op", "sae_capture"}, {"sae", spec.substr(0, spec.find(':'))}};
+    if (std::size_t colon = spec.find(':'); colon != std::string::npos) {
+      const std::string k = spec.substr(colon + 1);
+      if (k.empty() || k.size() > 9 || k.find_first_not_of("0123456789") != std::string::npos || std::stoll(k) < 1) {
+        return usage_error("--sae-capture " + spec + ": expected SAE or SAE:K (K a positive number of features)");
+      }
+      op["top_k"] = std::stoll(k);
+    }
+    params["ops"].push_back(std::move(op));
+  }
   // The logits always come back: --capture logits asks for them in the file, not for a second copy.
   bool logits_asked = false;
   for (std::size_t i = 0; i < hooks.size(); ++i) {
@@ -300,6 +321,45 @@ int run_generate(ModelClient& models, const Args& args, bool as_json) {
   return kExitOk;
 }
 
+// sae load|ls|unload: a model's SAEs (model.sae_load, model.saes, model.sae_unload).
+int run_sae(ModelClient& models, const Args& args, bool as_json) {
+  const auto& p = args.positional;
+  const std::string& action = p[2];
+  const std::string& name = p[3];
+  Result<json> answer = Status(ErrorCode::internal, "");
+  if (action == "load") {
+    if (p.size() != 6) return usage_error("sae load: expected NAME SAE PATH");
+    json spec = {{"name", p[4]}, {"path", p[5]}};
+    if (auto hook = args.last("--hook")) spec["hook"] = *hook;
+    if (Status s = wait_ready(models, name); !s) return call_error(s);
+    answer = models.sae_load(name, spec);
+  } else if (action == "ls") {
+    if (p.size() != 4) return usage_error("sae ls: expected NAME");
+    if (Status s = wait_ready(models, name); !s) return call_error(s);
+    answer = models.saes(name);
+  } else if (action == "unload") {
+    if (p.size() != 5) return usage_error("sae unload: expected NAME SAE");
+    answer = models.sae_unload(name, p[4]);
+  } else {
+    return usage_error("sae: unknown action '" + action + "' (load, ls, unload)");
+  }
+  if (!answer) return call_error(answer.status());
+  if (as_json) return print_json(*answer), kExitOk;
+  if (action == "load") {
+    std::printf("%s: %s SAE at %s, %lld features\n", p[4].c_str(), answer->value("architecture", "?").c_str(),
+                answer->value("hook", "?").c_str(), static_cast<long long>(answer->value("d_sae", 0)));
+  } else if (action == "ls") {
+    for (const auto& sae : answer->value("saes", json::array())) {
+      std::printf("%s %s %s d_in=%lld d_sae=%lld\n", sae.value("name", "?").c_str(), sae.value("hook", "?").c_str(),
+                  sae.value("architecture", "?").c_str(), static_cast<long long>(sae.value("d_in", 0)),
+                  static_cast<long long>(sae.value("d_sae", 0)));
+    }
+  } else {
+    std::printf("%s: unloaded\n", p[4].c_str());
+  }
+  return kExitOk;
+}
+
 int run_load(ModelClient& models, const Args& args, bool as_json) {
   if (args.positional.size() != 4) return usage_error("load: expected NAME PATH");
   json spec = {{"name", args.positional[2]}, {"path", args.positional[3]}};
@@ -330,7 +390,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw,
                          {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device",
                           "--capture", "--out", "--system", "--volume", "--to", "--subdir", "--revision", "--endpoint",
-                          "--timeout", "--budget", "--egress-gib"},
+                          "--timeout", "--budget", "--egress-gib", "--sae-capture", "--hook"},
                          {"--stream", "--ignore-eos", "--hidden", "--wait", "--chat"});
   if (!args) return fail(kCommand, args.status(), kExitUsage, kUsage);
   if (args->flag("--help")) return show_usage(kUsage);
@@ -339,7 +399,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
     std::swap(args->positional[0], args->positional[1]);
   }
   const auto& p = args->positional;
-  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, hooks, tokenize, generate, run, load, unload, pull)");
+  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, hooks, tokenize, generate, run, load, unload, sae, pull)");
   const std::string& sub = p[1];
   struct Shape {
     const char* name;
@@ -350,12 +410,12 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
                           {"tokenize", 4, 4, " NAME TEXT"},
                           {"generate", 3, 4, " NAME PROMPT"}, {"run", 3, 4, " NAME PROMPT --capture HOOK"},
                           {"load", 4, 4, " NAME PATH"},       {"unload", 3, 3, " NAME"},
-                          {"pull", 3, 3, " REPO --volume NAME"}};
+                          {"pull", 3, 3, " REPO --volume NAME"},  {"sae", 4, 6, " load|ls|unload NAME [SAE [PATH]]"}};
   const Shape* shape = nullptr;
   for (const auto& s : shapes) {
     if (sub == s.name) shape = &s;
   }
-  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, hooks, tokenize, generate, run, load, unload, pull)");
+  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, hooks, tokenize, generate, run, load, unload, sae, pull)");
   if (p.size() < shape->min || p.size() > shape->max) return usage_error(sub + ": expected ID " + sub + shape->expects);
   if (sub == "pull") return run_model_pull(*args, global);  // a job of the agent's: no model host needed
 
@@ -388,6 +448,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   if (sub == "generate") return run_generate(models, *args, as_json);
   if (sub == "run") return run_captures(models, *args, as_json);
   if (sub == "load") return run_load(models, *args, as_json);
+  if (sub == "sae") return run_sae(models, *args, as_json);
   auto unloaded = models.unload(p[2]);
   if (!unloaded) return call_error(unloaded.status());
   if (as_json) return print_json(*unloaded), kExitOk;

@@ -1,4 +1,4 @@
-// list_models, model_hooks, tokenize, generate, run_model: the sandbox's model host (rpc/PROTOCOL.md
+// list_models, model_hooks, tokenize, generate, run_model, sae_top_features: the sandbox's model host (rpc/PROTOCOL.md
 // "Models"). run_model's tensors (logits and captures) come back as their
 // dtype and shape with the values when small, else a summary and the first
 // values: an agent reads numbers, not megabytes.
@@ -127,6 +127,63 @@ ToolResult run_model(ToolEnv& env, const json& args) {
   return result;
 }
 
+// The top features of a loaded SAE at each position of a prompt: one model.run with an sae_capture
+// (top_k), the int64 indices and float32 values read back into {position, features: [{feature, activation}]}.
+ToolResult sae_top_features(ToolEnv& env, const json& args) {
+  if (Status ready = wait_for_model(env, args); !ready) return ToolResult::from(ready);
+  auto record = env.sandboxes.resolve(args);
+  if (!record) return ToolResult::from(record.status());
+  auto lease = env.sandboxes.connect(*record);
+  if (!lease) return ToolResult::from(lease.status());
+  json op = {{"op", "sae_capture"}, {"sae", args["sae"]}, {"top_k", args.value("top_k", 10)}};
+  if (args.contains("positions")) op["positions"] = args["positions"];
+  json params = {{"model", args["model"]}, {"text", args["text"]}, {"ops", json::array({op})}, {"last_only", true}};
+  rpc::CallOptions options;
+  options.wait = std::chrono::minutes(10);
+  auto stream = (*lease)->stream("model.run", params, options);
+  if (!stream) return ToolResult::from(stream.status());
+  std::vector<std::int64_t> indices, shape;
+  std::vector<float> values;
+  while (true) {
+    auto next = (*stream)->next();
+    if (!next) {
+      lease->discard();
+      return ToolResult::from(next.status());
+    }
+    if (!next->has_value()) break;
+    const json& body = (*next)->body;
+    std::string name = body.value("name", "");
+    std::size_t index = body.value("attachment", 0u);
+    if (index >= (*next)->attachments.size()) continue;
+    const zmq::message_t& frame = (*next)->attachments[index];
+    if (name.size() > 8 && name.compare(name.size() - 8, 8, ":indices") == 0) {
+      indices.resize(frame.size() / sizeof(std::int64_t));
+      if (!indices.empty()) std::memcpy(indices.data(), frame.data(), indices.size() * sizeof(std::int64_t));
+      shape = body.value("shape", std::vector<std::int64_t>{});
+    } else if (name.size() > 7 && name.compare(name.size() - 7, 7, ":values") == 0) {
+      values.resize(frame.size() / sizeof(float));
+      if (!values.empty()) std::memcpy(values.data(), frame.data(), values.size() * sizeof(float));
+    }
+  }
+  const auto& final_result = (*stream)->result();
+  if (!final_result) return ToolResult::from(final_result.status());
+  if (shape.size() != 3 || indices.size() != values.size()) return ToolResult::error("sae_top_features: the model host sent no top features");
+  json positions = json::array();
+  std::int64_t k = shape[2];
+  for (std::int64_t p = 0; p < shape[1]; ++p) {  // row 0: one prompt
+    json features = json::array();
+    for (std::int64_t i = 0; i < k; ++i) {
+      auto at = static_cast<std::size_t>(p * k + i);
+      features.push_back({{"feature", indices[at]}, {"activation", values[at]}});
+    }
+    positions.push_back({{"position", args.contains("positions") ? args["positions"][static_cast<std::size_t>(p)] : json(p)},
+                         {"features", features}});
+  }
+  ToolResult result;
+  result.structured = {{"sae", args["sae"]}, {"positions", positions}};
+  return result;
+}
+
 }  // namespace
 
 void add_model_tools(ToolRegistry& tools, ToolEnv& env) {
@@ -167,6 +224,16 @@ void add_model_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"positions", {{"type", "array"}, {"items", {{"type", "integer"}}}}}},
                          {"model", "text"})},
             [&env](const json& args, ToolCallContext&) { return run_model(env, args); });
+  tools.add({"sae_top_features",
+             "The top features of a sparse autoencoder loaded in the model host (gpubox model ID sae load) at each "
+             "position of a prompt: feature index and activation, largest first, computed where the model runs.",
+             tool_schema({{"model", model},
+                          {"sae", {{"type", "string"}, {"description", "the SAE's name (model.saes lists them)"}}},
+                          {"text", {{"type", "string"}}},
+                          {"top_k", {{"type", "integer"}, {"minimum", 1}, {"maximum", 1024}}},
+                          {"positions", {{"type", "array"}, {"items", {{"type", "integer"}}}}}},
+                         {"model", "sae", "text"})},
+            [&env](const json& args, ToolCallContext&) { return sae_top_features(env, args); });
 }
 
 }  // namespace gpubox::mcp

@@ -10,13 +10,41 @@
 
 namespace gpubox::modeld {
 
+Result<SaeLoadSpec> parse_sae_load_spec(const nlohmann::json& entry, const std::string& where) {
+  auto bad = [&](const std::string& what) { return Status(ErrorCode::invalid_request, fmt::format("{}: {}", where, what)); };
+  if (!entry.is_object()) return bad("must be an object {name, path, hook?}");
+  for (const auto& [key, value] : entry.items()) {
+    if (key != "name" && key != "path" && key != "hook") return bad(fmt::format("unknown key \"{}\" (known: name, path, hook)", key));
+  }
+  SaeLoadSpec spec;
+  if (!entry.contains("name") || !entry["name"].is_string() || entry["name"].get<std::string>().empty()) {
+    return bad("\"name\" must be a non-empty string");
+  }
+  spec.name = entry["name"];
+  if (!entry.contains("path") || !entry["path"].is_string() || entry["path"].get<std::string>().rfind('/', 0) != 0) {
+    return bad("\"path\" must be an absolute path (a directory with cfg.json and sae_weights.safetensors)");
+  }
+  spec.path = entry["path"];
+  if (entry.contains("hook")) {
+    if (!entry["hook"].is_string() || entry["hook"].get<std::string>().empty()) return bad("\"hook\" must be a hook point's name");
+    spec.hook = entry["hook"];
+  }
+  return spec;
+}
+
+static nlohmann::json sae_load_spec_json(const SaeLoadSpec& spec) {
+  nlohmann::json entry = {{"name", spec.name}, {"path", spec.path}};
+  if (!spec.hook.empty()) entry["hook"] = spec.hook;
+  return entry;
+}
+
 Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const std::string& where) {
   auto bad = [&](const std::string& what) { return Status(ErrorCode::invalid_request, fmt::format("{}: {}", where, what)); };
   if (!entry.is_object()) return bad("must be an object");
-  static const std::set<std::string> known = {"name", "path", "dtype", "device", "hidden", "cuda_graphs"};
+  static const std::set<std::string> known = {"name", "path", "dtype", "device", "hidden", "cuda_graphs", "saes"};
   for (const auto& [key, value] : entry.items()) {
     if (!known.count(key)) {
-      return bad(fmt::format("unknown key \"{}\" (known: name, path, dtype, device, hidden, cuda_graphs)", key));
+      return bad(fmt::format("unknown key \"{}\" (known: name, path, dtype, device, hidden, cuda_graphs, saes)", key));
     }
   }
   ModelLoadSpec spec;
@@ -52,6 +80,16 @@ Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const s
     if (!entry["cuda_graphs"].is_boolean()) return bad("\"cuda_graphs\" must be true or false");
     spec.cuda_graphs = entry["cuda_graphs"];
   }
+  if (entry.contains("saes")) {
+    if (!entry["saes"].is_array()) return bad("\"saes\" must be a list of {name, path, hook?}");
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < entry["saes"].size(); ++i) {
+      auto sae = parse_sae_load_spec(entry["saes"][i], fmt::format("{}.saes[{}]", where, i));
+      if (!sae) return sae.status();
+      if (!names.insert(sae->name).second) return bad(fmt::format("saes[{}]: name \"{}\" is used twice", i, sae->name));
+      spec.saes.push_back(std::move(*sae));
+    }
+  }
   if (spec.dtype.empty()) spec.dtype = spec.device == "cpu" ? "float32" : "bfloat16";
   return spec;
 }
@@ -79,8 +117,13 @@ Result<std::vector<ModelLoadSpec>> read_host_config(const std::string& path) {
 Status write_host_config(const std::string& path, const std::vector<ModelLoadSpec>& specs) {
   nlohmann::json models = nlohmann::json::array();
   for (const auto& spec : specs) {
-    models.push_back({{"name", spec.name}, {"path", spec.path}, {"dtype", spec.dtype}, {"device", spec.device},
-                      {"hidden", spec.hidden}, {"cuda_graphs", spec.cuda_graphs}});
+    nlohmann::json model = {{"name", spec.name}, {"path", spec.path}, {"dtype", spec.dtype}, {"device", spec.device},
+                             {"hidden", spec.hidden}, {"cuda_graphs", spec.cuda_graphs}};
+    if (!spec.saes.empty()) {
+      model["saes"] = nlohmann::json::array();
+      for (const auto& sae : spec.saes) model["saes"].push_back(sae_load_spec_json(sae));
+    }
+    models.push_back(std::move(model));
   }
   std::string text = nlohmann::json{{"models", std::move(models)}}.dump(2) + "\n";
   std::string temporary = path + ".new";

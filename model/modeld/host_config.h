@@ -1,6 +1,6 @@
 // HostConfig: modeld.json, the models the agent asks modeld to load at start
-// ({"models": [{name, path, dtype, device, hidden}]}); the same entry shape is
-// model.load's params.
+// ({"models": [{name, path, dtype, device, hidden, saes?: [{name, path, hook?}]}]});
+// the same entry shape is model.load's params.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,6 +11,16 @@
 
 namespace gpubox::modeld {
 
+// One SAE to load with a model, or model.sae_load's params (without "model").
+struct SaeLoadSpec {
+  std::string name;
+  std::string path;  // a directory in SAELens' format: cfg.json, sae_weights.safetensors
+  std::string hook;  // "" = cfg.json's hook_name
+};
+
+// One SAE entry; where names it in errors ("models[0].saes[1]").
+Result<SaeLoadSpec> parse_sae_load_spec(const nlohmann::json& entry, const std::string& where);
+
 // One model to load: an entry of modeld.json, or model.load's params.
 struct ModelLoadSpec {
   std::string name;
@@ -19,6 +29,7 @@ struct ModelLoadSpec {
   std::string device = "cpu"; // "cpu", "cuda", "cuda:N"
   bool hidden = false;        // the path appears in no reply, log or error
   bool cuda_graphs = false;   // decode steps without hooks replayed as a CUDA graph (cuda only; else eager, logged)
+  std::vector<SaeLoadSpec> saes;  // loaded with the model, before it is ready
 };
 
 // One entry; where names the entry in errors ("models[2]").

@@ -71,13 +71,14 @@ const at::Tensor& DeviceIndexCache::arange(std::int64_t size, c10::Device device
 }
 
 InterventionHooks::InterventionHooks(const hooks::Plan& plan, const std::vector<HookPointInfo>& points,
-                                     const std::vector<at::Tensor>& op_tensors, std::shared_ptr<DeviceIndexCache> indices)
-    : indices_(indices ? std::move(indices) : std::make_shared<DeviceIndexCache>()) {
+                                     const std::vector<at::Tensor>& op_tensors, const RequestSaes* saes,
+                                     std::shared_ptr<DeviceIndexCache> indices)
+    : indices_(indices ? std::move(indices) : std::make_shared<DeviceIndexCache>()), saes_(saes) {
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const hooks::Op& op = plan.ops[i];
     const HookPointInfo& info = points.at(op.point);
-    std::size_t capture = op.kind == OpKind::capture ? captured_.size() : op.kind == OpKind::capture_grad ? watched_.size() : 0;
-    if (op.kind == OpKind::capture) captured_.emplace_back();
+    std::size_t capture = op.kind == OpKind::capture_grad ? watched_.size() : captured_.size();
+    captured_.resize(captured_.size() + op.capture_outputs());
     if (op.kind == OpKind::capture_grad) watched_.emplace_back();
     steps_.push_back({&op, info.point, info.layer, info.position_axis, info.head_axis, capture, op_tensors.at(i)});
     wanted_.emplace(static_cast<int>(info.point), info.layer);
@@ -121,6 +122,19 @@ void InterventionHooks::run(const Step& step, at::Tensor& value) {
   }
   auto index = selection_index(*indices_, value, op.where, step.position_axis, step.head_axis, all_rows.empty() ? nullptr : &all_rows);
   at::Tensor region = index.empty() ? value : value.index(index);
+  if (op.is_sae()) {
+    at::Tensor edited = run_sae(step, region);
+    if (!edited.defined()) return;
+    edited = edited.to(value.scalar_type());
+    if (index.empty()) {
+      value = edited;
+    } else {
+      at::Tensor whole = value.clone();
+      whole.index_put_(index, edited);
+      value = whole;
+    }
+    return;
+  }
   if (op.kind == OpKind::capture) {
     c10::ScalarType dtype = op.dtype == hooks::CaptureDtype::float32 ? at::kFloat : value.scalar_type();
     captured_[step.capture] = region.to(dtype, false, /*copy=*/true);
@@ -144,8 +158,7 @@ void InterventionHooks::run(const Step& step, at::Tensor& value) {
       }
       break;
     }
-    case OpKind::capture:
-    case OpKind::capture_grad: break;
+    default: break;
   }
   if (index.empty()) {
     value = replacement.expand(value.sizes()).contiguous();
@@ -153,6 +166,39 @@ void InterventionHooks::run(const Step& step, at::Tensor& value) {
     at::Tensor edited = value.clone();
     edited.index_put_(index, replacement);
     value = edited;
+  }
+}
+
+at::Tensor InterventionHooks::run_sae(const Step& step, const at::Tensor& region) {
+  const hooks::Op& op = *step.op;
+  const Sae& sae = *saes_->saes.at(op.sae);
+  if (op.kind == OpKind::sae_steer) {
+    at::Tensor direction = sae.decoder_rows(op.features).sum(0) * op.factor;
+    return region.to(at::kFloat) + direction;
+  }
+  SaeCodes codes = sae.encode(region);
+  switch (op.kind) {
+    case OpKind::sae_capture:
+      if (op.top_k == 0) {
+        captured_[step.capture] = codes.acts;
+      } else {
+        auto [values, indices] = codes.acts.topk(op.top_k, -1, true, true);
+        captured_[step.capture] = indices;
+        captured_[step.capture + 1] = values;
+      }
+      return {};
+    case OpKind::sae_splice: return sae.decode(codes);
+    case OpKind::sae_ablate:
+    case OpKind::sae_set: {
+      at::Tensor edited = codes.acts.clone();
+      for (std::size_t i = 0; i < op.features.size(); ++i) {
+        edited.select(-1, op.features[i]).fill_(op.kind == OpKind::sae_set ? op.values[i] : 0.0);
+      }
+      // SAELens' use_error_term: the edited reconstruction plus what the SAE missed of this input.
+      at::Tensor error = region.to(at::kFloat) - sae.decode(codes);
+      return sae.decode(edited, codes) + error;
+    }
+    default: return {};
   }
 }
 
@@ -224,8 +270,10 @@ at::Tensor gradient_scalar(const GradientTarget& target, const at::Tensor& logit
 
 Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
     const nlohmann::json& ops, const Architecture& architecture, std::int64_t rows, std::int64_t prompt_tokens,
-    std::int64_t passes, const std::vector<zmq::message_t>& attachments, c10::Device device, CaptureSink sink) {
+    std::int64_t passes, const std::vector<zmq::message_t>& attachments, c10::Device device, CaptureSink sink,
+    const RequestSaes* saes) {
   std::unique_ptr<GenerationInterventions> made(new GenerationInterventions());
+  made->saes_ = saes;
   if (!ops.is_array()) return Status(ErrorCode::invalid_request, "params.ops: expected a list of operations");
   made->ops_ = ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -291,7 +339,9 @@ bool GenerationInterventions::active(const std::optional<std::vector<std::int64_
 
 Result<hooks::Plan> GenerationInterventions::plan_for(const std::vector<bool>& active, std::int64_t tokens,
                                                       std::int64_t keys) const {
-  return hooks::decode_plan(ops_, request_shapes(points_, rows_, tokens, keys), attachment_bytes_, active);
+  static const std::vector<hooks::SaeShape> none;
+  return hooks::decode_plan(ops_, request_shapes(points_, rows_, tokens, keys), attachment_bytes_, active,
+                            saes_ ? saes_->shapes : none);
 }
 
 Result<Hooks*> GenerationInterventions::begin(std::int64_t pass, std::int64_t tokens, std::int64_t keys) {
@@ -304,18 +354,20 @@ Result<Hooks*> GenerationInterventions::begin(std::int64_t pass, std::int64_t to
   if (plan_.empty()) return static_cast<Hooks*>(nullptr);
   std::vector<at::Tensor> tensors;
   for (const auto& op : plan_.ops) tensors.push_back(op_tensors_[op.index]);
-  hooks_.emplace(plan_, points_, tensors, indices_);
+  hooks_.emplace(plan_, points_, tensors, saes_, indices_);
   return static_cast<Hooks*>(&*hooks_);
 }
 
 Status GenerationInterventions::end(std::int64_t pass) {
   if (!hooks_) return {};
+  static const std::vector<hooks::SaeShape> none;
   std::size_t capture = 0;
   for (const auto& op : plan_.ops) {
-    if (op.kind != OpKind::capture) continue;
-    const at::Tensor& value = hooks_->captured()[capture++];
-    if (!value.defined()) continue;
-    if (Status s = sink_(pass, op.hook, value); !s) return s;
+    for (std::size_t output = 0; output < op.capture_outputs(); ++output) {
+      const at::Tensor& value = hooks_->captured()[capture++];
+      if (!value.defined()) continue;
+      if (Status s = sink_(pass, hooks::capture_name(op, saes_ ? saes_->shapes : none, output), value); !s) return s;
+    }
   }
   return {};
 }

@@ -18,6 +18,7 @@
 #include "model/modeld/decoder.h"
 #include "model/modeld/generation.h"
 #include "model/modeld/hook_points.h"
+#include "model/modeld/sae.h"
 
 namespace gpubox::modeld {
 
@@ -34,17 +35,27 @@ class DeviceIndexCache {
   std::map<std::int64_t, at::Tensor> aranges_;
 };
 
+// The SAEs a request may name, held for its whole length (an sae_unload meanwhile waits for none):
+// shapes for decode_plan, and the SAE of each, in the same order (sae_set.h makes them).
+struct RequestSaes {
+  std::vector<hooks::SaeShape> shapes;
+  std::vector<std::shared_ptr<const Sae>> saes;
+};
+
 // Applies a checked plan's operations during one forward pass.
 class InterventionHooks final : public Hooks {
  public:
   // points: the model's hook points, in the order decode_plan was given them;
-  // op_tensors: one per op of the plan, the tensor it was sent (on the model's device; undefined for none).
+  // op_tensors: one per op of the plan, the tensor it was sent (on the model's device; undefined for none);
+  // saes: what decode_plan's saes stood for (sae_* ops index them);
   // indices: shared by the passes of one call (generate's); a fresh cache when null.
   InterventionHooks(const hooks::Plan& plan, const std::vector<HookPointInfo>& points,
-                    const std::vector<at::Tensor>& op_tensors, std::shared_ptr<DeviceIndexCache> indices = nullptr);
+                    const std::vector<at::Tensor>& op_tensors, const RequestSaes* saes = nullptr,
+                    std::shared_ptr<DeviceIndexCache> indices = nullptr);
   bool wants(HookPoint point, int layer) const override;
   void apply(HookPoint point, int layer, at::Tensor& value) override;
-  // One tensor per capture, in the plan's order (undefined if the forward pass never reached its point).
+  // One tensor per capture output (Op::capture_outputs: a top-k sae_capture's indices then values),
+  // in the plan's order (undefined if the forward pass never reached its point).
   const std::vector<at::Tensor>& captured() const { return captured_; }
   // After backward() of a scalar of this pass: one gradient per capture_grad, in the plan's order
   // (float32, the op's selection; undefined where the scalar does not depend on the point).
@@ -61,12 +72,15 @@ class InterventionHooks final : public Hooks {
     at::Tensor tensor;    // the op's tensor, if it has one
   };
   void run(const Step& step, at::Tensor& value);
+  // An sae_* op on region (the selected part of value); returns its replacement, or undefined for a capture.
+  at::Tensor run_sae(const Step& step, const at::Tensor& region);
 
   std::shared_ptr<DeviceIndexCache> indices_;
   std::vector<Step> steps_;
   std::set<std::pair<int, int>> wanted_;  // (point, layer)
   std::vector<at::Tensor> captured_;
   std::vector<std::pair<const Step*, at::Tensor>> watched_;  // capture_grad: the value whose gradient is wanted
+  const RequestSaes* saes_ = nullptr;
 };
 
 // The scalar a model.run's capture_grad ops take the gradient of (params.grad_of):
@@ -94,10 +108,11 @@ class GenerationInterventions final : public PassHooks {
 
   // Checks ops against the prompt pass and the first and last later passes
   // (only key_pos changes between those) before anything runs.
+  // saes: the request's SAEs (kept alive by the caller until the generation ends).
   static Result<std::unique_ptr<GenerationInterventions>> make(const nlohmann::json& ops, const Architecture& architecture,
                                                                std::int64_t rows, std::int64_t prompt_tokens,
                                                                std::int64_t passes, const std::vector<zmq::message_t>& attachments,
-                                                               c10::Device device, CaptureSink sink);
+                                                               c10::Device device, CaptureSink sink, const RequestSaes* saes = nullptr);
   Result<Hooks*> begin(std::int64_t pass, std::int64_t tokens, std::int64_t keys) override;
   Status end(std::int64_t pass) override;
 
@@ -116,6 +131,7 @@ class GenerationInterventions final : public PassHooks {
   hooks::Plan plan_;                               // the running pass's
   std::shared_ptr<DeviceIndexCache> indices_ = std::make_shared<DeviceIndexCache>();  // every pass's
   std::optional<InterventionHooks> hooks_;
+  const RequestSaes* saes_ = nullptr;
 };
 
 }  // namespace gpubox::modeld

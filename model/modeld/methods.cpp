@@ -12,6 +12,7 @@
 #include "hooks/spec.h"
 #include "model/modeld/chat_request.h"
 #include "model/modeld/intervention_hooks.h"
+#include "model/modeld/method_guard.h"
 #include "model/modeld/generation.h"
 #include "model/modeld/gpu_info.h"
 #include "model/modeld/gpu_probe.h"
@@ -111,20 +112,6 @@ Result<PromptRequest> read_prompt_request(ModelRegistry& registry, rpc::ParamRea
   return request;
 }
 
-// Runs a handler body, turning LibTorch's exceptions into errors.
-template <typename Body>
-Result<json> guarded(const char* method, Body&& body) {
-  try {
-    return body();
-  } catch (const c10::OutOfMemoryError& e) {
-    return Status(ErrorCode::resource_exhausted, fmt::format("{}: out of memory on the device: {}", method, e.what_without_backtrace()));
-  } catch (const c10::Error& e) {
-    return Status(ErrorCode::internal, fmt::format("{}: {}", method, e.what_without_backtrace()));
-  } catch (const std::bad_alloc&) {
-    return Status(ErrorCode::resource_exhausted, fmt::format("{}: out of host memory", method));
-  }
-}
-
 json model_info(const LoadedModel& model) {
   const Architecture& a = model.architecture;
   json info = {{"name", model.spec.name},
@@ -145,7 +132,8 @@ json model_info(const LoadedModel& model) {
                {"chat_template", model.chat && model.chat->has_template()},
                {"load_seconds", model.load_seconds},
                {"unexpected_tensors", model.decoder->unexpected_tensors()},
-               {"hook_points", hook_points(a).size()}};
+               {"hook_points", hook_points(a).size()},
+               {"saes", model.saes->list(model.spec.hidden)}};
   if (model.chat && model.chat->has_template()) info["chat_templates"] = model.chat->names();
   if (!model.chat_error.empty()) info["chat_template_error"] = model.chat_error;
   if (!model.spec.hidden) info["path"] = model.spec.path;
@@ -211,6 +199,7 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
   }
   if (Status s = check_prompts(m.architecture, prompts); !s) return s;
   std::size_t rows = prompts.size();
+  RequestSaes saes = m.saes->snapshot();
   std::unique_ptr<GenerationInterventions> interventions;
   if (ops) {
     std::int64_t length = 0;
@@ -224,7 +213,7 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
     };
     auto made = GenerationInterventions::make(*ops, m.architecture, static_cast<std::int64_t>(rows), length,
                                               std::max<std::int64_t>(1, new_token_limit(m.architecture, options, length)),
-                                              ctx.attachments(), m.decoder->device(), sink);
+                                              ctx.attachments(), m.decoder->device(), sink, &saes);
     if (!made) return made.status();
     interventions = std::move(*made);
   }
@@ -316,13 +305,14 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
   for (const auto& p : prompts) tokens = std::max(tokens, static_cast<std::int64_t>(p.size()));
   std::vector<HookPointInfo> points;
   hooks::Plan plan;
+  RequestSaes saes = m.saes->snapshot();
   if (ops) {
     points = hook_points(m.architecture);
     std::vector<std::size_t> attachment_bytes;
     for (const auto& frame : ctx.attachments()) attachment_bytes.push_back(frame.size());
     auto shapes = request_shapes(points, static_cast<std::int64_t>(prompts.size()), tokens, tokens);
     if (last_only) keep_last_position_after_blocks(shapes);
-    auto decoded = hooks::decode_plan(*ops, shapes, attachment_bytes);
+    auto decoded = hooks::decode_plan(*ops, shapes, attachment_bytes, {}, saes.shapes);
     if (!decoded) return decoded.status();
     if (Status s = hooks::check_finite(*decoded, byte_views(ctx.attachments())); !s) return s;
     plan = std::move(*decoded);
@@ -349,7 +339,7 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
                                                         m.decoder->device())
                                      : at::Tensor());
     }
-    interventions.emplace(plan, points, op_tensors);
+    interventions.emplace(plan, points, op_tensors, &saes);
   }
   at::Tensor logits = m.decoder->forward(input, nullptr, last_only, interventions ? &*interventions : nullptr, target.has_value());
   std::vector<at::Tensor> gradients;
@@ -366,11 +356,13 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
   if (Status sent = send_tensor(ctx, logits, "logits"); !sent) return sent;
   std::size_t capture = 0;
   for (const auto& op : plan.ops) {
-    if (op.kind != hooks::OpKind::capture) continue;
-    const at::Tensor& captured = interventions->captured()[capture++];
-    if (!captured.defined()) continue;
-    if (Status sent = send_tensor(ctx, captured.detach(), op.hook); !sent) return sent;
-    names.push_back(op.hook);
+    for (std::size_t output = 0; output < op.capture_outputs(); ++output) {
+      const at::Tensor& captured = interventions->captured()[capture++];
+      if (!captured.defined()) continue;
+      std::string name = hooks::capture_name(op, saes.shapes, output);
+      if (Status sent = send_tensor(ctx, captured.detach(), name); !sent) return sent;
+      names.push_back(name);
+    }
   }
   std::size_t gradient = 0;
   for (const auto& op : plan.ops) {
@@ -499,6 +491,8 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
     if (Status s = registry.remove(*name); !s) return s;
     return json{{"unloaded", *name}};
   });
+  add_sae_methods(methods, registry);
+  add_weight_methods(methods, registry);
   methods.add("gpu.info", [](rpc::CallContext&) -> Result<json> { return gpu_info(); });
   methods.add("gpu.probe", [](rpc::CallContext&) { return guarded("gpu.probe", [] { return gpu_probe(); }); });
 }

@@ -1,5 +1,6 @@
 // The RPC methods modeld serves behind the agent: model.* (list, info,
-// tokenize, detokenize, forward, run, hooks, generate, load, unload), gpu.* and
+// tokenize, detokenize, forward, run, hooks, generate, load, unload, sae_load,
+// sae_unload, saes, weights), gpu.* and
 // modeld.status. Each handler is an exception boundary: LibTorch throws,
 // modeld keeps serving.
 #pragma once
@@ -19,5 +20,10 @@ struct StartupProbe {
 };
 
 void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe);
+
+// model.sae_load, model.sae_unload, model.saes (sae_methods.cpp).
+void add_sae_methods(rpc::MethodRegistry& methods, ModelRegistry& registry);
+// model.weights: parameters in TransformerLens' names and shapes (weight_methods.cpp).
+void add_weight_methods(rpc::MethodRegistry& methods, ModelRegistry& registry);
 
 }  // namespace gpubox::modeld

@@ -79,6 +79,11 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
   auto chat = chat::ChatTemplates::from_directory(spec.path);
   if (chat) model->chat = *chat;
   else model->chat_error = chat.status().message();
+  for (std::size_t i = 0; i < spec.saes.size(); ++i) {
+    auto sae = load_sae(spec.saes[i], model->architecture, *device, fmt::format("saes[{}]", i));
+    if (!sae) return sae.status();
+    if (Status added = model->saes->add(std::move(*sae)); !added) return added;
+  }
   model->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return model;
 }

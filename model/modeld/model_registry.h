@@ -14,6 +14,7 @@
 #include "model/chat/chat_template.h"
 #include "model/modeld/decoder.h"
 #include "model/modeld/host_config.h"
+#include "model/modeld/sae_set.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/weights/checkpoint.h"
 #include "base/status.h"
@@ -29,6 +30,7 @@ struct LoadedModel {
   std::shared_ptr<const chat::ChatTemplates> chat;   // null without tokenizer_config.json or when its template is refused
   std::string chat_error;                            // why the chat template was refused (the model still loads)
   double load_seconds = 0;
+  std::shared_ptr<SaeSet> saes = std::make_shared<SaeSet>();  // changes while the model is ready (thread-safe)
 };
 
 class ModelRegistry {

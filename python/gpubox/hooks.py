@@ -446,3 +446,19 @@ def _client():
             raise RuntimeError("gpubox.hooks: no GPUBOX_ENDPOINT: a model host's model is reachable only in a gpubox kernel")
         _CLIENT.append(Client(endpoint))
     return _CLIENT[0]
+
+
+def sae(model, name, path=None, hook=None):
+    """An SAE of the model host's model `model` (a name): loaded from path (SAELens'
+    format) when given; its .capture(), .steer(), .ablate(), .set(), .splice() ops go
+    into run(model, ...) (docs/saes_and_weights.md). Not for transformers models."""
+    if not isinstance(model, str):
+        raise TypeError("hooks.sae: SAEs run in the model host; give a model host's model name")
+    return _client().model(model).sae(name, path=path, hook=hook)
+
+
+def weights(model, names=None, dtype=None):
+    """model.weights of the model host's model `model`: TransformerLens' names and shapes."""
+    if not isinstance(model, str):
+        raise TypeError("hooks.weights: give a model host's model name (a transformers model has its own parameters)")
+    return _client().model(model).weights(names, dtype=dtype)

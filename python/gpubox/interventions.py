@@ -51,3 +51,42 @@ def encode_ops(ops: Iterable[dict] = (), capture: Sequence[str] = (),
         wire.append(op)
     wire.extend({"op": "capture", "hook": hook} for hook in capture)
     return wire, attachments
+
+
+# ---- SAE ops (an SAE loaded with Model.sae / model.sae_load; hook defaults to the SAE's) -------------
+
+def _sae_op(kind: str, sae: str, where: dict, **fields) -> dict:
+    op = {"op": kind, "sae": sae}
+    op.update({k: v for k, v in fields.items() if v is not None})
+    for key in ("hook", "rows", "positions", "steps"):
+        if where.get(key) is not None:
+            value = where[key]
+            op[key] = value if isinstance(value, str) or key == "hook" else [int(i) for i in value]
+    return op
+
+
+def sae_capture(sae: str, top_k: Optional[int] = None, **where) -> dict:
+    """Feature activations of sae at its hook: dense [.., d_sae] under "sae:NAME", or with
+    top_k the k largest per position as "sae:NAME:indices" (int64) and "sae:NAME:values"."""
+    return _sae_op("sae_capture", sae, where, top_k=None if top_k is None else int(top_k))
+
+
+def sae_steer(sae: str, features: Sequence[int], scale: float = 1.0, **where) -> dict:
+    """Adds scale × W_dec[f] for each feature f to the activation."""
+    return _sae_op("sae_steer", sae, where, features=[int(f) for f in features], scale=float(scale))
+
+
+def sae_ablate(sae: str, features: Sequence[int], **where) -> dict:
+    """Zeroes features, decodes, and adds the SAE's error back (no edit: the activation unchanged)."""
+    return _sae_op("sae_ablate", sae, where, features=[int(f) for f in features])
+
+
+def sae_set(sae: str, features: Sequence[int], values, **where) -> dict:
+    """Sets features to values (a number, or one per feature), decodes, adds the error back."""
+    values = float(values) if isinstance(values, (int, float)) else [float(v) for v in values]
+    return _sae_op("sae_set", sae, where, features=[int(f) for f in features], values=values)
+
+
+def sae_splice(sae: str, **where) -> dict:
+    """Replaces the activation by the SAE's reconstruction (without the error term)."""
+    return _sae_op("sae_splice", sae, where)

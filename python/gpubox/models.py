@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import tensor_wire
 from .errors import RpcError
+from . import interventions
 from .interventions import encode_ops
 
 
@@ -161,6 +162,39 @@ class Model:
         result.update(dict(captures[1:]))
         return result
 
+    def sae(self, name: str, path: Optional[str] = None, hook: Optional[str] = None) -> "Sae":
+        """A handle on the SAE `name` of this model; with path (a directory in SAELens' format:
+        cfg.json + sae_weights.safetensors) it is loaded first (model.sae_load; hook defaults
+        to cfg.json's hook_name). The handle makes the SAE ops and runs captures."""
+        if path is not None:
+            params = {"model": self.name, "name": name, "path": path}
+            if hook is not None:
+                params["hook"] = hook
+            self.client.call("model.sae_load", params=params)
+        return Sae(self, name)
+
+    def saes(self) -> List[dict]:
+        """The loaded SAEs: [{name, hook, architecture, d_in, d_sae, k?, normalize_activations, ...}]."""
+        return self.client.call("model.saes", model=self.name)["saes"]
+
+    def weights(self, names: Optional[Sequence[str]] = None, dtype: Optional[str] = None,
+                timeout: Optional[float] = None):
+        """Parameters in TransformerLens' names and shapes (W_E, W_pos, W_U,
+        blocks.L.attn.W_Q/W_K/W_V/W_O, blocks.L.mlp.W_in/W_out, ln_final.w, ...), raw (no
+        weight processing): a dict name → tensor, float32 unless dtype ("bfloat16",
+        "float16") is given. A str gives that one tensor; no names gives the list of names."""
+        if names is None:
+            return self.client.call("model.weights", model=self.name)["names"]
+        single = isinstance(names, str)
+        params: Dict[str, Any] = {"model": self.name, "names": [names] if single else list(names)}
+        if dtype is not None:
+            params["dtype"] = dtype
+        tensors = {}
+        with self.client.stream("model.weights", timeout=timeout, params=params) as stream:
+            for body, frames in stream:
+                tensors[body["name"]] = tensor_from_wire(body, frames[body.get("attachment", 0)])
+        return tensors[names] if single else tensors
+
     def run_with_cache(self, ids=None, text=None, names=None, timeout: Optional[float] = None):
         """TransformerLens' run_with_cache: (logits, cache), the cache a dict of every hook
         point's activation by name (float32), or of those in `names` (a list, or a function
@@ -243,6 +277,57 @@ class Model:
         if ops or capture or add:
             params["ops"], attachments = encode_ops(ops, capture, add)
         return params, attachments
+
+
+class Sae:
+    """An SAE loaded into the model host for one model (Model.sae): its ops for run(),
+    generate() and trace ops, and encode() — a capture in one round trip.
+
+        sae = model.sae("res1", path="/saes/res1")
+        top = sae.encode(ids=prompt, top_k=16)      # {"indices", "values", "logits"}
+        model.generate("Hi", ops=[sae.steer([123], scale=8.0)])
+    """
+
+    def __init__(self, model: Model, name: str):
+        self.model, self.name = model, name
+
+    def info(self) -> dict:
+        for entry in self.model.saes():
+            if entry["name"] == self.name:
+                return entry
+        raise RpcError("not_found", "no SAE named %r on model %r" % (self.name, self.model.name))
+
+    def unload(self) -> None:
+        self.model.client.call("model.sae_unload", model=self.model.name, sae=self.name)
+
+    def capture(self, top_k: Optional[int] = None, **where) -> dict:
+        return interventions.sae_capture(self.name, top_k, **where)
+
+    def steer(self, features, scale: float = 1.0, **where) -> dict:
+        return interventions.sae_steer(self.name, features, scale, **where)
+
+    def ablate(self, features, **where) -> dict:
+        return interventions.sae_ablate(self.name, features, **where)
+
+    def set(self, features, values, **where) -> dict:
+        return interventions.sae_set(self.name, features, values, **where)
+
+    def splice(self, **where) -> dict:
+        return interventions.sae_splice(self.name, **where)
+
+    def encode(self, ids=None, text=None, top_k: Optional[int] = None, ops: Sequence[dict] = (),
+               timeout: Optional[float] = None, **where) -> dict:
+        """Runs the prompt and returns its feature activations at the SAE's hook: {"acts"} dense,
+        or {"indices", "values"} with top_k (largest first), and "logits"."""
+        result = self.model.run(ids=ids, text=text, ops=list(ops) + [self.capture(top_k, **where)],
+                                last_only=True, timeout=timeout)
+        key = "sae:" + self.name
+        out = {"logits": result["logits"]}
+        if top_k is None:
+            out["acts"] = result[key]
+        else:
+            out["indices"], out["values"] = result[key + ":indices"], result[key + ":values"]
+        return out
 
 
 class Saved:

@@ -5,6 +5,8 @@
 // and only tensors that fit their attachment; check_finite then reads the
 // attachments (filled with the input's own bytes, so NaNs and infinities
 // come and go) and must refuse exactly the plans whose tensors hold one.
+// Two SAEs stand loaded: sae_* ops must name one, fit its width, and hold
+// features in [0, d_sae) and a top_k in [1, d_sae].
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -39,7 +41,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       {"logits", {batch, tokens, 16}, 1, -1},
   };
   const std::vector<std::size_t> attachments = {32, 16, 4 * static_cast<std::size_t>(batch * tokens * 8)};
-  auto plan = gpubox::hooks::decode_plan(ops, points, attachments);
+  const std::vector<gpubox::hooks::SaeShape> saes = {{"res", "blocks.0.hook_resid_post", 8, 32},
+                                                     {"misfit", "hook_embed", 4, 16}};
+  auto plan = gpubox::hooks::decode_plan(ops, points, attachments, {}, saes);
   if (!plan) return 0;
   for (const auto& op : plan->ops) {
     if (op.point >= points.size() || points[op.point].name != op.hook) __builtin_trap();
@@ -50,6 +54,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (point.head_axis >= 0) check_indices(op.where.heads, point.dims[static_cast<std::size_t>(point.head_axis)]);
     if (op.from_row && (*op.from_row < 0 || *op.from_row >= batch)) __builtin_trap();
     if (op.tensor && op.tensor->attachment >= attachments.size()) __builtin_trap();
+    if (op.is_sae()) {
+      if (op.sae >= saes.size() || saes[op.sae].hook != op.hook || saes[op.sae].d_in != point.dims.back()) __builtin_trap();
+      check_indices(op.features, saes[op.sae].d_sae);
+      if (op.top_k < 0 || op.top_k > saes[op.sae].d_sae) __builtin_trap();
+      if (op.kind == gpubox::hooks::OpKind::sae_set && op.values.size() != op.features.size()) __builtin_trap();
+      if (op.kind != gpubox::hooks::OpKind::sae_capture && op.kind != gpubox::hooks::OpKind::sae_splice && op.features.empty()) __builtin_trap();
+    }
   }
   std::vector<std::string> bytes;
   for (std::size_t n : attachments) {

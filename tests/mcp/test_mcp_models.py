@@ -1,4 +1,5 @@
-"""The model tools of `gpubox mcp` (list_models, model_hooks, tokenize, generate, run_model) through the
+"""The model tools of `gpubox mcp` (list_models, model_hooks, tokenize, generate, run_model,
+sae_top_features with an SAE the sandbox config loads with the model) through the
 official MCP Python SDK (build/venv/bin/python), in a sandbox that the
 create_sandbox tool makes with a model_host config, whose real gpubox-modeld
 serves the tiny random Llama of tests/python_models/make_fixture.py
@@ -19,6 +20,20 @@ from mcp_harness import AGENT, CLI, become_subreaper, reap_orphans, requires
 
 FIXTURE = os.environ.get("GPUBOX_MODEL_FIXTURE", "")
 MODELD = os.environ.get("GPUBOX_MODELD", "")
+
+
+def write_sae(path):
+    """A random 32-feature standard SAE on blocks.0.hook_resid_post in SAELens' on-disk format."""
+    import numpy as np
+    from safetensors.numpy import save_file
+    os.makedirs(path)
+    rng = np.random.default_rng(3)
+    save_file({"W_enc": rng.standard_normal((64, 32)).astype(np.float32), "b_enc": np.full(32, 0.5, np.float32),
+               "W_dec": rng.standard_normal((32, 64)).astype(np.float32), "b_dec": np.zeros(64, np.float32)},
+              os.path.join(path, "sae_weights.safetensors"))
+    with open(os.path.join(path, "cfg.json"), "w") as f:
+        json.dump({"architecture": "standard", "d_in": 64, "d_sae": 32, "metadata": {"hook_name": "blocks.0.hook_resid_post"}}, f)
+    return path
 
 
 def setUpModule():
@@ -47,7 +62,9 @@ class ModelToolsTest(unittest.TestCase):
         visible = tempfile.mkdtemp(prefix="gpubox-mcp-model-", dir="/var/tmp")
         self.addCleanup(shutil.rmtree, visible, ignore_errors=True)
         model = shutil.copytree(self.refs["llama"], os.path.join(visible, "llama"))
-        config = {"model_host": {"models": [{"name": "tiny", "path": model}]}, "kernel": {"enabled": False}}
+        sae = write_sae(os.path.join(visible, "sae"))
+        config = {"model_host": {"models": [{"name": "tiny", "path": model, "saes": [{"name": "res0", "path": sae}]}]},
+                  "kernel": {"enabled": False}}
 
         async def body():
             async with Client(self.params) as client:
@@ -64,6 +81,9 @@ class ModelToolsTest(unittest.TestCase):
                                                            "captures": ["blocks.0.hook_resid_post"]})
                 unknown = await client.call_tool("run_model", {**box, "model": "tiny", "text": "Hello",
                                                                "captures": ["blocks.99.nothing"]})
+                features = await client.call_tool("sae_top_features", {**box, "model": "tiny", "sae": "res0", "text": "Hello",
+                                                                       "top_k": 3})
+                no_sae = await client.call_tool("sae_top_features", {**box, "model": "tiny", "sae": "nope", "text": "Hello"})
                 gpu = await client.call_tool("gpu_status", box)
                 listed = await client.call_tool("list_models", box)
                 hooks = await client.call_tool("model_hooks", {**box, "model": "tiny"})
@@ -81,6 +101,17 @@ class ModelToolsTest(unittest.TestCase):
                 self.assertEqual(points["blocks.0.hook_resid_post"], ["batch", "pos", 64])
                 self.assertTrue(no_model.is_error)
                 self.assertIn("nope", no_model.structured_content["error"])
+                self.assertFalse(features.is_error, features.structured_content)
+                positions = features.structured_content["positions"]
+                self.assertEqual([p["position"] for p in positions], list(range(5)))  # "Hello": 5 byte tokens
+                for p in positions:
+                    acts = [f["activation"] for f in p["features"]]
+                    self.assertEqual(len(acts), 3)
+                    self.assertEqual(acts, sorted(acts, reverse=True))
+                    self.assertTrue(all(0 <= f["feature"] < 32 for f in p["features"]))
+                    self.assertGreater(acts[0], 0)
+                self.assertTrue(no_sae.is_error)
+                self.assertIn('no SAE "nope"', no_sae.structured_content["error"])
                 return tokens, generated, ran, unknown, gpu
         tokens, generated, ran, unknown, gpu = asyncio.run(asyncio.wait_for(body(), 300))
         self.assertFalse(tokens.is_error, tokens.structured_content)

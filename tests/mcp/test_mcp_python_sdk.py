@@ -20,7 +20,8 @@ from mcp_harness import CLI, SandboxHome, become_subreaper, validate_notebook
 PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 ALL_TOOLS = {"create_sandbox", "list_sandboxes", "terminate_sandbox", "execute_code", "add_markdown", "exec", "read_file",
              "write_file", "list_files", "gpu_status", "processes", "snapshot", "submit_job", "wait_job", "collect_job",
-             "list_served", "call_served", "list_models", "model_hooks", "tokenize", "generate", "run_model", "show_budget"}
+             "list_served", "call_served", "list_models", "model_hooks", "tokenize", "generate", "run_model",
+             "sae_top_features", "show_budget"}
 
 
 def setUpModule():

@@ -55,7 +55,7 @@ test('initialize: server info, capabilities, every tool listed', async () => {
   assert.match(client.getInstructions(), /execute_code/);
   const { tools } = await client.listTools();
   const names = tools.map((tool) => tool.name).sort();
-  assert.equal(names.length, 22);
+  assert.equal(names.length, 23);
   for (const name of ['create_sandbox', 'execute_code', 'exec', 'read_file', 'submit_job', 'call_served', 'model_hooks', 'run_model']) {
     assert.ok(names.includes(name), name);
   }

@@ -234,5 +234,71 @@ TEST(HookPoints, EachArchitectureHasItsOwn) {
   EXPECT_THAT(names(a), ::testing::Not(::testing::Contains("blocks.0.attn.hook_rot_q")));
 }
 
+// Two SAEs: "res0" on blocks.0.hook_resid_post (64 wide, 256 features), "wide" of a 32-wide point (a misfit).
+const std::vector<hooks::SaeShape> kSaes = {{"res0", "blocks.0.hook_resid_post", 64, 256}, {"wide", "hook_embed", 32, 128}};
+
+Result<hooks::Plan> decode_sae(const json& ops) { return hooks::decode_plan(ops, kPoints, kAttachments, {}, kSaes); }
+
+std::string sae_error_of(const json& ops) {
+  auto plan = decode_sae(ops);
+  if (plan.is_ok()) {
+    ADD_FAILURE() << "accepted: " << ops.dump();
+    return {};
+  }
+  EXPECT_EQ(plan.status().code(), ErrorCode::invalid_request);
+  return plan.status().message();
+}
+
+TEST(InterventionSpec, SaeOpsTakeTheirSaesHookAndNormalizeFeatures) {
+  auto plan = decode_sae(json::parse(R"([
+      {"op": "sae_capture", "sae": "res0", "top_k": 8, "positions": [-1]},
+      {"op": "sae_steer", "sae": "res0", "features": [3, -1], "scale": 4.5, "rows": [1]},
+      {"op": "sae_ablate", "sae": "res0", "hook": "blocks.0.hook_resid_post", "features": [7]},
+      {"op": "sae_set", "sae": "res0", "features": [1, 2], "values": [0.5, 2]},
+      {"op": "sae_set", "sae": "res0", "features": [9], "values": 3},
+      {"op": "sae_splice", "sae": "res0"},
+      {"op": "sae_capture", "sae": "res0"}])"));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  ASSERT_EQ(plan->ops.size(), 7U);
+  EXPECT_EQ(plan->ops[0].hook, "blocks.0.hook_resid_post");
+  EXPECT_EQ(plan->ops[0].point, 1U);
+  EXPECT_EQ(plan->ops[0].top_k, 8);
+  EXPECT_EQ(plan->ops[0].capture_outputs(), 2U);
+  EXPECT_THAT(plan->ops[0].where.positions, ElementsAre(4));
+  EXPECT_THAT(plan->ops[1].features, ElementsAre(3, 255));
+  EXPECT_DOUBLE_EQ(plan->ops[1].factor, 4.5);
+  EXPECT_THAT(plan->ops[3].values, ElementsAre(0.5, 2.0));
+  EXPECT_THAT(plan->ops[4].values, ElementsAre(3.0));
+  EXPECT_EQ(plan->ops[6].capture_outputs(), 1U);
+  EXPECT_EQ(plan->capture_count(), 2U);
+  EXPECT_EQ(hooks::capture_name(plan->ops[0], kSaes, 0), "sae:res0:indices");
+  EXPECT_EQ(hooks::capture_name(plan->ops[0], kSaes, 1), "sae:res0:values");
+  EXPECT_EQ(hooks::capture_name(plan->ops[6], kSaes), "sae:res0");
+  EXPECT_EQ(hooks::capture_name(plan->ops[1], kSaes), "blocks.0.hook_resid_post");
+}
+
+TEST(InterventionSpec, SaeOpsRefuseBadInputNamingTheField) {
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_capture", "sae": "nope"}])")),
+              HasSubstr("params.ops[0].sae: this model has no SAE \"nope\" (loaded: res0, wide"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "sae_capture", "sae": "res0"}])")), HasSubstr("(loaded: none;"));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_capture"}])")), HasSubstr("params.ops[0].sae: expected the name"));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_ablate", "sae": "res0", "features": [256]}])")),
+              HasSubstr("params.ops[0].features: 256 is out of range for 256 SAE features"));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_ablate", "sae": "res0"}])")), HasSubstr("params.ops[0].features: expected a non-empty list"));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_capture", "sae": "res0", "top_k": 0}])")),
+              HasSubstr("params.ops[0].top_k: expected an integer from 1 to d_sae (256)"));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_set", "sae": "res0", "features": [1, 2], "values": [1]}])")),
+              HasSubstr("params.ops[0].values: 1 values for 2 features"));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_set", "sae": "res0", "features": [1]}])")), HasSubstr("params.ops[0].values"));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_splice", "sae": "res0", "hook": "hook_embed"}])")),
+              HasSubstr("params.ops[0].hook: SAE \"res0\" reads blocks.0.hook_resid_post"));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_splice", "sae": "wide"}])")),
+              HasSubstr("params.ops[0].sae: SAE \"wide\" is 32 wide (d_in), hook_embed is 64 wide"));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_steer", "sae": "res0", "features": [1], "factor": 2}])")),
+              HasSubstr("unknown field \"factor\""));
+  EXPECT_THAT(sae_error_of(json::parse(R"([{"op": "sae_steer", "sae": "res0", "features": [1], "heads": [0]}])")),
+              HasSubstr("params.ops[0].heads"));
+}
+
 }  // namespace
 }  // namespace gpubox

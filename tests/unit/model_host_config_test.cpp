@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/config.h"
+#include "model/modeld/host_config.h"
 #include "rpc/server.h"
 
 namespace gpubox {
@@ -76,6 +77,35 @@ TEST(ModelHostConfig, ErrorsNameTheField) {
               HasSubstr("model_host.models[0].loader: unknown key"));
   EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/a"}, {"name": "m", "path": "/b"}]})"),
               HasSubstr("model_host.models[1].name: expected a name no other model has"));
+}
+
+TEST(ModelHostConfig, SaesPassToModeldAndAreChecked) {
+  auto config = parse_config(R"({"model_host": {"models": [{"name": "m", "path": "/m",
+      "saes": [{"name": "res1", "path": "/saes/res1", "hook": "blocks.1.hook_resid_post"}, {"name": "r2", "path": "/saes/r2"}]}]}})");
+  ASSERT_TRUE(config.is_ok()) << config.status().message();
+  const auto& saes = config->model_host.models[0].saes;
+  ASSERT_EQ(saes.size(), 2u);
+  EXPECT_EQ(saes[0]["hook"], "blocks.1.hook_resid_post");
+  EXPECT_FALSE(saes[1].contains("hook"));
+  EXPECT_THAT(config_to_json(*config), HasSubstr("/saes/res1"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "saes": {}}]})"), HasSubstr("model_host.models[0].saes: expected an array"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "saes": [{"name": "s", "path": "rel"}]}]})"),
+              HasSubstr("model_host.models[0].saes[0].path: expected an absolute path"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "saes": [{"name": "s", "path": "/a", "width": 3}]}]})"),
+              HasSubstr("model_host.models[0].saes[0].width: unknown key"));
+  EXPECT_THAT(error_of(R"({"models": [{"name": "m", "path": "/m", "saes": [{"name": "s", "path": "/a"}, {"name": "s", "path": "/b"}]}]})"),
+              HasSubstr("model_host.models[0].saes[1].name: expected a name no other SAE"));
+
+  // modeld's side (modeld.json, model.load): the same entries, written back as read.
+  auto spec = modeld::parse_model_load_spec(nlohmann::json::parse(R"({"name": "m", "path": "/m",
+      "saes": [{"name": "res1", "path": "/saes/res1", "hook": "blocks.1.hook_resid_post"}]})"), "models[0]");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().message();
+  ASSERT_EQ(spec->saes.size(), 1u);
+  EXPECT_EQ(spec->saes[0].hook, "blocks.1.hook_resid_post");
+  auto bad = modeld::parse_model_load_spec(nlohmann::json::parse(R"({"name": "m", "path": "/m", "saes": [{"name": "", "path": "/a"}]})"),
+                                           "models[0]");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("models[0].saes[0]: \"name\" must be a non-empty string"));
 }
 
 rpc::Handler answering(std::string text) {

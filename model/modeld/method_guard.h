@@ -1,0 +1,28 @@
+// guarded(): runs an RPC handler body, turning LibTorch's exceptions into
+// errors (the handler is the exception boundary: LibTorch throws, modeld
+// keeps serving). Any thread.
+#pragma once
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <new>
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace gpubox::modeld {
+
+template <typename Body>
+Result<nlohmann::json> guarded(const char* method, Body&& body) {
+  try {
+    return body();
+  } catch (const c10::OutOfMemoryError& e) {
+    return Status(ErrorCode::resource_exhausted, fmt::format("{}: out of memory on the device: {}", method, e.what_without_backtrace()));
+  } catch (const c10::Error& e) {
+    return Status(ErrorCode::internal, fmt::format("{}: {}", method, e.what_without_backtrace()));
+  } catch (const std::bad_alloc&) {
+    return Status(ErrorCode::resource_exhausted, fmt::format("{}: out of host memory", method));
+  }
+}
+
+}  // namespace gpubox::modeld
