@@ -45,6 +45,8 @@ class [[nodiscard]] Status {
   // Maps an errno value to a code, in one place: ENOENT → not_found, EACCES/EPERM →
   // permission_denied, EEXIST → already_exists, ENOSPC/ENOMEM/EMFILE → resource_exhausted, …
   static Status from_errno(int err, std::string_view context);
+  // A request the caller must change: invalid_request with MESSAGE.
+  static Status invalid_request(std::string message) { return Status(ErrorCode::invalid_request, std::move(message)); }
 
   bool is_ok() const { return code_ == ErrorCode::ok; }
   explicit operator bool() const { return is_ok(); }

@@ -9,7 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-Status invalid(const std::string& where, const std::string& key, const std::string& what) {
+Status invalid_key(const std::string& where, const std::string& key, const std::string& what) {
   return {ErrorCode::invalid_request, fmt::format("{}: {}: {}", where, key, what)};
 }
 
@@ -24,9 +24,9 @@ const json* lookup(const json& config, const char* key) {
 
 Result<std::int64_t> positive(const json& config, const char* key, const std::string& where, std::int64_t most) {
   const json* value = lookup(config, key);
-  if (!value) return invalid(where, key, "required (a positive integer)");
+  if (!value) return invalid_key(where, key, "required (a positive integer)");
   if (!value->is_number_integer() || value->get<std::int64_t>() < 1 || value->get<std::int64_t>() > most) {
-    return invalid(where, key, fmt::format("expected an integer from 1 to {}, got {}", most, value->dump()));
+    return invalid_key(where, key, fmt::format("expected an integer from 1 to {}, got {}", most, value->dump()));
   }
   return value->get<std::int64_t>();
 }
@@ -34,14 +34,14 @@ Result<std::int64_t> positive(const json& config, const char* key, const std::st
 Result<bool> boolean(const json& config, const char* key, const std::string& where, bool fallback) {
   const json* value = lookup(config, key);
   if (!value) return fallback;
-  if (!value->is_boolean()) return invalid(where, key, fmt::format("expected true or false, got {}", value->dump()));
+  if (!value->is_boolean()) return invalid_key(where, key, fmt::format("expected true or false, got {}", value->dump()));
   return value->get<bool>();
 }
 
 Result<std::string> text(const json& config, const char* key, const std::string& where) {
   const json* value = lookup(config, key);
   if (!value) return std::string();
-  if (!value->is_string()) return invalid(where, key, fmt::format("expected a string, got {}", value->dump()));
+  if (!value->is_string()) return invalid_key(where, key, fmt::format("expected a string, got {}", value->dump()));
   return value->get<std::string>();
 }
 
@@ -68,13 +68,13 @@ Result<SaeArchitecture> read_architecture(const json& config, const std::string&
   }
   if (*name == "standard") {
     if (!activation.empty() && activation != "relu") {
-      return invalid(where, "activation_fn", fmt::format("\"{}\" is not supported (a standard SAE here uses relu)", activation));
+      return invalid_key(where, "activation_fn", fmt::format("\"{}\" is not supported (a standard SAE here uses relu)", activation));
     }
     return SaeArchitecture::standard;
   }
   if (*name == "jumprelu") return SaeArchitecture::jumprelu;
   if (*name == "topk") return SaeArchitecture::topk;
-  return invalid(where, "architecture", fmt::format("\"{}\" is not supported (supported: standard, jumprelu, topk)", *name));
+  return invalid_key(where, "architecture", fmt::format("\"{}\" is not supported (supported: standard, jumprelu, topk)", *name));
 }
 
 Result<SaeConfig> parse_object(const json& config, const std::string& where);
@@ -124,9 +124,9 @@ Result<SaeConfig> parse_object(const json& config, const std::string& where) {
   if (out.architecture == SaeArchitecture::topk) {
     if (!k_value) {
       out.k = std::min<std::int64_t>(100, out.d_sae);  // SAELens' TopKSAEConfig default, capped at the width
-      if (out.d_sae < 100) return invalid(where, "k", fmt::format("required: SAELens' default of 100 is over d_sae {}", out.d_sae));
+      if (out.d_sae < 100) return invalid_key(where, "k", fmt::format("required: SAELens' default of 100 is over d_sae {}", out.d_sae));
     } else if (!k_value->is_number_integer() || k_value->get<std::int64_t>() < 1 || k_value->get<std::int64_t>() > out.d_sae) {
-      return invalid(where, "k", fmt::format("expected an integer from 1 to d_sae ({}), got {}", out.d_sae, k_value->dump()));
+      return invalid_key(where, "k", fmt::format("expected an integer from 1 to d_sae ({}), got {}", out.d_sae, k_value->dump()));
     } else {
       out.k = k_value->get<std::int64_t>();
     }
@@ -147,23 +147,23 @@ Result<SaeConfig> parse_object(const json& config, const std::string& where) {
   } else if (*normalize == "layer_norm") {
     out.normalization = SaeNormalization::layer_norm;
   } else if (*normalize == "expected_average_only_in") {
-    return invalid(where, "normalize_activations",
+    return invalid_key(where, "normalize_activations",
                    "\"expected_average_only_in\" needs a scaling factor that is not in cfg.json; fold it into the "
                    "weights (SAELens: sae.fold_activation_norm_scaling_factor, then save_model) and set \"none\"");
   } else {
-    return invalid(where, "normalize_activations",
+    return invalid_key(where, "normalize_activations",
                    fmt::format("\"{}\" is not supported (supported: none, constant_norm_rescale, layer_norm)", *normalize));
   }
   auto reshape = text(config, "reshape_activations", where);
   if (!reshape) return reshape.status();
   if (!reshape->empty() && *reshape != "none") {
-    return invalid(where, "reshape_activations", fmt::format("\"{}\" is not supported (SAEs on hook_z are not yet)", *reshape));
+    return invalid_key(where, "reshape_activations", fmt::format("\"{}\" is not supported (SAEs on hook_z are not yet)", *reshape));
   }
   if (const json* head = lookup(config, "hook_head_index"); head) {
-    return invalid(where, "hook_head_index", fmt::format("{}: SAEs of one head are not supported", head->dump()));
+    return invalid_key(where, "hook_head_index", fmt::format("{}: SAEs of one head are not supported", head->dump()));
   }
   if (const json* scaling = lookup(config, "finetuning_scaling_factor"); scaling && !(scaling->is_boolean() && !scaling->get<bool>())) {
-    return invalid(where, "finetuning_scaling_factor", "not supported (fold it into W_dec)");
+    return invalid_key(where, "finetuning_scaling_factor", "not supported (fold it into W_dec)");
   }
   for (const char* key : {"hook_name", "hook_point"}) {
     auto hook = text(config, key, where);

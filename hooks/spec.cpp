@@ -13,8 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-Status invalid(std::string message) { return {ErrorCode::invalid_request, std::move(message)}; }
-
 struct OpRule {
   OpKind kind;
   std::string_view name;
@@ -74,10 +72,10 @@ std::string suggestions(const std::string& name, const std::vector<HookShape>& p
 
 // Reads one index in [-size, size) at field, normalized to [0, size).
 Result<std::int64_t> read_index(const json& value, const std::string& field, std::int64_t size, const char* axis) {
-  if (!value.is_number_integer()) return invalid(fmt::format("{}: {} is not an integer", field, value.dump()));
+  if (!value.is_number_integer()) return Status::invalid_request(fmt::format("{}: {} is not an integer", field, value.dump()));
   std::int64_t index = value.is_number_unsigned() && value.get<std::uint64_t>() > INT64_MAX ? INT64_MAX : value.get<std::int64_t>();
   if (index < -size || index >= size) {
-    return invalid(fmt::format("{}: {} is out of range for {} {} (valid: {} to {})", field, value.dump(), size, axis,
+    return Status::invalid_request(fmt::format("{}: {} is out of range for {} {} (valid: {} to {})", field, value.dump(), size, axis,
                                -size, size - 1));
   }
   return index < 0 ? index + size : index;
@@ -89,7 +87,7 @@ Status read_indices(const json& op, const char* key, const std::string& where, s
   auto list = op.find(key);
   if (list == op.end()) return {};
   std::string field = fmt::format("{}.{}", where, key);
-  if (!list->is_array() || list->empty()) return invalid(fmt::format("{}: expected a non-empty list of integers", field));
+  if (!list->is_array() || list->empty()) return Status::invalid_request(fmt::format("{}: expected a non-empty list of integers", field));
   for (const auto& value : *list) {
     auto index = read_index(value, field, size, axis);
     if (!index) return index.status();
@@ -102,7 +100,7 @@ Result<double> read_number(const json& op, const char* key, const std::string& w
   auto value = op.find(key);
   if (value == op.end()) return fallback;
   if (!value->is_number() || !std::isfinite(value->get<double>())) {
-    return invalid(fmt::format("{}.{}: expected a finite number", where, key));
+    return Status::invalid_request(fmt::format("{}.{}: expected a finite number", where, key));
   }
   return value->get<double>();
 }
@@ -121,7 +119,7 @@ Status read_tensor(const json& op, const char* key, const std::string& where, co
                    const std::vector<std::size_t>& attachment_bytes) {
   std::string field = fmt::format("{}.{}", where, key);
   if (auto allow = op.find("allow_nonfinite"); allow != op.end()) {
-    if (!allow->is_boolean()) return invalid(fmt::format("{}.allow_nonfinite: expected true or false", where));
+    if (!allow->is_boolean()) return Status::invalid_request(fmt::format("{}.allow_nonfinite: expected true or false", where));
     out.allow_nonfinite = allow->get<bool>();
   }
   auto arg = decode_tensor_arg(op.at(key), field, attachment_bytes);
@@ -129,11 +127,11 @@ Status read_tensor(const json& op, const char* key, const std::string& where, co
   std::vector<std::int64_t> region = region_shape(point, out.where);
   if (out.kind == OpKind::project_out) {
     if (arg->shape != std::vector<std::int64_t>{point.dims.back()}) {
-      return invalid(fmt::format("{}: a direction of {} has shape [{}]; this one is {}", field, point.name,
+      return Status::invalid_request(fmt::format("{}: a direction of {} has shape [{}]; this one is {}", field, point.name,
                                  point.dims.back(), shape_text(arg->shape)));
     }
   } else if (!broadcasts_to(arg->shape, region)) {
-    return invalid(fmt::format("{}: shape {} does not broadcast to the selected part of {}, {}", field,
+    return Status::invalid_request(fmt::format("{}: shape {} does not broadcast to the selected part of {}, {}", field,
                                shape_text(arg->shape), point.name, shape_text(region)));
   }
   out.tensor = std::move(*arg);
@@ -147,7 +145,7 @@ Status check_fields(const json& op, const OpRule& rule, const std::string& where
     if (!common && rule.fields.count(key) == 0) {
       std::vector<std::string_view> takes = {"hook", "rows", "positions", "heads"};
       takes.insert(takes.end(), rule.fields.begin(), rule.fields.end());
-      return invalid(fmt::format("{}: unknown field \"{}\" ({} takes {})", where, key, rule.name, fmt::join(takes, ", ")));
+      return Status::invalid_request(fmt::format("{}: unknown field \"{}\" ({} takes {})", where, key, rule.name, fmt::join(takes, ", ")));
     }
   }
   return {};
@@ -156,18 +154,18 @@ Status check_fields(const json& op, const OpRule& rule, const std::string& where
 // The SAE an sae_* op names (op["sae"]), and its hook as the op's default hook.
 Status read_sae(const json& op, const std::string& where, const std::vector<SaeShape>& saes, Op& out) {
   auto name = op.find("sae");
-  if (name == op.end() || !name->is_string()) return invalid(fmt::format("{}.sae: expected the name of a loaded SAE", where));
+  if (name == op.end() || !name->is_string()) return Status::invalid_request(fmt::format("{}.sae: expected the name of a loaded SAE", where));
   auto found = std::find_if(saes.begin(), saes.end(), [&](const SaeShape& s) { return s.name == name->get<std::string>(); });
   if (found == saes.end()) {
     std::vector<std::string_view> names;
     for (const auto& s : saes) names.push_back(s.name);
-    return invalid(fmt::format("{}.sae: this model has no SAE {} (loaded: {}; model.sae_load loads one)", where, name->dump(),
+    return Status::invalid_request(fmt::format("{}.sae: this model has no SAE {} (loaded: {}; model.sae_load loads one)", where, name->dump(),
                                names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
   }
   out.sae = static_cast<std::size_t>(found - saes.begin());
   auto hook = op.find("hook");
   if (hook != op.end() && (!hook->is_string() || hook->get<std::string>() != found->hook)) {
-    return invalid(fmt::format("{}.hook: SAE \"{}\" reads {}, not {}", where, found->name, found->hook, hook->dump()));
+    return Status::invalid_request(fmt::format("{}.hook: SAE \"{}\" reads {}, not {}", where, found->name, found->hook, hook->dump()));
   }
   out.hook = found->hook;
   return {};
@@ -178,7 +176,7 @@ Status read_features(const json& op, const std::string& where, std::int64_t d_sa
   auto list = op.find("features");
   std::string field = where + ".features";
   if (list == op.end() || !list->is_array() || list->empty()) {
-    return invalid(fmt::format("{}: expected a non-empty list of feature indices", field));
+    return Status::invalid_request(fmt::format("{}: expected a non-empty list of feature indices", field));
   }
   for (const auto& value : *list) {
     auto index = read_index(value, field, d_sae, "SAE features");
@@ -191,14 +189,14 @@ Status read_features(const json& op, const std::string& where, std::int64_t d_sa
 // The fields of an sae_* op beyond sae and hook, checked against its SAE and point.
 Status decode_sae_fields(const json& op, const std::string& where, const SaeShape& sae, const HookShape& point, Op& out) {
   if (point.dims.back() != sae.d_in) {
-    return invalid(fmt::format("{}.sae: SAE \"{}\" is {} wide (d_in), {} is {} wide", where, sae.name, sae.d_in, point.name,
+    return Status::invalid_request(fmt::format("{}.sae: SAE \"{}\" is {} wide (d_in), {} is {} wide", where, sae.name, sae.d_in, point.name,
                                point.dims.back()));
   }
   switch (out.kind) {
     case OpKind::sae_capture:
       if (auto k = op.find("top_k"); k != op.end()) {
         if (!k->is_number_integer() || k->get<std::int64_t>() < 1 || k->get<std::int64_t>() > sae.d_sae) {
-          return invalid(fmt::format("{}.top_k: expected an integer from 1 to d_sae ({}), got {}", where, sae.d_sae, k->dump()));
+          return Status::invalid_request(fmt::format("{}.top_k: expected an integer from 1 to d_sae ({}), got {}", where, sae.d_sae, k->dump()));
         }
         out.top_k = k->get<std::int64_t>();
       }
@@ -215,13 +213,13 @@ Status decode_sae_fields(const json& op, const std::string& where, const SaeShap
       if (Status s = read_features(op, where, sae.d_sae, out); !s) return s;
       auto values = op.find("values");
       std::string field = where + ".values";
-      if (values == op.end()) return invalid(fmt::format("{}: sae_set needs a number, or one per feature", field));
+      if (values == op.end()) return Status::invalid_request(fmt::format("{}: sae_set needs a number, or one per feature", field));
       std::vector<json> given = values->is_array() ? values->get<std::vector<json>>() : std::vector<json>(out.features.size(), *values);
       if (given.size() != out.features.size()) {
-        return invalid(fmt::format("{}: {} values for {} features", field, given.size(), out.features.size()));
+        return Status::invalid_request(fmt::format("{}: {} values for {} features", field, given.size(), out.features.size()));
       }
       for (const auto& value : given) {
-        if (!value.is_number() || !std::isfinite(value.get<double>())) return invalid(fmt::format("{}: expected finite numbers", field));
+        if (!value.is_number() || !std::isfinite(value.get<double>())) return Status::invalid_request(fmt::format("{}: expected finite numbers", field));
         out.values.push_back(value.get<double>());
       }
       return {};
@@ -232,11 +230,11 @@ Status decode_sae_fields(const json& op, const std::string& where, const SaeShap
 
 Result<Op> decode_op(const json& op, const std::string& where, const std::vector<HookShape>& points,
                      const std::vector<std::size_t>& attachment_bytes, const std::vector<SaeShape>& saes) {
-  if (!op.is_object()) return invalid(fmt::format("{}: expected an object {{\"op\": ..., \"hook\": ...}}", where));
+  if (!op.is_object()) return Status::invalid_request(fmt::format("{}: expected an object {{\"op\": ..., \"hook\": ...}}", where));
   auto kind = op.find("op");
-  if (kind == op.end() || !kind->is_string()) return invalid(fmt::format("{}.op: expected an operation name", where));
+  if (kind == op.end() || !kind->is_string()) return Status::invalid_request(fmt::format("{}.op: expected an operation name", where));
   auto rule = std::find_if(kRules.begin(), kRules.end(), [&](const OpRule& r) { return r.name == kind->get<std::string>(); });
-  if (rule == kRules.end()) return invalid(fmt::format("{}.op: unknown operation {} (supported: {})", where, kind->dump(), op_names()));
+  if (rule == kRules.end()) return Status::invalid_request(fmt::format("{}.op: unknown operation {} (supported: {})", where, kind->dump(), op_names()));
   if (Status s = check_fields(op, *rule, where); !s) return s;
 
   Op out;
@@ -245,12 +243,12 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
     if (Status s = read_sae(op, where, saes, out); !s) return s;
   } else {
     auto hook = op.find("hook");
-    if (hook == op.end() || !hook->is_string()) return invalid(fmt::format("{}.hook: expected a hook name (a string)", where));
+    if (hook == op.end() || !hook->is_string()) return Status::invalid_request(fmt::format("{}.hook: expected a hook name (a string)", where));
     out.hook = hook->get<std::string>();
   }
   auto point = std::find_if(points.begin(), points.end(), [&](const HookShape& p) { return p.name == out.hook; });
   if (point == points.end()) {
-    return invalid(fmt::format("{}.hook: this model has no hook point \"{}\"; {}", where, out.hook, suggestions(out.hook, points)));
+    return Status::invalid_request(fmt::format("{}.hook: this model has no hook point \"{}\"; {}", where, out.hook, suggestions(out.hook, points)));
   }
   out.point = static_cast<std::size_t>(point - points.begin());
 
@@ -258,7 +256,7 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
   auto positions_axis = static_cast<std::size_t>(point->position_axis);
   if (Status s = read_indices(op, "positions", where, point->dims[positions_axis], "positions", out.where.positions); !s) return s;
   if (op.contains("heads") && point->head_axis < 0) {
-    return invalid(fmt::format("{}.heads: {} has no heads axis (heads select in attn.hook_q/k/v/z, rot_q/k, attn_scores, pattern)",
+    return Status::invalid_request(fmt::format("{}.heads: {} has no heads axis (heads select in attn.hook_q/k/v/z, rot_q/k, attn_scores, pattern)",
                                where, out.hook));
   }
   if (point->head_axis >= 0) {
@@ -278,17 +276,17 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
         } else if (*dtype == "model") {
           out.dtype = CaptureDtype::model;
         } else {
-          return invalid(fmt::format("{}.dtype: {} is not \"float32\" or \"model\"", where, dtype->dump()));
+          return Status::invalid_request(fmt::format("{}.dtype: {} is not \"float32\" or \"model\"", where, dtype->dump()));
         }
       }
       break;
     case OpKind::set:
     case OpKind::mean:
-      if (!op.contains("value")) return invalid(fmt::format("{}.value: {} needs a tensor", where, rule->name));
+      if (!op.contains("value")) return Status::invalid_request(fmt::format("{}.value: {} needs a tensor", where, rule->name));
       if (Status s = read_tensor(op, "value", where, *point, out, attachment_bytes); !s) return s;
       break;
     case OpKind::add: {
-      if (!op.contains("vector")) return invalid(fmt::format("{}.vector: add needs a tensor", where));
+      if (!op.contains("vector")) return Status::invalid_request(fmt::format("{}.vector: add needs a tensor", where));
       if (Status s = read_tensor(op, "vector", where, *point, out, attachment_bytes); !s) return s;
       auto scale = read_number(op, "scale", where, 1.0);
       if (!scale) return scale.status();
@@ -296,7 +294,7 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
       break;
     }
     case OpKind::scale: {
-      if (!op.contains("factor")) return invalid(fmt::format("{}.factor: scale needs a number", where));
+      if (!op.contains("factor")) return Status::invalid_request(fmt::format("{}.factor: scale needs a number", where));
       auto factor = read_number(op, "factor", where, 1.0);
       if (!factor) return factor.status();
       out.factor = *factor;
@@ -307,12 +305,12 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
     default:
       break;
     case OpKind::project_out:
-      if (!op.contains("direction")) return invalid(fmt::format("{}.direction: project_out needs a tensor", where));
+      if (!op.contains("direction")) return Status::invalid_request(fmt::format("{}.direction: project_out needs a tensor", where));
       if (Status s = read_tensor(op, "direction", where, *point, out, attachment_bytes); !s) return s;
       break;
     case OpKind::patch:
       if (op.contains("value") == op.contains("from_row")) {
-        return invalid(fmt::format("{}: patch takes either value (a tensor) or from_row (a batch row), not both or neither", where));
+        return Status::invalid_request(fmt::format("{}: patch takes either value (a tensor) or from_row (a batch row), not both or neither", where));
       }
       if (op.contains("value")) {
         if (Status s = read_tensor(op, "value", where, *point, out, attachment_bytes); !s) return s;
@@ -355,7 +353,7 @@ Result<Plan> decode_plan(const json& ops, const std::vector<HookShape>& points, 
                          const std::vector<bool>& active, const std::vector<SaeShape>& saes) {
   Plan plan;
   if (ops.is_null()) return plan;
-  if (!ops.is_array()) return invalid("params.ops: expected a list of operations");
+  if (!ops.is_array()) return Status::invalid_request("params.ops: expected a list of operations");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (i < active.size() && !active[i]) continue;
     auto op = decode_op(ops[i], fmt::format("params.ops[{}]", i), points, attachment_bytes, saes);
@@ -371,7 +369,7 @@ Status check_finite(const Plan& plan, const std::vector<std::string_view>& attac
     if (!op.tensor || op.allow_nonfinite || op.tensor->attachment >= attachments.size()) continue;
     auto bad = first_nonfinite(*op.tensor, attachments[op.tensor->attachment]);
     if (!bad) continue;
-    return invalid(fmt::format("params.ops[{}].{}: element {} is {}; tensors must be finite "
+    return Status::invalid_request(fmt::format("params.ops[{}].{}: element {} is {}; tensors must be finite "
                                "(\"allow_nonfinite\": true on the op sends it anyway)",
                                op.index, op.tensor_field, shape_text(bad->index), bad->what));
   }

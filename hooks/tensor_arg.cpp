@@ -12,8 +12,6 @@ using nlohmann::json;
 
 constexpr std::size_t kMaxDims = 8;
 
-Status invalid(std::string message) { return {ErrorCode::invalid_request, std::move(message)}; }
-
 std::size_t element_bytes(WireDtype dtype) { return dtype == WireDtype::float32 ? 4 : 2; }
 
 }  // namespace
@@ -61,11 +59,11 @@ bool broadcasts_to(const std::vector<std::int64_t>& shape, const std::vector<std
 Result<TensorArg> decode_tensor_arg(const json& descriptor, const std::string& where,
                                     const std::vector<std::size_t>& attachment_bytes) {
   if (!descriptor.is_object()) {
-    return invalid(fmt::format("{}: expected a tensor {{\"dtype\", \"shape\", \"attachment\"}}", where));
+    return Status::invalid_request(fmt::format("{}: expected a tensor {{\"dtype\", \"shape\", \"attachment\"}}", where));
   }
   for (const auto& [key, value] : descriptor.items()) {
     if (key != "dtype" && key != "shape" && key != "attachment") {
-      return invalid(fmt::format("{}: unknown field \"{}\" (a tensor has dtype, shape, attachment)", where, key));
+      return Status::invalid_request(fmt::format("{}: unknown field \"{}\" (a tensor has dtype, shape, attachment)", where, key));
     }
   }
   TensorArg arg;
@@ -77,31 +75,31 @@ Result<TensorArg> decode_tensor_arg(const json& descriptor, const std::string& w
   } else if (*dtype == "bfloat16") {
     arg.dtype = WireDtype::bfloat16;
   } else {
-    return invalid(fmt::format("{}.dtype: {} is not float32, float16 or bfloat16", where, dtype->dump()));
+    return Status::invalid_request(fmt::format("{}.dtype: {} is not float32, float16 or bfloat16", where, dtype->dump()));
   }
   auto shape = descriptor.find("shape");
   if (shape == descriptor.end() || !shape->is_array() || shape->size() > kMaxDims) {
-    return invalid(fmt::format("{}.shape: expected a list of at most {} sizes", where, kMaxDims));
+    return Status::invalid_request(fmt::format("{}.shape: expected a list of at most {} sizes", where, kMaxDims));
   }
   std::size_t elements = 1;
   for (const auto& dim : *shape) {
     if (!dim.is_number_unsigned() || dim.get<std::uint64_t>() > (1ULL << 40)) {
-      return invalid(fmt::format("{}.shape: {} is not a size", where, dim.dump()));
+      return Status::invalid_request(fmt::format("{}.shape: {} is not a size", where, dim.dump()));
     }
     arg.shape.push_back(dim.get<std::int64_t>());
     elements *= dim.get<std::size_t>();
-    if (elements > (1ULL << 40)) return invalid(fmt::format("{}.shape: too many elements", where));
+    if (elements > (1ULL << 40)) return Status::invalid_request(fmt::format("{}.shape: too many elements", where));
   }
   auto attachment = descriptor.find("attachment");
   if (attachment == descriptor.end() || !attachment->is_number_unsigned() ||
       attachment->get<std::uint64_t>() >= attachment_bytes.size()) {
-    return invalid(fmt::format("{}.attachment: expected the index of one of the request's {} attachments", where,
+    return Status::invalid_request(fmt::format("{}.attachment: expected the index of one of the request's {} attachments", where,
                                attachment_bytes.size()));
   }
   arg.attachment = attachment->get<std::size_t>();
   std::size_t want = elements * element_bytes(arg.dtype);
   if (attachment_bytes[arg.attachment] != want) {
-    return invalid(fmt::format("{}: attachment {} holds {} bytes; shape {} of {} needs {}", where, arg.attachment,
+    return Status::invalid_request(fmt::format("{}: attachment {} holds {} bytes; shape {} of {} needs {}", where, arg.attachment,
                                attachment_bytes[arg.attachment], shape_text(arg.shape), wire_dtype_name(arg.dtype), want));
   }
   return arg;

@@ -54,7 +54,7 @@ Hierarchies find_hierarchies() {
   return found;
 }
 
-bool write_file(const std::string& path, const std::string& text) {
+bool write_cgroup_file(const std::string& path, const std::string& text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
@@ -62,7 +62,7 @@ bool write_file(const std::string& path, const std::string& text) {
   return ok;
 }
 
-std::string read_text(const std::string& path) {
+std::string read_cgroup_file(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
@@ -110,22 +110,22 @@ std::vector<std::pair<std::string, std::string>> settings(const std::string& con
 bool try_v2(const Hierarchies& found, const std::string& id, const std::string& controller,
             const ResourceLimits& limits, LimitPlan& plan, std::string& dir) {
   if (found.v2_root.empty()) return false;
-  if (!has_word(read_text(found.v2_root + "/cgroup.controllers"), controller)) return false;
+  if (!has_word(read_cgroup_file(found.v2_root + "/cgroup.controllers"), controller)) return false;
   std::string parent = found.v2_root + "/gpubox";
   if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) return false;
-  if (!has_word(read_text(found.v2_root + "/cgroup.subtree_control"), controller) &&
-      !write_file(found.v2_root + "/cgroup.subtree_control", "+" + controller)) {
+  if (!has_word(read_cgroup_file(found.v2_root + "/cgroup.subtree_control"), controller) &&
+      !write_cgroup_file(found.v2_root + "/cgroup.subtree_control", "+" + controller)) {
     return false;
   }
-  if (!has_word(read_text(parent + "/cgroup.subtree_control"), controller) &&
-      !write_file(parent + "/cgroup.subtree_control", "+" + controller)) {
+  if (!has_word(read_cgroup_file(parent + "/cgroup.subtree_control"), controller) &&
+      !write_cgroup_file(parent + "/cgroup.subtree_control", "+" + controller)) {
     return false;
   }
   dir = parent + "/gpubox-" + id;
   if (!make_cgroup(dir, plan)) return false;
   for (const auto& [file, value] : settings(controller, limits, true)) {
     // memory.swap.max is absent without swap accounting: not an error.
-    if (!write_file(dir + "/" + file, value) && file != "memory.swap.max") return false;
+    if (!write_cgroup_file(dir + "/" + file, value) && file != "memory.swap.max") return false;
   }
   return true;
 }
@@ -141,7 +141,7 @@ bool try_v1(const Hierarchies& found, const std::string& id, const std::string& 
   dir = base + "/gpubox-" + id;
   if (!make_cgroup(dir, plan)) return false;
   for (const auto& [file, value] : settings(controller, limits, false)) {
-    if (!write_file(dir + "/" + file, value)) return false;
+    if (!write_cgroup_file(dir + "/" + file, value)) return false;
   }
   return true;
 }
@@ -250,7 +250,7 @@ Status remove_cgroups(const LimitPlan& plan) {
 
 long long oom_kill_count(const LimitPlan& plan) {
   if (plan.memory_cgroup.empty()) return -1;
-  std::istringstream lines(read_text(plan.memory_cgroup + (plan.memory_version == "v2" ? "/memory.events" : "/memory.oom_control")));
+  std::istringstream lines(read_cgroup_file(plan.memory_cgroup + (plan.memory_version == "v2" ? "/memory.events" : "/memory.oom_control")));
   for (std::string key; lines >> key;) {
     long long value = 0;
     if (!(lines >> value)) break;
@@ -261,7 +261,7 @@ long long oom_kill_count(const LimitPlan& plan) {
 
 long long memory_usage_bytes(const LimitPlan& plan) {
   if (plan.memory_cgroup.empty()) return -1;
-  std::string text = read_text(plan.memory_cgroup + (plan.memory_version == "v2" ? "/memory.current" : "/memory.usage_in_bytes"));
+  std::string text = read_cgroup_file(plan.memory_cgroup + (plan.memory_version == "v2" ? "/memory.current" : "/memory.usage_in_bytes"));
   if (text.empty()) return -1;
   return std::atoll(text.c_str());
 }

@@ -21,8 +21,8 @@ namespace {
 using nlohmann::json;
 using jobs::JobManager;
 
-constexpr std::size_t kChunkBytes = 1 << 20;
-constexpr std::int64_t kMaxInt64 = std::numeric_limits<std::int64_t>::max();
+constexpr std::size_t kJobDataChunkBytes = 1 << 20;
+constexpr std::int64_t kMaxJobByteParam = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kDefaultLogTail = 64 * 1024;
 constexpr std::int64_t kMaxLogTail = 16 << 20;
 constexpr auto kFollowPoll = std::chrono::milliseconds(50);
@@ -121,8 +121,8 @@ Result<zmq::message_t> read_chunk(int fd, std::uint64_t offset, std::size_t size
 Result<json> job_download(rpc::CallContext& call, JobManager& manager) {
   rpc::ParamReader params(call.params());
   auto id = read_job_id(params);
-  auto offset = params.integer("offset", 0, kMaxInt64);
-  auto max_bytes = params.integer("max_bytes", 0, kMaxInt64);
+  auto offset = params.integer("offset", 0, kMaxJobByteParam);
+  auto max_bytes = params.integer("max_bytes", 0, kMaxJobByteParam);
   if (Status status = params.finish(); !status) return status;
   auto archive = manager.staged_archive(*id);
   if (!archive) return archive.status();
@@ -141,7 +141,7 @@ Result<json> job_download(rpc::CallContext& call, JobManager& manager) {
   ::posix_fadvise(fd.get(), static_cast<off_t>(start), 0, POSIX_FADV_SEQUENTIAL);
   std::uint64_t position = start;
   while (position < archive->size) {
-    std::size_t size = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, archive->size - position));
+    std::size_t size = static_cast<std::size_t>(std::min<std::uint64_t>(kJobDataChunkBytes, archive->size - position));
     auto chunk = read_chunk(fd.get(), position, size, "the staged archive of " + *id);
     if (!chunk) return chunk.status();
     std::vector<zmq::message_t> attachments;
@@ -162,7 +162,7 @@ Result<json> job_logs(rpc::CallContext& call, JobManager& manager) {
   auto id = read_job_id(params);
   auto stream = params.string("stream");
   auto tail = params.integer("tail_bytes", 0, kMaxLogTail);
-  auto offset = params.integer("offset", 0, kMaxInt64);
+  auto offset = params.integer("offset", 0, kMaxJobByteParam);
   auto follow = params.boolean("follow");
   if (Status status = params.finish(); !status) return status;
   auto log = manager.log_file(*id, stream.value_or("stdout"));
@@ -190,7 +190,7 @@ Result<json> job_logs(rpc::CallContext& call, JobManager& manager) {
     if (!fd.valid()) fd.reset(::open(log->first.c_str(), O_RDONLY | O_CLOEXEC));
     size = file_size();
     while (position < size) {
-      std::size_t length = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, size - position));
+      std::size_t length = static_cast<std::size_t>(std::min<std::uint64_t>(kJobDataChunkBytes, size - position));
       auto chunk = read_chunk(fd.get(), position, length, log->first);
       if (!chunk) return chunk.status();
       std::vector<zmq::message_t> attachments;

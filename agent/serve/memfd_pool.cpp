@@ -9,11 +9,6 @@
 #include <cerrno>
 
 namespace gpubox::serve {
-namespace {
-
-std::uint64_t page_round(std::uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
-
-}  // namespace
 
 MemfdPool::Slot::~Slot() {
   if (data) ::munmap(data, size);

@@ -106,8 +106,6 @@ Status read_rest(int fd, int abort_fd, void* into, std::size_t size) {
   return Status::ok();
 }
 
-std::uint64_t page_round(std::uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
-
 // One message's use of a memfd mapping, shared by the message's frames: once
 // the last of them is gone the memfd is reported released (the peer may
 // write it again).

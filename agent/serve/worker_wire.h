@@ -38,6 +38,8 @@ inline constexpr std::size_t kPrefixBytes = 8;
 inline constexpr std::uint64_t kMemfdThreshold = 256 << 10;
 inline constexpr std::uint64_t kInMemfd = 1ull << 63;  // a length's flag: the bytes are in the memfd
 inline constexpr std::uint64_t kPage = 4096;
+// BYTES rounded up to a whole number of pages: where the next memfd extent may start.
+inline constexpr std::uint64_t page_round(std::uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 
 // A file's identity (st_dev, st_ino): how both sides name a memfd in "released".
 struct FileId {

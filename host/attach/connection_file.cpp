@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-Status bad(const std::string& what) { return Status(ErrorCode::invalid_request, "connection file: " + what); }
+Status bad_connection_file(const std::string& what) { return Status(ErrorCode::invalid_request, "connection file: " + what); }
 
 bool is_loopback(const std::string& ip) { return ip == "localhost" || ip.rfind("127.", 0) == 0 || ip == "::1"; }
 
@@ -21,12 +21,12 @@ bool is_loopback(const std::string& ip) { return ip == "localhost" || ip.rfind("
 
 Result<ConnectionInfo> parse_connection_file(std::string_view text) {
   json file = json::parse(text, nullptr, false);
-  if (file.is_discarded() || !file.is_object()) return bad("expected a JSON object");
+  if (file.is_discarded() || !file.is_object()) return bad_connection_file("expected a JSON object");
   ConnectionInfo info;
   auto string_field = [&](const char* name, std::string& out) -> Status {
     auto found = file.find(name);
     if (found == file.end() || found->is_null()) return Status::ok();
-    if (!found->is_string()) return bad(std::string(name) + ": expected a string");
+    if (!found->is_string()) return bad_connection_file(std::string(name) + ": expected a string");
     out = found->get<std::string>();
     return Status::ok();
   };
@@ -36,17 +36,17 @@ Result<ConnectionInfo> parse_connection_file(std::string_view text) {
                            {"kernel_name", &info.kernel_name}}) {
     if (Status status = string_field(name, *out); !status) return status;
   }
-  if (transport != "tcp") return bad("transport: only \"tcp\" is served, got \"" + transport + "\"");
-  if (!is_loopback(info.ip)) return bad("ip: attach serves this machine only; expected a loopback address such as 127.0.0.1, got \"" + info.ip + "\"");
+  if (transport != "tcp") return bad_connection_file("transport: only \"tcp\" is served, got \"" + transport + "\"");
+  if (!is_loopback(info.ip)) return bad_connection_file("ip: attach serves this machine only; expected a loopback address such as 127.0.0.1, got \"" + info.ip + "\"");
   if (!info.key.empty() && info.signature_scheme != "hmac-sha256") {
-    return bad("signature_scheme: only hmac-sha256 is supported, got \"" + info.signature_scheme + "\"");
+    return bad_connection_file("signature_scheme: only hmac-sha256 is supported, got \"" + info.signature_scheme + "\"");
   }
   for (auto [name, out] : {std::pair<const char*, int*>{"shell_port", &info.shell_port}, {"iopub_port", &info.iopub_port},
                            {"stdin_port", &info.stdin_port}, {"control_port", &info.control_port},
                            {"hb_port", &info.hb_port}}) {
     auto found = file.find(name);
     if (found == file.end() || !found->is_number_integer() || found->get<long long>() < 1 || found->get<long long>() > 65535) {
-      return bad(std::string(name) + ": expected a port from 1 to 65535");
+      return bad_connection_file(std::string(name) + ": expected a port from 1 to 65535");
     }
     *out = found->get<int>();
   }

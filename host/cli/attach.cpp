@@ -17,7 +17,7 @@
 namespace gpubox::host::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kAttachUsage[] =
     "usage: gpubox attach ID|NAME [--connection-file FILE]\n"
     "Serves the sandbox's Jupyter kernel on 127.0.0.1 until Ctrl-C, SIGTERM or a frontend's shutdown.\n"
     "FILE that exists (a frontend wrote it) gives the ports and key to serve; otherwise attach picks free\n"
@@ -57,10 +57,10 @@ struct OwnedFile {
 
 int run_attach(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--connection-file"}, {});
-  if (!args) return fail("attach", args.status(), kExitUsage, kUsage);
-  if (args->flag("--help")) return show_usage(kUsage);
+  if (!args) return fail("attach", args.status(), kExitUsage, kAttachUsage);
+  if (args->flag("--help")) return show_usage(kAttachUsage);
   if (args->positional.size() != 1 || args->has_double_dash) {
-    return fail("attach", "expected one sandbox id or name", kExitUsage, kUsage);
+    return fail("attach", "expected one sandbox id or name", kExitUsage, kAttachUsage);
   }
   // Signals are taken from a signalfd, on this thread only: block them before
   // any ZeroMQ thread exists, so that every thread inherits the mask.
@@ -81,7 +81,7 @@ int run_attach(const std::vector<std::string>& raw, const Global& global) {
   bool write_file = true;
   std::string path;
   if (given) {
-    if (given->empty()) return fail("attach", "--connection-file: expected a path", kExitUsage, kUsage);
+    if (given->empty()) return fail("attach", "--connection-file: expected a path", kExitUsage, kAttachUsage);
     path = *given;
     if (::access(path.c_str(), F_OK) == 0) {
       auto read = read_connection_file(path);

@@ -19,7 +19,7 @@
 namespace gpubox::host::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kCreateUsage[] =
     "usage: gpubox create [--backend local|podman|docker|modal] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
     "                     [--timeout S] [--idle-timeout S] [--network none|host|bridge] [--env K=V]... [--secret NAME]...\n"
     "                     [--mount LOCAL:SANDBOX[:ro]]... [--gpu GPUS] [--seccomp default|unconfined] [--models-optional] [--json]\n"
@@ -101,14 +101,14 @@ bool valid_env_name(const std::string& name) {
 }  // namespace
 
 int create_sandbox(const std::vector<std::string>& raw, const Global& global, const Snapshot* from) {
-  auto usage = [](const std::string& message) { return fail("create", message, kExitUsage, kUsage); };
+  auto usage = [](const std::string& message) { return fail("create", message, kExitUsage, kCreateUsage); };
   auto parsed = parse_args(raw,
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
                             "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",
                             "--ready-timeout", "--app", "--region", "--volume", "--modal-secret", "--tag", "--seccomp", "--budget"},
                            {"--userns", "--models-optional"});
   if (!parsed) return usage(parsed.status().message());
-  if (parsed->flag("--help")) return show_usage(kUsage);
+  if (parsed->flag("--help")) return show_usage(kCreateUsage);
   const Args& args = *parsed;
   bool json = global.json || args.flag("--json");
   if (!args.positional.empty() || args.has_double_dash) return usage("unexpected argument '" + (args.positional.empty() ? "--" : args.positional[0]) + "'");

@@ -22,7 +22,7 @@
 namespace gpubox::host::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kExecUsage[] =
     "usage: gpubox exec ID|NAME [-i] [-t] [--timeout S] [--cwd DIR] [--env K=V]... -- CMD ARGS...\n"
     "  -i, --interactive  forward this terminal's (or pipe's) stdin to the command; without it the command reads end of file\n"
     "  -t, --tty          run the command on a pseudo-terminal (window size passed on); with -i, as `docker exec -it`:\n"
@@ -120,20 +120,20 @@ Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIden
 
 int run_exec(const std::vector<std::string>& raw, const Global&) {
   auto args = parse_args(raw, {"--timeout", "--cwd", "--env"}, {"-i", "--interactive", "-t", "--tty", "-it", "-ti"}, 1);
-  if (!args) return fail("exec", args.status(), kExitUsage, kUsage);
-  if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 1) return fail("exec", "expected one sandbox id or name", kExitUsage, kUsage);
-  if (args->command.empty()) return fail("exec", "expected a command after the sandbox (-- CMD ARGS...)", kExitUsage, kUsage);
+  if (!args) return fail("exec", args.status(), kExitUsage, kExecUsage);
+  if (args->flag("--help")) return show_usage(kExecUsage);
+  if (args->positional.size() != 1) return fail("exec", "expected one sandbox id or name", kExitUsage, kExecUsage);
+  if (args->command.empty()) return fail("exec", "expected a command after the sandbox (-- CMD ARGS...)", kExitUsage, kExecUsage);
   nlohmann::json params = {{"argv", args->command}};
   if (auto timeout = args->last("--timeout")) {
     auto seconds = parse_number(*timeout, 0.001, 604800);
-    if (!seconds) return fail("exec", "--timeout: expected seconds, got '" + *timeout + "'", kExitUsage, kUsage);
+    if (!seconds) return fail("exec", "--timeout: expected seconds, got '" + *timeout + "'", kExitUsage, kExecUsage);
     params["timeout_s"] = *seconds;
   }
   if (auto cwd = args->last("--cwd")) params["cwd"] = remote_path(*cwd);
   for (const auto& pair : args->all("--env")) {
     auto eq = pair.find('=');
-    if (eq == std::string::npos || eq == 0) return fail("exec", "--env: expected NAME=VALUE, got '" + pair + "'", kExitUsage, kUsage);
+    if (eq == std::string::npos || eq == 0) return fail("exec", "--env: expected NAME=VALUE, got '" + pair + "'", kExitUsage, kExecUsage);
     params["env"][pair.substr(0, eq)] = pair.substr(eq + 1);
   }
   auto given = [&](std::initializer_list<const char*> names) {

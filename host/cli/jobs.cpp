@@ -22,7 +22,7 @@
 namespace gpubox::host::cli {
 namespace {
 
-constexpr std::size_t kChunk = 1 << 20;
+constexpr std::size_t kUploadChunk = 1 << 20;
 
 bool json_output(const Global& global, const Args& args) { return global.json || args.flag("--json"); }
 
@@ -52,7 +52,7 @@ Status hash_file(LocalInput& input) {
     return Status(ErrorCode::invalid_request, "--input '" + input.path + "': not a regular file");
   }
   Sha256 sha;
-  std::string buffer(kChunk, '\0');
+  std::string buffer(kUploadChunk, '\0');
   while (true) {
     ssize_t n = ::read(fd, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
@@ -78,7 +78,7 @@ Status send_inputs(rpc::Stream& stream, const std::vector<LocalInput>& inputs) {
     std::uint64_t sent = 0;
     Status status = Status::ok();
     while (sent < input.size && status) {
-      std::string chunk(static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, input.size - sent)), '\0');
+      std::string chunk(static_cast<std::size_t>(std::min<std::uint64_t>(kUploadChunk, input.size - sent)), '\0');
       ssize_t n = ::read(fd, chunk.data(), chunk.size());
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;  // the file shrank: the agent reports input_changed

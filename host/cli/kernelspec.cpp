@@ -21,7 +21,7 @@
 namespace gpubox::host::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kKernelspecUsage[] =
     "usage: gpubox kernelspec install [--user | --prefix DIR] [--sandbox ID] [--name NAME] [--python PATH]\n"
     "       gpubox kernelspec list [--prefix DIR] [--json]\n"
     "       gpubox kernelspec remove NAME [--prefix DIR]\n"
@@ -45,7 +45,7 @@ bool valid_name(const std::string& name) {
   return name != "." && name != "..";
 }
 
-Status make_dirs(const std::string& path) {
+Status make_kernelspec_dirs(const std::string& path) {
   for (std::size_t at = 1; at != std::string::npos;) {
     at = path.find('/', at + 1);
     std::string so_far = path.substr(0, at);
@@ -93,7 +93,7 @@ int list_specs(const Args& args, const Global& global) {
 }
 
 int remove_spec(const Args& args, const Global& global) {
-  if (args.positional.size() != 2) return fail("kernelspec", "remove: expected one kernelspec NAME", kExitUsage, kUsage);
+  if (args.positional.size() != 2) return fail("kernelspec", "remove: expected one kernelspec NAME", kExitUsage, kKernelspecUsage);
   const std::string& name = args.positional[1];
   for (const auto& spec : find_kernelspecs(kernel_dirs(args))) {
     if (spec.name != name) continue;
@@ -112,11 +112,11 @@ int remove_spec(const Args& args, const Global& global) {
 
 int install(const Args& args, const Global& global) {
   if (args.flag("--user") && args.last("--prefix")) {
-    return fail("kernelspec", "--user and --prefix: give one or neither", kExitUsage, kUsage);
+    return fail("kernelspec", "--user and --prefix: give one or neither", kExitUsage, kKernelspecUsage);
   }
   std::string kernels;
   if (auto prefix = args.last("--prefix")) {
-    if (prefix->empty() || (*prefix)[0] != '/') return fail("kernelspec", "--prefix: expected an absolute path", kExitUsage, kUsage);
+    if (prefix->empty() || (*prefix)[0] != '/') return fail("kernelspec", "--prefix: expected an absolute path", kExitUsage, kKernelspecUsage);
     kernels = *prefix + "/share/jupyter/kernels";
   } else if (args.flag("--user")) {
     const char* data = std::getenv("JUPYTER_DATA_DIR");
@@ -126,7 +126,7 @@ int install(const Args& args, const Global& global) {
     } else if (home && *home) {
       kernels = std::string(home) + "/.local/share/jupyter/kernels";
     } else {
-      return fail("kernelspec", "--user: neither JUPYTER_DATA_DIR nor HOME is set", kExitUsage, kUsage);
+      return fail("kernelspec", "--user: neither JUPYTER_DATA_DIR nor HOME is set", kExitUsage, kKernelspecUsage);
     }
   } else {
     kernels = "/usr/local/share/jupyter/kernels";
@@ -135,7 +135,7 @@ int install(const Args& args, const Global& global) {
   nlohmann::json spec = {{"language", "python"}, {"interrupt_mode", "message"}, {"metadata", {{"debugger", false}}}};
   std::string name;
   if (auto sandbox = args.last("--sandbox")) {
-    if (args.last("--python")) return fail("kernelspec", "--python: the sandbox's config names its python", kExitUsage, kUsage);
+    if (args.last("--python")) return fail("kernelspec", "--python: the sandbox's config names its python", kExitUsage, kKernelspecUsage);
     auto record = find_sandbox(*sandbox);
     if (!record) return fail("kernelspec", record.status(), exit_code_for(record.status()));
     name = "gpubox-" + (record->name.empty() ? record->id : record->name);
@@ -147,7 +147,7 @@ int install(const Args& args, const Global& global) {
     name = "gpubox";
     spec["argv"] = {default_agent_path(), "kernel", "-f", "{connection_file}"};
     if (auto python = args.last("--python")) {
-      if (python->empty()) return fail("kernelspec", "--python: expected a path", kExitUsage, kUsage);
+      if (python->empty()) return fail("kernelspec", "--python: expected a path", kExitUsage, kKernelspecUsage);
       spec["argv"].push_back("--python");
       spec["argv"].push_back(*python);
     }
@@ -155,10 +155,10 @@ int install(const Args& args, const Global& global) {
   }
   if (auto given = args.last("--name")) name = *given;
   if (!valid_name(name)) {
-    return fail("kernelspec", "--name: '" + name + "' is not a kernel name (letters, digits, '-', '_', '.')", kExitUsage, kUsage);
+    return fail("kernelspec", "--name: '" + name + "' is not a kernel name (letters, digits, '-', '_', '.')", kExitUsage, kKernelspecUsage);
   }
   std::string dir = kernels + "/" + name;
-  if (Status made = make_dirs(dir); !made) return fail("kernelspec", made.message(), kExitFailed);
+  if (Status made = make_kernelspec_dirs(dir); !made) return fail("kernelspec", made.message(), kExitFailed);
   std::string path = dir + "/kernel.json";
   std::string tmp = path + ".tmp";
   {
@@ -181,13 +181,13 @@ int install(const Args& args, const Global& global) {
 
 int run_kernelspec(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--prefix", "--sandbox", "--name", "--python"}, {"--user"});
-  if (!args) return fail("kernelspec", args.status(), kExitUsage, kUsage);
-  if (args->flag("--help")) return show_usage(kUsage);
+  if (!args) return fail("kernelspec", args.status(), kExitUsage, kKernelspecUsage);
+  if (args->flag("--help")) return show_usage(kKernelspecUsage);
   std::string sub = args->positional.empty() ? "" : args->positional[0];
   if (sub == "list" && args->positional.size() == 1) return list_specs(*args, global);
   if (sub == "remove") return remove_spec(*args, global);
   if (sub == "install" && args->positional.size() == 1) return install(*args, global);
-  return fail("kernelspec", "expected the subcommand install, list or remove NAME", kExitUsage, kUsage);
+  return fail("kernelspec", "expected the subcommand install, list or remove NAME", kExitUsage, kKernelspecUsage);
 }
 
 }  // namespace gpubox::host::cli

@@ -21,7 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kUsage[] =
+constexpr char kModelUsage[] =
     "usage: gpubox model ID ls\n"
     "       gpubox model ID info NAME\n"
     "       gpubox model ID hooks NAME\n"
@@ -56,21 +56,21 @@ constexpr char kUsage[] =
     "  Under a budget, pull reserves --egress-gib G at the egress price and, with --timeout, the part of it\n"
     "  that outlives what the sandbox holds, before the job is sent (docs/budget.md).\n";
 
-const std::string kCommand = "model";
+const std::string kModelCommand = "model";
 
-int usage_error(const std::string& message) { return fail(kCommand, message, kExitUsage, kUsage); }
+int usage_error(const std::string& message) { return fail(kModelCommand, message, kExitUsage, kModelUsage); }
 
 // An agent's or modeld's refusal: an unknown model or a bad parameter is a usage error.
 int call_error(const Status& status) {
   int code = status.code() == ErrorCode::not_found || status.code() == ErrorCode::invalid_request ? kExitUsage : kExitFailed;
-  return fail(kCommand, status.to_string(), code);
+  return fail(kModelCommand, status.to_string(), code);
 }
 
 void print_json(const json& value) {
   std::cout << value.dump(2, ' ', false, json::error_handler_t::replace) << std::endl;
 }
 
-std::string text_of(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+std::string string_or_dump(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
 
 // Waits until NAME is ready: a bar of bytes loaded on a terminal, one plain line otherwise.
 Status wait_ready(ModelClient& models, const std::string& name) {
@@ -113,7 +113,7 @@ int run_list(ModelClient& models, bool as_json) {
     std::printf("%-24s %-8s %-14s %-10s %-8s %.1f/%.1f MiB%s\n", m.value("name", "?").c_str(), m.value("state", "?").c_str(),
                 m.value("architecture", "-").c_str(), m.value("dtype", "-").c_str(), m.value("device", "-").c_str(),
                 done / 1048576.0, total / 1048576.0,
-                m.contains("error") ? ("  " + text_of(m["error"])).c_str() : "");
+                m.contains("error") ? ("  " + string_or_dump(m["error"])).c_str() : "");
   }
   return kExitOk;
 }
@@ -124,7 +124,7 @@ int run_model_info(ModelClient& models, const std::string& name, bool as_json) {
   if (!info) return call_error(info.status());
   if (as_json) return print_json(*info), kExitOk;
   for (const auto& [key, value] : info->items()) {
-    std::string text = text_of(value);
+    std::string text = string_or_dump(value);
     if (key == "hook_points") text += "   (gpubox model ID hooks " + name + " lists them)";
     std::printf("%-20s %s\n", (key + ":").c_str(), text.c_str());
   }
@@ -139,7 +139,7 @@ int run_hooks(ModelClient& models, const std::string& name, bool as_json) {
   if (as_json) return print_json(*hooks), kExitOk;
   for (const auto& hook : *hooks) {
     std::string shape;
-    for (const auto& dim : hook["shape"]) shape += (shape.empty() ? "" : ", ") + text_of(dim);
+    for (const auto& dim : hook["shape"]) shape += (shape.empty() ? "" : ", ") + string_or_dump(dim);
     std::printf("%-36s [%s]\n", hook.value("name", "?").c_str(), shape.c_str());
   }
   std::printf("%zu hook points\n", hooks->size());
@@ -259,14 +259,14 @@ int run_captures(ModelClient& models, const Args& args, bool as_json) {
     listed.push_back({{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}});
     if (t.name == "logits" && !logits_asked) continue;
     auto dtype = safetensors_dtype(t.dtype);
-    if (!dtype) return fail(kCommand, "capture " + t.name + " has dtype " + t.dtype + ", which safetensors cannot hold here", kExitFailed);
+    if (!dtype) return fail(kModelCommand, "capture " + t.name + " has dtype " + t.dtype + ", which safetensors cannot hold here", kExitFailed);
     captures.push_back({t.name, *dtype, t.shape, t.bytes(), t.size()});
   }
   auto out = args.last("--out");
   if (out) {
     std::map<std::string, std::string> metadata = {{"model", name}, {"lengths", result->result.value("lengths", json()).dump()},
                                                    {"padding", result->result.value("padding", "left")}};
-    if (Status s = weights::write_safetensors(*out, captures, metadata); !s) return fail(kCommand, s, kExitFailed);
+    if (Status s = weights::write_safetensors(*out, captures, metadata); !s) return fail(kModelCommand, s, kExitFailed);
   }
   if (as_json) {
     json shown = {{"tensors", listed}, {"lengths", result->result.value("lengths", json())}};
@@ -307,16 +307,16 @@ int run_generate(ModelClient& models, const Args& args, bool as_json) {
   if (stream) {
     std::cout << std::endl;
   } else if (result->contains("text")) {
-    std::cout << text_of((*result)["text"]) << std::endl;
+    std::cout << string_or_dump((*result)["text"]) << std::endl;
   } else {
     std::string line;
     for (const auto& id : (*result)["tokens"]) line += (line.empty() ? "" : " ") + id.dump();
     std::cout << line << std::endl;
   }
-  std::fprintf(stderr, "finish_reason: %s\n", text_of(result->value("finish_reason", json("?"))).c_str());
+  std::fprintf(stderr, "finish_reason: %s\n", string_or_dump(result->value("finish_reason", json("?"))).c_str());
   if (const auto cut = result->find("max_new_tokens_cut"); cut != result->end()) {
     std::fprintf(stderr, "max_new_tokens %s cut to %s: the prompt and the new tokens fill the model's context of %s tokens\n",
-                 text_of((*cut)["asked"]).c_str(), text_of((*cut)["allowed"]).c_str(), text_of((*cut)["context_length"]).c_str());
+                 string_or_dump((*cut)["asked"]).c_str(), string_or_dump((*cut)["allowed"]).c_str(), string_or_dump((*cut)["context_length"]).c_str());
   }
   return kExitOk;
 }
@@ -392,8 +392,8 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
                           "--capture", "--out", "--system", "--volume", "--to", "--subdir", "--revision", "--endpoint",
                           "--timeout", "--budget", "--egress-gib", "--sae-capture", "--hook"},
                          {"--stream", "--ignore-eos", "--hidden", "--wait", "--chat"});
-  if (!args) return fail(kCommand, args.status(), kExitUsage, kUsage);
-  if (args->flag("--help")) return show_usage(kUsage);
+  if (!args) return fail(kModelCommand, args.status(), kExitUsage, kModelUsage);
+  if (args->flag("--help")) return show_usage(kModelUsage);
   // The spelling `model pull ID REPO` is `model ID pull REPO`.
   if (args->positional.size() >= 2 && args->positional[0] == "pull" && args->positional[1] != "pull") {
     std::swap(args->positional[0], args->positional[1]);
@@ -425,13 +425,13 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
     options.endpoint = p[0];
     options.connect_timeout = std::chrono::milliseconds(5'000);
     auto connected = rpc::Client::connect(options);
-    if (!connected) return fail(kCommand, connected.status(), kExitUnreachable);
+    if (!connected) return fail(kModelCommand, connected.status(), kExitUnreachable);
     client = std::move(*connected);
   } else {
     auto record = find_sandbox(p[0]);
-    if (!record) return fail(kCommand, record.status(), exit_code_for(record.status()));
+    if (!record) return fail(kModelCommand, record.status(), exit_code_for(record.status()));
     auto connected = connect_sandbox(*record);
-    if (!connected) return fail(kCommand, connected.status(), kExitUnreachable);
+    if (!connected) return fail(kModelCommand, connected.status(), kExitUnreachable);
     client = std::move(*connected);
   }
   ModelClient models(*client);

@@ -27,10 +27,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kCommand = "model pull";
+const std::string kPullCommand = "model pull";
 constexpr char kScriptName[] = "gpubox_pull.py";
-
-Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
 
 // Hugging Face's repo id rules: [ORG/]NAME of A-Z a-z 0-9 . _ -, no "--" or "..", at most 96 a part.
 bool valid_repo(const std::string& repo) {
@@ -60,7 +58,7 @@ Result<std::string> volume_path(const SandboxRecord& record, const std::string& 
     if (colon != std::string::npos && text.substr(0, colon) == name) return text.substr(colon + 1);
     listed += (listed.empty() ? "" : ", ") + text;
   }
-  return bad("--volume " + name + ": sandbox " + record.id + " has no such volume (" +
+  return Status::invalid_request("--volume " + name + ": sandbox " + record.id + " has no such volume (" +
              (listed.empty() ? "it has none; `gpubox create --backend modal --volume NAME:/path` mounts one"
                              : "its volumes: " + listed) +
              ")");
@@ -70,7 +68,7 @@ Result<std::string> volume_path(const SandboxRecord& record, const std::string& 
 Result<std::string> target_dir(const Args& args, const SandboxRecord& record, const std::string& repo) {
   auto volume = args.last("--volume");
   auto to = args.last("--to");
-  if (volume.has_value() == to.has_value()) return bad("give --volume NAME (a volume of the sandbox) or --to /DIR, one of them");
+  if (volume.has_value() == to.has_value()) return Status::invalid_request("give --volume NAME (a volume of the sandbox) or --to /DIR, one of them");
   std::string root;
   if (volume) {
     auto path = volume_path(record, *volume);
@@ -82,11 +80,11 @@ Result<std::string> target_dir(const Args& args, const SandboxRecord& record, co
     auto under = [&](const std::string& dir) { return root == dir || root.rfind(dir + "/", 0) == 0; };
     if (root.empty() || root[0] != '/' || root == "/" || root.find("/../") != std::string::npos || root.find("/./") != std::string::npos ||
         (root.size() >= 3 && root.substr(root.size() - 3) == "/..") || under("/proc") || under(kSandboxStateDir)) {
-      return bad("--to '" + *to + "': expected an absolute directory in the sandbox (not /, /proc or " + kSandboxStateDir + ")");
+      return Status::invalid_request("--to '" + *to + "': expected an absolute directory in the sandbox (not /, /proc or " + kSandboxStateDir + ")");
     }
   }
   std::string sub = args.last("--subdir").value_or(repo);
-  if (!valid_subdir(sub)) return bad("--subdir '" + sub + "': expected a relative path such as models/llama (no '..')");
+  if (!valid_subdir(sub)) return Status::invalid_request("--subdir '" + sub + "': expected a relative path such as models/llama (no '..')");
   return sub == "." ? root : root + "/" + sub;
 }
 
@@ -96,7 +94,7 @@ Result<json> submit_params(const Args& args, const std::string& repo, const std:
   if (auto revision = args.last("--revision")) {
     static const std::regex kRevision("[A-Za-z0-9._/-]{1,200}");
     if (!std::regex_match(*revision, kRevision) || revision->find("..") != std::string::npos) {
-      return bad("--revision '" + *revision + "': expected a branch, tag or commit (A-Z a-z 0-9 . _ / -)");
+      return Status::invalid_request("--revision '" + *revision + "': expected a branch, tag or commit (A-Z a-z 0-9 . _ / -)");
     }
     command += " --revision " + shell_word(*revision);
   }
@@ -107,13 +105,13 @@ Result<json> submit_params(const Args& args, const std::string& repo, const std:
                  {"inputs", json::array({{{"name", kScriptName}, {"sha256", sha.hex_digest()}, {"size", std::strlen(kModelPullSource)}}})}};
   if (auto endpoint = args.last("--endpoint")) {
     if (endpoint->rfind("http://", 0) != 0 && endpoint->rfind("https://", 0) != 0) {
-      return bad("--endpoint '" + *endpoint + "': expected the Hub's URL, http:// or https://");
+      return Status::invalid_request("--endpoint '" + *endpoint + "': expected the Hub's URL, http:// or https://");
     }
     params["env"] = {{"HF_ENDPOINT", *endpoint}};
   }
   if (auto timeout = args.last("--timeout")) {
     auto seconds = parse_number(*timeout, 1, 7 * 86400.0);
-    if (!seconds) return bad("--timeout '" + *timeout + "': expected seconds from 1 to 604800");
+    if (!seconds) return Status::invalid_request("--timeout '" + *timeout + "': expected seconds from 1 to 604800");
     params["timeout_seconds"] = *seconds;
   }
   // The token as a job secret: in the job's environment only, never journaled or returned.
@@ -125,7 +123,7 @@ int job_error(const Status& status) {
   int code = status.code() == ErrorCode::not_found || status.code() == ErrorCode::invalid_request ? kExitUsage
              : status.code() == ErrorCode::unavailable                                              ? kExitUnreachable
                                                                                                     : kExitFailed;
-  return fail(kCommand, status.to_string(), code);
+  return fail(kPullCommand, status.to_string(), code);
 }
 
 // What the job printed: its start, its progress (drawn on stderr), its result or error.
@@ -213,28 +211,28 @@ std::string failure(const json& info, const PullWatcher& watcher) {
 int run_model_pull(const Args& args, const Global& global) {
   const std::string& repo = args.positional[2];
   if (!valid_repo(repo)) {
-    return fail(kCommand, "REPO '" + repo + "': expected a Hugging Face repo id such as ORG/NAME", kExitUsage);
+    return fail(kPullCommand, "REPO '" + repo + "': expected a Hugging Face repo id such as ORG/NAME", kExitUsage);
   }
   auto record = find_sandbox(args.positional[0]);
-  if (!record) return fail(kCommand, record.status(), exit_code_for(record.status()));
+  if (!record) return fail(kPullCommand, record.status(), exit_code_for(record.status()));
   auto dir = target_dir(args, *record, repo);
-  if (!dir) return fail(kCommand, dir.status(), kExitUsage);
+  if (!dir) return fail(kPullCommand, dir.status(), kExitUsage);
   auto params = submit_params(args, repo, *dir);
-  if (!params) return fail(kCommand, params.status(), kExitUsage);
+  if (!params) return fail(kPullCommand, params.status(), kExitUsage);
   auto client = connect_sandbox(*record);
-  if (!client) return fail(kCommand, client.status(), kExitUnreachable);
+  if (!client) return fail(kPullCommand, client.status(), kExitUnreachable);
   // Its sandbox's time past what the sandbox holds, and its egress, reserved before the job is sent.
   double egress_gib = 0;
   if (auto text = args.last("--egress-gib")) {
     auto value = parse_number(*text, 0, 1 << 20);
-    if (!value) return fail(kCommand, "--egress-gib '" + *text + "': expected GiB from 0 to 1048576", kExitUsage);
+    if (!value) return fail(kPullCommand, "--egress-gib '" + *text + "': expected GiB from 0 to 1048576", kExitUsage);
     egress_gib = *value;
   }
   auto store = SandboxStore::open_default();
-  if (!store) return fail(kCommand, store.status(), kExitUsage);
+  if (!store) return fail(kPullCommand, store.status(), kExitUsage);
   auto reserved = budget::reserve_for_job(*store, *record, args.last("--budget").value_or(""), "pull",
                                           params->value("timeout_seconds", 0.0), egress_gib);
-  if (!reserved) return fail_budget(kCommand, reserved.status());
+  if (!reserved) return fail_budget(kPullCommand, reserved.status());
 
   std::vector<zmq::message_t> script;
   script.emplace_back(kModelPullSource, std::strlen(kModelPullSource));
@@ -259,7 +257,7 @@ int run_model_pull(const Args& args, const Global& global) {
   if (result.value("status", "") != "succeeded" || watcher.result().is_null()) {
     std::string why = failure(*info, watcher);
     if (const Backend* backend = find_backend(record->backend)) why += backend->network_hint(*record);
-    return fail(kCommand, why, kExitFailed);
+    return fail(kPullCommand, why, kExitFailed);
   }
   json shown = watcher.result();
   shown["job_id"] = job_id;

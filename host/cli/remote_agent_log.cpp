@@ -10,7 +10,7 @@
 namespace gpubox::host::cli {
 namespace {
 
-constexpr std::uint64_t kChunk = 1 << 20;  // fs.read answers up to 1 MiB in one RESULT
+constexpr std::uint64_t kLogReadChunk = 1 << 20;  // fs.read answers up to 1 MiB in one RESULT
 constexpr auto kPoll = std::chrono::milliseconds(200);
 // A follower that cannot reach a running sandbox for this long gives up.
 constexpr auto kUnreachableFor = std::chrono::seconds(30);
@@ -35,7 +35,7 @@ int print_remote_agent_log(SandboxRecord& record, bool follow) {
   auto unreachable_since = std::chrono::steady_clock::now();
   bool reachable = true;
   while (true) {
-    auto read = (*client)->call("fs.read", {{"path", path}, {"offset", offset}, {"length", kChunk}}, options);
+    auto read = (*client)->call("fs.read", {{"path", path}, {"offset", offset}, {"length", kLogReadChunk}}, options);
     if (!read) {
       if (!follow) return fail("logs", read.status().to_string(), kExitUnreachable);
       if (ended_on_modal(record)) {
@@ -63,7 +63,7 @@ int print_remote_agent_log(SandboxRecord& record, bool follow) {
     }
     std::fflush(stdout);
     offset += size;
-    if (size == kChunk) continue;  // more is there already
+    if (size == kLogReadChunk) continue;  // more is there already
     if (!follow) return kExitOk;
     std::this_thread::sleep_for(kPoll);
   }

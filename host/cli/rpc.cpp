@@ -13,7 +13,7 @@
 namespace gpubox::host::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kRpcUsage[] =
     "usage: gpubox rpc ID|NAME|ENDPOINT METHOD [JSON | -] [--server-key Z85] [--client-keys FILE] [--timeout S]\n"
     "  ID|NAME       a sandbox that `gpubox create` made\n"
     "  ENDPOINT      ipc:///PATH or tcp://HOST:PORT (tcp needs --server-key and --client-keys)\n"
@@ -21,7 +21,7 @@ constexpr char kUsage[] =
     "  --client-keys a JSON file {\"public_key\": Z85, \"secret_key\": Z85} (gpubox-agent keygen writes one)\n"
     "  --timeout S   the request's deadline (default: none; unreachable agents are detected after 10 s)\n";
 
-int usage_error(const std::string& message) { return fail("rpc", message, kExitUsage, kUsage); }
+int rpc_usage_error(const std::string& message) { return fail("rpc", message, kExitUsage, kRpcUsage); }
 
 // Binary data longer than this is not dumped onto a terminal.
 constexpr std::size_t kTerminalBinaryBytes = 64;
@@ -70,50 +70,50 @@ int run_rpc(const std::vector<std::string>& args, const Global&) {
     };
     std::string text;
     if (arg == "--server-key") {
-      if (!value(&client.server_public_key)) return usage_error("--server-key: expected a value");
+      if (!value(&client.server_public_key)) return rpc_usage_error("--server-key: expected a value");
     } else if (arg == "--client-keys") {
-      if (!value(&text)) return usage_error("--client-keys: expected a file");
+      if (!value(&text)) return rpc_usage_error("--client-keys: expected a file");
       std::ifstream in(text);
       nlohmann::json keys = nlohmann::json::parse(in, nullptr, false);
       if (!in || !keys.is_object() || !keys.value("public_key", nlohmann::json()).is_string() ||
           !keys.value("secret_key", nlohmann::json()).is_string()) {
-        return usage_error("--client-keys: '" + text + "' is not a JSON file with public_key and secret_key");
+        return rpc_usage_error("--client-keys: '" + text + "' is not a JSON file with public_key and secret_key");
       }
       client.client_keys = {keys["public_key"], keys["secret_key"]};
     } else if (arg == "--timeout") {
-      if (!value(&text)) return usage_error("--timeout: expected seconds");
+      if (!value(&text)) return rpc_usage_error("--timeout: expected seconds");
       try {
         timeout_s = std::stod(text);
       } catch (const std::exception&) {
-        return usage_error("--timeout: expected seconds, got \"" + text + "\"");
+        return rpc_usage_error("--timeout: expected seconds, got \"" + text + "\"");
       }
     } else if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
+      std::fputs(kRpcUsage, stdout);
       return 0;
     } else if (arg == "--json") {
       // The output is JSON already.
     } else if (arg.rfind("--", 0) == 0) {
-      return usage_error(arg + ": unknown option");
+      return rpc_usage_error(arg + ": unknown option");
     } else {
       positional.push_back(arg);
     }
   }
-  if (positional.size() < 2 || positional.size() > 3) return usage_error("expected ID|NAME|ENDPOINT METHOD [JSON]");
+  if (positional.size() < 2 || positional.size() > 3) return rpc_usage_error("expected ID|NAME|ENDPOINT METHOD [JSON]");
   nlohmann::json params = nlohmann::json::object();
   if (positional.size() == 3) {
     std::string text = positional[2];
     if (text == "-") {
-      if (::isatty(STDIN_FILENO)) return usage_error("JSON: - reads the params from stdin, which is a terminal");
+      if (::isatty(STDIN_FILENO)) return rpc_usage_error("JSON: - reads the params from stdin, which is a terminal");
       text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     }
     params = nlohmann::json::parse(text, nullptr, false);
     if (!params.is_object()) {
-      return usage_error("JSON: expected a JSON object, got '" + (text.size() > 200 ? text.substr(0, 200) + "..." : text) + "'");
+      return rpc_usage_error("JSON: expected a JSON object, got '" + (text.size() > 200 ? text.substr(0, 200) + "..." : text) + "'");
     }
   }
   client.endpoint = positional[0];
   if (client.endpoint.rfind("tcp://", 0) == 0 && client.server_public_key.empty()) {
-    return usage_error("a tcp:// endpoint needs --server-key Z85 (the agent's public key, from `gpubox-agent keygen`) and "
+    return rpc_usage_error("a tcp:// endpoint needs --server-key Z85 (the agent's public key, from `gpubox-agent keygen`) and "
                        "--client-keys FILE (a key pair the agent's rpc.authorized_keys lists)");
   }
   std::unique_ptr<rpc::Client> connected;

@@ -23,10 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kChunk = 1 << 20;
+constexpr size_t kPutChunk = 1 << 20;
 constexpr std::uint64_t kInlineMax = 4 << 20;     // one CALL with the content as an attachment
 
-std::string base_name(std::string path) {
+std::string file_name_of(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -89,11 +89,11 @@ Status put_file(rpc::Client& client, const std::string& local, const std::string
     if (!stream) return stream.status();
     std::uint64_t sent = 0;
     while (true) {
-      auto chunk = read_chunk(fd, kChunk);
+      auto chunk = read_chunk(fd, kPutChunk);
       if (!chunk) return Status(chunk.status().code(), "cannot read '" + local + "': " + chunk.status().message());
       sha.update(chunk->bytes, chunk->bytes.get(), chunk->size);
       sent += chunk->size;
-      bool last = chunk->size < kChunk || sent >= size;
+      bool last = chunk->size < kPutChunk || sent >= size;
       std::vector<zmq::message_t> attachments;
       if (chunk->size > 0) attachments.push_back(rpc::shared_frame(chunk->bytes, chunk->size));
       nlohmann::json body = last ? nlohmann::json{{"eof", true}} : nlohmann::json::object();
@@ -118,7 +118,7 @@ Status put_file(rpc::Client& client, const std::string& local, const std::string
 }
 
 Status get_file(rpc::Client& client, const std::string& remote, const std::string& local, int mode, Progress& progress) {
-  std::string temp = join(fs::path(local).parent_path().string(), "." + base_name(local) + ".gpubox-XXXXXX");
+  std::string temp = join(fs::path(local).parent_path().string(), "." + file_name_of(local) + ".gpubox-XXXXXX");
   int fd = ::mkstemp(temp.data());
   if (fd < 0) return Status::from_errno(errno, "cannot write '" + local + "'");
   auto abandon = [&](Status status) {
@@ -237,9 +237,9 @@ int run_put(const std::vector<std::string>& raw, const Global& global) {
 
   std::string target = remote_path(args->positional[2]);
   auto remote_stat = c.call("fs.stat", {{"path", target}});
-  if (remote_stat && remote_stat->value("type", "") == "dir") target = join(target, base_name(local));
+  if (remote_stat && remote_stat->value("type", "") == "dir") target = join(target, file_name_of(local));
   bool parents = args->flag("-p") || args->flag("--parents");
-  Progress progress(totals.bytes, base_name(local));
+  Progress progress(totals.bytes, file_name_of(local));
   auto failed = [&](const Status& why) {
     std::string parent = fs::path(target).parent_path().string();
     if (why.code() == ErrorCode::not_found && !parents) {
@@ -296,12 +296,12 @@ int run_get(const std::vector<std::string>& raw, const Global& global) {
   if (!st) return failed(st.status());
   std::string local = args->positional[2];
   std::error_code error;
-  if (fs::is_directory(local, error)) local = join(local, base_name(remote));
+  if (fs::is_directory(local, error)) local = join(local, file_name_of(remote));
   Totals totals;
   std::string type = st->value("type", "");
   if (type == "file" || type == "symlink") {
     totals.bytes = st->value("size", 0ULL);
-    Progress progress(totals.bytes, base_name(remote));
+    Progress progress(totals.bytes, file_name_of(remote));
     if (Status got = get_file(c, remote, local, st->value("mode", 0644), progress); !got) return failed(got);
     totals.files = 1;
     report(global, *args, local, totals);
@@ -318,7 +318,7 @@ int run_get(const std::vector<std::string>& raw, const Global& global) {
   if (::mkdir(local.c_str(), static_cast<mode_t>(st->value("mode", 0755) & 07777)) != 0 && errno != EEXIST) {
     return fail("get", "cannot create '" + local + "': " + std::strerror(errno), kExitFailed);
   }
-  Progress progress(totals.bytes, base_name(remote));
+  Progress progress(totals.bytes, file_name_of(remote));
   for (const auto& entry : entries) {
     std::string path = entry.value("path", "");
     if (path.rfind(remote + "/", 0) != 0) continue;

@@ -13,7 +13,7 @@
 namespace gpubox::host::cli {
 namespace {
 
-std::string text_of(const nlohmann::json& value) {
+std::string text_or_dash(const nlohmann::json& value) {
   if (value.is_null()) return "-";
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
@@ -47,17 +47,17 @@ Result<nlohmann::json> sandbox_usage(rpc::Client& client) {
 
 void print_usage_table(const nlohmann::json& usage) {
   std::printf("container:   %s (%s)\n", seconds_text(usage.value("container_s", nlohmann::json())).c_str(),
-              text_of(usage.value("clock", nlohmann::json())).c_str());
+              text_or_dash(usage.value("clock", nlohmann::json())).c_str());
   std::printf("cpu:         %s (%s)\n", seconds_text(usage.value("cpu_s", nlohmann::json())).c_str(),
-              text_of(usage.value("cpu_source", nlohmann::json())).c_str());
+              text_or_dash(usage.value("cpu_source", nlohmann::json())).c_str());
   const auto& cgroup = usage.value("cgroup", nlohmann::json());
   if (cgroup.is_object() && cgroup.value("cpu_s", nlohmann::json()).is_number() && !cgroup.value("shared", false)) {
     std::printf("cgroup cpu:  %s (%s, %s: everything in that cgroup)\n", seconds_text(cgroup["cpu_s"]).c_str(),
-                text_of(cgroup.value("cpu_source", nlohmann::json())).c_str(), text_of(cgroup.value("cpu_path", nlohmann::json())).c_str());
+                text_or_dash(cgroup.value("cpu_source", nlohmann::json())).c_str(), text_or_dash(cgroup.value("cpu_path", nlohmann::json())).c_str());
   }
   if (usage.value("memory_peak_bytes", nlohmann::json()).is_number()) {
     std::printf("memory peak: %.1f MiB (cgroup %s)\n", usage["memory_peak_bytes"].get<double>() / 1048576.0,
-                cgroup.is_object() ? text_of(cgroup.value("memory_path", nlohmann::json())).c_str() : "-");
+                cgroup.is_object() ? text_or_dash(cgroup.value("memory_path", nlohmann::json())).c_str() : "-");
   }
   const auto& gpus = usage.value("gpus", nlohmann::json::object());
   int count = gpus.value("count", 0);
@@ -65,15 +65,15 @@ void print_usage_table(const nlohmann::json& usage) {
     std::printf("gpus:        none\n");
   } else {
     std::printf("gpus:        %d x %s, %s GPU-seconds (allocated: count x container seconds)\n", count,
-                text_of(gpus.value("type", nlohmann::json("unknown type"))).c_str(),
+                text_or_dash(gpus.value("type", nlohmann::json("unknown type"))).c_str(),
                 seconds_text(usage.value("gpu_s", nlohmann::json())).c_str());
   }
   const auto& jobs = usage.value("jobs", nlohmann::json::array());
   if (jobs.empty()) return;
   std::printf("%-8s  %-9s  %-9s  %-9s\n", "JOB", "STATE", "WALL", "CPU");
   for (const auto& job : jobs) {
-    std::printf("%-8s  %-9s  %-9s  %-9s\n", text_of(job.value("job_id", nlohmann::json())).c_str(),
-                text_of(job.value("state", nlohmann::json())).c_str(), seconds_text(job.value("wall_s", nlohmann::json())).c_str(),
+    std::printf("%-8s  %-9s  %-9s  %-9s\n", text_or_dash(job.value("job_id", nlohmann::json())).c_str(),
+                text_or_dash(job.value("state", nlohmann::json())).c_str(), seconds_text(job.value("wall_s", nlohmann::json())).c_str(),
                 seconds_text(job.value("cpu_s", nlohmann::json())).c_str());
   }
 }
@@ -81,7 +81,7 @@ void print_usage_table(const nlohmann::json& usage) {
 void print_requested(const nlohmann::json& requested) {
   auto or_default = [](const nlohmann::json& value, const std::string& unit, const char* none) {
     if (value.is_null()) return std::string(none);
-    if (!value.is_number()) return text_of(value) + unit;
+    if (!value.is_number()) return text_or_dash(value) + unit;
     char number[32];
     std::snprintf(number, sizeof number, "%g", value.get<double>());
     return number + unit;

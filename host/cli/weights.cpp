@@ -23,7 +23,7 @@ using weights::Checkpoint;
 using weights::SafetensorsFile;
 using weights::TensorEntry;
 
-constexpr char kUsage[] =
+constexpr char kWeightsUsage[] =
     "usage: gpubox weights FILE|DIR [--json]\n"
     "       gpubox weights FILE|DIR --tensor NAME [--indices I...] [--json]\n"
     "Lists the tensors of a .safetensors file, or of a model directory (model.safetensors, or the\n"
@@ -265,12 +265,12 @@ int run_weights(const std::vector<std::string>& raw, const Global& global) {
     args.push_back(raw[i]);
   }
   auto parsed = parse_args(args, {"--tensor"}, {});
-  if (!parsed) return fail("weights", parsed.status(), kExitUsage, kUsage);
-  if (parsed->flag("--help")) return show_usage(kUsage);
-  if (parsed->positional.size() != 1) return fail("weights", "expected one FILE or DIR", kExitUsage, kUsage);
+  if (!parsed) return fail("weights", parsed.status(), kExitUsage, kWeightsUsage);
+  if (parsed->flag("--help")) return show_usage(kWeightsUsage);
+  if (parsed->positional.size() != 1) return fail("weights", "expected one FILE or DIR", kExitUsage, kWeightsUsage);
   auto tensor = parsed->last("--tensor");
-  if (has_indices && !tensor) return fail("weights", "--indices needs --tensor NAME", kExitUsage, kUsage);
-  if (has_indices && index_texts.empty()) return fail("weights", "--indices: expected at least one index", kExitUsage, kUsage);
+  if (has_indices && !tensor) return fail("weights", "--indices needs --tensor NAME", kExitUsage, kWeightsUsage);
+  if (has_indices && index_texts.empty()) return fail("weights", "--indices: expected at least one index", kExitUsage, kWeightsUsage);
   bool json = global.json || parsed->flag("--json");
 
   const std::string& path = parsed->positional[0];

@@ -6,7 +6,7 @@
 namespace gpubox::mcp {
 namespace {
 
-constexpr std::size_t kMaxStreamText = 256 << 10;  // as execute_code: an agent reads this much at most
+constexpr std::size_t kMaxSystemStreamText = 256 << 10;  // as execute_code: an agent reads this much at most
 constexpr std::size_t kFileChunk = 1 << 20;
 
 // Saves a stream's whole output in the sandbox (fs.write, its bytes as the CALL's attachments).
@@ -30,11 +30,11 @@ Status save_in_sandbox(ToolEnv& env, const json& args, const std::string& path, 
 // and where in the sandbox all of it was saved (also under NAME_file).
 void put_stream(ToolEnv& env, const json& args, const char* name, const std::string& bytes, json* structured) {
   bool text = is_utf8(bytes);
-  if (bytes.size() <= kMaxStreamText) {
+  if (bytes.size() <= kMaxSystemStreamText) {
     (*structured)[name] = text ? bytes : "(binary, " + std::to_string(bytes.size()) + " bytes)";
     return;
   }
-  std::size_t cut = kMaxStreamText;
+  std::size_t cut = kMaxSystemStreamText;
   while (cut > 0 && (static_cast<unsigned char>(bytes[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
   auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
   std::string path = "/workspace/.gpubox/exec/" + std::to_string(millis.count()) + "." + name;

@@ -13,8 +13,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& problem) { throw TemplateError(problem); }
 
-bool is_number(const Value& v) { return v.is(Kind::integer) || v.is(Kind::number) || v.is(Kind::boolean); }
-std::int64_t as_int(const Value& v) { return v.is(Kind::boolean) ? v.b : v.i; }
 
 // UTF-8 code points of s as [begin, end) byte ranges; invalid bytes count one each.
 std::vector<std::pair<std::size_t, std::size_t>> split_code_points(const std::string& s) {

@@ -7,9 +7,6 @@
 namespace gpubox::chat {
 namespace {
 
-bool is_number(const Value& v) { return v.is(Kind::integer) || v.is(Kind::number) || v.is(Kind::boolean); }
-std::int64_t as_int(const Value& v) { return v.is(Kind::boolean) ? v.b : v.i; }
-double as_double(const Value& v) { return v.is(Kind::number) ? v.d : static_cast<double>(as_int(v)); }
 
 [[noreturn]] void bad_operands(const std::string& op, const Value& a, const Value& b) {
   if (a.is(Kind::undefined) || b.is(Kind::undefined)) {

@@ -94,7 +94,6 @@ bool truthy(const Value& v) {
 
 namespace {
 bool numeric(const Value& v) { return v.is(Kind::boolean) || v.is(Kind::integer) || v.is(Kind::number); }
-double as_double(const Value& v) { return v.is(Kind::number) ? v.d : static_cast<double>(v.is(Kind::boolean) ? v.b : v.i); }
 }  // namespace
 
 namespace {

@@ -90,6 +90,12 @@ class Arena {
   std::size_t max_items_;
 };
 
+// Python's numbers: int, float and bool (True is 1).
+inline bool is_number(const Value& v) { return v.is(Kind::integer) || v.is(Kind::number) || v.is(Kind::boolean); }
+// An int or bool as an integer.
+inline std::int64_t as_int(const Value& v) { return v.is(Kind::boolean) ? v.b : v.i; }
+// A number as a double.
+inline double as_double(const Value& v) { return v.is(Kind::number) ? v.d : static_cast<double>(as_int(v)); }
 // Python's truthiness.
 bool truthy(const Value& v);
 // Python's ==.

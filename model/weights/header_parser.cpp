@@ -18,12 +18,12 @@ constexpr std::uint64_t kLengthBytes = 8;
 // Deeper JSON than this cannot be a valid header (top object, entry, shape array).
 constexpr int kMaxDepth = 4;
 
-Status refuse(const std::string& label, const std::string& what) {
+Status refuse_header(const std::string& label, const std::string& what) {
   return Status(ErrorCode::invalid_request, label + ": " + what);
 }
 
 Status refuse_tensor(const std::string& label, const std::string& name, const std::string& what) {
-  return refuse(label, "tensor '" + name + "': " + what);
+  return refuse_header(label, "tensor '" + name + "': " + what);
 }
 
 std::string range_text(std::uint64_t begin, std::uint64_t end) {
@@ -140,10 +140,10 @@ Result<TensorEntry> parse_entry(const std::string& label, const std::string& nam
 
 Status parse_metadata(const std::string& label, const json& value, std::map<std::string, std::string>* out) {
   if (value.is_null()) return Status::ok();  // the library reads it as an Option
-  if (!value.is_object()) return refuse(label, "__metadata__ is " + kind_of(value) + ", not an object of strings");
+  if (!value.is_object()) return refuse_header(label, "__metadata__ is " + kind_of(value) + ", not an object of strings");
   for (const auto& item : value.items()) {
     if (!item.value().is_string()) {
-      return refuse(label, "__metadata__ '" + item.key() + "' is " + kind_of(item.value()) + ", not a string");
+      return refuse_header(label, "__metadata__ '" + item.key() + "' is " + kind_of(item.value()) + ", not a string");
     }
     (*out)[item.key()] = item.value().get<std::string>();
   }
@@ -162,14 +162,14 @@ Status check_tiling(const std::string& label, const std::vector<TensorEntry>& te
                                                   range_text(previous->offset, previous->offset + previous->size));
     }
     if (entry.offset > expected) {
-      return refuse(label, "bytes " + range_text(expected, entry.offset) +
+      return refuse_header(label, "bytes " + range_text(expected, entry.offset) +
                                " of the data section belong to no tensor (a hole before tensor '" + entry.name + "')");
     }
     expected = entry.offset + entry.size;
     previous = &entry;
   }
   if (expected != data_bytes) {
-    return refuse(label, "bytes " + range_text(expected, data_bytes) +
+    return refuse_header(label, "bytes " + range_text(expected, data_bytes) +
                              " at the end of the data section belong to no tensor");
   }
   return Status::ok();
@@ -180,7 +180,7 @@ Status check_tiling(const std::string& label, const std::vector<TensorEntry>& te
 Result<ParsedFile> parse_safetensors(std::span<const std::byte> whole, const OpenOptions& options,
                                      const std::string& label) {
   if (whole.size() < kLengthBytes) {
-    return refuse(label, "the file is " + std::to_string(whole.size()) +
+    return refuse_header(label, "the file is " + std::to_string(whole.size()) +
                              " bytes, too short for the 8-byte header length of a safetensors file");
   }
   std::uint64_t header_bytes = 0;
@@ -188,11 +188,11 @@ Result<ParsedFile> parse_safetensors(std::span<const std::byte> whole, const Ope
     header_bytes |= static_cast<std::uint64_t>(whole[i]) << (8 * i);
   }
   if (header_bytes > options.max_header_bytes) {
-    return refuse(label, "the header length " + std::to_string(header_bytes) + " is over the cap of " +
+    return refuse_header(label, "the header length " + std::to_string(header_bytes) + " is over the cap of " +
                              std::to_string(options.max_header_bytes) + " bytes (not a safetensors file?)");
   }
   if (header_bytes > whole.size() - kLengthBytes) {
-    return refuse(label, "the header length " + std::to_string(header_bytes) + " runs past the end of the file (" +
+    return refuse_header(label, "the header length " + std::to_string(header_bytes) + " runs past the end of the file (" +
                              std::to_string(whole.size()) + " bytes): truncated?");
   }
   std::string_view text(reinterpret_cast<const char*>(whole.data() + kLengthBytes), header_bytes);  // NOLINT
@@ -200,17 +200,17 @@ Result<ParsedFile> parse_safetensors(std::span<const std::byte> whole, const Ope
   // nlohmann takes a NUL byte for the end of input and would accept "{}\0junk";
   // JSON text cannot hold a raw NUL, and the library refuses it.
   if (auto nul = text.find('\0'); nul != std::string_view::npos) {
-    return refuse(label, "the header is not valid JSON: a NUL byte at offset " + std::to_string(nul));
+    return refuse_header(label, "the header is not valid JSON: a NUL byte at offset " + std::to_string(nul));
   }
   DuplicateKeyCheck duplicates;
   json header;
   try {
     header = json::parse(text.begin(), text.end(), std::ref(duplicates));
   } catch (const json::exception& e) {
-    return refuse(label, std::string("the header is not valid JSON: ") + e.what());
+    return refuse_header(label, std::string("the header is not valid JSON: ") + e.what());
   }
-  if (!duplicates.error().empty()) return refuse(label, duplicates.error());
-  if (!header.is_object()) return refuse(label, "the header is not a JSON object");
+  if (!duplicates.error().empty()) return refuse_header(label, duplicates.error());
+  if (!header.is_object()) return refuse_header(label, "the header is not a JSON object");
 
   ParsedFile parsed;
   parsed.data_start = kLengthBytes + header_bytes;

@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-Status refuse(const std::string& label, const std::string& what) {
+Status refuse_weight_map(const std::string& label, const std::string& what) {
   return Status(ErrorCode::invalid_request, label + ": " + what);
 }
 
@@ -36,25 +36,25 @@ Result<std::map<std::string, std::string>> parse_weight_map(std::string_view tex
     return true;
   };
   // nlohmann stops at a NUL byte as if the input ended there.
-  if (text.find('\0') != std::string_view::npos) return refuse(label, "not valid JSON: it holds a NUL byte");
+  if (text.find('\0') != std::string_view::npos) return refuse_weight_map(label, "not valid JSON: it holds a NUL byte");
   json index;
   try {
     index = json::parse(text.begin(), text.end(), check);
   } catch (const json::exception& e) {
-    return refuse(label, std::string("not valid JSON: ") + e.what());
+    return refuse_weight_map(label, std::string("not valid JSON: ") + e.what());
   }
-  if (!duplicate.empty()) return refuse(label, "key '" + duplicate + "' appears twice");
+  if (!duplicate.empty()) return refuse_weight_map(label, "key '" + duplicate + "' appears twice");
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
-    return refuse(label, "no \"weight_map\" object");
+    return refuse_weight_map(label, "no \"weight_map\" object");
   }
   std::map<std::string, std::string> weight_map;
   for (const auto& item : index["weight_map"].items()) {
     if (!item.value().is_string()) {
-      return refuse(label, "weight_map '" + item.key() + "' is not a file name (a string)");
+      return refuse_weight_map(label, "weight_map '" + item.key() + "' is not a file name (a string)");
     }
     const auto& file = item.value().get_ref<const std::string&>();
     if (!is_plain_file_name(file)) {
-      return refuse(label, "weight_map '" + item.key() + "' names '" + file + "', not a file inside the model directory");
+      return refuse_weight_map(label, "weight_map '" + item.key() + "' names '" + file + "', not a file inside the model directory");
     }
     weight_map.emplace(item.key(), file);
   }

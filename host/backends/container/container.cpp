@@ -10,8 +10,6 @@
 namespace gpubox::host {
 namespace {
 
-Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
-
 // A sandbox as a container of one engine (podman or docker, the backend's name).
 class ContainerBackend final : public Backend {
  public:
@@ -28,13 +26,13 @@ class ContainerBackend final : public Backend {
 
   Status check_create(const CreateRequest& request) const override {
     if (request.network != "none" && request.network != "bridge") {
-      return bad("--network: expected none or bridge, got '" + request.network + "'");
+      return Status::invalid_request("--network: expected none or bridge, got '" + request.network + "'");
     }
-    if (request.user_namespace) return bad("--userns: only with the local backend (an engine maps users itself)");
+    if (request.user_namespace) return Status::invalid_request("--userns: only with the local backend (an engine maps users itself)");
     for (const auto& mount : request.mounts) {
       // Where the agent's config is mounted (container_backend.h).
       if (mount.target == "/run/gpubox-config" || mount.target.rfind("/run/gpubox-config/", 0) == 0) {
-        return bad("--mount: the sandbox path '" + mount.target + "' is reserved");
+        return Status::invalid_request("--mount: the sandbox path '" + mount.target + "' is reserved");
       }
     }
     return Status::ok();

@@ -19,34 +19,32 @@ bool parse_publish(const std::string& text, std::string* ip, std::uint16_t* port
   return true;
 }
 
-Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
-
 }  // namespace
 
 Status parse_container_flags(const Args& args, bool container, ContainerSandboxSpec* spec) {
   for (const char* flag : {"--image", "--publish", "--ready-timeout"}) {
-    if (!container && args.last(flag)) return bad(std::string(flag) + ": only with --backend podman or docker");
+    if (!container && args.last(flag)) return Status::invalid_request(std::string(flag) + ": only with --backend podman or docker");
   }
   if (auto image = args.last("--image")) {
     static const std::regex kImage("[A-Za-z0-9][A-Za-z0-9._/:@-]*");
     if (image->size() > 255 || !std::regex_match(*image, kImage)) {
-      return bad("--image: '" + *image + "' is not an image reference (NAME[:TAG] or NAME@sha256:DIGEST)");
+      return Status::invalid_request("--image: '" + *image + "' is not an image reference (NAME[:TAG] or NAME@sha256:DIGEST)");
     }
     spec->image = *image;
   }
   if (auto publish = args.last("--publish"); publish && !parse_publish(*publish, &spec->publish_ip, &spec->publish_port)) {
-    return bad("--publish: expected IPv4[:PORT] (PORT 0-65535; 0 or none: any free port), got '" + *publish + "'");
+    return Status::invalid_request("--publish: expected IPv4[:PORT] (PORT 0-65535; 0 or none: any free port), got '" + *publish + "'");
   }
   if (auto gpu = args.last("--gpu"); gpu && container) {
     auto count = parse_number(*gpu, 1, 64);
     if (*gpu != "all" && (!count || gpu->find_first_not_of("0123456789") != std::string::npos)) {
-      return bad("--gpu: expected all or a number of GPUs from 1 to 64, got '" + *gpu + "'");
+      return Status::invalid_request("--gpu: expected all or a number of GPUs from 1 to 64, got '" + *gpu + "'");
     }
     spec->gpus = *gpu;
   }
   if (auto text = args.last("--ready-timeout")) {
     auto value = parse_number(*text, 0.1, 3600);
-    if (!value) return bad("--ready-timeout: expected seconds from 0.1 to 3600, got '" + *text + "'");
+    if (!value) return Status::invalid_request("--ready-timeout: expected seconds from 0.1 to 3600, got '" + *text + "'");
     spec->ready_timeout = std::chrono::milliseconds(static_cast<long long>(*value * 1000));
   }
   return Status::ok();

@@ -23,7 +23,7 @@ bool read_at(int fd, std::uint64_t offset, void* into, std::size_t size) {
   return ::pread(fd, into, size, static_cast<off_t>(offset)) == static_cast<ssize_t>(size);
 }
 
-std::string real_path(const std::string& path) {
+std::string real_path_or_empty(const std::string& path) {
   char resolved[PATH_MAX];
   return ::realpath(path.c_str(), resolved) ? std::string(resolved) : std::string();
 }
@@ -54,7 +54,7 @@ std::string normalized(const std::string& path) {
   return out.empty() ? "/" : out;
 }
 
-bool exists(const std::string& path) {
+bool stat_exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
@@ -124,7 +124,7 @@ std::vector<std::string> elf_library_dirs(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return {};
   std::string runpath = runpath_string(fd.get());
-  std::string real = real_path(path);
+  std::string real = real_path_or_empty(path);
   std::string origin = real.empty() ? parent(path) : parent(real);
   std::vector<std::string> dirs;
   std::size_t at = 0;
@@ -141,21 +141,21 @@ std::vector<RootBind> runtime_binds(const std::string& agent_path, const std::st
                                     const std::vector<std::string>& covered) {
   std::vector<RootBind> binds;
   std::vector<std::string> trees;
-  std::string agent = real_path(agent_path);
+  std::string agent = real_path_or_empty(agent_path);
   if (agent.empty()) return binds;
   binds.push_back({agent, kSandboxAgentPath, true, false});
-  std::string modeld = real_path(parent(agent) + "/gpubox-modeld");
+  std::string modeld = real_path_or_empty(parent(agent) + "/gpubox-modeld");
   if (!modeld.empty()) {
     binds.push_back({modeld, kSandboxModeldPath, true, false});
     for (const auto& dir : elf_library_dirs(modeld)) {
-      if (covered_by(dir, covered) && exists(dir)) trees.push_back(library_tree(dir));
+      if (covered_by(dir, covered) && stat_exists(dir)) trees.push_back(library_tree(dir));
     }
   }
   if (!kernel_python.empty() && kernel_python[0] == '/') {
     // The venv's prefix holds pyvenv.cfg and its site-packages; the real
     // interpreter's prefix, its standard library.
-    for (const std::string& python : {normalized(kernel_python), real_path(kernel_python)}) {
-      if (!python.empty() && covered_by(python, covered) && exists(python)) trees.push_back(parent(parent(python)));
+    for (const std::string& python : {normalized(kernel_python), real_path_or_empty(kernel_python)}) {
+      if (!python.empty() && covered_by(python, covered) && stat_exists(python)) trees.push_back(parent(parent(python)));
     }
   }
   std::sort(trees.begin(), trees.end());

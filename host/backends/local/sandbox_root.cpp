@@ -55,7 +55,7 @@ bool make_mount_point(const std::string& path, bool directory) {
   return true;
 }
 
-bool exists(const std::string& path) {
+bool lstat_exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
 }
@@ -155,17 +155,17 @@ bool build_proc(const std::string& root, RootError* error) {
   }
   for (const char* name : kProcReadOnly) {
     std::string path = proc + "/" + name;
-    if (exists(path) && !bind_read_only(path)) return fail(error, "making a /proc entry read-only", path);
+    if (lstat_exists(path) && !bind_read_only(path)) return fail(error, "making a /proc entry read-only", path);
   }
   for (const char* name : kProcMaskedFiles) {
     std::string path = proc + "/" + name;
-    if (exists(path) && ::mount((root + "/dev/null").c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    if (lstat_exists(path) && ::mount((root + "/dev/null").c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0) {
       return fail(error, "masking a /proc file", path);
     }
   }
   for (const char* name : kProcMaskedDirs) {
     std::string path = proc + "/" + name;
-    if (exists(path) && !mount_tmpfs(path, "size=4k", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)) {
+    if (lstat_exists(path) && !mount_tmpfs(path, "size=4k", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)) {
       return fail(error, "masking a /proc directory", path);
     }
   }
@@ -183,7 +183,7 @@ bool build_sys(const std::string& root, int sys_tree, const std::vector<int>& cg
     return fail(error, "binding /sys read-only", sys);
   }
   std::string firmware = sys + "/firmware";
-  if (exists(firmware) && !mount_tmpfs(firmware, "size=4k", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)) {
+  if (lstat_exists(firmware) && !mount_tmpfs(firmware, "size=4k", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)) {
     return fail(error, "masking /sys/firmware", firmware);
   }
   for (size_t i = 0; i < cgroup_trees.size(); ++i) {
@@ -278,7 +278,7 @@ bool build_sandbox_root(const RootPlan& plan, RootError* error) {
     const std::string& path = plan.hidden[i];
     bool covered = false;
     for (size_t j = 0; j < i; ++j) covered = covered || path.rfind(plan.hidden[j] + "/", 0) == 0;
-    if (covered || !exists(root + path)) continue;
+    if (covered || !lstat_exists(root + path)) continue;
     if (!mount_tmpfs(root + path, "mode=0755,size=1m")) return fail(error, "hiding a host directory", path);
   }
   for (size_t i = 0; i < plan.binds.size(); ++i) {

@@ -8,7 +8,7 @@
 namespace gpubox::host {
 namespace {
 
-std::string text_of(const nlohmann::json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+std::string string_or_dump(const nlohmann::json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
 
 // Modal's "H100:2" as {"type": "H100", "count": 2}; null for none.
 nlohmann::json modal_gpu(const std::string& gpu) {
@@ -135,12 +135,12 @@ class ModalBackend final : public Backend {
   std::vector<InfoLine> describe(const SandboxRecord& record, const nlohmann::json&) const override {
     const auto& spec = record.spec;
     const auto& modal = spec.value("modal", nlohmann::json::object());
-    return {{"modal:", text_of(modal.value("modal_id", nlohmann::json(""))) + " (app " + spec.value("app", "") + ")"},
-            {"tunnel:", text_of(modal.value("tunnel", nlohmann::json(""))) + " (raw TCP, CURVE-secured)"},
+    return {{"modal:", string_or_dump(modal.value("modal_id", nlohmann::json(""))) + " (app " + spec.value("app", "") + ")"},
+            {"tunnel:", string_or_dump(modal.value("tunnel", nlohmann::json(""))) + " (raw TCP, CURVE-secured)"},
             {"gpu:", spec.value("gpu", "").empty() ? "none" : spec.value("gpu", "")},
             {"region:", spec.value("region", "").empty() ? "any" : spec.value("region", "")},
-            {"image:", text_of(modal.value("image", nlohmann::json("")))},
-            {"network:", text_of(modal.value("network", nlohmann::json("")))}};
+            {"image:", string_or_dump(modal.value("image", nlohmann::json("")))},
+            {"network:", string_or_dump(modal.value("network", nlohmann::json("")))}};
   }
 
   void add_requested(const SandboxRecord& record, nlohmann::json* requested) const override {

@@ -7,8 +7,6 @@
 namespace gpubox::host {
 namespace {
 
-Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
-
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
   std::stringstream stream(text);
@@ -20,18 +18,18 @@ std::vector<std::string> split(const std::string& text, char separator) {
 
 Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec) {
   for (const char* flag : {"--app", "--region", "--volume", "--modal-secret", "--tag"}) {
-    if (!modal && !args.all(flag).empty()) return bad(std::string(flag) + ": only with --backend modal");
+    if (!modal && !args.all(flag).empty()) return Status::invalid_request(std::string(flag) + ": only with --backend modal");
   }
   if (!modal) return Status::ok();
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
   if (auto app = args.last("--app")) {
-    if (!std::regex_match(*app, kName)) return bad("--app: '" + *app + "' is not a Modal app name (1-64 of A-Z a-z 0-9 . _ -)");
+    if (!std::regex_match(*app, kName)) return Status::invalid_request("--app: '" + *app + "' is not a Modal app name (1-64 of A-Z a-z 0-9 . _ -)");
     spec->app = *app;
   }
   if (auto image = args.last("--image")) {
     static const std::regex kImage("[A-Za-z0-9][A-Za-z0-9._/:@-]*");
     if (image->size() > 255 || !std::regex_match(*image, kImage)) {
-      return bad("--image: '" + *image + "' is not an image reference (REGISTRY/NAME[:TAG] or NAME@sha256:DIGEST)");
+      return Status::invalid_request("--image: '" + *image + "' is not an image reference (REGISTRY/NAME[:TAG] or NAME@sha256:DIGEST)");
     }
     spec->image = *image;
   }
@@ -39,31 +37,31 @@ Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec) {
     // Modal's own form: a type, optionally :COUNT (H100, A100-80GB:2, H200:8, any).
     static const std::regex kGpu("[A-Za-z0-9][A-Za-z0-9_-]*(:[1-8])?");
     if (!std::regex_match(*gpu, kGpu)) {
-      return bad("--gpu: expected a Modal GPU type with an optional count, such as H100, A100-80GB:2 or any, got '" + *gpu + "'");
+      return Status::invalid_request("--gpu: expected a Modal GPU type with an optional count, such as H100, A100-80GB:2 or any, got '" + *gpu + "'");
     }
     spec->gpu = *gpu;
   }
   if (auto region = args.last("--region")) {
     static const std::regex kRegions("[a-z0-9-]+(,[a-z0-9-]+)*");
-    if (!std::regex_match(*region, kRegions)) return bad("--region: expected Modal regions such as us-east or us-east,eu-west, got '" + *region + "'");
+    if (!std::regex_match(*region, kRegions)) return Status::invalid_request("--region: expected Modal regions such as us-east or us-east,eu-west, got '" + *region + "'");
     spec->region = *region;
   }
   for (const auto& text : args.all("--volume")) {
     auto colon = text.find(':');
     std::string name = text.substr(0, colon), path = colon == std::string::npos ? "" : text.substr(colon + 1);
     if (!std::regex_match(name, kName) || path.empty() || path[0] != '/' || path == "/" || path.rfind("/run/gpubox", 0) == 0) {
-      return bad("--volume: expected NAME:/absolute/path (a Modal Volume, created when missing), got '" + text + "'");
+      return Status::invalid_request("--volume: expected NAME:/absolute/path (a Modal Volume, created when missing), got '" + text + "'");
     }
     spec->volumes.push_back({name, path});
   }
   for (const auto& name : args.all("--modal-secret")) {
-    if (!std::regex_match(name, kName)) return bad("--modal-secret: '" + name + "' is not a Modal secret name");
+    if (!std::regex_match(name, kName)) return Status::invalid_request("--modal-secret: '" + name + "' is not a Modal secret name");
     spec->modal_secrets.push_back(name);
   }
   for (const auto& pair : args.all("--tag")) {
     auto eq = pair.find('=');
     if (eq == std::string::npos || eq == 0 || pair.substr(0, eq) == "gpubox.sandbox" || pair.substr(0, eq) == kReservationTag) {
-      return bad("--tag: expected KEY=VALUE (KEY not gpubox.sandbox or gpubox.reservation, which gpubox sets), got '" + pair + "'");
+      return Status::invalid_request("--tag: expected KEY=VALUE (KEY not gpubox.sandbox or gpubox.reservation, which gpubox sets), got '" + pair + "'");
     }
     spec->tags[pair.substr(0, eq)] = pair.substr(eq + 1);
   }
@@ -74,21 +72,21 @@ Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec) {
     static const std::regex kCidr("[0-9a-fA-F:.]+/[0-9]{1,3}");
     spec->network = "allow";
     for (const auto& cidr : split(network.substr(6), ',')) {
-      if (!std::regex_match(cidr, kCidr)) return bad("--network allow: '" + cidr + "' is not a CIDR such as 10.0.0.0/8");
+      if (!std::regex_match(cidr, kCidr)) return Status::invalid_request("--network allow: '" + cidr + "' is not a CIDR such as 10.0.0.0/8");
       spec->cidrs.push_back(cidr);
     }
-    if (spec->cidrs.empty()) return bad("--network allow: expected allow:CIDR[,CIDR...]");
+    if (spec->cidrs.empty()) return Status::invalid_request("--network allow: expected allow:CIDR[,CIDR...]");
   } else {
-    return bad("--network: expected none, open or allow:CIDR[,CIDR...] with --backend modal, got '" + network + "'");
+    return Status::invalid_request("--network: expected none, open or allow:CIDR[,CIDR...] with --backend modal, got '" + network + "'");
   }
   if (auto text = args.last("--ready-timeout")) {
     auto value = parse_number(*text, 1, 3600);
-    if (!value) return bad("--ready-timeout: expected seconds from 1 to 3600, got '" + *text + "'");
+    if (!value) return Status::invalid_request("--ready-timeout: expected seconds from 1 to 3600, got '" + *text + "'");
     spec->ready_timeout = std::chrono::milliseconds(static_cast<long long>(*value * 1000));
   }
   for (const char* flag : {"--mount", "--publish", "--pids", "--userns"}) {
     if (args.last(flag) || args.flag(flag)) {
-      return bad(std::string(flag) + ": not with --backend modal (Modal Volumes: --volume NAME:/path)");
+      return Status::invalid_request(std::string(flag) + ": not with --backend modal (Modal Volumes: --volume NAME:/path)");
     }
   }
   return Status::ok();
