@@ -18,12 +18,6 @@ Status bad(const std::string& message) { return Status(ErrorCode::invalid_reques
 
 std::int64_t micro(double value) { return static_cast<std::int64_t>(std::ceil(value * 1e6 - 1e-6)); }
 
-double now_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
-
 std::string new_reservation_id() {
   unsigned char bytes[8] = {};
   if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {

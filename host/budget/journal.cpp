@@ -19,11 +19,6 @@ const std::set<std::string>& known_ops() {
   return ops;
 }
 
-double now_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 // F_OFD_SETLKW on the whole file: per open file description, so threads of one process exclude each other too.
 Status lock_file(int fd, short type) {
@@ -77,6 +72,12 @@ bool take(const nlohmann::json& json, const char* key, T* into) {
 }
 
 }  // namespace
+
+double now_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 nlohmann::json JournalEntry::to_json() const {
   nlohmann::json json = {{"op", op}, {"t", time}};

@@ -18,6 +18,9 @@
 
 namespace gpubox::host::budget {
 
+// Wall-clock time, in seconds since the epoch (a journal entry's time).
+double now_seconds();
+
 // One line of the journal. Which fields an op uses is said beside them.
 struct JournalEntry {
   std::string op;          // define, default, reserve, confirm, failed, settle, release, torn

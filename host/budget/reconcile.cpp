@@ -13,8 +13,6 @@
 namespace gpubox::host::budget {
 namespace {
 
-double now_seconds() { return static_cast<double>(::time(nullptr)); }
-
 // The store's record a reservation belongs to: by its confirmed sandbox, or by the reservation its create kept.
 SandboxRecord* record_of(std::vector<SandboxRecord>& records, const Reservation& reservation) {
   for (auto& record : records) {
