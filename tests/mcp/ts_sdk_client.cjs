@@ -55,10 +55,10 @@ test('initialize: server info, capabilities, every tool listed', async () => {
   assert.match(client.getInstructions(), /execute_code/);
   const { tools } = await client.listTools();
   const names = tools.map((tool) => tool.name).sort();
-  assert.equal(names.length, 23);
-  for (const name of ['create_sandbox', 'execute_code', 'exec', 'read_file', 'submit_job', 'call_served', 'model_hooks', 'run_model']) {
-    assert.ok(names.includes(name), name);
-  }
+  assert.deepEqual(names, ['add_markdown', 'call_served', 'collect_job', 'create_sandbox', 'exec', 'execute_code',
+    'generate', 'gpu_status', 'list_files', 'list_models', 'list_sandboxes', 'list_served', 'model_hooks', 'processes',
+    'read_file', 'run_model', 'sae_top_features', 'show_budget', 'snapshot', 'submit_job', 'terminate_sandbox',
+    'tokenize', 'wait_job', 'write_file']);
 });
 
 test('create_sandbox and list_sandboxes', async () => {

@@ -55,7 +55,7 @@ class ModelCliRunTest(ModelSandboxTestCase):
         shown = json.loads(run.stdout)
         self.assertEqual([t["name"] for t in shown["tensors"]], ["logits", "hook_embed"])
         self.assertEqual(shown["tensors"][1]["shape"], [1, 3, 64])
-        cases = [(["run", "tiny", "--ids", "1,2"], "`gpubox model ID hooks tiny` lists them"),
+        cases = [(["run", "tiny", "--ids", "1,2"], "`gpubox model ID hooks tiny` lists the hooks"),
                  (["run", "tiny", "--ids", "1,2", "--capture", "hook_embed", "--capture", "hook_embed"], "given twice"),
                  (["run", "tiny", "--ids", "1,2", "--capture", "blocks.9.hook_resid_post"], "blocks.9.hook_resid_post")]
         for args, words in cases:
