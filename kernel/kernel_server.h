@@ -47,7 +47,7 @@ class KernelServer : public xeus::xserver {
   // Called on the control thread for interrupt_request and for SIGINT.
   void set_interrupt_handler(std::function<void()> handler) { interrupt_handler_ = std::move(handler); }
   // Called on the shell thread with true when it starts serving an execute_request, false when done.
-  void set_cell_listener(std::function<void(bool)> listener) { cell_listener_ = std::move(listener); }
+  void set_cell_listener(std::function<void(bool)> on_cell) { cell_listener_ = std::move(on_cell); }
   // Called on the shell thread with each shell request before xeus sees it (set before
   // start); true: the interceptor served it and xeus never sees it (comms, see comm_router.h).
   void set_shell_interceptor(std::function<bool(const xeus::xmessage&)> interceptor) { shell_interceptor_ = std::move(interceptor); }

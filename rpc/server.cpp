@@ -49,7 +49,9 @@ std::vector<std::string> MethodRegistry::names() const {
   return names;
 }
 
-namespace {
+// The server's bookkeeping types, named (not file-local) because Server::Impl,
+// which has external linkage, holds them.
+namespace server_state {
 
 // Identifies a call: which socket, which connection (routing id), which id.
 struct CallKey {
@@ -69,6 +71,14 @@ struct Queued {
   std::shared_ptr<CallState> call;
   bool final = false;  // RESULT/ERROR: unregisters the call
 };
+
+}  // namespace server_state
+
+using server_state::CallKey;
+using server_state::PeerKey;
+using server_state::Queued;
+
+namespace {
 
 // ZeroMQ draft option (libzmq built with ENABLE_DRAFTS, scripts/setup.sh): the
 // ROUTER hands up an empty message from a peer whose connection closed.

@@ -133,9 +133,9 @@ nlohmann::json element_json(const TensorEntry& entry, std::span<const std::byte>
   return value;
 }
 
-int list(const Opened& opened, const std::string& path, bool json) {
+int list(const Opened& opened, const std::string& path, bool as_json) {
   auto items = opened.items();
-  if (json) {
+  if (as_json) {
     nlohmann::json out = {{"path", path}, {"files", nlohmann::json::array()}, {"tensors", nlohmann::json::array()}};
     std::uint64_t total = 0;
     for (const auto* file : opened.files()) {
@@ -202,7 +202,7 @@ nlohmann::json statistics(const TensorEntry& entry, std::span<const std::byte> b
 }
 
 int show_tensor(const Opened& opened, const std::string& name, const std::vector<std::string>& index_texts,
-                bool json) {
+                bool as_json) {
   auto item = opened.find(name);
   if (!item) return fail("weights", Status(ErrorCode::not_found, "no tensor named '" + name + "'"), kExitUsage);
   const TensorEntry& entry = *item->entry;
@@ -227,7 +227,7 @@ int show_tensor(const Opened& opened, const std::string& name, const std::vector
     out["values"] = nlohmann::json::array();
     for (auto index : indices) out["values"].push_back({{"index", index}, {"value", element_json(entry, bytes, index)}});
   }
-  if (json) {
+  if (as_json) {
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;
   }
@@ -271,7 +271,7 @@ int run_weights(const std::vector<std::string>& raw, const Global& global) {
   auto tensor = parsed->last("--tensor");
   if (has_indices && !tensor) return fail("weights", "--indices needs --tensor NAME", kExitUsage, kWeightsUsage);
   if (has_indices && index_texts.empty()) return fail("weights", "--indices: expected at least one index", kExitUsage, kWeightsUsage);
-  bool json = global.json || parsed->flag("--json");
+  bool as_json = global.json || parsed->flag("--json");
 
   const std::string& path = parsed->positional[0];
   if (is_pickle_name(path)) {
@@ -284,7 +284,7 @@ int run_weights(const std::vector<std::string>& raw, const Global& global) {
     bool usage = opened.status().code() == ErrorCode::not_found;
     return fail("weights", opened.status(), usage ? kExitUsage : kExitFailed);
   }
-  int code = tensor ? show_tensor(*opened, *tensor, index_texts, json) : list(*opened, path, json);
+  int code = tensor ? show_tensor(*opened, *tensor, index_texts, as_json) : list(*opened, path, as_json);
   // A file truncated while we read it could have ended us with SIGBUS; one
   // that changed otherwise makes what we printed suspect.
   for (const auto* file : opened->files()) {

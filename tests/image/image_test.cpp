@@ -210,7 +210,7 @@ TEST_P(ImageTest, AConfigFileMountedReadOnlyAndNamedAfterTheEntrypoint) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Bases, ImageTest, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<ImageCase>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<ImageCase>& one) { return std::string(one.param.name); });
 
 }  // namespace
 }  // namespace gpubox::testing
