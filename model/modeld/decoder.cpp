@@ -27,6 +27,9 @@ using at::Tensor;
 // layout) plus b, by CpuLinear where it applies (a few rows of float32 or
 // bfloat16 on a CPU with AVX-512 or AVX2, no gradient wanted; cpu_linear.h), else
 // undefined. GPUBOX_MODELD_LIBTORCH_LINEAR=1 leaves every product to LibTorch.
+// A float32 decode pass ([.., 1, in]) of more rows than CpuLinear takes at once
+// runs in chunks of its rows, so that a row's product is the one it gets in a
+// smaller batch: what a request decodes beside others is what it decodes alone.
 Tensor native_linear(const Tensor& x, const Tensor& w, const Tensor& b, WeightLayout layout, const Tensor& residual = {}) {
   static const bool enabled = [] {
     const char* libtorch = std::getenv("GPUBOX_MODELD_LIBTORCH_LINEAR");
@@ -40,7 +43,8 @@ Tensor native_linear(const Tensor& x, const Tensor& w, const Tensor& b, WeightLa
   bool out_in = layout == WeightLayout::out_in;
   std::int64_t in = w.size(out_in ? 1 : 0), out = w.size(out_in ? 0 : 1);
   std::int64_t rows = in > 0 ? x.numel() / in : 0;
-  if (!cpu_linear_worth_it(element, rows) || x.size(-1) != in) return {};
+  bool decode_rows = element == LinearElement::float32 && x.dim() >= 2 && x.size(-2) == 1 && rows > kCpuLinearMaxRows;
+  if ((!decode_rows && !cpu_linear_worth_it(element, rows)) || x.size(-1) != in) return {};
   bool grad = x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()) ||
               (residual.defined() && residual.requires_grad());
   if (grad && at::GradMode::is_enabled()) return {};
@@ -54,7 +58,14 @@ Tensor native_linear(const Tensor& x, const Tensor& w, const Tensor& b, WeightLa
   Tensor y = at::empty(shape, x.options());
   const void* bias = b.defined() ? b.data_ptr() : nullptr;
   const void* added = residual.defined() ? residual.data_ptr() : nullptr;
-  cpu_linear({element, input.data_ptr(), layout, w.data_ptr(), bias, y.data_ptr(), rows, in, out, added});
+  for (std::int64_t first = 0; first < rows; first += kCpuLinearMaxRows) {
+    std::int64_t chunk = std::min(kCpuLinearMaxRows, rows - first);
+    auto at_row = [&](const void* base, std::int64_t width) {
+      return base ? static_cast<const char*>(base) + first * width * static_cast<std::int64_t>(x.element_size()) : nullptr;
+    };
+    cpu_linear({element, at_row(input.data_ptr(), in), layout, w.data_ptr(), bias,
+                const_cast<char*>(at_row(y.data_ptr(), out)), chunk, in, out, at_row(added, out)});
+  }
   return y;
 }
 
@@ -134,6 +145,43 @@ class PassMasks {
   std::int64_t start_, tokens_;
   Build build_;
   std::vector<std::pair<std::optional<std::int64_t>, Tensor>> built_;
+};
+
+// One request's rows during a pass: where they sit in the batch, its cache,
+// hooks and masks. Attention runs part by part; a lone part is every row.
+struct PassPart {
+  std::int64_t first_row = 0, rows = 0;
+  KvCache* cache = nullptr;
+  Hooks* hooks = nullptr;
+  PassMasks masks;
+};
+
+// The Hooks of a pass of several parts: each part's hooks see its own rows
+// only, shaped as in that request's pass alone; what they replace goes back at those rows.
+class PartHooks final : public Hooks {
+ public:
+  explicit PartHooks(const std::vector<PassPart>& parts) : parts_(parts) {}
+  bool wants(HookPoint point, int layer) const override {
+    return std::any_of(parts_.begin(), parts_.end(),
+                       [&](const PassPart& part) { return part.hooks && part.hooks->wants(point, layer); });
+  }
+  void apply(HookPoint point, int layer, Tensor& value) override {
+    std::vector<Tensor> pieces;
+    bool replaced = false;
+    for (const auto& part : parts_) {
+      Tensor piece = value.narrow(0, part.first_row, part.rows);
+      if (part.hooks && part.hooks->wants(point, layer)) {
+        Tensor before = piece;
+        part.hooks->apply(point, layer, piece);
+        replaced = replaced || !piece.is_same(before);
+      }
+      pieces.push_back(piece);
+    }
+    if (replaced) value = at::cat(pieces, 0);
+  }
+
+ private:
+  const std::vector<PassPart>& parts_;
 };
 
 }  // namespace
@@ -288,12 +336,38 @@ struct Decoder::Weights : BoundWeights {
   }
 
   Tensor attention(int layer, const LayerWeights& w, const Tensor& x, const Tensor& cos, const Tensor& signed_sin,
-                   PassMasks& masks, std::optional<std::int64_t> window, KvCache* cache, const Tensor& cache_slot,
+                   std::vector<PassPart>& parts, std::optional<std::int64_t> window, const Tensor& cache_slot,
                    Hooks* hooks, const Tensor& residual) const {
     std::int64_t batch = x.size(0), tokens = x.size(1);
-    std::int64_t heads = arch.num_heads, kv_heads = arch.num_kv_heads, d = arch.head_dim;
+    std::int64_t heads = arch.num_heads, d = arch.head_dim;
     auto [q, k, v] = rotated_qkv(layer, w, x, cos, signed_sin, hooks);
     q = q.transpose(1, 2);  // [batch, heads, tokens, d]
+    Tensor z;
+    if (parts.size() == 1) {
+      z = attend(layer, parts[0], q, k, v, window, cache_slot);
+    } else {
+      std::vector<Tensor> each;
+      for (auto& part : parts) {
+        each.push_back(attend(layer, part, q.narrow(0, part.first_row, part.rows), k.narrow(0, part.first_row, part.rows),
+                              v.narrow(0, part.first_row, part.rows), window, cache_slot));
+      }
+      z = at::cat(each, 0);
+    }
+    z = z.transpose(1, 2);  // [batch, tokens, heads, d]
+    hook(hooks, HookPoint::z, layer, z);
+    Tensor flat = z.reshape({batch, tokens, heads * d});
+    return residual.defined() ? project_add(flat, w.o_w, w.o_b, residual) : project(flat, w.o_w, w.o_b);
+  }
+
+  // One part's attention: its keys k and values v [rows, tokens, kv_heads, d]
+  // into its cache, its queries q [rows, heads, tokens, d] over them; z [rows, heads, tokens, d].
+  Tensor attend(int layer, PassPart& part, Tensor q, Tensor k, Tensor v, std::optional<std::int64_t> window,
+                const Tensor& cache_slot) const {
+    std::int64_t tokens = q.size(2);
+    std::int64_t heads = arch.num_heads, kv_heads = arch.num_kv_heads;
+    KvCache* cache = part.cache;
+    Hooks* hooks = part.hooks;
+    PassMasks& masks = part.masks;
     if (cache && cache_slot.defined()) {  // a static step: written at a slot on the device, the whole cache read
       auto slot = static_cast<std::size_t>(layer);
       cache->keys[slot].index_copy_(2, cache_slot, k.transpose(1, 2));
@@ -334,10 +408,7 @@ struct Decoder::Weights : BoundWeights {
       hook(hooks, HookPoint::pattern, layer, pattern);
       z = at::matmul(pattern, v);
     }
-    z = z.transpose(1, 2);  // [batch, tokens, heads, d]
-    hook(hooks, HookPoint::z, layer, z);
-    Tensor flat = z.reshape({batch, tokens, heads * d});
-    return residual.defined() ? project_add(flat, w.o_w, w.o_b, residual) : project(flat, w.o_w, w.o_b);
+    return z;
   }
 
   // The MLP's output, plus residual when that is given.
@@ -391,25 +462,52 @@ Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const w
 }
 
 at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks, bool with_grad) const {
+  std::vector<PassSegment> whole = {{input.ids.size(0), cache, input.key_mask, input.padded, hooks}};
+  return run_pass(input.ids, input.positions, whole, input.cache_slot, last_only, with_grad);
+}
+
+at::Tensor Decoder::forward_batch(const at::Tensor& ids, const at::Tensor& positions,
+                                  const std::vector<PassSegment>& segments) const {
+  return run_pass(ids, positions, segments, Tensor(), true, false);
+}
+
+at::Tensor Decoder::run_pass(const at::Tensor& ids, const at::Tensor& positions, const std::vector<PassSegment>& segments,
+                             const at::Tensor& cache_slot, bool last_only, bool with_grad) const {
   c10::InferenceMode inference(!with_grad);
   const Weights& w = *weights_;
   const Architecture& arch = w.arch;
-  std::int64_t tokens = input.ids.size(1);
-  std::int64_t start = cache ? cache->length : 0;
-  Tensor h = at::embedding(w.embed, input.ids);
+  std::int64_t tokens = ids.size(1);
+  bool fixed = cache_slot.defined();
+  std::vector<PassPart> parts;
+  parts.reserve(segments.size());
+  std::int64_t first_row = 0;
+  bool any_hooks = false;
+  for (const auto& segment : segments) {
+    std::int64_t start = segment.cache ? segment.cache->length : 0;
+    const Tensor& key_mask = segment.key_mask;
+    parts.push_back({first_row, segment.rows, segment.cache, segment.hooks,
+                     PassMasks(segment.padded, fixed, start, tokens, [&w, &key_mask, &cache_slot, start, tokens](std::optional<std::int64_t> window) {
+                       return w.attention_mask(key_mask, start, tokens, window, cache_slot);
+                     })});
+    first_row += segment.rows;
+    any_hooks = any_hooks || segment.hooks;
+  }
+  PartHooks part_hooks(parts);
+  Hooks* hooks = segments.size() == 1 ? segments[0].hooks : (any_hooks ? &part_hooks : nullptr);
+  Tensor h = at::embedding(w.embed, ids);
   if (with_grad) h.requires_grad_(true);
   // hook_embed after Gemma's scale, as transformers' embed_tokens gives it (TransformerLens folds it into W_E).
   if (arch.scale_embeddings) h = h * w.embed_scale;
   w.hook(hooks, HookPoint::embed, -1, h);
   if (arch.learned_positions) {
-    Tensor pos = at::embedding(w.pos_embed, input.positions);
+    Tensor pos = at::embedding(w.pos_embed, positions);
     if (with_grad) pos.requires_grad_(true);
     w.hook(hooks, HookPoint::pos_embed, -1, pos);
     h = h + pos;
   }
   // cos and sin with its first half negated (rotate()), [batch, tokens, 1, head_dim], in the model dtype.
   auto rotation = [&](const Tensor& inv_freq) {
-    Tensor freqs = input.positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
+    Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
     Tensor angles = at::cat({freqs, freqs}, -1);
     Tensor sin = angles.sin();
     sin.narrow(-1, 0, sin.size(-1) / 2).neg_();
@@ -418,10 +516,6 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
   Tensor cos, signed_sin, local_cos, local_signed_sin;
   if (arch.rope.kind != RopeKind::none) std::tie(cos, signed_sin) = rotation(w.inv_freq);
   if (arch.local_rope) std::tie(local_cos, local_signed_sin) = rotation(w.local_inv_freq);
-  bool fixed = input.cache_slot.defined();
-  PassMasks masks(input.padded, fixed, start, tokens, [&](std::optional<std::int64_t> window) {
-    return w.attention_mask(input.key_mask, start, tokens, window, input.cache_slot);
-  });
   for (int layer = 0; layer < static_cast<int>(w.layers.size()); ++layer) {
     RECORD_USER_SCOPE(kLayerScope);  // what decode_profile counts per layer (a flag test when no profiler runs)
     const LayerWeights& lw = w.layers[static_cast<std::size_t>(layer)];
@@ -431,8 +525,8 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
     bool local = window && arch.local_rope;
     // The residual add goes into the output projection unless a norm or a hook sits between them.
     bool fuse_attn_add = !arch.sandwich_norms && !(hooks && hooks->wants(HookPoint::attn_out, layer));
-    Tensor attn = w.attention(layer, lw, normed, local ? local_cos : cos, local ? local_signed_sin : signed_sin, masks,
-                              window, cache, input.cache_slot, hooks, fuse_attn_add ? h : Tensor());
+    Tensor attn = w.attention(layer, lw, normed, local ? local_cos : cos, local ? local_signed_sin : signed_sin, parts,
+                              window, cache_slot, hooks, fuse_attn_add ? h : Tensor());
     if (fuse_attn_add) {
       h = attn;
     } else {
@@ -453,7 +547,9 @@ at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last
     }
     w.hook(hooks, HookPoint::resid_post, layer, h);
   }
-  if (cache && !fixed) cache->length += tokens;
+  for (const auto& segment : segments) {
+    if (segment.cache && !fixed) segment.cache->length += tokens;
+  }
   if (last_only) h = h.narrow(1, tokens - 1, 1);
   h = w.hooked_norm(hooks, HookPoint::ln_final_normalized, -1, h, w.final_w, w.final_b);
   Tensor logits = native_linear(h, w.lm_head, Tensor(), WeightLayout::out_in);

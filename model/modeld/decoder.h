@@ -55,6 +55,15 @@ struct ForwardInput {
   at::Tensor cache_slot;
 };
 
+// One request's rows in a batched decode pass (Decoder::forward_batch).
+struct PassSegment {
+  std::int64_t rows = 0;    // its consecutive rows of the pass
+  KvCache* cache = nullptr;
+  at::Tensor key_mask;      // [rows, cache length + 1] bool, as ForwardInput's
+  bool padded = true;       // as ForwardInput's
+  Hooks* hooks = nullptr;   // this request's: they see its rows only, shaped as in its pass alone
+};
+
 // Loading progress, read by modeld.status while another thread loads.
 struct LoadProgress {
   std::atomic<std::uint64_t> bytes_loaded{0};
@@ -80,6 +89,12 @@ class Decoder {
   // with_grad: autograd records the pass (for capture_grad; the embeddings are where it starts).
   at::Tensor forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks = nullptr,
                      bool with_grad = false) const;
+  // One decode step of several requests at once: ids and positions [sum of
+  // their rows, 1], the segments' rows one after another; last-position logits
+  // [rows, 1, vocab]. A segment's rows get the logits forward() gives that
+  // request alone: attention runs per segment, and a float32 decode row's
+  // products do not depend on the batch's size.
+  at::Tensor forward_batch(const at::Tensor& ids, const at::Tensor& positions, const std::vector<PassSegment>& segments) const;
   // zeroed: slots not yet written hold 0 (a static step reads them, masked; never NaN).
   KvCache new_cache(std::int64_t batch, std::int64_t capacity, bool zeroed = false) const;
 
@@ -97,6 +112,8 @@ class Decoder {
  private:
   struct Weights;
   explicit Decoder(std::unique_ptr<Weights> weights);
+  at::Tensor run_pass(const at::Tensor& ids, const at::Tensor& positions, const std::vector<PassSegment>& segments,
+                      const at::Tensor& cache_slot, bool last_only, bool with_grad) const;
   std::unique_ptr<Weights> weights_;
 };
 

@@ -20,11 +20,12 @@ namespace {
 
 using at::Tensor;
 
-// Next tokens [batch] from last-position logits [batch, vocab] (fp32), on
-// their device: greedy, or sampled by the exponential race (the argmax of
-// p / E with E ~ Exp(1) is a draw from p, as multinomial's would be), which
-// needs no copy to the host and no device-side assert. A row whose
-// probabilities are not finite gets -1 (generate() refuses it once it reads the token).
+}  // namespace
+
+// Sampling is by the exponential race (the argmax of p / E with E ~ Exp(1) is
+// a draw from p, as multinomial's would be), which needs no copy to the host
+// and no device-side assert. A row whose probabilities are not finite gets -1
+// (GenerationRows refuses it once it reads the token).
 Tensor pick_tokens(Tensor logits, const SamplingOptions& options, at::Generator& generator) {
   if (options.temperature <= 0) return logits.argmax(-1);
   logits = logits / options.temperature;
@@ -46,7 +47,6 @@ Tensor pick_tokens(Tensor logits, const SamplingOptions& options, at::Generator&
   return picked.masked_fill(probabilities.isfinite().all(-1).logical_not(), -1);
 }
 
-// A generator for sampling on device, seeded: the same seed on the same kind of device draws the same tokens.
 at::Generator sampling_generator(c10::Device device, std::uint64_t seed) {
   if (device.is_cpu()) return at::make_generator<at::CPUGeneratorImpl>(seed);
   at::Generator shared = at::globalContext().defaultGenerator(device);  // shares the default's state
@@ -58,6 +58,8 @@ at::Generator sampling_generator(c10::Device device, std::uint64_t seed) {
   generator.set_current_seed(seed);
   return generator;
 }
+
+namespace {
 
 // The tokens of one step, copied to the host: on a GPU asynchronously into
 // pinned memory (wait() blocks only when the host needs them), on the CPU as they are.
@@ -244,8 +246,7 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
   auto first = passes_run.prompt_pass();
   if (!first) return first.status();
   Tensor logits = *first;
-  std::vector<bool> finished(batch, false);
-  std::vector<std::int64_t> step_tokens(batch);
+  GenerationRows rows(arch, options, batch);
   for (std::int64_t step = 0; step < new_tokens; ++step) {
     Tensor next = pick_tokens(logits.select(1, 0).to(at::kFloat), options, generator);
     host_tokens.start(next);
@@ -256,55 +257,76 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
     Result<Tensor> ahead_logits = Tensor();
     if (ahead) ahead_logits = passes_run.next_pass(next.clamp_min(0), step + 1);
     const Tensor& host = host_tokens.wait();
-    auto picked = host.accessor<std::int64_t, 1>();
-    for (std::size_t row = 0; row < batch; ++row) {
-      if (!finished[row] && picked[static_cast<std::int64_t>(row)] < 0) {  // pick_tokens' mark
-        return Status(ErrorCode::invalid_request,
-                      fmt::format("cannot sample token {}: the logits hold NaN or infinities (an op with "
-                                  "allow_nonfinite, or values beyond the dtype's range)", step));
-      }
-    }
-    for (std::size_t row = 0; row < batch; ++row) {
-      if (finished[row]) {
-        step_tokens[row] = -1;
-        continue;
-      }
-      std::int64_t token = picked[static_cast<std::int64_t>(row)];
-      step_tokens[row] = token;
-      out.tokens[row].push_back(token);
-      bool eos = options.stop_at_eos && std::find(arch.eos_ids.begin(), arch.eos_ids.end(), token) != arch.eos_ids.end();
-      bool stop = std::find(options.stop_ids.begin(), options.stop_ids.end(), token) != options.stop_ids.end();
-      if (eos || stop) {
-        finished[row] = true;
-        out.finish_reasons[row] = eos ? "eos" : "stop";
-      }
-    }
-    std::vector<bool> before = finished;
-    if (on_step && !on_step(step_tokens, finished)) {
-      for (std::size_t row = 0; row < batch; ++row) {
-        if (!finished[row]) out.finish_reasons[row] = "cancelled";
-      }
-      return out;
-    }
-    for (std::size_t row = 0; row < batch; ++row) {
-      if (finished[row] && !before[row]) out.finish_reasons[row] = "stop";
-    }
-    if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; }) || step + 1 == new_tokens) break;
+    auto going = rows.take(step, host, on_step);
+    if (!going) return going.status();
+    if (!*going || rows.all_finished() || step + 1 == new_tokens) break;
     if (ahead) {
       if (!ahead_logits) return ahead_logits.status();
       logits = *ahead_logits;
       continue;
     }
-    // Finished rows keep stepping on a pad id (their output is ignored), as transformers does.
-    Tensor feed = host.clone();
-    for (std::size_t row = 0; row < batch; ++row) {
-      if (finished[row]) feed[static_cast<std::int64_t>(row)] = arch.pad_id.value_or(0);
-    }
-    auto next_logits = passes_run.next_pass(feed.to(decoder.device()), step + 1);
+    auto next_logits = passes_run.next_pass(rows.feed(host, decoder.device()), step + 1);
     if (!next_logits) return next_logits.status();
     logits = *next_logits;
   }
-  return out;
+  return std::move(rows.result());
+}
+
+GenerationRows::GenerationRows(const Architecture& architecture, const SamplingOptions& options, std::size_t rows)
+    : architecture_(architecture), options_(options), finished_(rows, false), step_tokens_(rows) {
+  out_.tokens.resize(rows);
+  out_.finish_reasons.assign(rows, "length");
+}
+
+Result<bool> GenerationRows::take(std::int64_t step, const Tensor& picked_tokens, const StepCallback& on_step) {
+  auto picked = picked_tokens.accessor<std::int64_t, 1>();
+  std::size_t rows = finished_.size();
+  for (std::size_t row = 0; row < rows; ++row) {
+    if (!finished_[row] && picked[static_cast<std::int64_t>(row)] < 0) {  // pick_tokens' mark
+      return Status(ErrorCode::invalid_request,
+                    fmt::format("cannot sample token {}: the logits hold NaN or infinities (an op with "
+                                "allow_nonfinite, or values beyond the dtype's range)", step));
+    }
+  }
+  for (std::size_t row = 0; row < rows; ++row) {
+    if (finished_[row]) {
+      step_tokens_[row] = -1;
+      continue;
+    }
+    std::int64_t token = picked[static_cast<std::int64_t>(row)];
+    step_tokens_[row] = token;
+    out_.tokens[row].push_back(token);
+    const auto& eos_ids = architecture_.eos_ids;
+    bool eos = options_.stop_at_eos && std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();
+    bool stop = std::find(options_.stop_ids.begin(), options_.stop_ids.end(), token) != options_.stop_ids.end();
+    if (eos || stop) {
+      finished_[row] = true;
+      out_.finish_reasons[row] = eos ? "eos" : "stop";
+    }
+  }
+  std::vector<bool> before = finished_;
+  if (on_step && !on_step(step_tokens_, finished_)) {
+    for (std::size_t row = 0; row < rows; ++row) {
+      if (!finished_[row]) out_.finish_reasons[row] = "cancelled";
+    }
+    return false;
+  }
+  for (std::size_t row = 0; row < rows; ++row) {
+    if (finished_[row] && !before[row]) out_.finish_reasons[row] = "stop";
+  }
+  return true;
+}
+
+bool GenerationRows::all_finished() const {
+  return std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; });
+}
+
+Tensor GenerationRows::feed(const Tensor& picked, c10::Device device) const {
+  Tensor ids = picked.clone();
+  for (std::size_t row = 0; row < finished_.size(); ++row) {
+    if (finished_[row]) ids[static_cast<std::int64_t>(row)] = architecture_.pad_id.value_or(0);
+  }
+  return ids.to(device);
 }
 
 }  // namespace gpubox::modeld

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Generator.h>
+
 #include "model/modeld/decoder.h"
 #include "base/status.h"
 
@@ -52,6 +54,36 @@ struct Generated {
   std::vector<std::vector<std::int64_t>> tokens;  // new tokens per row
   std::vector<std::string> finish_reasons;        // "eos", "stop", "length", "cancelled"
 };
+
+// What a generation keeps between steps: each row's new tokens, which rows
+// finished and why. generate() and the batch scheduler share it, so that a
+// request ends the same way alone and in a batch.
+class GenerationRows {
+ public:
+  GenerationRows(const Architecture& architecture, const SamplingOptions& options, std::size_t rows);
+  // Takes step's tokens (picked: [rows] int64 on the host, pick_tokens' -1 where
+  // a row's logits were not finite: invalid_request if that row is live), then
+  // gives them to on_step. false: on_step cancelled (the live rows end "cancelled").
+  Result<bool> take(std::int64_t step, const at::Tensor& picked, const StepCallback& on_step);
+  bool all_finished() const;
+  // The next pass's ids [rows] on device: picked, with the pad id where a row finished (its output is ignored, as transformers does).
+  at::Tensor feed(const at::Tensor& picked, c10::Device device) const;
+  Generated& result() { return out_; }
+
+ private:
+  const Architecture& architecture_;
+  const SamplingOptions& options_;
+  std::vector<bool> finished_;
+  std::vector<std::int64_t> step_tokens_;
+  Generated out_;
+};
+
+// Next tokens [batch] from last-position logits [batch, vocab] (float32) on
+// their device: greedy, or sampled (temperature, top-k, top-p) with generator;
+// -1 for a row whose logits are not finite.
+at::Tensor pick_tokens(at::Tensor logits, const SamplingOptions& options, at::Generator& generator);
+// A generator for sampling on device, seeded: the same seed on the same kind of device draws the same tokens.
+at::Generator sampling_generator(c10::Device device, std::uint64_t seed);
 
 // Left-pads the prompts into one batch. An empty prompt, an id outside the
 // vocabulary or a prompt over the context length is invalid_request.

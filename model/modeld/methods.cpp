@@ -248,7 +248,19 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
     ++step;
     return !ctx.stopped();
   };
-  auto generated = generate(*m.decoder, prompts, options, on_step, interventions.get());
+  auto caller_gone = [&ctx] { return ctx.stopped(); };
+  Result<Generated> generated = Status(ErrorCode::internal, "model.generate: not run");
+  if (options.steps == DecodeSteps::dynamic) {
+    generated = m.scheduler->generate(prompts, options, on_step, interventions.get(), caller_gone);
+  } else {  // static steps run alone: their cache (and CUDA graph) is shaped for one request
+    auto ran = m.scheduler->run_alone([&] {
+      return guarded("model.generate", [&]() -> Result<json> {
+        generated = generate(*m.decoder, prompts, options, on_step, interventions.get());
+        return json();
+      });
+    }, caller_gone);
+    if (!ran) generated = ran.status();
+  }
   if (!generated) return generated.status();
   if (Status stopped = ctx.stop_reason(); !stopped) return stopped;
   if (!stream_error) return stream_error;
@@ -330,6 +342,8 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
     return Status(ErrorCode::invalid_request, "params.grad_of: capture_grad needs the scalar to differentiate "
                                               "({\"logit_diff\": {\"tokens\": [a, b]}}, {\"logit\": ...} or {\"loss\": {}})");
   }
+  // The pass itself runs on the model's scheduler, alone between two decode steps of its batch.
+  auto pass = [&]() -> Result<json> {
   ForwardInput input = left_padded_batch(prompts, m.decoder->device());
   std::optional<InterventionHooks> interventions;
   if (!plan.empty()) {
@@ -377,6 +391,9 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
   json result = {{"tensors", names}, {"lengths", lengths}, {"padding", "left"}};
   if (target) result["grad_of_value"] = scalar;
   return result;
+  };
+  return m.scheduler->run_alone([&] { return guarded(with_ops ? "model.run" : "model.forward", pass); },
+                                [&ctx] { return ctx.stopped(); });
 }
 
 }  // namespace
@@ -414,7 +431,8 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
     if (Status s = params.finish(); !s) return s;
     if (!model) return model.status();
     const Decoder& decoder = *(*model)->decoder;
-    return json{{"attention", {{"prefill", decoder.attention_backend(false)}, {"decode", decoder.attention_backend(true)}}}};
+    return json{{"attention", {{"prefill", decoder.attention_backend(false)}, {"decode", decoder.attention_backend(true)}}},
+                {"batching", (*model)->scheduler->stats()}};
   });
   methods.add("model.chat_template", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());

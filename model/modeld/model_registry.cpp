@@ -69,6 +69,17 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
   auto decoder = Decoder::load(model->architecture, *model->checkpoint, *dtype, *device, progress);
   if (!decoder) return decoder.status();
   model->decoder = std::move(*decoder);
+  std::uint64_t kv_bytes = spec.kv_cache_mb ? static_cast<std::uint64_t>(*spec.kv_cache_mb) << 20
+                                            : default_kv_pool_bytes(*model->decoder);
+  try {
+    auto pool = std::make_unique<KvPool>(*model->decoder, kv_bytes);
+    model->scheduler = std::make_unique<BatchScheduler>(spec.name, *model->decoder, std::move(pool),
+                                                        SchedulerLimits{spec.max_batch, spec.max_queue});
+  } catch (const c10::Error& e) {
+    return Status(ErrorCode::resource_exhausted,
+                  fmt::format("the KV cache of {} MiB does not fit on {} (set kv_cache_mb lower): {}", kv_bytes >> 20,
+                              device->str(), e.what_without_backtrace()));
+  }
   std::string tokenizer_path = spec.path + "/tokenizer.json";
   struct stat info {};
   if (::stat(tokenizer_path.c_str(), &info) == 0) {

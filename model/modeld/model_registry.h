@@ -12,6 +12,7 @@
 
 #include "base/thread_annotations.h"
 #include "model/chat/chat_template.h"
+#include "model/modeld/batch_scheduler.h"
 #include "model/modeld/decoder.h"
 #include "model/modeld/host_config.h"
 #include "model/modeld/sae_set.h"
@@ -26,6 +27,7 @@ struct LoadedModel {
   Architecture architecture;
   std::unique_ptr<weights::Checkpoint> checkpoint;
   std::unique_ptr<Decoder> decoder;
+  std::unique_ptr<BatchScheduler> scheduler;  // every call's passes run on it (batch_scheduler.h)
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the directory has no tokenizer.json
   std::shared_ptr<const chat::ChatTemplates> chat;   // null without tokenizer_config.json or when its template is refused
   std::string chat_error;                            // why the chat template was refused (the model still loads)

@@ -1,0 +1,84 @@
+// BatchScheduler: one model's requests, served by one thread. Generate
+// requests (dynamic decode steps) join one running batch at step boundaries
+// and leave it when they finish, are cancelled or lose their caller; each
+// decode step of the batch is one forward pass (Decoder::forward_batch) in
+// which every request keeps its own cache, hooks, sampling and stops. All
+// else (model.forward, model.run, generate with static steps) runs alone
+// between two steps. A new request's prefill is interleaved: one admission
+// (its whole prompt, as it would run alone) between two decode steps.
+// First come first served: the head of the queue waits until the batch has
+// room for its rows (max_batch) and the KV pool for its cache. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_annotations.h"
+#include "model/modeld/generation.h"
+#include "model/modeld/kv_pool.h"
+
+namespace gpubox::modeld {
+
+struct SchedulerLimits {
+  std::int64_t max_batch = 32;   // rows decoded together (a request of more rows runs when the batch is empty)
+  std::int64_t max_queue = 256;  // requests waiting; beyond, unavailable
+};
+
+class BatchScheduler {
+ public:
+  BatchScheduler(std::string model_name, const Decoder& decoder, std::unique_ptr<KvPool> pool, SchedulerLimits limits);
+  ~BatchScheduler();  // waits for the thread; no request may still be waiting (their callers hold the model)
+  BatchScheduler(const BatchScheduler&) = delete;
+  BatchScheduler& operator=(const BatchScheduler&) = delete;
+
+  // Generates in the running batch, as generate() would alone (the prompts
+  // checked by the caller); blocks until the request ends. unavailable when
+  // the queue is full, invalid_request when the request needs more cache than
+  // the whole pool; caller_gone (polled while it waits) drops it from the queue.
+  Result<Generated> generate(const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
+                             const StepCallback& on_step, PassHooks* passes, std::function<bool()> caller_gone);
+  // Runs work on the scheduler's thread between two decode steps; blocks until it ran.
+  Result<nlohmann::json> run_alone(std::function<Result<nlohmann::json>()> work, std::function<bool()> caller_gone);
+
+  // {queue_depth, running, batch_rows, max_batch, max_queue, requests_done, tokens_per_second, kv: KvPool::stats()}
+  nlohmann::json stats() const;
+
+ private:
+  struct Job;
+  Status enqueue(const std::shared_ptr<Job>& job);
+  void wait_for(Job& job);
+  void loop();
+  bool admit(const std::shared_ptr<Job>& job);  // false: it does not fit now
+  bool start_generation(Job& job);              // the prefill; false when the job already ended
+  bool take_step(Job& job, const at::Tensor& logits);
+  void decode_step();
+  void finish(Job& job, Status status);
+  void count_tokens(std::int64_t tokens);
+
+  const std::string model_name_;
+  const Decoder& decoder_;
+  std::unique_ptr<KvPool> pool_;
+  const SchedulerLimits limits_;
+
+  mutable Mutex mutex_;
+  std::condition_variable_any wake_;
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  std::deque<std::shared_ptr<Job>> queue_ GUARDED_BY(mutex_);
+  std::int64_t running_count_ GUARDED_BY(mutex_) = 0;
+  std::int64_t batch_rows_ GUARDED_BY(mutex_) = 0;
+  std::uint64_t requests_done_ GUARDED_BY(mutex_) = 0;
+  std::deque<std::pair<double, std::int64_t>> recent_tokens_ GUARDED_BY(mutex_);  // (seconds, new tokens) of the last 10 s
+
+  std::vector<std::shared_ptr<Job>> running_;  // the scheduler thread's only
+  std::thread thread_;
+};
+
+}  // namespace gpubox::modeld

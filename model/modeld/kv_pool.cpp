@@ -1,0 +1,113 @@
+#include "model/modeld/kv_pool.h"
+
+#include <ATen/ATen.h>
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "model/modeld/gpu_info.h"
+
+namespace gpubox::modeld {
+
+KvPool::Lease::Lease(Lease&& other) noexcept
+    : pool_(std::exchange(other.pool_, nullptr)), first_(other.first_), blocks_(other.blocks_), cache_(std::move(other.cache_)) {}
+
+KvPool::Lease::~Lease() {
+  if (pool_) pool_->give(first_, blocks_);
+}
+
+KvPool::KvPool(const Decoder& decoder, std::uint64_t bytes) : arena_(0) {
+  const Architecture& arch = decoder.architecture();
+  kv_heads_ = arch.num_kv_heads;
+  head_dim_ = arch.head_dim;
+  std::uint64_t element = c10::elementSize(decoder.dtype());
+  bytes_per_token_ = 2 * static_cast<std::uint64_t>(arch.num_layers * kv_heads_ * head_dim_) * element;
+  blocks_ = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / (bytes_per_token_ * kBlockTokens)));
+  auto options = at::TensorOptions().dtype(decoder.dtype()).device(decoder.device());
+  for (std::int64_t layer = 0; layer < arch.num_layers; ++layer) {
+    keys_.push_back(at::empty({kv_heads_, blocks_ * kBlockTokens, head_dim_}, options));
+    values_.push_back(at::empty({kv_heads_, blocks_ * kBlockTokens, head_dim_}, options));
+  }
+  MutexLock lock(mutex_);
+  arena_ = BlockArena(blocks_);
+}
+
+std::int64_t KvPool::blocks_for(std::int64_t rows, std::int64_t capacity) {
+  return (rows * capacity + kBlockTokens - 1) / kBlockTokens;
+}
+
+std::optional<KvPool::Lease> KvPool::take(std::int64_t rows, std::int64_t capacity, bool zeroed) {
+  std::int64_t blocks = blocks_for(rows, capacity);
+  std::optional<std::int64_t> first;
+  {
+    MutexLock lock(mutex_);
+    first = arena_.take(blocks);
+  }
+  if (!first) return std::nullopt;
+  Lease lease(this, *first, blocks);
+  std::int64_t total = blocks_ * kBlockTokens, offset = *first * kBlockTokens * head_dim_;
+  // Row r's positions follow row r-1's: [rows, kv_heads, capacity, head_dim] over [kv_heads, tokens, head_dim].
+  std::vector<std::int64_t> sizes = {rows, kv_heads_, capacity, head_dim_};
+  std::vector<std::int64_t> strides = {capacity * head_dim_, total * head_dim_, head_dim_, 1};
+  KvCache& cache = lease.cache_;
+  cache.capacity = capacity;
+  for (std::size_t layer = 0; layer < keys_.size(); ++layer) {
+    cache.keys.push_back(keys_[layer].as_strided(sizes, strides, offset));
+    cache.values.push_back(values_[layer].as_strided(sizes, strides, offset));
+    if (zeroed) cache.keys.back().zero_(), cache.values.back().zero_();
+  }
+  return lease;
+}
+
+void KvPool::give(std::int64_t first_block, std::int64_t blocks) {
+  MutexLock lock(mutex_);
+  arena_.give(first_block, blocks);
+}
+
+nlohmann::json KvPool::stats() const {
+  MutexLock lock(mutex_);
+  return {{"block_tokens", kBlockTokens},
+          {"blocks", blocks_},
+          {"blocks_used", arena_.used()},
+          {"blocks_free", blocks_ - arena_.used()},
+          {"largest_free_run", arena_.largest_free_run()},
+          {"bytes", static_cast<std::uint64_t>(blocks_ * kBlockTokens) * bytes_per_token_}};
+}
+
+namespace {
+
+constexpr std::uint64_t kPoolMiB = 1ull << 20, kPoolGiB = 1ull << 30;
+
+// MemAvailable of /proc/meminfo in bytes (0 when unreadable).
+std::uint64_t meminfo_available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::uint64_t default_kv_pool_bytes(const Decoder& decoder) {
+  std::uint64_t bytes = 0;
+  c10::Device device = decoder.device();
+  if (device.is_cuda()) {
+    auto gpus = gpu_info()["gpus"];
+    std::size_t index = device.has_index() ? static_cast<std::size_t>(device.index()) : 0;
+    if (index < gpus.size()) {
+      std::uint64_t total = gpus[index].value("memory_total_bytes", 0ull);
+      std::uint64_t used = gpus[index].value("memory_used_bytes", 0ull);
+      std::uint64_t margin = std::max(total / 10, kPoolGiB);
+      if (total > used + margin) bytes = total - used - margin;
+    }
+  } else {
+    bytes = std::min(meminfo_available_bytes() / 4, 16 * kPoolGiB);
+  }
+  return std::max(bytes, 64 * kPoolMiB);
+}
+
+}  // namespace gpubox::modeld
