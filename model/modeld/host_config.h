@@ -3,7 +3,9 @@
 // the same entry shape is model.load's params.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,9 @@ struct ModelLoadSpec {
   std::string device = "cpu"; // "cpu", "cuda", "cuda:N"
   bool hidden = false;        // the path appears in no reply, log or error
   bool cuda_graphs = false;   // decode steps without hooks replayed as a CUDA graph (cuda only; else eager, logged)
+  std::int64_t max_batch = 32;            // rows decoded together in the running batch (the scheduler's limit)
+  std::int64_t max_queue = 256;           // requests waiting for admission; a full queue is refused (unavailable)
+  std::optional<std::int64_t> kv_cache_mb;  // the KV cache pool's size; none: automatic (batch_scheduler.h)
   std::vector<SaeLoadSpec> saes;  // loaded with the model, before it is ready
 };
 

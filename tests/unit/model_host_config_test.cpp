@@ -6,6 +6,7 @@
 #include "agent/config.h"
 #include "model/modeld/host_config.h"
 #include "rpc/server.h"
+#include "tests/unit/temp_dir.h"
 
 namespace gpubox {
 namespace {
@@ -106,6 +107,61 @@ TEST(ModelHostConfig, SaesPassToModeldAndAreChecked) {
                                            "models[0]");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("models[0].saes[0]: \"name\" must be a non-empty string"));
+}
+
+// modeld's side (modeld.json, model.load's params): the same keys, ranges and
+// defaults; write_host_config writes max_batch and max_queue always and
+// kv_cache_mb only when set, and read_host_config reads them back as they were.
+TEST(ModelLoadSpec, BatchLimitsParseWriteAndReadBack) {
+  auto parse = [](const std::string& text) { return modeld::parse_model_load_spec(nlohmann::json::parse(text), "models[0]"); };
+  auto defaults = parse(R"({"name": "d", "path": "/d"})");
+  ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->max_batch, 32);
+  EXPECT_EQ(defaults->max_queue, 256);
+  EXPECT_FALSE(defaults->kv_cache_mb.has_value());
+  auto set = parse(R"({"name": "s", "path": "/s", "max_batch": 4096, "max_queue": 0, "kv_cache_mb": 1048576})");
+  ASSERT_TRUE(set.is_ok()) << set.status().message();
+  EXPECT_EQ(set->max_batch, 4096);
+  EXPECT_EQ(set->max_queue, 0);
+  EXPECT_EQ(set->kv_cache_mb, 1048576);
+
+  auto error = [&](const std::string& key, const std::string& value) {
+    auto spec = parse(R"({"name": "m", "path": "/m", ")" + key + "\": " + value + "}");
+    if (spec.is_ok()) {
+      ADD_FAILURE() << "accepted: " << key << " = " << value;
+      return std::string();
+    }
+    EXPECT_EQ(spec.status().code(), ErrorCode::invalid_request);
+    return spec.status().message();
+  };
+  for (const char* value : {"0", "4097", "-5", "8.0", "\"8\"", "null", "18446744073709551615"}) {
+    EXPECT_THAT(error("max_batch", value), HasSubstr("models[0]: \"max_batch\" must be an integer from 1 to 4096")) << value;
+  }
+  for (const char* value : {"-1", "100001", "false"}) {
+    EXPECT_THAT(error("max_queue", value), HasSubstr("models[0]: \"max_queue\" must be an integer from 0 to 100000")) << value;
+  }
+  for (const char* value : {"0", "1048577", "\"auto\"", "-9223372036854775808"}) {
+    EXPECT_THAT(error("kv_cache_mb", value), HasSubstr("models[0]: \"kv_cache_mb\" must be an integer from 1 to 1048576")) << value;
+  }
+  EXPECT_THAT(error("max_batches", "8"), HasSubstr("max_batch, max_queue, kv_cache_mb"));  // the known keys listed
+
+  test::TempDir dir;
+  std::string path = dir.file("modeld.json");
+  ASSERT_TRUE(modeld::write_host_config(path, {*defaults, *set}).is_ok());
+  auto written = nlohmann::json::parse(test::TempDir::read(path));
+  EXPECT_EQ(written["models"][0]["max_batch"], 32);
+  EXPECT_EQ(written["models"][0]["max_queue"], 256);
+  EXPECT_FALSE(written["models"][0].contains("kv_cache_mb"));  // automatic: not written
+  EXPECT_EQ(written["models"][1]["kv_cache_mb"], 1048576);
+  auto read = modeld::read_host_config(path);
+  ASSERT_TRUE(read.is_ok()) << read.status().message();
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ((*read)[0].max_batch, 32);
+  EXPECT_EQ((*read)[0].max_queue, 256);
+  EXPECT_FALSE((*read)[0].kv_cache_mb.has_value());
+  EXPECT_EQ((*read)[1].max_batch, 4096);
+  EXPECT_EQ((*read)[1].max_queue, 0);
+  EXPECT_EQ((*read)[1].kv_cache_mb, 1048576);
 }
 
 rpc::Handler answering(std::string text) {
