@@ -428,6 +428,13 @@ HostedModel parse_hosted_model(const json& value, const std::string& path) {
   }
   reader.boolean("hidden", &model.hidden);
   reader.boolean("cuda_graphs", &model.cuda_graphs);
+  reader.integer("max_batch", 1, 4096, &model.max_batch);
+  reader.integer("max_queue", 0, 100'000, &model.max_queue);
+  if (reader.find("kv_cache_mb")) {
+    int megabytes = 0;
+    reader.integer("kv_cache_mb", 1, 1'048'576, &megabytes);
+    model.kv_cache_mb = megabytes;
+  }
   if (const json* saes = reader.find("saes")) {
     std::string saes_path = reader.child_path("saes");
     if (!saes->is_array()) fail(saes_path, "an array of {name, path, hook?} objects", *saes);
@@ -642,7 +649,9 @@ std::string config_to_json(const Config& config) {
     if (!config.model_host.binary.empty()) host["binary"] = config.model_host.binary;
     for (const auto& model : config.model_host.models) {
       json entry = {{"name", model.name}, {"path", model.path}, {"dtype", model.dtype},
-                    {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs}};
+                    {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs},
+                    {"max_batch", model.max_batch}, {"max_queue", model.max_queue}};
+      if (model.kv_cache_mb) entry["kv_cache_mb"] = *model.kv_cache_mb;
       if (!model.saes.empty()) entry["saes"] = model.saes;
       host["models"].push_back(std::move(entry));
     }

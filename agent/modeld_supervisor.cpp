@@ -98,7 +98,9 @@ Status ModeldSupervisor::write_models_file(const std::string& path) {
     }
     if (model.hidden) hidden_paths_.push_back(placed[i].load_path);
     nlohmann::json entry = {{"name", model.name}, {"path", placed[i].load_path}, {"dtype", model.dtype},
-                            {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs}};
+                            {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs},
+                            {"max_batch", model.max_batch}, {"max_queue", model.max_queue}};
+    if (model.kv_cache_mb) entry["kv_cache_mb"] = *model.kv_cache_mb;
     if (!model.saes.empty()) entry["saes"] = model.saes;
     models.push_back(std::move(entry));
   }

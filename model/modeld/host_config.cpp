@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <fstream>
+#include <optional>
 #include <set>
 
 namespace gpubox::modeld {
@@ -38,13 +40,26 @@ static nlohmann::json sae_load_spec_json(const SaeLoadSpec& spec) {
   return entry;
 }
 
+// value when it is an integer from min to max (a huge unsigned one is out of
+// range, not wrapped); nullopt otherwise (a float such as 32.0 included).
+static std::optional<std::int64_t> integer_in(const nlohmann::json& value, std::int64_t min, std::int64_t max) {
+  if (!value.is_number_integer()) return std::nullopt;
+  if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) return std::nullopt;
+  auto number = value.get<std::int64_t>();
+  if (number < min || number > max) return std::nullopt;
+  return number;
+}
+
 Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const std::string& where) {
   auto bad = [&](const std::string& what) { return Status(ErrorCode::invalid_request, fmt::format("{}: {}", where, what)); };
   if (!entry.is_object()) return bad("must be an object");
-  static const std::set<std::string> known = {"name", "path", "dtype", "device", "hidden", "cuda_graphs", "saes"};
+  static const std::set<std::string> known = {"name",        "path",      "dtype",     "device",      "hidden",
+                                              "cuda_graphs", "max_batch", "max_queue", "kv_cache_mb", "saes"};
   for (const auto& [key, value] : entry.items()) {
     if (!known.count(key)) {
-      return bad(fmt::format("unknown key \"{}\" (known: name, path, dtype, device, hidden, cuda_graphs, saes)", key));
+      return bad(fmt::format(
+          "unknown key \"{}\" (known: name, path, dtype, device, hidden, cuda_graphs, max_batch, max_queue, kv_cache_mb, saes)",
+          key));
     }
   }
   ModelLoadSpec spec;
@@ -79,6 +94,25 @@ Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const s
   if (entry.contains("cuda_graphs")) {
     if (!entry["cuda_graphs"].is_boolean()) return bad("\"cuda_graphs\" must be true or false");
     spec.cuda_graphs = entry["cuda_graphs"];
+  }
+  // The batch scheduler's limits (batch_scheduler.h), in the agent's ranges (agent/config.cpp).
+  auto out_of_range = [&](const char* key, std::int64_t min, std::int64_t max) {
+    return bad(fmt::format("\"{}\" must be an integer from {} to {}", key, min, max));
+  };
+  if (entry.contains("max_batch")) {
+    auto number = integer_in(entry["max_batch"], 1, 4096);
+    if (!number) return out_of_range("max_batch", 1, 4096);
+    spec.max_batch = *number;
+  }
+  if (entry.contains("max_queue")) {
+    auto number = integer_in(entry["max_queue"], 0, 100'000);
+    if (!number) return out_of_range("max_queue", 0, 100'000);
+    spec.max_queue = *number;
+  }
+  if (entry.contains("kv_cache_mb")) {
+    auto number = integer_in(entry["kv_cache_mb"], 1, 1'048'576);
+    if (!number) return out_of_range("kv_cache_mb", 1, 1'048'576);
+    spec.kv_cache_mb = *number;
   }
   if (entry.contains("saes")) {
     if (!entry["saes"].is_array()) return bad("\"saes\" must be a list of {name, path, hook?}");
@@ -118,7 +152,9 @@ Status write_host_config(const std::string& path, const std::vector<ModelLoadSpe
   nlohmann::json models = nlohmann::json::array();
   for (const auto& spec : specs) {
     nlohmann::json model = {{"name", spec.name}, {"path", spec.path}, {"dtype", spec.dtype}, {"device", spec.device},
-                             {"hidden", spec.hidden}, {"cuda_graphs", spec.cuda_graphs}};
+                             {"hidden", spec.hidden}, {"cuda_graphs", spec.cuda_graphs}, {"max_batch", spec.max_batch},
+                             {"max_queue", spec.max_queue}};
+    if (spec.kv_cache_mb) model["kv_cache_mb"] = *spec.kv_cache_mb;
     if (!spec.saes.empty()) {
       model["saes"] = nlohmann::json::array();
       for (const auto& sae : spec.saes) model["saes"].push_back(sae_load_spec_json(sae));

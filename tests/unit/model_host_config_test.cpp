@@ -6,11 +6,13 @@
 #include "agent/config.h"
 #include "model/modeld/host_config.h"
 #include "rpc/server.h"
+#include "tests/unit/temp_dir.h"
 
 namespace gpubox {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string error_of(const std::string& model_host) {
   auto config = parse_config(R"({"model_host": )" + model_host + "}");
@@ -47,6 +49,53 @@ TEST(ModelHostConfig, FieldsAndDefaults) {
   EXPECT_TRUE(host.models[2].cuda_graphs);
   EXPECT_THAT(config_to_json(*config), HasSubstr("\"model_host\""));
   EXPECT_THAT(config_to_json(*config), HasSubstr("\"cuda_graphs\": true"));
+  EXPECT_EQ(host.models[0].max_batch, 32);
+  EXPECT_EQ(host.models[0].max_queue, 256);
+  EXPECT_FALSE(host.models[0].kv_cache_mb.has_value());  // automatic
+}
+
+TEST(ModelHostConfig, BatchLimitsAndTheirRanges) {
+  auto config = parse_config(R"({"model_host": {"models": [
+      {"name": "a", "path": "/models/a", "max_batch": 1, "max_queue": 0, "kv_cache_mb": 1},
+      {"name": "b", "path": "/models/b", "max_batch": 4096, "max_queue": 100000, "kv_cache_mb": 1048576}]}})");
+  ASSERT_TRUE(config.is_ok()) << config.status().message();
+  const auto& models = config->model_host.models;
+  EXPECT_EQ(models[0].max_batch, 1);
+  EXPECT_EQ(models[0].max_queue, 0);
+  EXPECT_EQ(models[0].kv_cache_mb, 1);
+  EXPECT_EQ(models[1].max_batch, 4096);
+  EXPECT_EQ(models[1].max_queue, 100000);
+  EXPECT_EQ(models[1].kv_cache_mb, 1048576);
+  std::string json = config_to_json(*config);
+  EXPECT_THAT(json, HasSubstr("\"max_batch\": 4096"));
+  EXPECT_THAT(json, HasSubstr("\"max_queue\": 100000"));
+  EXPECT_THAT(json, HasSubstr("\"kv_cache_mb\": 1048576"));
+  // Round trip: what config_to_json writes parses back the same.
+  auto again = parse_config(json);
+  ASSERT_TRUE(again.is_ok()) << again.status().message();
+  EXPECT_EQ(again->model_host.models[1].kv_cache_mb, 1048576);
+  auto automatic = parse_config(R"({"model_host": {"models": [{"name": "a", "path": "/models/a"}]}})");
+  ASSERT_TRUE(automatic.is_ok());
+  EXPECT_THAT(config_to_json(*automatic), Not(HasSubstr("kv_cache_mb")));  // absent: automatic
+
+  auto model = [](const std::string& key, const std::string& value) {
+    return R"({"models": [{"name": "m", "path": "/m", ")" + key + "\": " + value + "}]}";
+  };
+  for (const char* value : {"0", "4097", "-1", "32.5", "\"32\"", "true", "18446744073709551615"}) {
+    EXPECT_THAT(error_of(model("max_batch", value)),
+                HasSubstr("model_host.models[0].max_batch: expected an integer from 1 to 4096"))
+        << value;
+  }
+  for (const char* value : {"-1", "100001", "null"}) {
+    EXPECT_THAT(error_of(model("max_queue", value)),
+                HasSubstr("model_host.models[0].max_queue: expected an integer from 0 to 100000"))
+        << value;
+  }
+  for (const char* value : {"0", "1048577", "null", "\"auto\""}) {
+    EXPECT_THAT(error_of(model("kv_cache_mb", value)),
+                HasSubstr("model_host.models[0].kv_cache_mb: expected an integer from 1 to 1048576"))
+        << value;
+  }
 }
 
 TEST(ModelHostConfig, EmptySectionIsAHostWithoutModels) {
@@ -106,6 +155,72 @@ TEST(ModelHostConfig, SaesPassToModeldAndAreChecked) {
                                            "models[0]");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("models[0].saes[0]: \"name\" must be a non-empty string"));
+}
+
+// modeld's side (modeld.json, model.load's params): the same keys, ranges and
+// defaults; write_host_config writes max_batch and max_queue always and
+// kv_cache_mb only when set, and read_host_config reads them back as they were.
+TEST(ModelLoadSpec, BatchLimitsParseWriteAndReadBack) {
+  auto parse = [](const std::string& text) { return modeld::parse_model_load_spec(nlohmann::json::parse(text), "models[0]"); };
+  auto defaults = parse(R"({"name": "d", "path": "/d"})");
+  ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->max_batch, 32);
+  EXPECT_EQ(defaults->max_queue, 256);
+  EXPECT_FALSE(defaults->kv_cache_mb.has_value());
+  auto set = parse(R"({"name": "s", "path": "/s", "max_batch": 4096, "max_queue": 0, "kv_cache_mb": 1048576})");
+  ASSERT_TRUE(set.is_ok()) << set.status().message();
+  EXPECT_EQ(set->max_batch, 4096);
+  EXPECT_EQ(set->max_queue, 0);
+  EXPECT_EQ(set->kv_cache_mb, 1048576);
+
+  auto error = [&](const std::string& key, const std::string& value) {
+    auto spec = parse(R"({"name": "m", "path": "/m", ")" + key + "\": " + value + "}");
+    if (spec.is_ok()) {
+      ADD_FAILURE() << "accepted: " << key << " = " << value;
+      return std::string();
+    }
+    EXPECT_EQ(spec.status().code(), ErrorCode::invalid_request);
+    return spec.status().message();
+  };
+  for (const char* value : {"0", "4097", "-5", "8.0", "\"8\"", "null", "18446744073709551615"}) {
+    EXPECT_THAT(error("max_batch", value), HasSubstr("models[0]: \"max_batch\" must be an integer from 1 to 4096")) << value;
+  }
+  for (const char* value : {"-1", "100001", "false"}) {
+    EXPECT_THAT(error("max_queue", value), HasSubstr("models[0]: \"max_queue\" must be an integer from 0 to 100000")) << value;
+  }
+  for (const char* value : {"0", "1048577", "\"auto\"", "-9223372036854775808"}) {
+    EXPECT_THAT(error("kv_cache_mb", value), HasSubstr("models[0]: \"kv_cache_mb\" must be an integer from 1 to 1048576")) << value;
+  }
+  EXPECT_THAT(error("max_batches", "8"), HasSubstr("max_batch, max_queue, kv_cache_mb"));  // the known keys listed
+
+  test::TempDir dir;
+  std::string path = dir.file("modeld.json");
+  ASSERT_TRUE(modeld::write_host_config(path, {*defaults, *set}).is_ok());
+  auto written = nlohmann::json::parse(test::TempDir::read(path));
+  EXPECT_EQ(written["models"][0]["max_batch"], 32);
+  EXPECT_EQ(written["models"][0]["max_queue"], 256);
+  EXPECT_FALSE(written["models"][0].contains("kv_cache_mb"));  // automatic: not written
+  EXPECT_EQ(written["models"][1]["kv_cache_mb"], 1048576);
+  auto read = modeld::read_host_config(path);
+  ASSERT_TRUE(read.is_ok()) << read.status().message();
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ((*read)[0].max_batch, 32);
+  EXPECT_EQ((*read)[0].max_queue, 256);
+  EXPECT_FALSE((*read)[0].kv_cache_mb.has_value());
+  EXPECT_EQ((*read)[1].max_batch, 4096);
+  EXPECT_EQ((*read)[1].max_queue, 0);
+  EXPECT_EQ((*read)[1].kv_cache_mb, 1048576);
+
+  // What the agent writes into modeld.json (config_to_json's entry, as the
+  // supervisor writes it) is what modeld accepts.
+  auto config = parse_config(R"({"model_host": {"models": [{"name": "a", "path": "/a", "max_batch": 7, "kv_cache_mb": 512}]}})");
+  ASSERT_TRUE(config.is_ok()) << config.status().message();
+  auto entry = nlohmann::json::parse(config_to_json(*config))["model_host"]["models"][0];
+  auto spec = modeld::parse_model_load_spec(entry, "models[0]");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().message();
+  EXPECT_EQ(spec->max_batch, 7);
+  EXPECT_EQ(spec->max_queue, 256);
+  EXPECT_EQ(spec->kv_cache_mb, 512);
 }
 
 rpc::Handler answering(std::string text) {
