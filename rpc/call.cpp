@@ -139,6 +139,11 @@ Status CallContext::send_data(const nlohmann::json& body, std::vector<zmq::messa
   return Status::ok();
 }
 
+std::uint64_t CallContext::data_credit() const {
+  MutexLock lock(state_->mutex);
+  return state_->credit_out;
+}
+
 void CallContext::grant_credit(std::uint64_t credit) {
   {
     MutexLock lock(state_->mutex);

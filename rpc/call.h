@@ -105,6 +105,8 @@ class CallContext {
   // Sends one DATA message; waits while the client has no credit left. Fails
   // with the stop reason when the call stops while waiting.
   Status send_data(const nlohmann::json& body, std::vector<zmq::message_t> attachments = {});
+  // How many DATA messages send_data() could send now without waiting.
+  std::uint64_t data_credit() const;
   // Lets the client send `credit` more DATA messages.
   void grant_credit(std::uint64_t credit);
   // The next DATA message, waiting up to timeout (nullopt when none came).

@@ -21,7 +21,7 @@ struct BatchScheduler::Job {
   const SamplingOptions* options = nullptr;
   const StepCallback* on_step = nullptr;
   PassHooks* passes = nullptr;
-  std::function<bool()> caller_gone;
+  SchedulerCaller caller;
   std::int64_t rows = 0, capacity = 0, new_tokens = 0;
   // Its state, on the scheduler's thread while it runs.
   std::optional<KvPool::Lease> lease;
@@ -63,13 +63,13 @@ BatchScheduler::~BatchScheduler() {
 
 Result<Generated> BatchScheduler::generate(const std::vector<std::vector<std::int64_t>>& prompts,
                                            const SamplingOptions& options, const StepCallback& on_step,
-                                           PassHooks* passes, std::function<bool()> caller_gone) {
+                                           PassHooks* passes, SchedulerCaller caller) {
   auto job = std::make_shared<Job>();
   job->prompts = &prompts;
   job->options = &options;
   job->on_step = &on_step;
   job->passes = passes;
-  job->caller_gone = std::move(caller_gone);
+  job->caller = std::move(caller);
   job->rows = static_cast<std::int64_t>(prompts.size());
   std::int64_t length = 0;
   for (const auto& prompt : prompts) length = std::max(length, static_cast<std::int64_t>(prompt.size()));
@@ -90,10 +90,10 @@ Result<Generated> BatchScheduler::generate(const std::vector<std::vector<std::in
   return std::move(job->generation->result());
 }
 
-Result<json> BatchScheduler::run_alone(std::function<Result<json>()> work, std::function<bool()> caller_gone) {
+Result<json> BatchScheduler::run_alone(std::function<Result<json>()> work, SchedulerCaller caller) {
   auto job = std::make_shared<Job>();
   job->work = std::move(work);
-  job->caller_gone = std::move(caller_gone);
+  job->caller = std::move(caller);
   if (Status s = enqueue(job); !s) return s;
   wait_for(*job);
   if (!job->status) return job->status;
@@ -119,7 +119,7 @@ void BatchScheduler::wait_for(Job& job) {
   MutexLock lock(mutex_);
   while (!job.done) {
     wake_.wait_for(lock, std::chrono::milliseconds(50));
-    if (job.done || !job.caller_gone || !job.caller_gone()) continue;
+    if (job.done || !job.caller.gone || !job.caller.gone()) continue;
     auto waiting = std::find_if(queue_.begin(), queue_.end(), [&](const auto& queued) { return queued.get() == &job; });
     if (waiting == queue_.end()) continue;  // running: its steps notice the caller is gone
     queue_.erase(waiting);
@@ -246,6 +246,7 @@ void BatchScheduler::decode_step() {
   std::vector<PassSegment> segments;
   std::vector<at::Tensor> ids, positions;
   for (const auto& job : std::vector<std::shared_ptr<Job>>(running_)) {
+    if (job->caller.ready && !job->caller.ready()) continue;  // its reader is behind: it sits out this step
     job->positions = job->positions + 1;
     job->key_mask = at::cat({job->key_mask, at::ones({job->rows, 1}, job->key_mask.options())}, 1);
     KvCache& cache = job->lease->cache();
@@ -267,7 +268,17 @@ void BatchScheduler::decode_step() {
     ids.push_back(job->feed.view({-1, 1}));
     positions.push_back(job->positions);
   }
-  if (members.empty()) return;
+  if (members.empty()) {  // every reader is behind
+    MutexLock lock(mutex_);
+    wake_.wait_for(lock, std::chrono::milliseconds(2));
+    return;
+  }
+  {
+    MutexLock lock(mutex_);
+    std::int64_t rows = 0;
+    for (const auto& segment : segments) rows += segment.rows;
+    peak_batch_rows_ = std::max(peak_batch_rows_, rows);
+  }
   at::Tensor logits;
   auto stepped = guarded("model.generate", [&]() -> Result<json> {
     logits = decoder_.forward_batch(at::cat(ids, 0), at::cat(positions, 0), segments);
@@ -326,6 +337,7 @@ json BatchScheduler::stats() const {
   return {{"queue_depth", queue_.size()},
           {"running", running_count_},
           {"batch_rows", batch_rows_},
+          {"peak_batch_rows", peak_batch_rows_},
           {"max_batch", limits_.max_batch},
           {"max_queue", limits_.max_queue},
           {"requests_done", requests_done_},

@@ -27,6 +27,14 @@
 
 namespace gpubox::modeld {
 
+// The caller of a request, as the scheduler sees it.
+struct SchedulerCaller {
+  std::function<bool()> gone;   // it went away: a request still queued is dropped
+  // A running generation's reader can take its next step's messages now; a
+  // reader that fell behind makes its request sit out steps, never the batch wait. Empty: always.
+  std::function<bool()> ready;
+};
+
 struct SchedulerLimits {
   std::int64_t max_batch = 32;   // rows decoded together (a request of more rows runs when the batch is empty)
   std::int64_t max_queue = 256;  // requests waiting; beyond, unavailable
@@ -42,13 +50,14 @@ class BatchScheduler {
   // Generates in the running batch, as generate() would alone (the prompts
   // checked by the caller); blocks until the request ends. unavailable when
   // the queue is full, invalid_request when the request needs more cache than
-  // the whole pool; caller_gone (polled while it waits) drops it from the queue.
+  // the whole pool.
   Result<Generated> generate(const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
-                             const StepCallback& on_step, PassHooks* passes, std::function<bool()> caller_gone);
+                             const StepCallback& on_step, PassHooks* passes, SchedulerCaller caller);
   // Runs work on the scheduler's thread between two decode steps; blocks until it ran.
-  Result<nlohmann::json> run_alone(std::function<Result<nlohmann::json>()> work, std::function<bool()> caller_gone);
+  Result<nlohmann::json> run_alone(std::function<Result<nlohmann::json>()> work, SchedulerCaller caller);
 
-  // {queue_depth, running, batch_rows, max_batch, max_queue, requests_done, tokens_per_second, kv: KvPool::stats()}
+  // {queue_depth, running, batch_rows, peak_batch_rows, max_batch, max_queue, requests_done, tokens_per_second,
+  //  kv: KvPool::stats()}
   nlohmann::json stats() const;
 
  private:
@@ -74,6 +83,7 @@ class BatchScheduler {
   std::deque<std::shared_ptr<Job>> queue_ GUARDED_BY(mutex_);
   std::int64_t running_count_ GUARDED_BY(mutex_) = 0;
   std::int64_t batch_rows_ GUARDED_BY(mutex_) = 0;
+  std::int64_t peak_batch_rows_ GUARDED_BY(mutex_) = 0;  // the most rows one decode step took
   std::uint64_t requests_done_ GUARDED_BY(mutex_) = 0;
   std::deque<std::pair<double, std::int64_t>> recent_tokens_ GUARDED_BY(mutex_);  // (seconds, new tokens) of the last 10 s
 

@@ -248,17 +248,20 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
     ++step;
     return !ctx.stopped();
   };
-  auto caller_gone = [&ctx] { return ctx.stopped(); };
+  // A request whose stream is behind sits out steps (unless it stopped: then its next step ends it).
+  bool sends = stream || ops;
+  SchedulerCaller caller{[&ctx] { return ctx.stopped(); },
+                         [&ctx, sends] { return !sends || ctx.data_credit() > 0 || ctx.stopped(); }};
   Result<Generated> generated = Status(ErrorCode::internal, "model.generate: not run");
   if (options.steps == DecodeSteps::dynamic) {
-    generated = m.scheduler->generate(prompts, options, on_step, interventions.get(), caller_gone);
+    generated = m.scheduler->generate(prompts, options, on_step, interventions.get(), caller);
   } else {  // static steps run alone: their cache (and CUDA graph) is shaped for one request
     auto ran = m.scheduler->run_alone([&] {
       return guarded("model.generate", [&]() -> Result<json> {
         generated = generate(*m.decoder, prompts, options, on_step, interventions.get());
         return json();
       });
-    }, caller_gone);
+    }, caller);
     if (!ran) generated = ran.status();
   }
   if (!generated) return generated.status();
@@ -393,7 +396,7 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
   return result;
   };
   return m.scheduler->run_alone([&] { return guarded(with_ops ? "model.run" : "model.forward", pass); },
-                                [&ctx] { return ctx.stopped(); });
+                                {[&ctx] { return ctx.stopped(); }, nullptr});
 }
 
 }  // namespace

@@ -220,6 +220,11 @@ TEST_F(ModeldSupervisorTest, ModeldCrashingMidCallIsUnavailableAtOnceThenComesBa
   ASSERT_TRUE(sleeping);
 
   auto other = client();
+  // modeld has the call before it crashes: else the call ends failing to reach it (under load), not with its end.
+  ASSERT_TRUE(wait_until([&] {
+    auto stats = other->call("model.stats", json::object(), waiting());
+    return stats && stats->value("calls", 0) >= 1;
+  }, kAnswer));
   auto crash_at = Clock::now();
   auto crashed = other->call("model.crash", json::object(), waiting());
   EXPECT_EQ(crashed.status().code(), ErrorCode::unavailable) << crashed.status().to_string();
