@@ -62,9 +62,10 @@ cores); this process sets torch.set_num_threads to the same (--threads).
 The clients' threads share this process's GIL and, on a small machine, the
 CPU with modeld: their arrival times include that.
 
-Run time on the 2-core dev machine (CPU, float32): --arch tiny with every N
-about a minute; --arch small with every N a few minutes; the default --arch
-llama with every N some 15 minutes or more (--clients 1,4,16 for less).
+Run time on the 2-core dev machine (CPU, float32), every N: --arch tiny 43 s
+(measured, load 7-13); --arch small some 5 minutes and the default --arch
+llama some 15 minutes (estimated from --clients 1,4 runs; --clients 1,4,16
+for less).
 
 usage: build/venv/bin/python tests/bench/serve_model_bench.py [--clients 1,4,16,64]
          [--arch llama|small|tiny] [--modes plain,steer] [--new-tokens 64]
