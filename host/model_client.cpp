@@ -118,6 +118,7 @@ bool ModelClient::host_starting() {
 }
 
 Result<json> ModelClient::info(const std::string& model) { return client_.call("model.info", {{"model", model}}); }
+Result<json> ModelClient::stats(const std::string& model) { return client_.call("model.stats", {{"model", model}}); }
 
 Result<json> ModelClient::hooks(const std::string& model) {
   auto listed = client_.call("model.hooks", {{"model", model}});

@@ -60,6 +60,8 @@ class ModelClient {
   // a model that failed to load is an error with modeld's reason.
   Result<nlohmann::json> wait_ready(const std::string& model, const std::function<void(const nlohmann::json&)>& on_progress);
   Result<nlohmann::json> info(const std::string& model);
+  // model.stats: {"attention", "batching"} (rpc/PROTOCOL.md).
+  Result<nlohmann::json> stats(const std::string& model);
   // model.hooks: [{"name", "shape"}] in forward order.
   Result<nlohmann::json> hooks(const std::string& model);
   Result<nlohmann::json> tokenize(const std::string& model, const std::string& text, std::optional<bool> add_special = {});

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 all_targets=(fuzz_header fuzz_body fuzz_frames fuzz_params fuzz_dispatch fuzz_extract fuzz_executor_frames fuzz_relay_frames
   fuzz_serve_wire fuzz_safetensors fuzz_tokenizer_json fuzz_chat_template fuzz_model_config fuzz_intervention_spec
-  fuzz_mcp_messages fuzz_sae_config)
+  fuzz_mcp_messages fuzz_sae_config fuzz_budget_journal fuzz_budget_prices fuzz_admission)
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${all_targets[@]}"
   exit 0

@@ -1,4 +1,4 @@
-// `gpubox model ID ls | info | hooks | tokenize | generate | run | load | unload`: the
+// `gpubox model ID ls | info | stats | hooks | tokenize | generate | run | load | unload`: the
 // sandbox's model host (pull: host/cli/model_pull.cpp) (rpc/PROTOCOL.md, "Models") through host/model_client.h.
 // Every subcommand waits for a model host that is starting; info, tokenize and
 // generate also for a model that is still loading, with a progress bar on stderr.
@@ -24,6 +24,7 @@ using nlohmann::json;
 constexpr char kModelUsage[] =
     "usage: gpubox model ID ls\n"
     "       gpubox model ID info NAME\n"
+    "       gpubox model ID stats NAME\n"
     "       gpubox model ID hooks NAME\n"
     "       gpubox model ID tokenize NAME TEXT\n"
     "       gpubox model ID generate NAME PROMPT|--ids I,J,... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
@@ -128,6 +129,29 @@ int run_model_info(ModelClient& models, const std::string& name, bool as_json) {
     if (key == "hook_points") text += "   (gpubox model ID hooks " + name + " lists them)";
     std::printf("%-20s %s\n", (key + ":").c_str(), text.c_str());
   }
+  return kExitOk;
+}
+
+// The model's batch (queue, requests, rows, tokens/s), its KV cache pool and its attention kernels.
+int run_stats(ModelClient& models, const std::string& name, bool as_json) {
+  if (Status s = wait_ready(models, name); !s) return call_error(s);
+  auto stats = models.stats(name);
+  if (!stats) return call_error(stats.status());
+  if (as_json) return print_json(*stats), kExitOk;
+  const json batch = stats->value("batching", json::object());
+  const json kv = batch.value("kv", json::object());
+  auto number = [](const json& object, const char* key) { return object.value(key, 0LL); };
+  std::printf("queue:       %lld waiting (max_queue %lld)\n", number(batch, "queue_depth"), number(batch, "max_queue"));
+  std::printf("batch:       %lld requests, %lld rows (max_batch %lld; peak %lld rows in one step)\n",
+              number(batch, "running"), number(batch, "batch_rows"), number(batch, "max_batch"),
+              number(batch, "peak_batch_rows"));
+  std::printf("throughput:  %.1f tokens/s over the last 10 s (%lld requests done)\n",
+              batch.value("tokens_per_second", 0.0), number(batch, "requests_done"));
+  std::printf("kv cache:    %lld of %lld blocks used (%lld positions each; %.1f MiB)\n", number(kv, "blocks_used"),
+              number(kv, "blocks"), number(kv, "block_tokens"), static_cast<double>(number(kv, "bytes")) / 1048576.0);
+  const json attention = stats->value("attention", json::object());
+  std::printf("attention:   prefill %s, decode %s\n", attention.value("prefill", "-").c_str(),
+              attention.value("decode", "-").c_str());
   return kExitOk;
 }
 
@@ -399,14 +423,15 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
     std::swap(args->positional[0], args->positional[1]);
   }
   const auto& p = args->positional;
-  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, hooks, tokenize, generate, run, load, unload, sae, pull)");
+  if (p.size() < 2) return usage_error("expected ID and a subcommand (ls, info, stats, hooks, tokenize, generate, run, load, unload, sae, pull)");
   const std::string& sub = p[1];
   struct Shape {
     const char* name;
     size_t min, max;
     const char* expects;
   };
-  const Shape shapes[] = {{"ls", 2, 2, ""},           {"info", 3, 3, " NAME"},          {"hooks", 3, 3, " NAME"},
+  const Shape shapes[] = {{"ls", 2, 2, ""},           {"info", 3, 3, " NAME"},          {"stats", 3, 3, " NAME"},
+                          {"hooks", 3, 3, " NAME"},
                           {"tokenize", 4, 4, " NAME TEXT"},
                           {"generate", 3, 4, " NAME PROMPT"}, {"run", 3, 4, " NAME PROMPT --capture HOOK"},
                           {"load", 4, 4, " NAME PATH"},       {"unload", 3, 3, " NAME"},
@@ -415,7 +440,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   for (const auto& s : shapes) {
     if (sub == s.name) shape = &s;
   }
-  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, hooks, tokenize, generate, run, load, unload, sae, pull)");
+  if (!shape) return usage_error("unknown subcommand '" + sub + "' (ls, info, stats, hooks, tokenize, generate, run, load, unload, sae, pull)");
   if (p.size() < shape->min || p.size() > shape->max) return usage_error(sub + ": expected ID " + sub + shape->expects);
   if (sub == "pull") return run_model_pull(*args, global);  // a job of the agent's: no model host needed
 
@@ -443,6 +468,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   bool as_json = global.json || args->flag("--json");
   if (sub == "ls") return run_list(models, as_json);
   if (sub == "info") return run_model_info(models, p[2], as_json);
+  if (sub == "stats") return run_stats(models, p[2], as_json);
   if (sub == "hooks") return run_hooks(models, p[2], as_json);
   if (sub == "tokenize") return run_tokenize(models, p[2], p[3], as_json);
   if (sub == "generate") return run_generate(models, *args, as_json);

@@ -23,8 +23,10 @@ struct BatchScheduler::Job {
   PassHooks* passes = nullptr;
   SchedulerCaller caller;
   std::int64_t rows = 0, capacity = 0, new_tokens = 0;
+  std::uint64_t id = 0;  // Admission's
   // Its state, on the scheduler's thread while it runs.
-  std::optional<KvPool::Lease> lease;
+  bool started = false;
+  KvCache cache;
   std::optional<GenerationRows> generation;
   std::optional<at::Generator> generator;
   ForwardInput prompt;
@@ -48,7 +50,11 @@ constexpr double kRateWindowSeconds = 10;
 
 BatchScheduler::BatchScheduler(std::string model_name, const Decoder& decoder, std::unique_ptr<KvPool> pool,
                                SchedulerLimits limits)
-    : model_name_(std::move(model_name)), decoder_(decoder), pool_(std::move(pool)), limits_(limits) {
+    : model_name_(std::move(model_name)),
+      decoder_(decoder),
+      pool_(std::move(pool)),
+      limits_(limits),
+      admission_(pool_->blocks(), limits.max_batch, limits.max_queue) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -76,15 +82,14 @@ Result<Generated> BatchScheduler::generate(const std::vector<std::vector<std::in
   job->new_tokens = new_token_limit(decoder_.architecture(), options, length);
   if (job->new_tokens <= 0) return std::move(GenerationRows(decoder_.architecture(), options, prompts.size()).result());
   job->capacity = length + job->new_tokens;
-  std::int64_t positions = job->rows * job->capacity;
-  std::int64_t pool_positions = pool_->blocks() * KvPool::kBlockTokens;
-  if (KvPool::blocks_for(job->rows, job->capacity) > pool_->blocks()) {
+  if (Status s = enqueue(job); !s) {
+    if (s.code() != ErrorCode::invalid_request) return s;
     return Status(ErrorCode::invalid_request,
                   fmt::format("the request needs {} KV cache positions ({} rows × ({} prompt + {} new tokens)), more "
                               "than model \"{}\"'s whole KV cache of {} positions (model_host kv_cache_mb)",
-                              positions, job->rows, length, job->new_tokens, model_name_, pool_positions));
+                              job->rows * job->capacity, job->rows, length, job->new_tokens, model_name_,
+                              pool_->blocks() * KvPool::kBlockTokens));
   }
-  if (Status s = enqueue(job); !s) return s;
   wait_for(*job);
   if (!job->status) return job->status;
   return std::move(job->generation->result());
@@ -100,16 +105,24 @@ Result<json> BatchScheduler::run_alone(std::function<Result<json>()> work, Sched
   return std::move(job->result);
 }
 
+// invalid_request (no message: the caller words it) when the job needs more blocks than the pool has.
 Status BatchScheduler::enqueue(const std::shared_ptr<Job>& job) {
+  std::int64_t blocks = job->work ? 0 : KvPool::blocks_for(job->rows, job->capacity);
   {
     MutexLock lock(mutex_);
-    if (static_cast<std::int64_t>(queue_.size()) >= limits_.max_queue) {
-      return {ErrorCode::unavailable,
-              fmt::format("model \"{}\" is busy: its request queue is full ({} requests waiting, max_queue {}); "
-                          "try again later",
-                          model_name_, queue_.size(), limits_.max_queue)};
+    job->id = next_id_++;
+    switch (admission_.offer(job->id, job->work ? 0 : job->rows, blocks)) {
+      case Admission::Offer::too_large:
+        return {ErrorCode::invalid_request, ""};
+      case Admission::Offer::queue_full:
+        return {ErrorCode::unavailable,
+                fmt::format("model \"{}\" is busy: its request queue is full ({} requests waiting, max_queue {}); "
+                            "try again later",
+                            model_name_, admission_.queue_depth(), limits_.max_queue)};
+      case Admission::Offer::queued:
+        waiting_[job->id] = job;
+        break;
     }
-    queue_.push_back(job);
   }
   wake_.notify_all();
   return Status::ok();
@@ -120,9 +133,8 @@ void BatchScheduler::wait_for(Job& job) {
   while (!job.done) {
     wake_.wait_for(lock, std::chrono::milliseconds(50));
     if (job.done || !job.caller.gone || !job.caller.gone()) continue;
-    auto waiting = std::find_if(queue_.begin(), queue_.end(), [&](const auto& queued) { return queued.get() == &job; });
-    if (waiting == queue_.end()) continue;  // running: its steps notice the caller is gone
-    queue_.erase(waiting);
+    if (!admission_.withdraw(job.id)) continue;  // running: its steps notice the caller is gone
+    waiting_.erase(job.id);
     job.done = true;
     job.status = Status(ErrorCode::cancelled, "the caller went away while the request waited");
   }
@@ -132,61 +144,47 @@ void BatchScheduler::loop() {
   while (true) {
     {
       MutexLock lock(mutex_);
-      while (!stopping_ && queue_.empty() && running_.empty()) wake_.wait(lock);
+      while (!stopping_ && waiting_.empty() && running_.empty()) wake_.wait(lock);
       if (stopping_ && running_.empty()) {
-        for (const auto& job : queue_) job->done = true, job->status = Status(ErrorCode::unavailable, "modeld is stopping");
-        queue_.clear();
+        for (const auto& [id, job] : waiting_) {
+          admission_.withdraw(id);
+          job->done = true, job->status = Status(ErrorCode::unavailable, "modeld is stopping");
+        }
+        waiting_.clear();
         wake_.notify_all();
         return;
       }
     }
-    // Interleaved prefill: with a batch running, one admission between two steps.
-    std::int64_t admissions = running_.empty() ? INT64_MAX : 1;
-    while (admissions > 0) {
-      std::shared_ptr<Job> job;
-      {
-        MutexLock lock(mutex_);
-        if (queue_.empty()) break;
-        job = queue_.front();
-      }
-      if (!admit(job)) break;
-      --admissions;
+    // Interleaved prefill: with a batch running, a bounded number of prompt tokens between two steps.
+    std::int64_t budget = running_.empty() ? INT64_MAX : kPrefillTokensBetweenSteps;
+    while (budget > 0) {
+      std::int64_t tokens = start_next();
+      if (tokens < 0) break;
+      budget -= std::max<std::int64_t>(tokens, 1);
     }
     if (!running_.empty()) decode_step();
   }
 }
 
-bool BatchScheduler::admit(const std::shared_ptr<Job>& job) {
-  if (!job->work) {
-    {
-      MutexLock lock(mutex_);
-      if (!running_.empty() && batch_rows_ + job->rows > limits_.max_batch) return false;
-    }
-    auto lease = pool_->take(job->rows, job->capacity);
-    if (!lease) return false;
-    job->lease.emplace(std::move(*lease));
-  }
+std::int64_t BatchScheduler::start_next() {
+  std::shared_ptr<Job> job;
   {
     MutexLock lock(mutex_);
-    auto at = std::find(queue_.begin(), queue_.end(), job);
-    if (at == queue_.end()) {  // its caller left meanwhile
-      job->lease.reset();
-      return true;
-    }
-    queue_.erase(at);
+    auto started = admission_.start_head();
+    if (!started) return -1;
+    auto waiting = waiting_.find(started->id);
+    job = waiting->second;
+    waiting_.erase(waiting);
+    job->started = true;
+    if (!job->work) job->cache = pool_->cache_at(started->first_block, job->rows, job->capacity);
   }
   if (job->work) {
     job->result = job->work();
     finish(*job, Status::ok());
-    return true;
+    return 1;
   }
-  if (start_generation(*job)) {
-    running_.push_back(job);
-    MutexLock lock(mutex_);
-    ++running_count_;
-    batch_rows_ += job->rows;
-  }
-  return true;
+  if (start_generation(*job)) running_.push_back(job);
+  return job->rows * (job->capacity - job->new_tokens);
 }
 
 // Picks a running job's tokens from logits [rows, 1, vocab], hands them over,
@@ -225,7 +223,7 @@ bool BatchScheduler::start_generation(Job& job) {
       if (!begun) return begun.status();
       hooks = *begun;
     }
-    at::Tensor logits = decoder_.forward(job.prompt, &job.lease->cache(), true, hooks);
+    at::Tensor logits = decoder_.forward(job.prompt, &job.cache, true, hooks);
     if (job.passes) {
       if (Status s = job.passes->end(0); !s) return s;
     }
@@ -249,7 +247,7 @@ void BatchScheduler::decode_step() {
     if (job->caller.ready && !job->caller.ready()) continue;  // its reader is behind: it sits out this step
     job->positions = job->positions + 1;
     job->key_mask = at::cat({job->key_mask, at::ones({job->rows, 1}, job->key_mask.options())}, 1);
-    KvCache& cache = job->lease->cache();
+    KvCache& cache = job->cache;
     Hooks* hooks = nullptr;
     if (job->passes) {
       auto begun = guarded("model.generate", [&]() -> Result<json> {
@@ -304,14 +302,13 @@ void BatchScheduler::decode_step() {
 }
 
 void BatchScheduler::finish(Job& job, Status status) {
-  job.lease.reset();
+  job.cache = KvCache();
   auto at = std::find_if(running_.begin(), running_.end(), [&](const auto& running) { return running.get() == &job; });
-  bool was_running = at != running_.end();
-  if (was_running) running_.erase(at);
+  if (at != running_.end()) running_.erase(at);
   {
     MutexLock lock(mutex_);
     if (job.done) return;
-    if (was_running) --running_count_, batch_rows_ -= job.rows;
+    if (job.started) admission_.release(job.id);
     ++requests_done_;
     job.status = std::move(status);
     job.done = true;
@@ -327,16 +324,22 @@ void BatchScheduler::count_tokens(std::int64_t tokens) {
 }
 
 json BatchScheduler::stats() const {
-  json kv = pool_->stats();
   double now = steady_seconds();
   MutexLock lock(mutex_);
+  const BlockArena& blocks = admission_.blocks();
+  json kv = {{"block_tokens", KvPool::kBlockTokens},
+             {"blocks", blocks.blocks()},
+             {"blocks_used", blocks.used()},
+             {"blocks_free", blocks.blocks() - blocks.used()},
+             {"largest_free_run", blocks.largest_free_run()},
+             {"bytes", pool_->bytes()}};
   std::int64_t recent = 0;
   for (const auto& [when, tokens] : recent_tokens_) {
     if (when >= now - kRateWindowSeconds) recent += tokens;
   }
-  return {{"queue_depth", queue_.size()},
-          {"running", running_count_},
-          {"batch_rows", batch_rows_},
+  return {{"queue_depth", admission_.queue_depth()},
+          {"running", admission_.running()},
+          {"batch_rows", admission_.batch_rows()},
           {"peak_batch_rows", peak_batch_rows_},
           {"max_batch", limits_.max_batch},
           {"max_queue", limits_.max_queue},

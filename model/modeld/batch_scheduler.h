@@ -4,16 +4,18 @@
 // decode step of the batch is one forward pass (Decoder::forward_batch) in
 // which every request keeps its own cache, hooks, sampling and stops. All
 // else (model.forward, model.run, generate with static steps) runs alone
-// between two steps. A new request's prefill is interleaved: one admission
-// (its whole prompt, as it would run alone) between two decode steps.
-// First come first served: the head of the queue waits until the batch has
-// room for its rows (max_batch) and the KV pool for its cache. Thread-safe.
+// between two steps. Prefill is interleaved, not chunked: between two decode
+// steps the requests waiting start (each prompt in one pass, as it would run
+// alone) up to kPrefillTokensBetweenSteps prompt tokens, at least one.
+// Which request starts when: Admission (first come first served within
+// max_batch rows and the KV pool's blocks). Thread-safe.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,6 +24,7 @@
 
 #include "base/status.h"
 #include "base/thread_annotations.h"
+#include "model/modeld/admission.h"
 #include "model/modeld/generation.h"
 #include "model/modeld/kv_pool.h"
 
@@ -34,6 +37,10 @@ struct SchedulerCaller {
   // reader that fell behind makes its request sit out steps, never the batch wait. Empty: always.
   std::function<bool()> ready;
 };
+
+// The prompt tokens admitted between two decode steps of a running batch
+// (a burst of arrivals costs the running requests one pause, not one per arrival).
+inline constexpr std::int64_t kPrefillTokensBetweenSteps = 2048;
 
 struct SchedulerLimits {
   std::int64_t max_batch = 32;   // rows decoded together (a request of more rows runs when the batch is empty)
@@ -57,7 +64,7 @@ class BatchScheduler {
   Result<nlohmann::json> run_alone(std::function<Result<nlohmann::json>()> work, SchedulerCaller caller);
 
   // {queue_depth, running, batch_rows, peak_batch_rows, max_batch, max_queue, requests_done, tokens_per_second,
-  //  kv: KvPool::stats()}
+  //  kv: {block_tokens, blocks, blocks_used, blocks_free, largest_free_run, bytes}}
   nlohmann::json stats() const;
 
  private:
@@ -65,7 +72,7 @@ class BatchScheduler {
   Status enqueue(const std::shared_ptr<Job>& job);
   void wait_for(Job& job);
   void loop();
-  bool admit(const std::shared_ptr<Job>& job);  // false: it does not fit now
+  std::int64_t start_next();  // the prompt tokens (rows × length) it started; -1: nothing can start now
   bool start_generation(Job& job);              // the prefill; false when the job already ended
   bool take_step(Job& job, const at::Tensor& logits);
   void decode_step();
@@ -80,9 +87,9 @@ class BatchScheduler {
   mutable Mutex mutex_;
   std::condition_variable_any wake_;
   bool stopping_ GUARDED_BY(mutex_) = false;
-  std::deque<std::shared_ptr<Job>> queue_ GUARDED_BY(mutex_);
-  std::int64_t running_count_ GUARDED_BY(mutex_) = 0;
-  std::int64_t batch_rows_ GUARDED_BY(mutex_) = 0;
+  Admission admission_ GUARDED_BY(mutex_);
+  std::uint64_t next_id_ GUARDED_BY(mutex_) = 1;
+  std::map<std::uint64_t, std::shared_ptr<Job>> waiting_ GUARDED_BY(mutex_);  // admission_'s queue, by id
   std::int64_t peak_batch_rows_ GUARDED_BY(mutex_) = 0;  // the most rows one decode step took
   std::uint64_t requests_done_ GUARDED_BY(mutex_) = 0;
   std::deque<std::pair<double, std::int64_t>> recent_tokens_ GUARDED_BY(mutex_);  // (seconds, new tokens) of the last 10 s

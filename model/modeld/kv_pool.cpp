@@ -9,14 +9,7 @@
 
 namespace gpubox::modeld {
 
-KvPool::Lease::Lease(Lease&& other) noexcept
-    : pool_(std::exchange(other.pool_, nullptr)), first_(other.first_), blocks_(other.blocks_), cache_(std::move(other.cache_)) {}
-
-KvPool::Lease::~Lease() {
-  if (pool_) pool_->give(first_, blocks_);
-}
-
-KvPool::KvPool(const Decoder& decoder, std::uint64_t bytes) : arena_(0) {
+KvPool::KvPool(const Decoder& decoder, std::uint64_t bytes) {
   const Architecture& arch = decoder.architecture();
   kv_heads_ = arch.num_kv_heads;
   head_dim_ = arch.head_dim;
@@ -28,50 +21,25 @@ KvPool::KvPool(const Decoder& decoder, std::uint64_t bytes) : arena_(0) {
     keys_.push_back(at::empty({kv_heads_, blocks_ * kBlockTokens, head_dim_}, options));
     values_.push_back(at::empty({kv_heads_, blocks_ * kBlockTokens, head_dim_}, options));
   }
-  MutexLock lock(mutex_);
-  arena_ = BlockArena(blocks_);
 }
 
 std::int64_t KvPool::blocks_for(std::int64_t rows, std::int64_t capacity) {
   return (rows * capacity + kBlockTokens - 1) / kBlockTokens;
 }
 
-std::optional<KvPool::Lease> KvPool::take(std::int64_t rows, std::int64_t capacity, bool zeroed) {
-  std::int64_t blocks = blocks_for(rows, capacity);
-  std::optional<std::int64_t> first;
-  {
-    MutexLock lock(mutex_);
-    first = arena_.take(blocks);
-  }
-  if (!first) return std::nullopt;
-  Lease lease(this, *first, blocks);
-  std::int64_t total = blocks_ * kBlockTokens, offset = *first * kBlockTokens * head_dim_;
+KvCache KvPool::cache_at(std::int64_t first_block, std::int64_t rows, std::int64_t capacity, bool zeroed) const {
+  std::int64_t total = blocks_ * kBlockTokens, offset = first_block * kBlockTokens * head_dim_;
   // Row r's positions follow row r-1's: [rows, kv_heads, capacity, head_dim] over [kv_heads, tokens, head_dim].
   std::vector<std::int64_t> sizes = {rows, kv_heads_, capacity, head_dim_};
   std::vector<std::int64_t> strides = {capacity * head_dim_, total * head_dim_, head_dim_, 1};
-  KvCache& cache = lease.cache_;
+  KvCache cache;
   cache.capacity = capacity;
   for (std::size_t layer = 0; layer < keys_.size(); ++layer) {
     cache.keys.push_back(keys_[layer].as_strided(sizes, strides, offset));
     cache.values.push_back(values_[layer].as_strided(sizes, strides, offset));
     if (zeroed) cache.keys.back().zero_(), cache.values.back().zero_();
   }
-  return lease;
-}
-
-void KvPool::give(std::int64_t first_block, std::int64_t blocks) {
-  MutexLock lock(mutex_);
-  arena_.give(first_block, blocks);
-}
-
-nlohmann::json KvPool::stats() const {
-  MutexLock lock(mutex_);
-  return {{"block_tokens", kBlockTokens},
-          {"blocks", blocks_},
-          {"blocks_used", arena_.used()},
-          {"blocks_free", blocks_ - arena_.used()},
-          {"largest_free_run", arena_.largest_free_run()},
-          {"bytes", static_cast<std::uint64_t>(blocks_ * kBlockTokens) * bytes_per_token_}};
+  return cache;
 }
 
 namespace {

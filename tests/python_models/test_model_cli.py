@@ -43,6 +43,17 @@ class ModelCliTest(ModelSandboxTestCase):
         self.assertEqual(missing.returncode, 2, missing.stderr)
         self.assertEqual(self.ok("tokenize", "tiny", "Hello").stdout, "72 101 108 108 111\n")
 
+    def test_stats_show_the_batch_and_its_kv_cache(self):
+        self.ok("generate", "tiny", "--ids", "1,2,3", "--max-new-tokens", "4", "--ignore-eos")
+        stats = json.loads(self.ok("stats", "tiny", "--json").stdout)
+        batching, kv = stats["batching"], stats["batching"]["kv"]
+        self.assertGreaterEqual(batching["requests_done"], 1)
+        self.assertEqual(kv["blocks_used"], 0)
+        text = self.ok("stats", "tiny").stdout
+        self.assertIn("queue:       0 waiting (max_queue 256)", text)
+        self.assertIn("kv cache:    0 of %d blocks used (16 positions each;" % kv["blocks"], text)
+        self.assertRegex(text, r"batch:\s+0 requests, 0 rows \(max_batch 32; peak [1-9]\d* rows in one step\)")
+
     def test_generate_equals_transformers_greedy(self):
         ids = ",".join(str(i) for i in self.refs["generate_ids"])
         out = json.loads(self.ok("generate", "tiny", "--ids", ids, "--max-new-tokens", str(self.refs["new_tokens"]),
