@@ -5,6 +5,7 @@
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <exception>
 #include <new>
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,8 @@ Result<nlohmann::json> guarded(const char* method, Body&& body) {
     return Status(ErrorCode::internal, fmt::format("{}: {}", method, e.what_without_backtrace()));
   } catch (const std::bad_alloc&) {
     return Status(ErrorCode::resource_exhausted, fmt::format("{}: out of host memory", method));
+  } catch (const std::exception& e) {  // a bug's, not a caller's: still never the whole host
+    return Status(ErrorCode::internal, fmt::format("{}: {}", method, e.what()));
   }
 }
 
