@@ -27,6 +27,7 @@ struct BatchScheduler::Job {
   // Its state, on the scheduler's thread while it runs.
   bool started = false;
   KvCache cache;
+  at::Tensor prompt_logits;  // of the prefill, until its first token is taken
   std::optional<GenerationRows> generation;
   std::optional<at::Generator> generator;
   ForwardInput prompt;
@@ -157,16 +158,27 @@ void BatchScheduler::loop() {
     }
     // Interleaved prefill: with a batch running, a bounded number of prompt tokens between two steps.
     std::int64_t budget = running_.empty() ? INT64_MAX : kPrefillTokensBetweenSteps;
+    std::vector<std::shared_ptr<Job>> prefilled;
     while (budget > 0) {
-      std::int64_t tokens = start_next();
+      std::int64_t tokens = start_next(prefilled);
       if (tokens < 0) break;
       budget -= std::max<std::int64_t>(tokens, 1);
+    }
+    for (const auto& job : prefilled) {
+      c10::InferenceMode inference;
+      auto taken = guarded("model.generate", [&]() -> Result<json> { return json(take_step(*job, job->prompt_logits)); });
+      job->prompt_logits = at::Tensor();
+      if (!taken) {
+        finish(*job, taken.status());
+      } else if (taken->get<bool>()) {
+        running_.push_back(job);
+      }
     }
     if (!running_.empty()) decode_step();
   }
 }
 
-std::int64_t BatchScheduler::start_next() {
+std::int64_t BatchScheduler::start_next(std::vector<std::shared_ptr<Job>>& prefilled) {
   std::shared_ptr<Job> job;
   {
     MutexLock lock(mutex_);
@@ -183,7 +195,7 @@ std::int64_t BatchScheduler::start_next() {
     finish(*job, Status::ok());
     return 1;
   }
-  if (start_generation(*job)) running_.push_back(job);
+  if (prefill(*job)) prefilled.push_back(job);
   return job->rows * (job->capacity - job->new_tokens);
 }
 
@@ -209,7 +221,7 @@ bool BatchScheduler::take_step(Job& job, const at::Tensor& logits) {
   return true;
 }
 
-bool BatchScheduler::start_generation(Job& job) {
+bool BatchScheduler::prefill(Job& job) {
   c10::InferenceMode inference;
   auto started = guarded("model.generate", [&]() -> Result<json> {
     const SamplingOptions& options = *job.options;
@@ -229,13 +241,14 @@ bool BatchScheduler::start_generation(Job& job) {
     }
     job.positions = job.prompt.positions.narrow(1, length - 1, 1).clone();
     job.key_mask = job.prompt.key_mask;
-    return json(take_step(job, logits));
+    job.prompt_logits = logits;
+    return json();
   });
   if (!started) {
     finish(job, started.status());
     return false;
   }
-  return started->get<bool>();
+  return true;
 }
 
 void BatchScheduler::decode_step() {

@@ -6,7 +6,9 @@
 // else (model.forward, model.run, generate with static steps) runs alone
 // between two steps. Prefill is interleaved, not chunked: between two decode
 // steps the requests waiting start (each prompt in one pass, as it would run
-// alone) up to kPrefillTokensBetweenSteps prompt tokens, at least one.
+// alone) up to kPrefillTokensBetweenSteps prompt tokens, at least one; their
+// first tokens go out together once all of them ran, so that no request of a
+// burst waits for the others' prefills between its first and second token.
 // Which request starts when: Admission (first come first served within
 // max_batch rows and the KV pool's blocks). Thread-safe.
 #pragma once
@@ -72,8 +74,9 @@ class BatchScheduler {
   Status enqueue(const std::shared_ptr<Job>& job);
   void wait_for(Job& job);
   void loop();
-  std::int64_t start_next();  // the prompt tokens (rows × length) it started; -1: nothing can start now
-  bool start_generation(Job& job);              // the prefill; false when the job already ended
+  // Starts the head of the queue (a prefill goes into prefilled); the prompt tokens it ran, -1: nothing could start.
+  std::int64_t start_next(std::vector<std::shared_ptr<Job>>& prefilled);
+  bool prefill(Job& job);  // false when the job already ended
   bool take_step(Job& job, const at::Tensor& logits);
   void decode_step();
   void finish(Job& job, Status status);
