@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <set>
+#include <type_traits>
 
 namespace gpubox::host::budget {
 namespace {
@@ -63,6 +64,11 @@ template <typename T>
 bool take(const nlohmann::json& json, const char* key, T* into) {
   auto it = json.find(key);
   if (it == json.end()) return true;
+  // An integer field takes integers only: a float (or an integer too large for
+  // JSON's integer types, which the parser keeps as a float) is refused, never cast.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!it->is_number_integer()) return false;
+  }
   try {
     *into = it->get<T>();
     return true;
