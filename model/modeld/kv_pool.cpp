@@ -27,7 +27,7 @@ std::int64_t KvPool::blocks_for(std::int64_t rows, std::int64_t capacity) {
   return (rows * capacity + kBlockTokens - 1) / kBlockTokens;
 }
 
-KvCache KvPool::cache_at(std::int64_t first_block, std::int64_t rows, std::int64_t capacity, bool zeroed) const {
+KvCache KvPool::cache_at(std::int64_t first_block, std::int64_t rows, std::int64_t capacity) const {
   std::int64_t total = blocks_ * kBlockTokens, offset = first_block * kBlockTokens * head_dim_;
   // Row r's positions follow row r-1's: [rows, kv_heads, capacity, head_dim] over [kv_heads, tokens, head_dim].
   std::vector<std::int64_t> sizes = {rows, kv_heads_, capacity, head_dim_};
@@ -37,7 +37,6 @@ KvCache KvPool::cache_at(std::int64_t first_block, std::int64_t rows, std::int64
   for (std::size_t layer = 0; layer < keys_.size(); ++layer) {
     cache.keys.push_back(keys_[layer].as_strided(sizes, strides, offset));
     cache.values.push_back(values_[layer].as_strided(sizes, strides, offset));
-    if (zeroed) cache.keys.back().zero_(), cache.values.back().zero_();
   }
   return cache;
 }

@@ -2,8 +2,8 @@
 // value tensor [kv_heads, tokens, head_dim], in blocks of kBlockTokens
 // positions. A request's rows take one run of blocks (which run: Admission,
 // admission.h) and see it as a KvCache of [rows, kv_heads, capacity, head_dim]
-// views, row after row. The same views serve dynamic steps and the static
-// steps a CUDA graph replays (their addresses never move). Immutable after construction.
+// views, row after row, whose addresses never move (what a CUDA graph of a
+// batched step would need; static steps still use their own cache today). Immutable after construction.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +25,7 @@ class KvPool {
   // Blocks a cache of rows × capacity positions takes.
   static std::int64_t blocks_for(std::int64_t rows, std::int64_t capacity);
   // The cache of rows × capacity positions on the run of blocks from first_block (blocks_for() of them).
-  // zeroed: its positions are set to 0 (a static step reads them all, masked).
-  KvCache cache_at(std::int64_t first_block, std::int64_t rows, std::int64_t capacity, bool zeroed = false) const;
+  KvCache cache_at(std::int64_t first_block, std::int64_t rows, std::int64_t capacity) const;
 
   std::int64_t blocks() const { return blocks_; }
   std::uint64_t bytes() const { return static_cast<std::uint64_t>(blocks_ * kBlockTokens) * bytes_per_token_; }

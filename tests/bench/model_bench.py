@@ -139,8 +139,14 @@ def make_model(directory, arch, layers):
         model = tf.GPT2LMHeadModel(tf.GPT2Config(**GPT2_CONFIG)).eval()
     else:
         model = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(CONFIG, num_hidden_layers=layers))).eval()
-    with torch.no_grad():  # random norms too, so nothing is an identity by accident
-        for name, p in model.named_parameters():
+    return save_random(model, directory)
+
+
+def save_random(model, directory):
+    """Saves model to directory (written beside it, then renamed) with random norms too,
+    so that nothing is an identity by accident."""
+    with torch.no_grad():
+        for p in model.parameters():
             if p.dim() == 1:
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
     partial = directory + ".partial"
