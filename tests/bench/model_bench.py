@@ -217,8 +217,9 @@ class Modeld:
         return torch.frombuffer(bytearray(data["attachments"][0]), dtype=torch.float32).view(data["shape"])
 
     def generate(self, ids, new_tokens, decode_steps="dynamic"):
+        steps = {} if decode_steps == "dynamic" else {"decode_steps": decode_steps}  # a baseline may not know it
         result = self.client.call("model.generate", timeout=600, model="bench", ids=ids, max_new_tokens=new_tokens,
-                                  ignore_eos=True, decode_steps=decode_steps)
+                                  ignore_eos=True, **steps)
         return result["tokens"]
 
     def stop(self):
@@ -344,6 +345,15 @@ def one_round(args, files, hf_model, prompt128, prompt16):
             r["modeld_runtime_load_s"] = time.perf_counter() - start
         finally:
             m.stop()
+    if args.baseline_modeld:  # another build's decode, in the same round
+        with tempfile.TemporaryDirectory() as work:
+            b = Modeld(args.baseline_modeld, args.model_dir, args.device, args.dtype, work)
+            try:
+                b.wait_ready()
+                r["baseline_decode_ms"] = decode_ms(lambda n: b.generate([prompt16], n), args.new_tokens)
+                r["baseline_tokens"] = b.generate([prompt16], args.new_tokens)[0]
+            finally:
+                b.stop()
     r["hf_load_s"] = transformers_load_seconds(args.model_dir, args.threads, args.dtype, args.device)
     with torch.inference_mode():
         ids = torch.tensor([prompt128], device=args.device)
@@ -393,6 +403,8 @@ def main():
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
                         help="intra-op threads of transformers (default: LibTorch's default, as modeld uses)")
     parser.add_argument("--json", help="also write every round's figures here")
+    parser.add_argument("--baseline-modeld", help="another gpubox-modeld binary (an earlier build) whose batch-1 decode "
+                        "is measured in the same rounds, for a before/after row")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if not args.model_dir:
@@ -458,6 +470,11 @@ def main():
     print("| decode, batch 1 (without prefill) | %s | %s | %.2f× faster |"
           % (cell("modeld_decode_ms_dynamic", "ms/token"), cell("hf_decode_ms", "ms/token"),
              med("hf_decode_ms")[0] / med("modeld_decode_ms_dynamic")[0]))
+    if args.baseline_modeld:
+        print("| decode, batch 1, baseline %s | %s | | this build %.2f× faster; same greedy tokens: %s |"
+              % (args.baseline_modeld, cell("baseline_decode_ms", "ms/token"),
+                 med("baseline_decode_ms")[0] / med("modeld_decode_ms_dynamic")[0],
+                 all(r["baseline_tokens"] == r["modeld_tokens_dynamic"] for r in rounds)))
     graph_label = "CUDA graph" if args.device.startswith("cuda") else "static-shape steps, eager (no CUDA)"
     print("| decode, batch 1, %s | %s | | %.2f× the dynamic steps' time |"
           % (graph_label, cell("modeld_decode_ms_graph", "ms/token"),
