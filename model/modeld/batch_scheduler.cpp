@@ -14,8 +14,8 @@ namespace gpubox::modeld {
 using nlohmann::json;
 
 struct BatchScheduler::Job {
-  // A job that runs alone; empty for a generation.
-  std::function<Result<json>()> work;
+  // A job that runs alone, given its run of the pool's blocks when it holds one; empty for a generation in the batch.
+  std::function<Result<json>(KvCache*)> work;
   // A generation: what the caller gave (alive until it returns).
   const std::vector<std::vector<std::int64_t>>* prompts = nullptr;
   const SamplingOptions* options = nullptr;
@@ -68,37 +68,56 @@ BatchScheduler::~BatchScheduler() {
   thread_.join();
 }
 
-Result<Generated> BatchScheduler::generate(const std::vector<std::vector<std::int64_t>>& prompts,
-                                           const SamplingOptions& options, const StepCallback& on_step,
-                                           PassHooks* passes, SchedulerCaller caller) {
+std::shared_ptr<BatchScheduler::Job> BatchScheduler::generation_job(
+    const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
+    SchedulerCaller caller) const {
   auto job = std::make_shared<Job>();
-  job->prompts = &prompts;
-  job->options = &options;
-  job->on_step = &on_step;
-  job->passes = passes;
   job->caller = std::move(caller);
   job->rows = static_cast<std::int64_t>(prompts.size());
   std::int64_t length = 0;
   for (const auto& prompt : prompts) length = std::max(length, static_cast<std::int64_t>(prompt.size()));
   job->new_tokens = new_token_limit(decoder_.architecture(), options, length);
-  if (job->new_tokens <= 0) return std::move(GenerationRows(decoder_.architecture(), options, prompts.size()).result());
   job->capacity = length + job->new_tokens;
-  if (Status s = enqueue(job); !s) {
-    if (s.code() != ErrorCode::invalid_request) return s;
-    return Status(ErrorCode::invalid_request,
-                  fmt::format("the request needs {} KV cache positions ({} rows × ({} prompt + {} new tokens)), more "
-                              "than model \"{}\"'s whole KV cache of {} positions (model_host kv_cache_mb)",
-                              job->rows * job->capacity, job->rows, length, job->new_tokens, model_name_,
-                              pool_->blocks() * KvPool::kBlockTokens));
-  }
+  return job;
+}
+
+Result<Generated> BatchScheduler::generate(const std::vector<std::vector<std::int64_t>>& prompts,
+                                           const SamplingOptions& options, const StepCallback& on_step,
+                                           PassHooks* passes, SchedulerCaller caller) {
+  auto job = generation_job(prompts, options, std::move(caller));
+  if (job->new_tokens <= 0) return std::move(GenerationRows(decoder_.architecture(), options, prompts.size()).result());
+  job->prompts = &prompts;
+  job->options = &options;
+  job->on_step = &on_step;
+  job->passes = passes;
+  if (Status s = enqueue(job); !s) return s;
   wait_for(*job);
   if (!job->status) return job->status;
   return std::move(job->generation->result());
 }
 
+Result<Generated> BatchScheduler::generate_alone(const std::vector<std::vector<std::int64_t>>& prompts,
+                                                 const SamplingOptions& options, const StepCallback& on_step,
+                                                 PassHooks* passes, SchedulerCaller caller) {
+  auto job = generation_job(prompts, options, std::move(caller));
+  if (job->new_tokens <= 0) return std::move(GenerationRows(decoder_.architecture(), options, prompts.size()).result());
+  Result<Generated> generated = Status(ErrorCode::internal, "model.generate: not run");
+  job->work = [&](KvCache* cache) {
+    return guarded("model.generate", [&]() -> Result<json> {
+      generated = modeld::generate(decoder_, prompts, options, on_step, passes, cache);
+      return json();
+    });
+  };
+  if (Status s = enqueue(job); !s) return s;
+  wait_for(*job);
+  if (!job->status) return job->status;
+  if (!job->result) return job->result.status();
+  return generated;
+}
+
 Result<json> BatchScheduler::run_alone(std::function<Result<json>()> work, SchedulerCaller caller) {
   auto job = std::make_shared<Job>();
-  job->work = std::move(work);
+  job->work = [work = std::move(work)](KvCache*) { return work(); };
   job->caller = std::move(caller);
   if (Status s = enqueue(job); !s) return s;
   wait_for(*job);
@@ -106,15 +125,18 @@ Result<json> BatchScheduler::run_alone(std::function<Result<json>()> work, Sched
   return std::move(job->result);
 }
 
-// invalid_request (no message: the caller words it) when the job needs more blocks than the pool has.
 Status BatchScheduler::enqueue(const std::shared_ptr<Job>& job) {
-  std::int64_t blocks = job->work ? 0 : KvPool::blocks_for(job->rows, job->capacity);
+  std::int64_t blocks = job->capacity > 0 ? KvPool::blocks_for(job->rows, job->capacity) : 0;
   {
     MutexLock lock(mutex_);
     job->id = next_id_++;
     switch (admission_.offer(job->id, job->work ? 0 : job->rows, blocks)) {
       case Admission::Offer::too_large:
-        return {ErrorCode::invalid_request, ""};
+        return Status(ErrorCode::invalid_request,
+                      fmt::format("the request needs {} KV cache positions ({} rows × ({} prompt + {} new tokens)), "
+                                  "more than model \"{}\"'s whole KV cache of {} positions (model_host kv_cache_mb)",
+                                  job->rows * job->capacity, job->rows, job->capacity - job->new_tokens,
+                                  job->new_tokens, model_name_, pool_->blocks() * KvPool::kBlockTokens));
       case Admission::Offer::queue_full:
         return {ErrorCode::unavailable,
                 fmt::format("model \"{}\" is busy: its request queue is full ({} requests waiting, max_queue {}); "
@@ -188,10 +210,10 @@ std::int64_t BatchScheduler::start_next(std::vector<std::shared_ptr<Job>>& prefi
     job = waiting->second;
     waiting_.erase(waiting);
     job->started = true;
-    if (!job->work) job->cache = pool_->cache_at(started->first_block, job->rows, job->capacity);
+    if (job->capacity > 0) job->cache = pool_->cache_at(started->first_block, job->rows, job->capacity);
   }
   if (job->work) {
-    job->result = job->work();
+    job->result = job->work(job->capacity > 0 ? &job->cache : nullptr);
     finish(*job, Status::ok());
     return 1;
   }

@@ -4,7 +4,7 @@
 // decode step of the batch is one forward pass (Decoder::forward_batch) in
 // which every request keeps its own cache, hooks, sampling and stops. All
 // else (model.forward, model.run, generate with static steps) runs alone
-// between two steps. Prefill is interleaved, not chunked: between two decode
+// between two steps; a static generation takes its cache from the same pool. Prefill is interleaved, not chunked: between two decode
 // steps the requests waiting start (each prompt in one pass, as it would run
 // alone) up to kPrefillTokensBetweenSteps prompt tokens, at least one; their
 // first tokens go out together once all of them ran, so that no request of a
@@ -62,6 +62,12 @@ class BatchScheduler {
   // the whole pool.
   Result<Generated> generate(const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
                              const StepCallback& on_step, PassHooks* passes, SchedulerCaller caller);
+  // Generates alone between two decode steps (static steps: a shape fixed for
+  // one request, maybe a CUDA graph), on a zeroed run of the same pool's
+  // blocks; admitted, queued and refused as generate() is.
+  Result<Generated> generate_alone(const std::vector<std::vector<std::int64_t>>& prompts,
+                                   const SamplingOptions& options, const StepCallback& on_step, PassHooks* passes,
+                                   SchedulerCaller caller);
   // Runs work on the scheduler's thread between two decode steps; blocks until it ran.
   Result<nlohmann::json> run_alone(std::function<Result<nlohmann::json>()> work, SchedulerCaller caller);
 
@@ -71,6 +77,10 @@ class BatchScheduler {
 
  private:
   struct Job;
+  // The job of a generation of prompts (rows, capacity, new tokens), not yet queued.
+  std::shared_ptr<Job> generation_job(const std::vector<std::vector<std::int64_t>>& prompts,
+                                      const SamplingOptions& options, SchedulerCaller caller) const;
+  // Queues job; a job larger than the pool gets invalid_request with its token counts.
   Status enqueue(const std::shared_ptr<Job>& job);
   void wait_for(Job& job);
   void loop();

@@ -96,7 +96,7 @@ class HostTokens {
 class StepRunner {
  public:
   StepRunner(const Decoder& decoder, const ForwardInput& prompt, std::int64_t new_tokens, DecodeSteps mode,
-             PassHooks* passes)
+             PassHooks* passes, KvCache* given_cache)
       : decoder_(decoder), prompt_(prompt), passes_(passes), fixed_(mode != DecodeSteps::dynamic && !passes) {
     std::int64_t batch = prompt.ids.size(0), length = prompt.ids.size(1);
     if (mode == DecodeSteps::graph) {
@@ -108,7 +108,17 @@ class StepRunner {
         want_graph_ = true;
       }
     }
-    cache_ = decoder.new_cache(batch, length + new_tokens, fixed_);
+    if (given_cache) {
+      TORCH_CHECK(given_cache->capacity == length + new_tokens && given_cache->length == 0,
+                  "a generation's cache must be empty and hold its prompt and new tokens");
+      cache_ = *given_cache;
+      if (fixed_) {  // fixed steps attend over the whole capacity: unwritten slots must be zeros, not old values
+        for (auto& keys : cache_.keys) keys.zero_();
+        for (auto& values : cache_.values) values.zero_();
+      }
+    } else {
+      cache_ = decoder.new_cache(batch, length + new_tokens, fixed_);
+    }
     positions_ = prompt.positions.narrow(1, length - 1, 1).clone();
     key_mask_ = prompt.key_mask;
     if (fixed_) {
@@ -227,7 +237,8 @@ std::int64_t new_token_limit(const Architecture& arch, const SamplingOptions& op
 }
 
 Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector<std::int64_t>>& prompts,
-                           const SamplingOptions& options, const StepCallback& on_step, PassHooks* passes) {
+                           const SamplingOptions& options, const StepCallback& on_step, PassHooks* passes,
+                           KvCache* cache) {
   const Architecture& arch = decoder.architecture();
   if (Status s = check_prompts(arch, prompts); !s) return s;
   if (options.max_new_tokens < 0) return Status(ErrorCode::invalid_request, "max_new_tokens must be 0 or more");
@@ -242,7 +253,7 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
   if (new_tokens <= 0) return out;
   at::Generator generator = sampling_generator(decoder.device(), options.seed.value_or(at::default_rng_seed_val));
   HostTokens host_tokens(decoder.device(), static_cast<std::int64_t>(batch));
-  StepRunner passes_run(decoder, input, new_tokens, options.steps, passes);
+  StepRunner passes_run(decoder, input, new_tokens, options.steps, passes, cache);
   auto first = passes_run.prompt_pass();
   if (!first) return first.status();
   Tensor logits = *first;

@@ -86,9 +86,12 @@ at::Tensor pick_tokens(at::Tensor logits, const SamplingOptions& options, at::Ge
 at::Generator sampling_generator(c10::Device device, std::uint64_t seed);
 
 // Left-pads the prompts into one batch. An empty prompt, an id outside the
-// vocabulary or a prompt over the context length is invalid_request.
+// vocabulary or a prompt over the context length is invalid_request. cache:
+// where keys and values go (a run of the model's KV pool: capacity the padded
+// prompt length + new_token_limit()); none: a cache of its own.
 Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector<std::int64_t>>& prompts,
-                           const SamplingOptions& options, const StepCallback& on_step, PassHooks* passes = nullptr);
+                           const SamplingOptions& options, const StepCallback& on_step, PassHooks* passes = nullptr,
+                           KvCache* cache = nullptr);
 
 // How many tokens generate() makes at most for prompts of this padded length (the context bounds it).
 std::int64_t new_token_limit(const Architecture& architecture, const SamplingOptions& options, std::int64_t length);

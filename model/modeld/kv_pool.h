@@ -2,8 +2,8 @@
 // value tensor [kv_heads, tokens, head_dim], in blocks of kBlockTokens
 // positions. A request's rows take one run of blocks (which run: Admission,
 // admission.h) and see it as a KvCache of [rows, kv_heads, capacity, head_dim]
-// views, row after row, whose addresses never move (what a CUDA graph of a
-// batched step would need; static steps still use their own cache today). Immutable after construction.
+// views, row after row, whose addresses never move (what a CUDA graph
+// replays: static steps take their cache from here too). Immutable after construction.
 #pragma once
 
 #include <cstdint>

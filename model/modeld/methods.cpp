@@ -252,18 +252,11 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
   bool sends = stream || ops;
   SchedulerCaller caller{[&ctx] { return ctx.stopped(); },
                          [&ctx, sends] { return !sends || ctx.data_credit() > 0 || ctx.stopped(); }};
-  Result<Generated> generated = Status(ErrorCode::internal, "model.generate: not run");
-  if (options.steps == DecodeSteps::dynamic) {
-    generated = m.scheduler->generate(prompts, options, on_step, interventions.get(), caller);
-  } else {  // static steps run alone: their cache (and CUDA graph) is shaped for one request
-    auto ran = m.scheduler->run_alone([&] {
-      return guarded("model.generate", [&]() -> Result<json> {
-        generated = generate(*m.decoder, prompts, options, on_step, interventions.get());
-        return json();
-      });
-    }, caller);
-    if (!ran) generated = ran.status();
-  }
+  // Static steps run alone: their shapes (and CUDA graph) are fixed for one request.
+  Result<Generated> generated =
+      options.steps == DecodeSteps::dynamic
+          ? m.scheduler->generate(prompts, options, on_step, interventions.get(), caller)
+          : m.scheduler->generate_alone(prompts, options, on_step, interventions.get(), caller);
   if (!generated) return generated.status();
   if (Status stopped = ctx.stop_reason(); !stopped) return stopped;
   if (!stream_error) return stream_error;

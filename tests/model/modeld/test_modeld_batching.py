@@ -6,7 +6,8 @@ else is in the batch: other lengths, padded batches, steering and zeroing
 ops, captures, stops, sampling, and a request cancelled mid-way. Also: a full
 queue is refused naming its size, a request larger than the whole KV cache
 is refused with its token counts, a caller that disconnects frees its KV
-blocks, and model.stats shows the batch."""
+blocks, static (fixed-shape) steps run on blocks of the same pool, and
+model.stats shows the batch."""
 import threading
 import time
 import unittest
@@ -181,6 +182,30 @@ class Batching(ServedTinyModels):
         thread.join(60)
         self.assertSameOutcome(staying["result"], want, "the request beside it")
         self.assertEqual(self.stats()["kv"]["blocks_used"], 0)
+
+    def test_static_steps_take_their_cache_from_the_same_pool(self):
+        prompt, options = [5, 17, 33, 2, 9, 4], dict(max_new_tokens=12, ignore_eos=True)
+        dynamic = self.run_request(self.modeld.client, "small-cache", prompt, options)  # leaves its values in the pool
+        # While a fixed-step generation runs, it holds its blocks of the pool: rows × (prompt + new) positions.
+        stream = Model(self.client(), "small-cache").generate_stream(prompt, decode_steps="fixed", **options)
+        next(stream)
+        kv = self.stats("small-cache")["kv"]
+        self.assertEqual(kv["blocks_used"], -(-(len(prompt) + 12) // kv["block_tokens"]), kv)
+        for _ in stream:
+            pass
+        self.assertEqual(self.stats("small-cache")["kv"]["blocks_used"], 0)
+        # On blocks another request wrote before, zeroed: the dynamic steps' tokens.
+        fixed = self.run_request(self.modeld.client, "small-cache", prompt, dict(options, decode_steps="fixed"))
+        self.assertEqual(fixed["tokens"], dynamic["tokens"])
+        # Larger than the pool: refused as the batch's requests are.
+        positions = kv["blocks"] * kv["block_tokens"]
+        rows = positions // 20 + 1
+        with self.assertRaises(RpcError) as refused:
+            self.modeld.client.call("model.generate", model="small-cache", ids=[[3] * 10] * rows, max_new_tokens=10,
+                                    decode_steps="fixed")
+        self.assertEqual(refused.exception.code, "invalid_request")
+        self.assertIn("needs %d KV cache positions (%d rows × (10 prompt + 10 new tokens))" % (rows * 20, rows),
+                      refused.exception.message)
 
     def test_stats_show_the_batch_and_the_pool(self):
         self.run_request(self.modeld.client, "llama", [1, 2, 3], dict(max_new_tokens=8, ignore_eos=True))
