@@ -187,13 +187,16 @@ class Batching(ServedTinyModels):
         prompt, options = [5, 17, 33, 2, 9, 4], dict(max_new_tokens=12, ignore_eos=True)
         dynamic = self.run_request(self.modeld.client, "small-cache", prompt, options)  # leaves its values in the pool
         # While a fixed-step generation runs, it holds its blocks of the pool: rows × (prompt + new) positions.
-        stream = Model(self.client(), "small-cache").generate_stream(prompt, decode_steps="fixed", **options)
+        # (200 new tokens: beyond the stream's credit window of 16, it waits for this reader.)
+        stream = Model(self.client(), "llama").generate_stream(prompt, decode_steps="fixed", max_new_tokens=200,
+                                                               ignore_eos=True)
         next(stream)
-        kv = self.stats("small-cache")["kv"]
-        self.assertEqual(kv["blocks_used"], -(-(len(prompt) + 12) // kv["block_tokens"]), kv)
+        kv = self.stats("llama")["kv"]
+        self.assertEqual(kv["blocks_used"], -(-(len(prompt) + 200) // kv["block_tokens"]), kv)
         for _ in stream:
             pass
-        self.assertEqual(self.stats("small-cache")["kv"]["blocks_used"], 0)
+        self.assertEqual(self.stats("llama")["kv"]["blocks_used"], 0)
+        kv = self.stats("small-cache")["kv"]
         # On blocks another request wrote before, zeroed: the dynamic steps' tokens.
         fixed = self.run_request(self.modeld.client, "small-cache", prompt, dict(options, decode_steps="fixed"))
         self.assertEqual(fixed["tokens"], dynamic["tokens"])
