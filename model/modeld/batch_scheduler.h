@@ -4,8 +4,9 @@
 // decode step of the batch is one forward pass (Decoder::forward_batch) in
 // which every request keeps its own cache, hooks, sampling and stops. All
 // else (model.forward, model.run, generate with static steps) runs alone
-// between two steps; a static generation takes its cache from the same pool. Prefill is interleaved, not chunked: between two decode
-// steps the requests waiting start (each prompt in one pass, as it would run
+// between two steps; a static generation takes its cache from the same pool.
+// Prefill is interleaved, not chunked: between two decode steps the requests
+// waiting start (each prompt in one pass, as it would run
 // alone) up to kPrefillTokensBetweenSteps prompt tokens, at least one; their
 // first tokens go out together once all of them ran, so that no request of a
 // burst waits for the others' prefills between its first and second token.

@@ -38,9 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   while (!input.empty()) {
     std::uint8_t event = input.byte(), value = input.byte();
     switch (event % 4) {
-      case 0: {  // arrival: work alone (0, 0) or a generation of 1..max_batch+2 rows
+      case 0: {  // arrival: work alone (0 rows; holding no blocks, or some as a static generation) or a
+                 // generation of 1..max_batch+2 rows
         std::int64_t rows = value % 5 == 0 ? 0 : 1 + value % (max_batch + 2);
-        std::int64_t blocks = rows == 0 ? 0 : 1 + (value / 5) % (pool + 2);
+        std::int64_t blocks = rows == 0 && value % 2 == 0 ? 0 : 1 + (value / 5) % (pool + 2);
         auto offered = admission.offer(next_id, rows, blocks);
         if (blocks > pool) {
           check(offered == Admission::Offer::too_large);

@@ -196,11 +196,11 @@ class Batching(ServedTinyModels):
         for _ in stream:
             pass
         self.assertEqual(self.stats("llama")["kv"]["blocks_used"], 0)
-        kv = self.stats("small-cache")["kv"]
-        # On blocks another request wrote before, zeroed: the dynamic steps' tokens.
+        # On blocks another request wrote before: the dynamic steps' tokens.
         fixed = self.run_request(self.modeld.client, "small-cache", prompt, dict(options, decode_steps="fixed"))
         self.assertEqual(fixed["tokens"], dynamic["tokens"])
         # Larger than the pool: refused as the batch's requests are.
+        kv = self.stats("small-cache")["kv"]
         positions = kv["blocks"] * kv["block_tokens"]
         rows = positions // 20 + 1
         with self.assertRaises(RpcError) as refused:
