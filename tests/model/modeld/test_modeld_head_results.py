@@ -125,6 +125,22 @@ class HeadResults(ServedTinyModels):
                                    {"op": "capture", "hook": result(2)}])[result(2)].numpy()
         np.testing.assert_array_equal(set_[:, :, 3], np.full((2, len(PROMPT), D_MODEL), 0.25, np.float32))
 
+    def test_its_gradient_is_hook_attn_outs_for_every_head(self):
+        # attn_out = sum over heads of result + b_O, so d/d result[h] = d/d attn_out for each head h, exactly.
+        for name in self.ARCHITECTURES:
+            with self.subTest(architecture=name):
+                got = self.pass_of(name, ops=[{"op": "capture_grad", "hook": result(1)},
+                                              {"op": "capture_grad", "hook": "blocks.1.hook_attn_out"},
+                                              {"op": "capture_grad", "hook": result(2), "heads": [3], "positions": [-1]}],
+                                   grad_of={"logit_diff": {"tokens": [7, 11]}})
+                (_, by_result), (_, by_out), (_, picked) = got["grads"]
+                self.assertEqual(tuple(by_result.shape), (2, len(PROMPT), HEADS, D_MODEL))
+                self.assertGreater(float(by_out.abs().max()), 0.0)
+                for head in range(HEADS):
+                    np.testing.assert_array_equal(by_result[:, :, head].numpy(), by_out.numpy())
+                self.assertEqual(tuple(picked.shape), (2, 1, 1, D_MODEL))
+                self.assertGreater(float(picked.abs().max()), 0.0)
+
     def test_generate_captures_it_per_step_and_an_edit_equals_the_z_edit(self):
         for name in self.ARCHITECTURES:
             with self.subTest(architecture=name):
