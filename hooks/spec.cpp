@@ -256,7 +256,7 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
   auto positions_axis = static_cast<std::size_t>(point->position_axis);
   if (Status s = read_indices(op, "positions", where, point->dims[positions_axis], "positions", out.where.positions); !s) return s;
   if (op.contains("heads") && point->head_axis < 0) {
-    return Status::invalid_request(fmt::format("{}.heads: {} has no heads axis (heads select in attn.hook_q/k/v/z, rot_q/k, attn_scores, pattern)",
+    return Status::invalid_request(fmt::format("{}.heads: {} has no heads axis (heads select in attn.hook_q/k/v/z/result, rot_q/k, attn_scores, pattern)",
                                where, out.hook));
   }
   if (point->head_axis >= 0) {

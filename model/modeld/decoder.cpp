@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "model/modeld/cpu_linear.h"
+#include "model/modeld/head_results.h"
 #include "model/modeld/weight_loader.h"
 
 namespace gpubox::modeld {
@@ -356,7 +357,12 @@ struct Decoder::Weights : BoundWeights {
     z = z.transpose(1, 2);  // [batch, tokens, heads, d]
     hook(hooks, HookPoint::z, layer, z);
     Tensor flat = z.reshape({batch, tokens, heads * d});
-    return residual.defined() ? project_add(flat, w.o_w, w.o_b, residual) : project(flat, w.o_w, w.o_b);
+    Tensor out = residual.defined() ? project_add(flat, w.o_w, w.o_b, residual) : project(flat, w.o_w, w.o_b);
+    if (!hooks || !hooks->wants(HookPoint::result, layer)) return out;
+    std::vector<HookedRows> requests;
+    for (const auto& part : parts) requests.push_back({part.first_row, part.rows, part.hooks});
+    return hooked_results(layer, z, w.o_w, w.o_b, arch.fused_conv1d ? WeightLayout::in_out : WeightLayout::out_in, requests,
+                          residual, out);
   }
 
   // One part's attention: its keys k and values v [rows, tokens, kv_heads, d]

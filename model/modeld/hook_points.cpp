@@ -8,8 +8,8 @@ std::string hook_point_name(HookPoint point, int layer) {
   static const char* names[] = {
       "hook_embed", "hook_pos_embed", "hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k",
       "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k", "attn.hook_attn_scores", "attn.hook_pattern",
-      "attn.hook_z", "hook_attn_out", "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_pre_linear",
-      "mlp.hook_post", "hook_mlp_out", "hook_resid_post", "ln_final.hook_normalized", "logits"};
+      "attn.hook_z", "attn.hook_result", "hook_attn_out", "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre",
+      "mlp.hook_pre_linear", "mlp.hook_post", "hook_mlp_out", "hook_resid_post", "ln_final.hook_normalized", "logits"};
   std::string name = names[static_cast<int>(point)];
   return layer < 0 ? name : fmt::format("blocks.{}.{}", layer, name);
 }
@@ -23,10 +23,11 @@ std::vector<HookPointInfo> hook_points(const Architecture& a) {
       if (shape[i] == "pos" || shape[i] == "query_pos") axis = static_cast<int>(i);
     }
     bool per_head = point == HookPoint::q || point == HookPoint::k || point == HookPoint::v || point == HookPoint::rot_q ||
-                    point == HookPoint::rot_k || point == HookPoint::z;
+                    point == HookPoint::rot_k || point == HookPoint::z || point == HookPoint::result;
     bool per_head_pattern = point == HookPoint::attn_scores || point == HookPoint::pattern;
     int head_axis = per_head ? 2 : per_head_pattern ? 1 : -1;
-    points.push_back({point, layer, hook_point_name(point, layer), std::move(shape), axis, head_axis});
+    bool opt_in = point == HookPoint::result;
+    points.push_back({point, layer, hook_point_name(point, layer), std::move(shape), axis, head_axis, opt_in});
   };
   json hidden = {"batch", "pos", a.hidden_size};
   add(HookPoint::embed, -1, hidden);
@@ -44,6 +45,7 @@ std::vector<HookPointInfo> hook_points(const Architecture& a) {
     add(HookPoint::attn_scores, l, {"batch", a.num_heads, "query_pos", "key_pos"});
     add(HookPoint::pattern, l, {"batch", a.num_heads, "query_pos", "key_pos"});
     add(HookPoint::z, l, {"batch", "pos", a.num_heads, a.head_dim});
+    add(HookPoint::result, l, {"batch", "pos", a.num_heads, a.hidden_size});  // z times each head's W_O, before b_O
     add(HookPoint::attn_out, l, hidden);
     add(HookPoint::resid_mid, l, hidden);
     add(HookPoint::ln2_normalized, l, hidden);

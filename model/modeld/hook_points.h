@@ -15,7 +15,7 @@ namespace gpubox::modeld {
 
 // The activations hook points expose, in forward order (TransformerLens' names in hook_point_name()).
 enum class HookPoint {
-  embed, pos_embed, resid_pre, ln1_normalized, q, k, v, rot_q, rot_k, attn_scores, pattern, z, attn_out,
+  embed, pos_embed, resid_pre, ln1_normalized, q, k, v, rot_q, rot_k, attn_scores, pattern, z, result, attn_out,
   resid_mid, ln2_normalized, mlp_pre, mlp_pre_linear, mlp_post, mlp_out, resid_post, ln_final_normalized, logits,
 };
 
@@ -30,7 +30,8 @@ struct HookPointInfo {
   std::string name;
   nlohmann::json shape;
   int position_axis;  // the "pos" (or "query_pos") axis
-  int head_axis;      // the heads axis of attn.hook_q/k/v/z, rot_q/k, attn_scores, pattern; else -1
+  int head_axis;      // the heads axis of attn.hook_q/k/v/z/result, rot_q/k, attn_scores, pattern; else -1
+  bool opt_in = false;  // left out of an every-point capture (run_with_cache): attn.hook_result, d_model per head
 };
 
 // Every hook point of this architecture, in forward order.

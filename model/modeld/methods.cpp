@@ -488,7 +488,11 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
     if (Status s = params.finish(); !s) return s;
     if (!model) return model.status();
     json list = json::array();
-    for (const auto& p : hook_points((*model)->architecture)) list.push_back({{"name", p.name}, {"shape", p.shape}});
+    for (const auto& p : hook_points((*model)->architecture)) {
+      json entry = {{"name", p.name}, {"shape", p.shape}};
+      if (p.opt_in) entry["opt_in"] = true;
+      list.push_back(std::move(entry));
+    }
     return json{{"hooks", list}};
   });
   methods.add("model.generate", [&registry](rpc::CallContext& ctx) { return guarded("model.generate", [&] { return generate_method(registry, ctx); }); });

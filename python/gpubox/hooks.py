@@ -18,7 +18,10 @@ models, and nothing more for the model host's.
 Points no single module carries (`attn.hook_rot_q/k`, `attn.hook_attn_scores`,
 `attn.hook_pattern`) are not offered for transformers models; `hook_resid_mid`
 can be captured but not edited there (the residual sum that follows reads the
-value before any hook can change it).
+value before any hook can change it). `attn.hook_result` (each head's z_h @ W_O[h],
+[batch, pos, heads, d_model]) is computed from the output projection's input
+only when an op names it; once edited, the projection's output is the results'
+sum plus its bias.
 """
 import math
 
@@ -27,7 +30,7 @@ FIELDS = {"capture": {"dtype"}, "set": {"value", "allow_nonfinite"}, "add": {"ve
           "scale": {"factor"}, "zero": set(), "mean": {"value", "allow_nonfinite"},
           "project_out": {"direction", "allow_nonfinite"}, "patch": {"value", "from_row", "allow_nonfinite"}}
 COMMON = {"op", "hook", "rows", "positions", "heads"}
-HEAD_POINTS = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z")
+HEAD_POINTS = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z", "attn.hook_result")
 EDIT_REFUSED = ("hook_resid_mid",)
 
 
@@ -41,8 +44,9 @@ def _torch():
 class _Point:
     """A hook point on a module: its output (or input) reshaped to TransformerLens' shape."""
 
-    def __init__(self, module, where, heads=None, split=None, norm=None):
+    def __init__(self, module, where, heads=None, split=None, norm=None, result=False):
         self.module, self.where, self.heads, self.split, self.norm = module, where, heads, split, norm
+        self.result = result  # attn.hook_result: the per-head shares of the output projection (module)
 
 
 def _norm_kind(model):
@@ -70,6 +74,7 @@ def _points(model):
             for i, name in enumerate(("q", "k", "v")):
                 points[b + "attn.hook_" + name] = _Point(block.attn.c_attn, "out", heads, split=(i * d, d))
             points[b + "attn.hook_z"] = _Point(block.attn.c_proj, "in", heads)
+            points[b + "attn.hook_result"] = _Point(block.attn.c_proj, "out", heads, result=True)
             points[b + "hook_attn_out"] = _Point(block.attn, "out")
             points[b + "hook_resid_mid"] = _Point(block.ln_2, "in")
             points[b + "ln2.hook_normalized"] = _Point(block.ln_2, "out", norm="layer_norm")
@@ -97,6 +102,7 @@ def _points(model):
         points[b + "attn.hook_k"] = _Point(attn.k_proj, "out", kv_heads)
         points[b + "attn.hook_v"] = _Point(attn.v_proj, "out", kv_heads)
         points[b + "attn.hook_z"] = _Point(attn.o_proj, "in", heads)
+        points[b + "attn.hook_result"] = _Point(attn.o_proj, "out", heads, result=True)
         points[b + "hook_attn_out"] = _Point(block.post_attention_layernorm if gemma else attn.o_proj, "out")
         points[b + "hook_resid_mid"] = _Point(ln2, "in")
         points[b + "ln2.hook_normalized"] = _Point(ln2, "out", norm=norm)
@@ -379,7 +385,7 @@ def _shapes(model, points, batch, length, hidden):
     shapes = {}
     for name, point in points.items():
         if point.heads:
-            shapes[name] = ([batch, length, point.heads, head_dim], 2)
+            shapes[name] = ([batch, length, point.heads, hidden if point.result else head_dim], 2)
         else:
             shapes[name] = ([batch, length, intermediate if ".mlp.hook_" in name else hidden], None)
     shapes["logits"] = ([batch, length, config.vocab_size], None)
@@ -405,6 +411,12 @@ def _install(point, hook, apply_all, batch):
         return new
 
     def change(value, module_input=None):
+        if point.result:
+            results = _head_results(module_input, point.module, point.heads)
+            edited = apply_all(hook, results)
+            if edited is results:
+                return value
+            return edited.sum(2) if point.module.bias is None else edited.sum(2) + point.module.bias
         if point.norm:
             n = _normalized(module_input, point.norm, _eps(point.module))
             edited = apply_all(hook, n)
@@ -427,6 +439,15 @@ def _install(point, hook, apply_all, batch):
             return None
         return (new,) + tuple(out[1:]) if isinstance(out, tuple) else new
     return point.module.register_forward_hook(post, with_kwargs=True)
+
+
+def _head_results(z, module, heads):
+    """z [batch, pos, heads·d_head] (the output projection's input) times each head's rows of W_O:
+    [batch, pos, heads, d_model], without the bias (TransformerLens' attn.hook_result)."""
+    torch = _torch()
+    z = z.reshape(z.shape[0], z.shape[1], heads, -1)
+    weight = module.weight if type(module).__name__ == "Conv1D" else module.weight.t()  # [heads·d_head, d_model]
+    return torch.einsum("bphd,hdm->bphm", z, weight.reshape(heads, z.shape[-1], -1))
 
 
 def _cat(*parts):

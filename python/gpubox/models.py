@@ -198,8 +198,11 @@ class Model:
     def run_with_cache(self, ids=None, text=None, names=None, timeout: Optional[float] = None):
         """TransformerLens' run_with_cache: (logits, cache), the cache a dict of every hook
         point's activation by name (float32), or of those in `names` (a list, or a function
-        of the name that says which to keep). One round trip; memory grows with the prompt."""
-        points = [h["name"] for h in self.hooks() if h["name"] != "logits"]
+        of the name that says which to keep). One round trip; memory grows with the prompt.
+        Opt-in points (model.hooks marks them: attn.hook_result, d_model wide per head) are
+        cached only when the list names them, as TransformerLens caches hook_result only
+        with use_attn_result."""
+        points = [h["name"] for h in self.hooks() if h["name"] != "logits" and not h.get("opt_in")]
         if callable(names):
             points = [n for n in points if names(n)]
         elif names is not None:

@@ -37,6 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       {"hook_embed", {batch, tokens, 8}, 1, -1},
       {"blocks.0.attn.hook_q", {batch, tokens, 2, 4}, 1, 2},
       {"blocks.0.attn.hook_pattern", {batch, 2, tokens, tokens}, 2, 1},
+      {"blocks.0.attn.hook_result", {batch, tokens, 2, 8}, 1, 2},  // heads, then d_model (wider than a head)
       {"blocks.0.hook_resid_post", {batch, tokens, 8}, 1, -1},
       {"logits", {batch, tokens, 16}, 1, -1},
   };

@@ -1,6 +1,7 @@
 // hooks/' intervention spec decoder (decode_plan) and the hook points an
 // architecture has (model/modeld/hook_points.h): what is accepted, normalized
 // and refused, with the field and a few valid names in the message.
+#include <algorithm>
 #include <cstring>
 
 #include <gmock/gmock.h>
@@ -217,13 +218,23 @@ TEST(HookPoints, EachArchitectureHasItsOwn) {
     } else if (p.name == "blocks.0.hook_resid_post") {
       EXPECT_EQ(p.position_axis, 1);
       EXPECT_EQ(p.head_axis, -1);
+    } else if (p.name == "blocks.0.attn.hook_result") {  // every query head's output, d_model wide; opt-in
+      EXPECT_EQ(p.shape, json::parse(R"(["batch", "pos", 4, 64])"));
+      EXPECT_EQ(p.head_axis, 2);
     }
+    EXPECT_EQ(p.opt_in, p.name.ends_with("attn.hook_result")) << p.name;
   }
+  auto after_z = std::find_if(llama.begin(), llama.end(), [](const auto& p) { return p.name == "blocks.1.attn.hook_z"; }) + 1;
+  EXPECT_EQ(after_z->name, "blocks.1.attn.hook_result");
+  EXPECT_EQ((after_z + 1)->name, "blocks.1.hook_attn_out");
   for (const auto& shape : modeld::request_shapes(llama, 3, 7, 9)) {
     if (shape.name == "blocks.1.attn.hook_pattern") {
       EXPECT_THAT(shape.dims, ElementsAre(3, 4, 7, 9));
     } else if (shape.name == "blocks.1.attn.hook_v") {
       EXPECT_THAT(shape.dims, ElementsAre(3, 7, 2, 16));
+    } else if (shape.name == "blocks.1.attn.hook_result") {
+      EXPECT_THAT(shape.dims, ElementsAre(3, 7, 4, 64));
+      EXPECT_EQ(shape.head_axis, 2);
     } else if (shape.name == "logits") {
       EXPECT_THAT(shape.dims, ElementsAre(3, 7, 320));
     }

@@ -55,6 +55,7 @@ class HooksToolkit(ServedTinyModels):
         vector, direction = torch.randn(64, generator=g), torch.randn(64, generator=g)
         ops = [{"op": "add", "hook": "blocks.0.hook_resid_post", "vector": vector, "scale": 3.0, "positions": [-1, 2]},
                {"op": "zero", "hook": "blocks.1.attn.hook_z", "heads": [1], "rows": [1]},
+               {"op": "scale", "hook": "blocks.0.attn.hook_result", "factor": -2.0, "heads": [2], "positions": [5]},
                {"op": "set", "hook": "blocks.1.attn.hook_q", "value": torch.ones(16), "heads": [0], "positions": [4]},
                {"op": "scale", "hook": "blocks.1.ln2.hook_normalized", "factor": 1.5, "positions": [3]},
                {"op": "patch", "hook": "blocks.2.hook_resid_pre", "from_row": 0, "rows": [1], "positions": [2, 7]},

@@ -3,11 +3,11 @@ separate connections share one running batch, and each one's output is
 identical (greedy, float32, CPU; sampled ones with their seed) to the same
 request served alone — its tokens, finish reason and captures — whatever
 else is in the batch: other lengths, padded batches, steering and zeroing
-ops, captures, stops, sampling, and a request cancelled mid-way. Also: a full
-queue is refused naming its size, a request larger than the whole KV cache
-is refused with its token counts, a caller that disconnects frees its KV
-blocks, static (fixed-shape) steps run on blocks of the same pool, and
-model.stats shows the batch."""
+ops, captures, stops, sampling, captures and edits of attn.hook_result, and a
+request cancelled mid-way. Also: a full queue is refused naming its size, a
+request larger than the whole KV cache is refused with its token counts, a
+caller that disconnects frees its KV blocks, static (fixed-shape) steps run on
+blocks of the same pool, and model.stats shows the batch."""
 import threading
 import time
 import unittest
@@ -40,6 +40,14 @@ def requests_of_every_kind():
         ("long", [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38],
          dict(max_new_tokens=40, ignore_eos=True)),
         ("eos allowed", [60, 61, 62], dict(max_new_tokens=25)),
+        # attn.hook_result: computed for these requests' rows only; an edit re-sums their attention output
+        ("head results captured", [50, 51, 52, 53], dict(max_new_tokens=10, ignore_eos=True,
+                                                         capture=["blocks.1.attn.hook_result"])),
+        ("head results edited", [[4, 5, 6, 7], [8, 9, 10, 11, 12, 13]],
+         dict(max_new_tokens=14, ignore_eos=True, ops=[
+             {"op": "zero", "hook": "blocks.0.attn.hook_result", "heads": [1]},
+             {"op": "scale", "hook": "blocks.2.attn.hook_result", "factor": 3.0, "heads": [0], "rows": [1]},
+             {"op": "capture", "hook": "blocks.2.attn.hook_result", "heads": [0]}])),
     ]
 
 

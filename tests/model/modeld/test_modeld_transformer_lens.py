@@ -10,7 +10,9 @@ run_with_hooks hook function, within 1e-4 relative in float32 (the tolerance
 of test_modeld_models: two implementations of the same float32 arithmetic,
 summed in different orders). Masked attention scores are compared by where
 they are masked (ours -inf). ln*.hook_normalized is, as in TransformerLens,
-the normalized value before the norm's weight and bias.
+the normalized value before the norm's weight and bias. attn.hook_result
+(opt-in, as use_attn_result is there) against the bridge with
+use_attn_result switched on.
 """
 import os
 import shutil
@@ -62,7 +64,8 @@ class TransformerLensPeer(unittest.TestCase):
 
     def test_every_hook_point_matches_transformer_lens_run_with_cache(self):
         for name in ARCHITECTURES:
-            hooks = [h["name"] for h in self.modeld.client.call("model.hooks", model=name)["hooks"]]
+            # Opt-in points (attn.hook_result) are in TransformerLens' cache only with use_attn_result: below.
+            hooks = [h["name"] for h in self.modeld.client.call("model.hooks", model=name)["hooks"] if not h.get("opt_in")]
             result = Model(self.modeld.client, name).run(ids=PROMPT, capture=hooks)
             with torch.no_grad():
                 logits, cache = self.bridges[name].run_with_cache(torch.tensor([PROMPT]))
@@ -73,6 +76,38 @@ class TransformerLensPeer(unittest.TestCase):
                     want = (logits if hook == "logits" else cache[hook]).float().numpy()
                     self.assertEqual(tuple(got.shape), want.shape)
                     self.assert_close(got.numpy(), want, hook)
+
+    def test_attn_result_matches_use_attn_result(self):
+        """attn.hook_result against the bridge with use_attn_result on (z_h @ W_O[h], b_O not in it): captured,
+        and edited per head (zero one head, scale another at one position; the output is then the sum over heads
+        plus b_O, in both). Same float32 products in both, summed in different orders: TOLERANCE."""
+        results = ["blocks.%d.attn.hook_result" % l for l in range(3)]
+        for name in ARCHITECTURES:
+            with self.subTest(architecture=name):
+                bridge = self.bridges[name]
+                bridge.set_use_attn_result(True)
+                try:
+                    got = Model(self.modeld.client, name).run(ids=PROMPT, capture=results)
+                    with torch.no_grad():
+                        _, cache = bridge.run_with_cache(torch.tensor([PROMPT]), names_filter=lambda n: n in results)
+                    for hook in results:
+                        want = cache[hook].float().numpy()
+                        self.assertEqual(tuple(got[hook].shape), want.shape)
+                        self.assertEqual(want.shape[2:], (4, 64))  # [batch, pos, heads, d_model]
+                        self.assert_close(got[hook].numpy(), want, hook)
+
+                    def ablate(value, hook):
+                        value[:, :, 1] = 0
+                        return value
+
+                    def scale(value, hook):
+                        value[:, -1, 3] *= 2.5
+                        return value
+                    self.run_both(name, [{"op": "zero", "hook": results[0], "heads": [1]},
+                                         {"op": "scale", "hook": results[2], "factor": 2.5, "heads": [3], "positions": [-1]}],
+                                  [(results[0], ablate), (results[2], scale)])
+                finally:
+                    bridge.set_use_attn_result(False)
 
     def run_both(self, name, ops, tl_hooks):
         got = Model(self.modeld.client, name).run(ids=PROMPT, ops=ops)["logits"].numpy()
