@@ -28,13 +28,13 @@ struct HookShape {
 
 enum class OpKind {
   capture, set, add, scale, zero, mean, project_out, patch, capture_grad,
+  fn,           // the caller's TorchScript function (model/modeld/user_fn.h) on the selected part
   // On a loaded SAE's features (saes given to decode_plan):
   sae_capture,  // feature activations, dense or the top k per position
   sae_steer,    // add scale × W_dec[f] for each feature f
   sae_ablate,   // features zeroed, decoded, the SAE's error added back
   sae_set,      // features set to values, decoded, the error added back
-  sae_splice,   // the activation replaced by the SAE's reconstruction (no error term)
-  fn,           // the caller's TorchScript function (model/modeld/user_fn.h) on the selected part
+  sae_splice,   // the activation replaced by the SAE's reconstruction (no error term); the last: is_sae()
 };
 
 // An SAE a request may name (model.sae_load): the hook it reads and its widths.

@@ -125,8 +125,9 @@ Result<at::Tensor> InterventionHooks::run_fn(const Step& step, const at::Tensor&
                         got.device() != region.device())) {
     return Status::invalid_request(fmt::format("{}: the function returned {} {} on {}; the activation it was given is {} {} on {} "
                                    "(an fn returns the same shape, dtype and device, or None)",
-                                   where, hooks::shape_text(got.sizes().vec()), c10::toString(got.scalar_type()), got.device().str(),
-                                   hooks::shape_text(region.sizes().vec()), c10::toString(region.scalar_type()), region.device().str()));
+                                   where, hooks::shape_text(got.sizes().vec()), c10::getDtypeNames(got.scalar_type()).first,
+                                   got.device().str(), hooks::shape_text(region.sizes().vec()),
+                                   c10::getDtypeNames(region.scalar_type()).first, region.device().str()));
   }
   return got;
 }
