@@ -115,23 +115,24 @@ Status FnSet::add(const std::string& name, std::shared_ptr<const UserFn> fn) {
   return {};
 }
 
+std::string FnSet::names() const {
+  std::vector<std::string_view> names;
+  for (const auto& [held, fn] : fns_) names.push_back(held);
+  return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
+}
+
 Status FnSet::remove(const std::string& name) {
   MutexLock lock(mutex_);
   if (fns_.erase(name) == 1) return {};
-  std::vector<std::string_view> names;
-  for (const auto& [held, fn] : fns_) names.push_back(held);
-  return {ErrorCode::not_found, fmt::format("params.name: no function \"{}\" (loaded: {})", name,
-                                            names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")))};
+  return {ErrorCode::not_found, fmt::format("params.name: no function \"{}\" (loaded: {})", name, names())};
 }
 
 Result<std::shared_ptr<const UserFn>> FnSet::find(const std::string& name, const std::string& where) const {
   MutexLock lock(mutex_);
   auto found = fns_.find(name);
   if (found != fns_.end()) return found->second;
-  std::vector<std::string_view> names;
-  for (const auto& [held, fn] : fns_) names.push_back(held);
-  return Status::invalid_request(fmt::format("{}: no function \"{}\" is loaded for this model (loaded: {}; model.fn_load loads one)", where,
-                             name, names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
+  return Status::invalid_request(fmt::format("{}: no function \"{}\" is loaded for this model (loaded: {}; model.fn_load loads one)",
+                                             where, name, names()));
 }
 
 nlohmann::json FnSet::list() const {

@@ -65,6 +65,7 @@ class FnSet {
   nlohmann::json list() const;  // [{name, bytes}]
 
  private:
+  std::string names() const REQUIRES(mutex_);  // "a, b", or "none"
   mutable Mutex mutex_;
   std::map<std::string, std::shared_ptr<const UserFn>> fns_ GUARDED_BY(mutex_);
 };

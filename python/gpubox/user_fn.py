@@ -11,10 +11,13 @@ A function takes (act) or (act, extra: Dict[str, Tensor]) and returns the
 replacement (same shape and dtype), None (unchanged), or (Optional[Tensor],
 Dict[str, Tensor]) to also capture tensors by name. archive() scripts a
 callable (or takes a ScriptFunction / ScriptModule / nn.Module / bytes as they
-are) and caches the bytes per callable.
+are). It keeps the bytes per plain function object (a function defined again,
+as a notebook cell run again defines it, is scripted again); a module, whose
+weights may change between calls, is saved every time.
 """
 import hashlib
 import io
+import types
 import warnings
 import weakref
 from typing import Any, Dict, Optional
@@ -31,10 +34,8 @@ def archive(fn) -> bytes:
     the bytes themselves). FnScriptError naming the function and what TorchScript refused."""
     if isinstance(fn, (bytes, bytearray, memoryview)):
         return bytes(fn)
-    try:
+    if fn in _ARCHIVES:  # only plain functions are kept
         return _ARCHIVES[fn]
-    except (KeyError, TypeError):
-        pass
     import torch
     with warnings.catch_warnings():
         # torch.jit is deprecated from torch 2.10 on, and still the one format LibTorch runs without Python
@@ -51,10 +52,8 @@ def archive(fn) -> bytes:
         buffer = io.BytesIO()
         torch.jit.save(scripted, buffer)
     data = buffer.getvalue()
-    try:
+    if isinstance(fn, types.FunctionType):
         _ARCHIVES[fn] = data
-    except TypeError:  # not weakly referenceable: scripted again next time
-        pass
     return data
 
 
