@@ -176,6 +176,9 @@ class ModeldFn(ServedTinyModels):
                          [(0, HOOK + ":norm"), (1, HOOK + ":norm"), (2, HOOK + ":norm")])
         self.assertEqual([tuple(t.shape) for _, n, t in generated["captures"] if n.endswith(":norm")],
                          [(1, len(PROMPT)), (1, 1), (1, 1)])  # the prompt's pass, then one position a pass
+        streamed = list(self.model().generate_stream(PROMPT, hooks={HOOK: observe}, max_new_tokens=2, ignore_eos=True))
+        self.assertEqual([(item["step"], item["name"]) for item in streamed if "name" in item],
+                         [(0, HOOK + ":norm"), (0, HOOK + ":shape"), (1, HOOK + ":norm"), (1, HOOK + ":shape")])
 
     def test_a_function_that_raises_is_invalid_request_naming_the_hook_and_its_message(self):
         for call in (lambda: self.model().run(ids=PROMPT, hooks={HOOK: refuses}),
