@@ -5,6 +5,7 @@
     r = hooks.run(model, ids, capture=["blocks.1.hook_resid_post"],
                   add={"blocks.1.hook_resid_post": (vector, 4.0)})
     r["logits"], r["blocks.1.hook_resid_post"], r["captures"]
+    hooks.run(model, ids, hooks={"blocks.0.attn.hook_z": ablate})   # your own function (hooks/README.md, "fn")
 
 `model` is a Hugging Face transformers model (GPT-2, Llama, Mistral, Qwen2,
 Gemma 2) — the ops are applied by PyTorch forward hooks on the modules that
@@ -281,6 +282,24 @@ class _Op:
                              % (self.hook, list(out.shape), out.dtype, list(act.shape), act.dtype))
         return out
 
+    def replacement(self, value, region):
+        """What an edit other than fn puts in place of region (the selected part of value)."""
+        torch = _torch()
+        given = None if self.tensor is None else self.tensor.to(device=value.device, dtype=value.dtype)
+        if self.kind in ("set", "mean") or (self.kind == "patch" and given is not None):
+            return given
+        if self.kind == "add":
+            return region + given * self.factor
+        if self.kind == "scale":
+            return region * self.factor
+        if self.kind == "zero":
+            return torch.zeros_like(region)
+        if self.kind == "project_out":
+            unit = given.float() / given.float().norm()
+            r = region.float()
+            return (r - (r * unit).sum(-1, keepdim=True) * unit).to(value.dtype)
+        return value[self.index(value, [self.from_row])]  # patch from a row
+
     def apply(self, value, captures):
         """value after this op (value itself for a capture, which appends to captures)."""
         torch = _torch()
@@ -294,23 +313,8 @@ class _Op:
             new = self.call_fn(region.clone() if index is None else region, captures)
             if new is None:
                 return value
-        given = None if self.tensor is None else self.tensor.to(device=value.device, dtype=value.dtype)
-        if self.kind == "fn":
-            pass
-        elif self.kind in ("set", "mean") or (self.kind == "patch" and given is not None):
-            new = given
-        elif self.kind == "add":
-            new = region + given * self.factor
-        elif self.kind == "scale":
-            new = region * self.factor
-        elif self.kind == "zero":
-            new = torch.zeros_like(region)
-        elif self.kind == "project_out":
-            unit = given.float() / given.float().norm()
-            r = region.float()
-            new = (r - (r * unit).sum(-1, keepdim=True) * unit).to(value.dtype)
-        else:  # patch from a row
-            new = value[self.index(value, [self.from_row])]
+        else:
+            new = self.replacement(value, region)
         if index is None:
             return new.expand(value.shape).contiguous()
         edited = value.clone()

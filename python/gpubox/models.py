@@ -284,7 +284,7 @@ class Model:
         ops / capture / add as for run(), applied at every forward pass (an op's
         "steps": [pass, ...] limits it: 0 is the prompt's pass, k the one that picks
         token k); then "captures" holds (pass, hook, tensor) in the order produced.
-        hooks as for run(), at every pass (("fn", {"steps": [...]}) limits one)."""
+        hooks as for run(), at every pass ((fn, {"steps": [...]}) limits one)."""
         ops = list(ops) + user_fn.hook_ops(hooks)
         if any(op.get("op") == "fn" and not isinstance(op.get("fn"), (str, dict)) for op in ops):
             return self._with_fns(ops, lambda named: self.generate(prompt, timeout, named, capture, add, **options))
