@@ -13,6 +13,7 @@ float32 operation on the same values, so any difference is a bug in where its
 result goes (rows, positions, order, batching).
 """
 import os
+import random
 import threading
 import time
 import unittest
@@ -220,6 +221,35 @@ class ModeldFn(ServedTinyModels):
                 if what == "three arguments":
                     self.assertIn("takes (Tensor, Tensor, Tensor)", caught.exception.message)
         self.assertNotIn("bad", [f["name"] for f in self.modeld.client.call("model.fns", model="llama")["fns"]])
+        self.assert_serves()
+
+    def test_archives_with_random_damage_are_loaded_or_refused_never_the_hosts_end(self):
+        """1,000 archives of project_out, each with 1 to 16 random byte changes, cuts and
+        insertions (seeded): each loads (and then runs, or fails as a function) or is
+        invalid_request — with a message the client can read (a damaged archive's names are
+        not UTF-8) — and modeld serves on."""
+        good, rng = archive(project_out), random.Random(11)
+        outcomes = {}
+        for i in range(1000):
+            data = bytearray(good)
+            for _ in range(rng.choice([1, 2, 4, 16])):
+                at, kind = rng.randrange(len(data)), rng.random()
+                if kind < 0.6:
+                    data[at] = rng.randrange(256)
+                elif kind < 0.8:
+                    del data[at:at + rng.randrange(1, 64)]
+                else:
+                    data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 16)))
+            try:
+                self.model().fn_load("damaged%d" % i, bytes(data))
+                self.model().run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "damaged%d" % i,
+                                                   "extra": {"direction": torch.ones(64)}}])
+                outcome = "ran"
+            except RpcError as error:
+                outcome = error.code
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        self.assertEqual(set(outcomes) - {"ran", "invalid_request"}, set(), outcomes)
+        self.assertGreater(outcomes.get("invalid_request", 0), 500, outcomes)
         self.assert_serves()
 
     def test_a_function_torchscript_refuses_names_what_it_refused(self):
