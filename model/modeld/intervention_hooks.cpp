@@ -116,7 +116,7 @@ Result<at::Tensor> InterventionHooks::run_fn(const Step& step, const at::Tensor&
   if (stop_) {
     if (Status s = stop_(); !s) return Status(s.code(), fmt::format("{}: not run: {}", where, s.message()));
   }
-  const FnBinding& bound = fns_.at(step.position);
+  const FnBinding& bound = fns_.at(step.plan_index);
   auto out = bound.fn->call(region, bound.extra);
   if (!out) return Status(out.status().code(), fmt::format("{}: the function failed: {}", where, out.status().message()));
   for (auto& [name, value] : out->captures) fn_captures_.emplace_back(op.hook + ":" + name, value.detach());

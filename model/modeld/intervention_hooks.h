@@ -79,7 +79,7 @@ class InterventionHooks final : public Hooks {
     int head_axis;
     std::size_t capture;  // index into captured_ (captures) or watched_ (capture_grad)
     at::Tensor tensor;    // the op's tensor, if it has one
-    std::size_t position; // its op's place in the plan
+    std::size_t plan_index;  // its op's place in the plan
   };
   void run(const Step& step, at::Tensor& value);
   // An fn op's replacement of region (undefined: none), or a failure.

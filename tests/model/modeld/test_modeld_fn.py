@@ -10,7 +10,9 @@ run_with_hooks with the same Python function, within 1e-4 relative in float32
 float32 arithmetic, summed in different orders). Against modeld's own native
 ops (add, zero) the comparison is exact: the function computes the same
 float32 operation on the same values, so any difference is a bug in where its
-result goes (rows, positions, order, batching).
+result goes (rows, positions, order, batching). Failures (a raise, a wrong
+shape or dtype, bad or randomly damaged archives, a deadline) must be
+invalid_request or deadline_exceeded, and modeld must answer the next call.
 """
 import os
 import random
