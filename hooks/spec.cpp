@@ -19,7 +19,7 @@ struct OpRule {
   std::set<std::string_view> fields;  // beyond op, hook, rows, positions, heads
 };
 
-const std::array<OpRule, 14> kRules = {{
+const std::array<OpRule, 15> kRules = {{
     {OpKind::capture, "capture", {"dtype"}},
     {OpKind::set, "set", {"value", "allow_nonfinite"}},
     {OpKind::add, "add", {"vector", "scale", "allow_nonfinite"}},
@@ -34,6 +34,7 @@ const std::array<OpRule, 14> kRules = {{
     {OpKind::sae_ablate, "sae_ablate", {"sae", "features"}},
     {OpKind::sae_set, "sae_set", {"sae", "features", "values"}},
     {OpKind::sae_splice, "sae_splice", {"sae"}},
+    {OpKind::fn, "fn", {"fn", "extra"}},
 }};
 
 std::string op_names() {
@@ -136,6 +137,36 @@ Status read_tensor(const json& op, const char* key, const std::string& where, co
   }
   out.tensor = std::move(*arg);
   out.tensor_field = key;
+  return {};
+}
+
+// fn's fields: "fn", a loaded function's name or {"attachment": i} (a TorchScript archive sent with the call),
+// and "extra", {name: tensor descriptor} (any shapes: the function's to check).
+Status read_fn(const json& op, const std::string& where, const std::vector<std::size_t>& attachment_bytes, Op& out) {
+  auto fn = op.find("fn");
+  std::string field = where + ".fn";
+  if (fn != op.end() && fn->is_string() && !fn->get<std::string>().empty()) {
+    out.fn_name = fn->get<std::string>();
+  } else if (fn != op.end() && fn->is_object() && fn->size() == 1 && fn->contains("attachment")) {
+    const json& index = fn->at("attachment");
+    if (!index.is_number_unsigned() || index.get<std::uint64_t>() >= attachment_bytes.size()) {
+      return Status::invalid_request(fmt::format("{}.attachment: {} is not an attachment of this call ({} sent)", field, index.dump(),
+                                 attachment_bytes.size()));
+    }
+    out.fn_attachment = static_cast<std::size_t>(index.get<std::uint64_t>());
+    if (attachment_bytes[*out.fn_attachment] == 0) return Status::invalid_request(fmt::format("{}.attachment: the attachment is empty", field));
+  } else {
+    return Status::invalid_request(fmt::format("{}: expected a loaded function's name (model.fn_load) or {{\"attachment\": i}} "
+                               "(a torch.jit.save archive sent with the call)", field));
+  }
+  auto extra = op.find("extra");
+  if (extra == op.end()) return {};
+  if (!extra->is_object()) return Status::invalid_request(fmt::format("{}.extra: expected {{name: tensor, ...}}", where));
+  for (const auto& [name, descriptor] : extra->items()) {
+    auto arg = decode_tensor_arg(descriptor, fmt::format("{}.extra.{}", where, name), attachment_bytes);
+    if (!arg) return arg.status();
+    out.extra.emplace_back(name, std::move(*arg));
+  }
   return {};
 }
 
@@ -300,6 +331,9 @@ Result<Op> decode_op(const json& op, const std::string& where, const std::vector
       out.factor = *factor;
       break;
     }
+    case OpKind::fn:
+      if (Status s = read_fn(op, where, attachment_bytes, out); !s) return s;
+      break;
     case OpKind::zero:
     case OpKind::capture_grad:
     default:

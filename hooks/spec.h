@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hooks/tensor_arg.h"
@@ -27,12 +28,13 @@ struct HookShape {
 
 enum class OpKind {
   capture, set, add, scale, zero, mean, project_out, patch, capture_grad,
+  fn,           // the caller's TorchScript function (model/modeld/user_fn.h) on the selected part
   // On a loaded SAE's features (saes given to decode_plan):
   sae_capture,  // feature activations, dense or the top k per position
   sae_steer,    // add scale × W_dec[f] for each feature f
   sae_ablate,   // features zeroed, decoded, the SAE's error added back
   sae_set,      // features set to values, decoded, the error added back
-  sae_splice,   // the activation replaced by the SAE's reconstruction (no error term)
+  sae_splice,   // the activation replaced by the SAE's reconstruction (no error term); the last: is_sae()
 };
 
 // An SAE a request may name (model.sae_load): the hook it reads and its widths.
@@ -71,6 +73,10 @@ struct Op {
   std::vector<std::int64_t> features;   // sae_steer, sae_ablate, sae_set: in [0, d_sae), request order
   std::vector<double> values;           // sae_set: one per feature
   std::int64_t top_k = 0;               // sae_capture: 0 for dense
+  // fn: the function, by the name model.fn_load gave it, or the attachment holding its TorchScript archive
+  std::string fn_name;
+  std::optional<std::size_t> fn_attachment;
+  std::vector<std::pair<std::string, TensorArg>> extra;  // fn: the named tensors passed with the activation
   bool is_sae() const { return kind >= OpKind::sae_capture; }
   // The tensors a capture op sends back: 1, or 2 for sae_capture with top_k (indices, values); 0 for edits.
   std::size_t capture_outputs() const;

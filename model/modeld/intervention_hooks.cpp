@@ -52,6 +52,17 @@ at::Tensor project_out(const at::Tensor& x, const at::Tensor& direction) {
   return (values - (values * unit).sum(-1, true) * unit).to(x.scalar_type());
 }
 
+// value with its part at index (all of it when index is empty) replaced by edited (of that part's shape).
+void put(at::Tensor& value, const std::vector<TensorIndex>& index, const at::Tensor& edited) {
+  if (index.empty()) {
+    value = edited;
+    return;
+  }
+  at::Tensor whole = value.clone();
+  whole.index_put_(index, edited);
+  value = whole;
+}
+
 }  // namespace
 
 const at::Tensor& DeviceIndexCache::list(const std::vector<std::int64_t>& values, c10::Device device) {
@@ -80,7 +91,7 @@ InterventionHooks::InterventionHooks(const hooks::Plan& plan, const std::vector<
     std::size_t capture = op.kind == OpKind::capture_grad ? watched_.size() : captured_.size();
     captured_.resize(captured_.size() + op.capture_outputs());
     if (op.kind == OpKind::capture_grad) watched_.emplace_back();
-    steps_.push_back({&op, info.point, info.layer, info.position_axis, info.head_axis, capture, op_tensors.at(i)});
+    steps_.push_back({&op, info.point, info.layer, info.position_axis, info.head_axis, capture, op_tensors.at(i), i});
     wanted_.emplace(static_cast<int>(info.point), info.layer);
   }
 }
@@ -89,8 +100,36 @@ bool InterventionHooks::wants(HookPoint point, int layer) const { return wanted_
 
 void InterventionHooks::apply(HookPoint point, int layer, at::Tensor& value) {
   for (const Step& step : steps_) {
+    if (!failure_) return;
     if (step.point == point && step.layer == layer) run(step, value);
   }
+}
+
+void InterventionHooks::bind_fns(std::vector<FnBinding> fns, std::function<Status()> stop) {
+  fns_ = std::move(fns);
+  stop_ = std::move(stop);
+}
+
+Result<at::Tensor> InterventionHooks::run_fn(const Step& step, const at::Tensor& region) {
+  const hooks::Op& op = *step.op;
+  std::string where = fmt::format("params.ops[{}] (fn at {})", op.index, op.hook);
+  if (stop_) {
+    if (Status s = stop_(); !s) return Status(s.code(), fmt::format("{}: not run: {}", where, s.message()));
+  }
+  const FnBinding& bound = fns_.at(step.plan_index);
+  auto out = bound.fn->call(region, bound.extra);
+  if (!out) return Status(out.status().code(), fmt::format("{}: the function failed: {}", where, out.status().message()));
+  for (auto& [name, value] : out->captures) fn_captures_.emplace_back(op.hook + ":" + name, value.detach());
+  const at::Tensor& got = out->replacement;
+  if (got.defined() && (!got.sizes().equals(region.sizes()) || got.scalar_type() != region.scalar_type() ||
+                        got.device() != region.device())) {
+    return Status::invalid_request(fmt::format("{}: the function returned {} {} on {}; the activation it was given is {} {} on {} "
+                                   "(an fn returns the same shape, dtype and device, or None)",
+                                   where, hooks::shape_text(got.sizes().vec()), c10::getDtypeNames(got.scalar_type()).first,
+                                   got.device().str(), hooks::shape_text(region.sizes().vec()),
+                                   c10::getDtypeNames(region.scalar_type()).first, region.device().str()));
+  }
+  return got;
 }
 
 std::vector<at::Tensor> InterventionHooks::gradients() const {
@@ -122,17 +161,20 @@ void InterventionHooks::run(const Step& step, at::Tensor& value) {
   }
   auto index = selection_index(*indices_, value, op.where, step.position_axis, step.head_axis, all_rows.empty() ? nullptr : &all_rows);
   at::Tensor region = index.empty() ? value : value.index(index);
+  if (op.kind == OpKind::fn) {
+    // A copy when the selection is the whole value: in-place edits reach nothing but the copy (only what it returns counts).
+    auto replacement = run_fn(step, index.empty() ? value.clone() : region);
+    if (!replacement) {
+      failure_ = replacement.status();
+      return;
+    }
+    if (replacement->defined()) put(value, index, *replacement);
+    return;
+  }
   if (op.is_sae()) {
     at::Tensor edited = run_sae(step, region);
     if (!edited.defined()) return;
-    edited = edited.to(value.scalar_type());
-    if (index.empty()) {
-      value = edited;
-    } else {
-      at::Tensor whole = value.clone();
-      whole.index_put_(index, edited);
-      value = whole;
-    }
+    put(value, index, edited.to(value.scalar_type()));
     return;
   }
   if (op.kind == OpKind::capture) {
@@ -271,9 +313,10 @@ at::Tensor gradient_scalar(const GradientTarget& target, const at::Tensor& logit
 Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
     const nlohmann::json& ops, const Architecture& architecture, std::int64_t rows, std::int64_t prompt_tokens,
     std::int64_t passes, const std::vector<zmq::message_t>& attachments, c10::Device device, CaptureSink sink,
-    const RequestSaes* saes) {
+    const RequestSaes* saes, const FnSet* fns, std::function<Status()> stop) {
   std::unique_ptr<GenerationInterventions> made(new GenerationInterventions());
   made->saes_ = saes;
+  made->stop_ = std::move(stop);
   if (!ops.is_array()) return Status(ErrorCode::invalid_request, "params.ops: expected a list of operations");
   made->ops_ = ops;
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -302,6 +345,9 @@ Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
   for (const auto& frame : attachments) made->attachment_bytes_.push_back(frame.size());
   made->sink_ = std::move(sink);
   made->op_tensors_.resize(ops.size());
+  made->fns_.resize(ops.size());
+  static const FnSet no_fns;
+  FnBinder binder(fns ? *fns : no_fns, attachments, device);
   // The prompt pass, then the first and the last later pass.
   std::vector<std::pair<std::int64_t, std::int64_t>> checks = {{0, prompt_tokens}};
   if (passes > 1) checks.emplace_back(1, prompt_tokens + 1);
@@ -328,6 +374,11 @@ Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
       if (op.tensor && !made->op_tensors_[op.index].defined()) {
         made->op_tensors_[op.index] = tensor_from_wire(*op.tensor, attachments[op.tensor->attachment], device);
       }
+      if (op.kind == OpKind::fn && !made->fns_[op.index].fn) {
+        auto bound = binder.bind(op);
+        if (!bound) return bound.status();
+        made->fns_[op.index] = std::move(*bound);
+      }
     }
   }
   return made;
@@ -353,13 +404,19 @@ Result<Hooks*> GenerationInterventions::begin(std::int64_t pass, std::int64_t to
   plan_ = std::move(*plan);
   if (plan_.empty()) return static_cast<Hooks*>(nullptr);
   std::vector<at::Tensor> tensors;
-  for (const auto& op : plan_.ops) tensors.push_back(op_tensors_[op.index]);
+  std::vector<FnBinding> fns;
+  for (const auto& op : plan_.ops) {
+    tensors.push_back(op_tensors_[op.index]);
+    fns.push_back(fns_[op.index]);
+  }
   hooks_.emplace(plan_, points_, tensors, saes_, indices_);
+  hooks_->bind_fns(std::move(fns), stop_);
   return static_cast<Hooks*>(&*hooks_);
 }
 
 Status GenerationInterventions::end(std::int64_t pass) {
   if (!hooks_) return {};
+  if (!hooks_->failure()) return hooks_->failure();
   static const std::vector<hooks::SaeShape> none;
   std::size_t capture = 0;
   for (const auto& op : plan_.ops) {
@@ -368,6 +425,9 @@ Status GenerationInterventions::end(std::int64_t pass) {
       if (!value.defined()) continue;
       if (Status s = sink_(pass, hooks::capture_name(op, saes_ ? saes_->shapes : none, output), value); !s) return s;
     }
+  }
+  for (const auto& [name, value] : hooks_->fn_captures()) {
+    if (Status s = sink_(pass, name, value); !s) return s;
   }
   return {};
 }

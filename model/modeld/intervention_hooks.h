@@ -19,6 +19,7 @@
 #include "model/modeld/generation.h"
 #include "model/modeld/hook_points.h"
 #include "model/modeld/sae.h"
+#include "model/modeld/user_fn.h"
 
 namespace gpubox::modeld {
 
@@ -60,6 +61,14 @@ class InterventionHooks final : public Hooks {
   // After backward() of a scalar of this pass: one gradient per capture_grad, in the plan's order
   // (float32, the op's selection; undefined where the scalar does not depend on the point).
   std::vector<at::Tensor> gradients() const;
+  // fn ops: one binding per op of the plan (FnBinder); stop says, before each
+  // function runs, whether the call may go on (its deadline, a cancel).
+  void bind_fns(std::vector<FnBinding> fns, std::function<Status()> stop);
+  // Not ok once a function failed (raised, returned a wrong value) or the call
+  // stopped: every later op of the pass is then skipped, and the call fails with it.
+  const Status& failure() const { return failure_; }
+  // What fn ops returned to capture, as "HOOK:NAME", in the order they ran.
+  const FnCaptures& fn_captures() const { return fn_captures_; }
 
  private:
   struct Step {
@@ -70,8 +79,11 @@ class InterventionHooks final : public Hooks {
     int head_axis;
     std::size_t capture;  // index into captured_ (captures) or watched_ (capture_grad)
     at::Tensor tensor;    // the op's tensor, if it has one
+    std::size_t plan_index;  // its op's place in the plan
   };
   void run(const Step& step, at::Tensor& value);
+  // An fn op's replacement of region (undefined: none), or a failure.
+  Result<at::Tensor> run_fn(const Step& step, const at::Tensor& region);
   // An sae_* op on region (the selected part of value); returns its replacement, or undefined for a capture.
   at::Tensor run_sae(const Step& step, const at::Tensor& region);
 
@@ -81,6 +93,10 @@ class InterventionHooks final : public Hooks {
   std::vector<at::Tensor> captured_;
   std::vector<std::pair<const Step*, at::Tensor>> watched_;  // capture_grad: the value whose gradient is wanted
   const RequestSaes* saes_ = nullptr;
+  std::vector<FnBinding> fns_;
+  std::function<Status()> stop_;
+  Status failure_;
+  FnCaptures fn_captures_;
 };
 
 // The scalar a model.run's capture_grad ops take the gradient of (params.grad_of):
@@ -108,11 +124,13 @@ class GenerationInterventions final : public PassHooks {
 
   // Checks ops against the prompt pass and the first and last later passes
   // (only key_pos changes between those) before anything runs.
-  // saes: the request's SAEs (kept alive by the caller until the generation ends).
+  // saes: the request's SAEs (kept alive by the caller until the generation ends);
+  // fns: the model's loaded functions (fn ops bind theirs here); stop: InterventionHooks::bind_fns's.
   static Result<std::unique_ptr<GenerationInterventions>> make(const nlohmann::json& ops, const Architecture& architecture,
                                                                std::int64_t rows, std::int64_t prompt_tokens,
                                                                std::int64_t passes, const std::vector<zmq::message_t>& attachments,
-                                                               c10::Device device, CaptureSink sink, const RequestSaes* saes = nullptr);
+                                                               c10::Device device, CaptureSink sink, const RequestSaes* saes = nullptr,
+                                                               const FnSet* fns = nullptr, std::function<Status()> stop = {});
   Result<Hooks*> begin(std::int64_t pass, std::int64_t tokens, std::int64_t keys) override;
   Status end(std::int64_t pass) override;
 
@@ -127,6 +145,8 @@ class GenerationInterventions final : public PassHooks {
   std::int64_t rows_ = 0;
   std::vector<std::size_t> attachment_bytes_;
   std::vector<at::Tensor> op_tensors_;             // per op of the request
+  std::vector<FnBinding> fns_;                     // per op of the request
+  std::function<Status()> stop_;
   CaptureSink sink_;
   hooks::Plan plan_;                               // the running pass's
   std::shared_ptr<DeviceIndexCache> indices_ = std::make_shared<DeviceIndexCache>();  // every pass's

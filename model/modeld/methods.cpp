@@ -213,7 +213,8 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
     };
     auto made = GenerationInterventions::make(*ops, m.architecture, static_cast<std::int64_t>(rows), length,
                                               std::max<std::int64_t>(1, new_token_limit(m.architecture, options, length)),
-                                              ctx.attachments(), m.decoder->device(), sink, &saes);
+                                              ctx.attachments(), m.decoder->device(), sink, &saes, m.fns.get(),
+                                              [&ctx] { return ctx.stop_reason(); });
     if (!made) return made.status();
     interventions = std::move(*made);
   }
@@ -325,6 +326,12 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
     if (Status s = hooks::check_finite(*decoded, byte_views(ctx.attachments())); !s) return s;
     plan = std::move(*decoded);
   }
+  std::vector<FnBinding> fns;  // loaded here, on the caller's thread: the scheduler's runs only the pass
+  if (!plan.empty()) {
+    auto bound = FnBinder(*m.fns, ctx.attachments(), m.decoder->device()).bind(plan);
+    if (!bound) return bound.status();
+    fns = std::move(*bound);
+  }
   std::optional<GradientTarget> target;
   if (grad_of && last_only) {
     return Status(ErrorCode::invalid_request, "params.last_only: not with grad_of (its positions index every position's logits)");
@@ -350,8 +357,10 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
                                      : at::Tensor());
     }
     interventions.emplace(plan, points, op_tensors, &saes);
+    interventions->bind_fns(std::move(fns), [&ctx] { return ctx.stop_reason(); });
   }
   at::Tensor logits = m.decoder->forward(input, nullptr, last_only, interventions ? &*interventions : nullptr, target.has_value());
+  if (interventions && !interventions->failure()) return interventions->failure();
   std::vector<at::Tensor> gradients;
   double scalar = 0;
   if (target) {
@@ -373,6 +382,10 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
       if (Status sent = send_tensor(ctx, captured.detach(), name); !sent) return sent;
       names.push_back(name);
     }
+  }
+  for (const auto& [name, value] : interventions ? interventions->fn_captures() : FnCaptures()) {
+    if (Status sent = send_tensor(ctx, value, name); !sent) return sent;
+    names.push_back(name);
   }
   std::size_t gradient = 0;
   for (const auto& op : plan.ops) {
@@ -510,6 +523,7 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
     return json{{"unloaded", *name}};
   });
   add_sae_methods(methods, registry);
+  add_fn_methods(methods, registry);
   add_weight_methods(methods, registry);
   methods.add("gpu.info", [](rpc::CallContext&) -> Result<json> { return gpu_info(); });
   methods.add("gpu.probe", [](rpc::CallContext&) { return guarded("gpu.probe", [] { return gpu_probe(); }); });

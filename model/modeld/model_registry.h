@@ -17,6 +17,7 @@
 #include "model/modeld/host_config.h"
 #include "model/modeld/sae_set.h"
 #include "model/tokenizer/tokenizer.h"
+#include "model/modeld/user_fn.h"
 #include "model/weights/checkpoint.h"
 #include "base/status.h"
 
@@ -33,6 +34,7 @@ struct LoadedModel {
   std::string chat_error;                            // why the chat template was refused (the model still loads)
   double load_seconds = 0;
   std::shared_ptr<SaeSet> saes = std::make_shared<SaeSet>();  // changes while the model is ready (thread-safe)
+  std::shared_ptr<FnSet> fns = std::make_shared<FnSet>();     // model.fn_load's (thread-safe)
 };
 
 class ModelRegistry {

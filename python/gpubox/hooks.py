@@ -5,6 +5,7 @@
     r = hooks.run(model, ids, capture=["blocks.1.hook_resid_post"],
                   add={"blocks.1.hook_resid_post": (vector, 4.0)})
     r["logits"], r["blocks.1.hook_resid_post"], r["captures"]
+    hooks.run(model, ids, hooks={"blocks.0.attn.hook_z": ablate})   # your own function (hooks/README.md, "fn")
 
 `model` is a Hugging Face transformers model (GPT-2, Llama, Mistral, Qwen2,
 Gemma 2) — the ops are applied by PyTorch forward hooks on the modules that
@@ -25,10 +26,11 @@ sum plus its bias.
 """
 import math
 
-OPS = ("capture", "set", "add", "scale", "zero", "mean", "project_out", "patch")
+OPS = ("capture", "set", "add", "scale", "zero", "mean", "project_out", "patch", "fn")
 FIELDS = {"capture": {"dtype"}, "set": {"value", "allow_nonfinite"}, "add": {"vector", "scale", "allow_nonfinite"},
           "scale": {"factor"}, "zero": set(), "mean": {"value", "allow_nonfinite"},
-          "project_out": {"direction", "allow_nonfinite"}, "patch": {"value", "from_row", "allow_nonfinite"}}
+          "project_out": {"direction", "allow_nonfinite"}, "patch": {"value", "from_row", "allow_nonfinite"},
+          "fn": {"fn", "extra"}}
 COMMON = {"op", "hook", "rows", "positions", "heads"}
 HEAD_POINTS = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z", "attn.hook_result")
 EDIT_REFUSED = ("hook_resid_mid",)
@@ -223,6 +225,10 @@ class _Op:
         if not math.isfinite(self.factor):
             raise ValueError("%s: expected a finite number" % where)
         self.from_row, self.tensor = None, None
+        if self.kind == "fn":
+            self.fn, self.extra = spec.get("fn"), {k: _as_tensor(v, "%s.extra.%s" % (where, k)) for k, v in spec.get("extra", {}).items()}
+            if not callable(self.fn):
+                raise ValueError("%s.fn: expected a function (act) or (act, extra) on a transformers model" % where)
         field = {"set": "value", "mean": "value", "add": "vector", "project_out": "direction"}.get(self.kind)
         if self.kind == "patch":
             if ("value" in spec) == ("from_row" in spec):
@@ -268,6 +274,38 @@ class _Op:
             index.append(ids.view(view))
         return tuple(index)
 
+    def call_fn(self, act, captures):
+        """The fn op's replacement of act (a copy of the selected part; None: unchanged), as
+        the model host runs it: its captures under "HOOK:NAME", its result's shape and dtype checked."""
+        import inspect
+        takes_extra = len(inspect.signature(self.fn).parameters) >= 2
+        out = self.fn(act, {k: t.to(act.device) for k, t in self.extra.items()}) if takes_extra else self.fn(act)
+        if isinstance(out, tuple):
+            out, named = out
+            captures.extend(("%s:%s" % (self.hook, k), t) for k, t in named.items())
+        if out is not None and (tuple(out.shape) != tuple(act.shape) or out.dtype != act.dtype):
+            raise ValueError("fn at %s returned %s %s; the activation it was given is %s %s"
+                             % (self.hook, list(out.shape), out.dtype, list(act.shape), act.dtype))
+        return out
+
+    def replacement(self, value, region):
+        """What an edit other than fn puts in place of region (the selected part of value)."""
+        torch = _torch()
+        given = None if self.tensor is None else self.tensor.to(device=value.device, dtype=value.dtype)
+        if self.kind in ("set", "mean") or (self.kind == "patch" and given is not None):
+            return given
+        if self.kind == "add":
+            return region + given * self.factor
+        if self.kind == "scale":
+            return region * self.factor
+        if self.kind == "zero":
+            return torch.zeros_like(region)
+        if self.kind == "project_out":
+            unit = given.float() / given.float().norm()
+            r = region.float()
+            return (r - (r * unit).sum(-1, keepdim=True) * unit).to(value.dtype)
+        return value[self.index(value, [self.from_row])]  # patch from a row
+
     def apply(self, value, captures):
         """value after this op (value itself for a capture, which appends to captures)."""
         torch = _torch()
@@ -277,21 +315,12 @@ class _Op:
         if self.kind == "capture":
             captures.append((self.hook, region.to(torch.float32 if self.dtype == "float32" else value.dtype, copy=True)))
             return value
-        given = None if self.tensor is None else self.tensor.to(device=value.device, dtype=value.dtype)
-        if self.kind in ("set", "mean") or (self.kind == "patch" and given is not None):
-            new = given
-        elif self.kind == "add":
-            new = region + given * self.factor
-        elif self.kind == "scale":
-            new = region * self.factor
-        elif self.kind == "zero":
-            new = torch.zeros_like(region)
-        elif self.kind == "project_out":
-            unit = given.float() / given.float().norm()
-            r = region.float()
-            new = (r - (r * unit).sum(-1, keepdim=True) * unit).to(value.dtype)
-        else:  # patch from a row
-            new = value[self.index(value, [self.from_row])]
+        if self.kind == "fn":
+            new = self.call_fn(region.clone() if index is None else region, captures)
+            if new is None:
+                return value
+        else:
+            new = self.replacement(value, region)
         if index is None:
             return new.expand(value.shape).contiguous()
         edited = value.clone()
@@ -330,13 +359,18 @@ def _encode_ops(ops, capture, add):
     return wire + [dict(op) for op in ops] + [{"op": "capture", "hook": h} for h in capture]
 
 
-def run(model, ids, ops=(), capture=(), add=None):
+def run(model, ids, ops=(), capture=(), add=None, hooks=None):
     """A forward pass with the spec's ops (model.run's semantics) on a transformers
     model, or on the model host's model of that name. ids: a list of ids, a batch of
-    equal-length lists, or a tensor [batch, positions]. Returns {"logits",
+    equal-length lists, or a tensor [batch, positions]. hooks={hook: fn} runs your
+    functions there (fn ops after ops; the model host's gets them scripted, a
+    transformers model calls them as they are). Returns {"logits",
     "captures": [(hook, tensor)], hook: tensor (the last capture of it)}."""
     if isinstance(model, str):
-        return _client().model(model).run(ids=ids, ops=ops, capture=capture, add=add)
+        return _client().model(model).run(ids=ids, ops=ops, capture=capture, add=add, hooks=hooks)
+    for hook, given in (hooks or {}).items():
+        fn, options = given if isinstance(given, tuple) else (given, {})
+        ops = list(ops) + [dict(options, op="fn", hook=hook, fn=fn)]
     torch = _torch()
     tokens = ids if isinstance(ids, torch.Tensor) else torch.tensor(ids if isinstance(ids[0], (list, tuple)) else [ids])
     tokens = tokens.to(next(model.parameters()).device)

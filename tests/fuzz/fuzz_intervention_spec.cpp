@@ -6,7 +6,11 @@
 // attachments (filled with the input's own bytes, so NaNs and infinities
 // come and go) and must refuse exactly the plans whose tensors hold one.
 // Two SAEs stand loaded: sae_* ops must name one, fit its width, and hold
-// features in [0, d_sae) and a top_k in [1, d_sae].
+// features in [0, d_sae) and a top_k in [1, d_sae]. An fn op must name a
+// function or a non-empty attachment, and hold extra tensors that fit theirs.
+// (LibTorch's loader of the function's bytes is not fuzzed here: a libFuzzer
+// target linking LibTorch is too heavy for CI; test_modeld_fn sends it
+// malformed archives instead.)
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -55,6 +59,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (point.head_axis >= 0) check_indices(op.where.heads, point.dims[static_cast<std::size_t>(point.head_axis)]);
     if (op.from_row && (*op.from_row < 0 || *op.from_row >= batch)) __builtin_trap();
     if (op.tensor && op.tensor->attachment >= attachments.size()) __builtin_trap();
+    if (op.kind == gpubox::hooks::OpKind::fn) {
+      if (op.fn_name.empty() == !op.fn_attachment) __builtin_trap();
+      if (op.fn_attachment && (*op.fn_attachment >= attachments.size() || attachments[*op.fn_attachment] == 0)) __builtin_trap();
+      for (const auto& [name, arg] : op.extra) {
+        if (arg.attachment >= attachments.size()) __builtin_trap();
+      }
+    } else if (!op.fn_name.empty() || op.fn_attachment || !op.extra.empty()) {
+      __builtin_trap();
+    }
     if (op.is_sae()) {
       if (op.sae >= saes.size() || saes[op.sae].hook != op.hook || saes[op.sae].d_in != point.dims.back()) __builtin_trap();
       check_indices(op.features, saes[op.sae].d_sae);

