@@ -68,6 +68,7 @@ def rel(got, want):
 
 def saelens(directory, request, tensors):
     """saelens_peer.py's outputs (numpy) for a request and its input tensors (numpy)."""
+    assert os.path.exists(SAELENS_PYTHON), "no build/venv-saelens: run scripts/setup_python.sh"
     path_in, path_out = os.path.join(directory, "peer-in.safetensors"), os.path.join(directory, "peer-out.safetensors")
     save_file(tensors, path_in, metadata={"request": json.dumps(request)})
     done = subprocess.run([SAELENS_PYTHON, os.path.join(os.path.dirname(os.path.abspath(__file__)), "saelens_peer.py"),
