@@ -141,9 +141,6 @@ class SaePeers(unittest.TestCase):
     def model(self, name):
         return Model(self.modeld.client, name)
 
-    def activation(self, name, hook):
-        return self.model(name).run(ids=PROMPT, capture=[hook])[hook].numpy()
-
     def test_feature_activations_equal_saelens_encode_dense_and_top_k(self):
         for name in ARCHITECTURES:
             for sae, (hook, _) in SAES.items():
