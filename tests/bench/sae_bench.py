@@ -36,7 +36,7 @@ import transformers as tf  # noqa: E402
 from gpubox.models import Model  # noqa: E402
 import modeld_process  # noqa: E402
 from modeld_process import Modeld  # noqa: E402
-from sae_reference import make_sae  # noqa: E402
+from saelens_format import make_sae  # noqa: E402
 
 
 def interleaved_medians(fns, repeat):

