@@ -19,6 +19,9 @@
 #   model_bench_8b      the model bench on Llama 3 8B's shapes, random bfloat16
 #                       weights made on the GPU: decode with and without CUDA
 #                       graphs, the bandwidth limit, load to first token
+#   sae_bench           a top-64 capture of a 16k SAE in modeld on cuda against a
+#                       plain forward, and against the capture encoded on the
+#                       CPU as a caller would (sae_bench.py), GPT-2 small's shape
 #
 # A failing step does not stop the others (only a failed setup does). Results,
 # 3 files under $OUT (default build/device-results): summary.txt (one line a
@@ -129,12 +132,14 @@ BENCH_ARGS=(--repeat 2)
 BENCH_8B_ARGS=(--arch llama8b --repeat 1 --new-tokens 32)
 HOOKS_ARGS=(--repeat 5)
 PROFILE_ARGS=()
+SAE_ARGS=(--repeat 7)
 if [[ $DRY_RUN == 1 ]]; then
   COMPARE_MODELS=(--models gpt2,llama)
   BENCH_ARGS=(--layers 2 --repeat 1 --new-tokens 8)
   BENCH_8B_ARGS=(--layers 2 --repeat 1 --new-tokens 8)  # the rehearsal: the small shape
   HOOKS_ARGS=(--layers 2 --repeat 1 --tokens 16 --long 64 --new-tokens 4)
   PROFILE_ARGS=(--layers 2 --steps 4)
+  SAE_ARGS=(--repeat 1 --d-sae 1024 --tokens 32)
 fi
 for dtype in float32 bfloat16; do
   run_step "compare_$dtype" 90 "$PYTHON" "$ROOT/tests/model/modeld/compare_hf.py" --device "$DEVICE" --dtype "$dtype" \
@@ -153,6 +158,8 @@ run_step decode_profile 90 "$PYTHON" "$HERE/decode_profile.py" --device "$DEVICE
   --modeld "$GPUBOX_MODELD" --json "$WORK/figures/decode_profile.json" "${PROFILE_ARGS[@]}"
 run_step model_bench_8b 240 "$PYTHON" "$ROOT/tests/bench/model_bench.py" --device "$DEVICE" --dtype bfloat16 \
   --modeld "$GPUBOX_MODELD" --json "$WORK/figures/model_bench_8b.json" "${BENCH_8B_ARGS[@]}"
+run_step sae_bench 90 "$PYTHON" "$ROOT/tests/bench/sae_bench.py" --device "$DEVICE" --modeld "$GPUBOX_MODELD" \
+  --json "$WORK/figures/sae_bench.json" "${SAE_ARGS[@]}"
 
 elapsed=$(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 "$PYTHON" "$HERE/summarize.py" --steps "$WORK/steps.tsv" --figures "$WORK/figures" --mode "$DEVICE" \

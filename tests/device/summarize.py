@@ -81,6 +81,11 @@ def decode_profile(report):
                report["device_kernels_per_step"]))
 
 
+def sae_bench(report):
+    return ("top-k SAE capture %+.1f %% over a plain forward (target <= 10 %%); the caller's capture + CPU encode "
+            "%.2fx ours (target >= 2x); same features %.4f" % (100 * report["overhead"], report["speedup"], report["agree"]))
+
+
 def bandwidth_limit(figures):
     """The decode profile's ms/token against its limit, weight bytes / the probe's memory bandwidth ("" without both)."""
     profile = figures.get("decode_profile") or {}
@@ -95,7 +100,7 @@ def bandwidth_limit(figures):
 
 FIGURES = {"compare_float32": compare, "compare_bfloat16": compare, "gpu_info_probe": gpu_info_probe,
            "model_bench": model_bench, "model_bench_8b": model_bench, "hooks_bench": hooks_bench,
-           "decode_profile": decode_profile}
+           "decode_profile": decode_profile, "sae_bench": sae_bench}
 
 
 def log_line(logs, name):
