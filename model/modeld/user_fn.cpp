@@ -9,40 +9,19 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "model/modeld/tensor_wire.h"
+#include "model/tokenizer/utf8.h"
 
 namespace gpubox::modeld {
 namespace {
 
-// The length of the UTF-8 sequence at text[at], or 0 when it is not a valid one.
-std::size_t utf8_length(std::string_view text, std::size_t at) {
-  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
-  unsigned char lead = byte(at);
-  std::size_t length = lead < 0x80 ? 1 : lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3
-                                       : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
-  if (length == 0 || at + length > text.size()) return 0;
-  for (std::size_t i = 1; i < length; ++i) {
-    if ((byte(at + i) & 0xC0) != 0x80) return 0;
-  }
-  if ((lead == 0xE0 && byte(at + 1) < 0xA0) || (lead == 0xED && byte(at + 1) > 0x9F) || (lead == 0xF0 && byte(at + 1) < 0x90) ||
-      (lead == 0xF4 && byte(at + 1) > 0x8F)) {
-    return 0;  // overlong, a surrogate, or past U+10FFFF
-  }
-  return length;
-}
-
 // LibTorch's message made fit for an error: the first part (a traceback per frame can run to pages) as
-// valid UTF-8 (a corrupted archive's names are its bytes, and a message goes out as a msgpack string): '?' for what is not.
+// valid UTF-8 (a corrupted archive's names are its bytes, and a message goes out as a msgpack string).
 std::string shortened(std::string_view message) {
   constexpr std::size_t kMost = 2000;
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.remove_suffix(1);
-  std::string out;
-  for (std::size_t at = 0; at < message.size() && out.size() < kMost;) {
-    std::size_t length = utf8_length(message, at);
-    out.append(length ? message.substr(at, length) : std::string_view("?"));
-    at += length ? length : 1;
-  }
-  if (out.size() >= kMost) out += " [...]";
-  return out;
+  bool cut = message.size() > kMost;
+  std::string out = tokenizer::utf8_lossy(message.substr(0, kMost));  // a sequence cut in two is repaired too
+  return cut ? out + " [...]" : out;
 }
 
 bool is_tensor_dict(const c10::TypePtr& type) {
