@@ -79,7 +79,8 @@ class Model:
 
     def hooks(self) -> List[dict]:
         """Every hook point ops and captures can name, in forward order, as TransformerLens names
-        them: [{"name": "blocks.0.hook_resid_post", "shape": ["batch", "pos", 64]}, ...]."""
+        them: [{"name": "blocks.0.hook_resid_post", "shape": ["batch", "pos", 64]}, ...]; "opt_in": True
+        marks the points run_with_cache leaves out unless named (attn.hook_result)."""
         return self.client.call("model.hooks", model=self.name)["hooks"]
 
     def tokenize(self, text: str, add_special_tokens: Optional[bool] = None) -> dict:

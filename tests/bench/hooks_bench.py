@@ -71,7 +71,8 @@ def fn_against_add(ours, id_rows, hook, vector, args):
     """{name: median seconds} of model.run and a steered generate with the native add and with an fn adding the same."""
     warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit's
     native = {"add": {hook: (vector, 4.0)}}
-    mine = {"hooks": {hook: (add_vector, {"extra": {"vector": vector * 4.0}})}}
+    # The extra tensor in the model's dtype, as the native add casts its vector: act + it keeps act's dtype.
+    mine = {"hooks": {hook: (add_vector, {"extra": {"vector": (vector * 4.0).to(getattr(torch, args.dtype))}})}}
     prompt = id_rows[0][:16]
     return interleaved_medians({
         "run_plain": lambda: ours.run(ids=id_rows),

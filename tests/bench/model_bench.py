@@ -271,6 +271,11 @@ def timed(function):
     return time.perf_counter() - start, out
 
 
+def over(a, b):
+    """a / b, or nan where b is 0 (a decode too short to time under load measures 0 ms/token)."""
+    return a / b if b > 0 else float("nan")
+
+
 def decode_ms(generate, new_tokens):
     """ms per new token without the prefill: (T(new_tokens) - T(1)) / (new_tokens - 1), each the best of 2."""
     long_run = min(timed(lambda: generate(new_tokens))[0] for _ in range(2))
@@ -469,20 +474,20 @@ def main():
     limit_ms = weight_bytes / med("bandwidth")[0] * 1000
     print("| decode, batch 1 (without prefill) | %s | %s | %.2f× faster |"
           % (cell("modeld_decode_ms_dynamic", "ms/token"), cell("hf_decode_ms", "ms/token"),
-             med("hf_decode_ms")[0] / med("modeld_decode_ms_dynamic")[0]))
+             over(med("hf_decode_ms")[0], med("modeld_decode_ms_dynamic")[0])))
     if args.baseline_modeld:
         print("| decode, batch 1, baseline %s | %s | | this build %.2f× faster; same greedy tokens: %s |"
               % (args.baseline_modeld, cell("baseline_decode_ms", "ms/token"),
-                 med("baseline_decode_ms")[0] / med("modeld_decode_ms_dynamic")[0],
+                 over(med("baseline_decode_ms")[0], med("modeld_decode_ms_dynamic")[0]),
                  all(r["baseline_tokens"] == r["modeld_tokens_dynamic"] for r in rounds)))
     graph_label = "CUDA graph" if args.device.startswith("cuda") else "static-shape steps, eager (no CUDA)"
     print("| decode, batch 1, %s | %s | | %.2f× the dynamic steps' time |"
           % (graph_label, cell("modeld_decode_ms_graph", "ms/token"),
-             med("modeld_decode_ms_graph")[0] / med("modeld_decode_ms_dynamic")[0]))
+             over(med("modeld_decode_ms_graph")[0], med("modeld_decode_ms_dynamic")[0])))
     print("| the limit: weight bytes ÷ %s bandwidth (%.1f GB/s) | %.3g ms/token | | modeld reaches %.0f %% (graph %.0f %%), transformers %.0f %% |"
           % ("device copy" if args.device.startswith("cuda") else "%d-thread read" % args.threads, med("bandwidth")[0] / 1e9,
-             limit_ms, 100 * limit_ms / med("modeld_decode_ms_dynamic")[0], 100 * limit_ms / med("modeld_decode_ms_graph")[0],
-             100 * limit_ms / med("hf_decode_ms")[0]))
+             limit_ms, 100 * over(limit_ms, med("modeld_decode_ms_dynamic")[0]), 100 * over(limit_ms, med("modeld_decode_ms_graph")[0]),
+             100 * over(limit_ms, med("hf_decode_ms")[0])))
     if ops:
         print("| modeld: LibTorch ops per layer per decode step that do work (top-level, views too: %.1f) | %.1f | | "
               "per step: %.0f ops, nested included; device kernels %.0f |"

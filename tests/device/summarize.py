@@ -44,6 +44,11 @@ def gpu_info_probe(answers):
     return "; ".join(parts)
 
 
+def percent(a, b):
+    """100 a / b, or nan where b is 0 (a decode too short to time under load measures 0 ms/token)."""
+    return 100 * a / b if b > 0 else float("nan")
+
+
 def model_bench(report):
     rounds = report["rounds"]
 
@@ -57,8 +62,8 @@ def model_bench(report):
     same = all(r["modeld_tokens_dynamic"] == r["modeld_tokens_graph"] for r in rounds)
     return line + ("; decode %.2f ms/token (graph %.2f, tokens equal: %s) vs transformers %.2f; limit %.3f ms/token: "
                    "%.0f %% (graph %.0f %%)" % (med("modeld_decode_ms_dynamic"), med("modeld_decode_ms_graph"), same,
-                                               med("hf_decode_ms"), limit_ms, 100 * limit_ms / med("modeld_decode_ms_dynamic"),
-                                               100 * limit_ms / med("modeld_decode_ms_graph")))
+                                               med("hf_decode_ms"), limit_ms, percent(limit_ms, med("modeld_decode_ms_dynamic")),
+                                               percent(limit_ms, med("modeld_decode_ms_graph"))))
 
 
 def hooks_bench(report):

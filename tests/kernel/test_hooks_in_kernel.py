@@ -35,6 +35,6 @@ class HooksInKernel(AgentKernelCase):
     def test_the_toolkit_is_injected_and_runs_the_spec_on_a_transformers_model(self):
         self.assertEqual(self.stdout(CELL).split(), ["<gpubox>/hooks.py", "(1,", "4,", "32)", "True"])
         self.client.call("kernel.restart")
-        self.assertEqual(self.stdout("import gpubox.hooks as h; print(h.OPS[-1], 'gpubox' in dir())"), "patch False\n")
+        self.assertEqual(self.stdout("import gpubox.hooks as h; print(h.OPS[-1], 'gpubox' in dir())"), "fn False\n")
         message = self.stdout("from gpubox import hooks\ntry:\n    hooks.names('native')\nexcept Exception as e:\n    print(e)")
         self.assertEqual(message, "unavailable: no model host: the config has no model_host section\n")

@@ -37,7 +37,10 @@ class DocsExamplesTest(ModelSandboxTestCase):
                 exec(compile(code, "docs/python.md", "exec"), scope)
         n, info = len(scope["ids"]), scope["info"]
         self.assertEqual(tuple(scope["resid"].shape), (1, n, info["hidden_size"]))
-        self.assertEqual(len(scope["cache"]), info["hook_points"] - 1)  # every point but logits
+        points = scope["model"].hooks()
+        self.assertEqual(len(points), info["hook_points"])
+        # every point but logits and the opt-in ones (attn.hook_result)
+        self.assertEqual(set(scope["cache"]), {p["name"] for p in points if p["name"] != "logits" and not p.get("opt_in")})
         self.assertEqual(tuple(scope["pattern"].shape), (1, info["heads"], n, n))
         self.assertEqual(tuple(scope["last"].shape), (1, 1, 1, n))
         self.assertEqual(tuple(scope["attribution"].shape), (1, n))
