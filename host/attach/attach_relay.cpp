@@ -22,6 +22,8 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr std::uint64_t kWindow = 64;           // DATA from the agent credited ahead
+// iopub held for a local frontend that reads it slowly; past this, stream output is dropped.
+constexpr std::size_t kIopubBacklogBytes = 64 << 20;
 constexpr std::size_t kMaxPeers = 64;           // the agent's limit per relay; the least recently used is closed
 constexpr std::size_t kMaxAttachments = 64;     // the agent's limit on frames after the body
 constexpr std::int64_t kMaxFrameBytes = 64 << 20; // the agent's max_message_bytes: larger frames are refused locally
@@ -82,6 +84,8 @@ struct AttachRelay::Impl {
   std::unique_ptr<rpc::Stream> relay;                     // kernel.relay
   std::deque<Out> outbox;                                 // waits for the agent's credit
   std::deque<std::vector<zmq::message_t>> iopub_backlog;  // waits for the local XPUB to take it
+  std::size_t backlog_bytes = 0;
+  std::uint64_t dropped_streams = 0, dropped_bytes = 0;   // since the backlog last cleared
   std::optional<HmacSigner> kernel;                       // after the agent's hello
   std::string session;
   // A shutdown_request being answered: where the reply goes, and its parent header.
@@ -221,21 +225,39 @@ struct AttachRelay::Impl {
       if (peer == by_id.end()) return Status::ok();  // that frontend was closed meanwhile
       for (const auto& id_frame : peers[peer->second].identity) message.emplace_back(id_frame.data(), id_frame.size());
     }
+    bool stream = target < 0 && header_msg_type(frames[1].to_string_view()) == "stream";
     message.emplace_back(kJupyterDelimiter.data(), kJupyterDelimiter.size());
     for (auto& frame : frames) message.push_back(std::move(frame));
     if (target >= 0) {
       // A frontend that went away (or reads too slowly) loses its replies, as with any kernel.
       (void)zmq::send_multipart(sockets[target], message, zmq::send_flags::dontwait);
     } else if (!iopub_backlog.empty() || !zmq::send_multipart(iopub, message, zmq::send_flags::dontwait)) {
-      iopub_backlog.push_back(std::move(message));
+      hold_iopub(std::move(message), stream);
     }
     return Status::ok();
   }
 
-  // Takes what the agent sent, unless the local iopub is backed up (then the
-  // agent waits for credit, and the kernel for the agent).
+  // Holds an iopub message until the local XPUB takes it. The agent is never
+  // held back for iopub, so the replies behind the output reach a frontend that
+  // waits for its execute_reply before it reads iopub. Past kIopubBacklogBytes
+  // stream output is dropped, as a kernel's PUB socket drops at its high-water
+  // mark; statuses, results and displays are always kept.
+  void hold_iopub(std::vector<zmq::message_t> message, bool stream) {
+    std::size_t bytes = 0;
+    for (const auto& frame : message) bytes += frame.size();
+    if (stream && backlog_bytes + bytes > kIopubBacklogBytes) {
+      ++dropped_streams;
+      dropped_bytes += bytes;
+      return;
+    }
+    backlog_bytes += bytes;
+    iopub_backlog.push_back(std::move(message));
+  }
+
+  // Takes what the agent sent: at most a window's worth, so that a kernel
+  // writing without pause still lets the frontends' sockets be served.
   Result<std::optional<Ending>> drain_agent() {
-    while (iopub_backlog.empty()) {
+    for (std::uint64_t taken = 0; taken < kWindow; ++taken) {
       auto got = relay->try_next();
       if (!got) return got.status();
       if (!got->has_value()) break;
@@ -253,7 +275,13 @@ struct AttachRelay::Impl {
   void flush_iopub() {
     while (!iopub_backlog.empty()) {
       if (!zmq::send_multipart(iopub, iopub_backlog.front(), zmq::send_flags::dontwait)) return;
+      for (const auto& frame : iopub_backlog.front()) backlog_bytes -= frame.size();
       iopub_backlog.pop_front();
+    }
+    if (dropped_streams > 0) {
+      warn("a frontend read iopub too slowly: " + std::to_string(dropped_streams) + " stream messages (" +
+           std::to_string(dropped_bytes >> 20) + " MiB of output) were dropped");
+      dropped_streams = dropped_bytes = 0;
     }
   }
 
@@ -288,7 +316,6 @@ struct AttachRelay::Impl {
           {sockets[kControl].handle(), 0, static_cast<short>(take_local ? ZMQ_POLLIN : 0), 0},
           {sockets[kStdin].handle(), 0, static_cast<short>(take_local ? ZMQ_POLLIN : 0), 0},
       };
-      if (!iopub_backlog.empty()) items[0].events = 0;
       zmq::poll(items, std::size(items), 250ms);
       if (items[1].revents & ZMQ_POLLIN) return Ending::stopped;
       if (items[2].revents & ZMQ_POLLIN) {  // subscriptions: nothing to do
@@ -314,9 +341,8 @@ struct AttachRelay::Impl {
       if (Clock::now() >= next_check) {
         next_check = Clock::now() + kAliveCheck;
         if (agent_alive && !agent_alive()) return Status(ErrorCode::unavailable, "the sandbox's agent ended");
-        // Silence counts only while the agent is free to speak: not while it
-        // waits for this side to take iopub, nor while its executor restarts.
-        if (!iopub_backlog.empty() || (shutdown && shutdown->restart)) last_heard = Clock::now();
+        // Silence counts only while the agent is free to speak: not while its executor restarts.
+        if (shutdown && shutdown->restart) last_heard = Clock::now();
         if (kernel && Clock::now() - last_heard > kSilenceLimit) {
           return Status(ErrorCode::unavailable, "the agent sent nothing for 30 s (it keeps the relay alive every 5 s)");
         }

@@ -180,6 +180,31 @@ class AttachClientTest(unittest.TestCase):
         reply, messages = self.run_cell("print('still here')")
         self.assertEqual(stdout_of(messages), "still here\n")
 
+    def test_a_reply_behind_more_output_than_attach_holds_arrives_before_iopub_is_read(self):
+        # A frontend may wait for its execute_reply before it reads iopub (jupyter_client's
+        # execute, then get_shell_msg). 4,000 flushed lines of 8 KiB, one stream message each,
+        # are more than ZeroMQ and the kernel's TCP connection hold unread, so attach holds the
+        # rest; 96 MiB more is more than it holds (64 MiB). The reply must not wait behind them.
+        code = ("import sys, time\n"
+                "for i in range(4000): print('%06d' % i + 'z' * 8185, flush=True); time.sleep(0.0002)\n"
+                "for _ in range(12288): sys.stdout.write('y' * 8191 + '\\n')")
+        msg_id = self.kc.execute(code)
+        reply = interrupt_rounds.wait_for_reply(self.kc, msg_id, 120)
+        self.assertEqual(reply["content"]["status"], "ok")
+        # The numbered lines arrive whole and in order (held, never dropped); of the bulk that
+        # follows some is dropped, and the cell's statuses are kept.
+        messages = interrupt_rounds.iopub_of(self.kc, [msg_id], TIMEOUT)[msg_id]
+        self.assertEqual([messages[0]["msg_type"], messages[0]["content"]["execution_state"]], ["status", "busy"])
+        text = stdout_of(messages)
+        numbered = "".join("%06d%s\n" % (i, "z" * 8185) for i in range(4000))
+        self.assertEqual(text[:len(numbered)], numbered)
+        bulk = text[len(numbered):]
+        self.assertLess(len(bulk), 12288 * 8192)
+        self.assertEqual(set(bulk), {"y", "\n"})
+        reply, messages = self.run_cell("print('after')")
+        self.assertEqual(reply["content"]["status"], "ok")
+        self.assertEqual(stdout_of(messages), "after\n")
+
     def test_interrupt_then_execute_rounds_through_attach(self):
         interrupt_rounds.run_jupyter_rounds(self, self.kc, self.km.interrupt_kernel, count=50, seed=3)
 
