@@ -296,6 +296,12 @@ Status send_tensor(rpc::CallContext& ctx, const at::Tensor& tensor, const std::s
 // model.forward, and model.run (with_ops): a forward pass with the spec's
 // operations; with none it is the plain forward, without a Hooks object.
 Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool with_ops) {
+  for (const char* key : {"ops", "grad_of"}) {
+    if (!with_ops && ctx.params().is_object() && ctx.params().contains(key)) {
+      return Status(ErrorCode::invalid_request, std::string("params.") + key +
+                                                    ": model.forward is the pass without ops; model.run is the forward pass that takes them");
+    }
+  }
   rpc::ParamReader params(ctx.params());
   auto request = read_prompt_request(registry, params);
   if (!request) return request.status();

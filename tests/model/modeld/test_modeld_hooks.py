@@ -192,6 +192,15 @@ class ModeldHooks(ServedTinyModels):
                 self.assertNotIn("params.", str(raised.exception), "the Python client's words, not the RPC's")
         self.assertEqual(self.modeld.client.call("modeld.status")["models"][0]["state"], "ready")
 
+    def test_ops_sent_to_model_forward_are_refused_naming_model_run(self):
+        for key, value in (("ops", [{"op": "capture", "hook": "hook_embed"}]), ("grad_of", {"loss": {}})):
+            with self.subTest(key=key):
+                with self.assertRaises(RpcError) as raised:
+                    self.modeld.client.call("model.forward", model="gpt2", ids=PROMPT, **{key: value})
+                self.assertEqual(raised.exception.code, "invalid_request")
+                self.assertIn(key, str(raised.exception))
+                self.assertIn("model.run is the forward pass that takes them", str(raised.exception))
+
 
 if __name__ == "__main__":
     unittest.main()
