@@ -17,6 +17,7 @@ import transformers as tf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model", "modeld"))
 import tiny_models  # noqa: E402
+import fn_example  # noqa: E402  (beside this file)
 
 PROMPT_IDS = [[1, 72, 101, 108, 108, 111], [1, 50, 60]]  # a batch; modeld pads it on the left
 GENERATE_IDS = [1, 72, 101, 108]
@@ -59,9 +60,9 @@ def byte_level_tokenizer():
 
 
 def source_stamp():
-    """What the fixture is made from: this file and tiny_models.py (a change remakes it)."""
+    """What the fixture is made from: this file, tiny_models.py and fn_example.py (a change remakes it)."""
     digest = hashlib.sha256()
-    for source in (__file__, tiny_models.__file__):
+    for source in (__file__, tiny_models.__file__, fn_example.__file__):
         with open(source, "rb") as f:
             digest.update(f.read())
     return digest.hexdigest()
@@ -90,8 +91,11 @@ def main():
                                 num_key_value_heads=8, vocab_size=32000, max_position_embeddings=256)
     big = tf.LlamaForCausalLM(big_config).to(torch.bfloat16)
     big.save_pretrained(os.path.join(out, "big"))
+    # fn_example.double as torch.jit.save writes it: the fn op's archive for a client without torch.
+    double_fn = os.path.join(out, "double_fn.pt")
+    torch.jit.save(torch.jit.script(fn_example.double), double_fn)
     refs = {"llama": path, "big": os.path.join(out, "big"), "prompt_ids": PROMPT_IDS, "generate_ids": GENERATE_IDS,
-            "new_tokens": NEW_TOKENS, "greedy": greedy, "stamp": source_stamp()}
+            "new_tokens": NEW_TOKENS, "greedy": greedy, "double_fn": double_fn, "stamp": source_stamp()}
     with open(refs_path, "w") as f:
         json.dump(refs, f)
     print(json.dumps(refs))
