@@ -127,6 +127,12 @@ int run_model_info(ModelClient& models, const std::string& name, bool as_json) {
   for (const auto& [key, value] : info->items()) {
     std::string text = string_or_dump(value);
     if (key == "hook_points") text += "   (gpubox model ID hooks " + name + " lists them)";
+    if (key == "kv_cache") {
+      char line[128];
+      std::snprintf(line, sizeof line, "%lld tokens (%.1f MiB, %llu bytes a token)", value.value("tokens", 0LL),
+                    static_cast<double>(value.value("bytes", 0ULL)) / 1048576.0, value.value("bytes_per_token", 0ULL));
+      text = line;
+    }
     std::printf("%-20s %s\n", (key + ":").c_str(), text.c_str());
   }
   return kExitOk;
@@ -150,8 +156,16 @@ int run_stats(ModelClient& models, const std::string& name, bool as_json) {
   std::printf("kv cache:    %lld of %lld blocks used (%lld positions each; %.1f MiB)\n", number(kv, "blocks_used"),
               number(kv, "blocks"), number(kv, "block_tokens"), static_cast<double>(number(kv, "bytes")) / 1048576.0);
   const json attention = stats->value("attention", json::object());
-  std::printf("attention:   prefill %s, decode %s\n", attention.value("prefill", "-").c_str(),
-              attention.value("decode", "-").c_str());
+  std::printf("attention:   prefill %s, decode %s, fixed decode %s\n", attention.value("prefill", "-").c_str(),
+              attention.value("decode", "-").c_str(), attention.value("fixed_decode", "-").c_str());
+  const json graphs = batch.value("graphs", json::object());
+  std::printf("cuda graphs: %lld captured, %lld reused\n", number(graphs, "captured"), number(graphs, "reused"));
+  for (const auto& device : stats->value("kv_budget", json::object()).value("devices", json::array())) {
+    auto mib = [&](const char* key) { return static_cast<double>(device.value(key, 0ULL)) / 1048576.0; };
+    std::printf("%-12s %.0f MiB: weights %.0f, kv caches %.0f, free %.0f, kept for activations %.0f, other processes %.0f\n",
+                (device.value("device", "?") + ":").c_str(), mib("total_bytes"), mib("weights_bytes"),
+                mib("pools_bytes"), mib("free_bytes"), mib("margin_bytes"), mib("others_bytes"));
+  }
   return kExitOk;
 }
 

@@ -55,7 +55,8 @@ BatchScheduler::BatchScheduler(std::string model_name, const Decoder& decoder, s
       decoder_(decoder),
       pool_(std::move(pool)),
       limits_(limits),
-      admission_(pool_->blocks(), limits.max_batch, limits.max_queue) {
+      admission_(pool_->blocks(), limits.max_batch, limits.max_queue),
+      host_tokens_(decoder.device()) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -104,7 +105,8 @@ Result<Generated> BatchScheduler::generate_alone(const std::vector<std::vector<s
   Result<Generated> generated = Status(ErrorCode::internal, "model.generate: not run");
   job->work = [&](KvCache* cache) {
     return guarded("model.generate", [&]() -> Result<json> {
-      generated = modeld::generate(decoder_, prompts, options, on_step, passes, cache);
+      generated = modeld::generate(decoder_, prompts, options, on_step, passes, cache, &graphs_);
+      graph_captures_ = graphs_.captures(), graph_reuses_ = graphs_.reuses();
       return json();
     });
   };
@@ -186,15 +188,11 @@ void BatchScheduler::loop() {
       if (tokens < 0) break;
       budget -= std::max<std::int64_t>(tokens, 1);
     }
-    for (const auto& job : prefilled) {
-      c10::InferenceMode inference;
-      auto taken = guarded("model.generate", [&]() -> Result<json> { return json(take_step(*job, job->prompt_logits)); });
-      job->prompt_logits = at::Tensor();
-      if (!taken) {
-        finish(*job, taken.status());
-      } else if (taken->get<bool>()) {
-        running_.push_back(job);
-      }
+    if (!prefilled.empty()) {
+      std::vector<std::pair<std::shared_ptr<Job>, at::Tensor>> first_tokens;
+      for (const auto& job : prefilled) first_tokens.emplace_back(job, std::move(job->prompt_logits));
+      running_.insert(running_.end(), prefilled.begin(), prefilled.end());
+      take_tokens(first_tokens, false);
     }
     if (!running_.empty()) decode_step();
   }
@@ -221,13 +219,67 @@ std::int64_t BatchScheduler::start_next(std::vector<std::shared_ptr<Job>>& prefi
   return job->rows * (job->capacity - job->new_tokens);
 }
 
-// Picks a running job's tokens from logits [rows, 1, vocab], hands them over,
-// and says whether it goes on (false: it ended, finish() was called).
-bool BatchScheduler::take_step(Job& job, const at::Tensor& logits) {
-  at::Tensor picked = pick_tokens(logits.select(1, 0).to(at::kFloat), *job.options, *job.generator).to(at::kCPU);
+void BatchScheduler::take_tokens(const std::vector<std::pair<std::shared_ptr<Job>, at::Tensor>>& logits_of,
+                                 bool ahead) {
+  c10::InferenceMode inference;
+  std::vector<std::pair<std::shared_ptr<Job>, at::Tensor>> picked_from;  // the jobs whose picking went well
+  for (const auto& [job, logits] : logits_of) {
+    at::Tensor picks;
+    auto picked = guarded("model.generate", [&]() -> Result<json> {
+      picks = pick_tokens(logits.select(1, 0).to(at::kFloat), *job->options, *job->generator);
+      return json();
+    });
+    if (picked) picked_from.emplace_back(job, std::move(picks));
+    else finish(*job, picked.status());
+  }
+  if (picked_from.empty()) return;
+  auto copied = guarded("model.generate", [&]() -> Result<json> {
+    std::vector<at::Tensor> picks;
+    for (const auto& [job, pick] : picked_from) picks.push_back(pick);
+    host_tokens_.start(picks.size() == 1 ? picks[0] : at::cat(picks));
+    return json();
+  });
+  if (!copied) {
+    for (const auto& [job, pick] : picked_from) finish(*job, copied.status());
+    return;
+  }
+  // Ahead: every running job is here and continues past this step, unless its
+  // tokens end it; those are fed their own tokens (a finished row's output is never read).
+  std::vector<std::shared_ptr<Job>> fed;
+  if (ahead) {
+    for (const auto& [job, pick] : picked_from) {
+      if (job->step + 1 >= job->new_tokens) continue;  // its last token: nothing follows
+      job->feed = pick.clamp_min(0);
+      fed.push_back(job);
+    }
+    if (!fed.empty()) ahead_ = launch_step(fed);
+  }
+  const at::Tensor& host = host_tokens_.wait();
+  std::int64_t first_row = 0;
+  for (const auto& [job, pick] : picked_from) {
+    at::Tensor rows = host.narrow(0, first_row, job->rows);
+    first_row += job->rows;
+    bool queued = ahead_ && std::any_of(ahead_->members.begin(), ahead_->members.end(),
+                                        [&](const auto& member) { return member.first == job; });
+    auto taken = guarded("model.generate", [&]() -> Result<json> {
+      if (job->passes && job->step > 0) {
+        if (Status s = job->passes->end(job->step); !s) return s;
+      }
+      take(*job, rows, queued);
+      return json();
+    });
+    if (!taken) finish(*job, taken.status());
+  }
+  auto running = [this](const auto& member) {
+    return std::find(running_.begin(), running_.end(), member.first) != running_.end();
+  };
+  if (ahead_ && std::none_of(ahead_->members.begin(), ahead_->members.end(), running)) ahead_.reset();
+}
+
+bool BatchScheduler::take(Job& job, const at::Tensor& host, bool fed) {
   std::size_t before = 0, after = 0;
   for (const auto& row : job.generation->result().tokens) before += row.size();
-  auto going = job.generation->take(job.step, picked, *job.on_step);
+  auto going = job.generation->take(job.step, host, *job.on_step);
   for (const auto& row : job.generation->result().tokens) after += row.size();
   count_tokens(static_cast<std::int64_t>(after - before));
   if (!going) {
@@ -238,7 +290,7 @@ bool BatchScheduler::take_step(Job& job, const at::Tensor& logits) {
     finish(job, Status::ok());
     return false;
   }
-  job.feed = job.generation->feed(picked, decoder_.device());
+  if (!fed) job.feed = job.generation->feed(host, decoder_.device());
   ++job.step;
   return true;
 }
@@ -273,12 +325,13 @@ bool BatchScheduler::prefill(Job& job) {
   return true;
 }
 
-void BatchScheduler::decode_step() {
+BatchScheduler::Step BatchScheduler::launch_step(const std::vector<std::shared_ptr<Job>>& jobs) {
   c10::InferenceMode inference;
-  std::vector<std::shared_ptr<Job>> members;
+  Step step;
   std::vector<PassSegment> segments;
   std::vector<at::Tensor> ids, positions;
-  for (const auto& job : std::vector<std::shared_ptr<Job>>(running_)) {
+  std::int64_t rows = 0;
+  for (const auto& job : jobs) {
     if (job->caller.ready && !job->caller.ready()) continue;  // its reader is behind: it sits out this step
     job->positions = job->positions + 1;
     job->key_mask = at::cat({job->key_mask, at::ones({job->rows, 1}, job->key_mask.options())}, 1);
@@ -296,44 +349,48 @@ void BatchScheduler::decode_step() {
         continue;
       }
     }
-    members.push_back(job);
+    step.members.emplace_back(job, rows);
+    rows += job->rows;
     segments.push_back({job->rows, &cache, job->key_mask, job->prompt.padded, hooks});
     ids.push_back(job->feed.view({-1, 1}));
     positions.push_back(job->positions);
   }
-  if (members.empty()) {  // every reader is behind
+  if (step.members.empty()) return step;
+  {
+    MutexLock lock(mutex_);
+    peak_batch_rows_ = std::max(peak_batch_rows_, rows);
+  }
+  auto stepped = guarded("model.generate", [&]() -> Result<json> {
+    step.logits = decoder_.forward_batch(at::cat(ids, 0), at::cat(positions, 0), segments);
+    return json();
+  });
+  if (!stepped) step.logits = stepped.status();
+  return step;
+}
+
+void BatchScheduler::decode_step() {
+  Step step = ahead_ ? std::move(*ahead_) : launch_step(std::vector<std::shared_ptr<Job>>(running_));
+  ahead_.reset();
+  // Members that ended when the step before was read are no longer running: their rows are ignored.
+  std::erase_if(step.members, [this](const auto& member) {
+    return std::find(running_.begin(), running_.end(), member.first) == running_.end();
+  });
+  if (step.members.empty()) {  // every reader is behind
     MutexLock lock(mutex_);
     wake_.wait_for(lock, std::chrono::milliseconds(2));
     return;
   }
-  {
-    MutexLock lock(mutex_);
-    std::int64_t rows = 0;
-    for (const auto& segment : segments) rows += segment.rows;
-    peak_batch_rows_ = std::max(peak_batch_rows_, rows);
-  }
-  at::Tensor logits;
-  auto stepped = guarded("model.generate", [&]() -> Result<json> {
-    logits = decoder_.forward_batch(at::cat(ids, 0), at::cat(positions, 0), segments);
-    return json();
-  });
-  if (!stepped) {
-    for (const auto& job : members) finish(*job, stepped.status());
+  if (!step.logits) {
+    for (const auto& [job, first_row] : step.members) finish(*job, step.logits.status());
     return;
   }
-  std::int64_t first_row = 0;
-  for (const auto& job : members) {
-    at::Tensor rows = logits.narrow(0, first_row, job->rows);
-    first_row += job->rows;
-    auto taken = guarded("model.generate", [&]() -> Result<json> {
-      if (job->passes) {
-        if (Status s = job->passes->end(job->step); !s) return s;
-      }
-      take_step(*job, rows);
-      return json();
-    });
-    if (!taken) finish(*job, taken.status());
-  }
+  std::vector<std::pair<std::shared_ptr<Job>, at::Tensor>> logits_of;
+  for (const auto& [job, first_row] : step.members) logits_of.emplace_back(job, step.logits->narrow(0, first_row, job->rows));
+  // Queued ahead on a GPU when the step holds every running request and none has interventions
+  // (their hooks run on the host between steps).
+  bool ahead = decoder_.device().is_cuda() && step.members.size() == running_.size() &&
+               std::none_of(step.members.begin(), step.members.end(), [](const auto& member) { return member.first->passes; });
+  take_tokens(logits_of, ahead);
 }
 
 void BatchScheduler::finish(Job& job, Status status) {
@@ -358,6 +415,13 @@ void BatchScheduler::count_tokens(std::int64_t tokens) {
   while (!recent_tokens_.empty() && recent_tokens_.front().first < now - kRateWindowSeconds) recent_tokens_.pop_front();
 }
 
+json BatchScheduler::kv_cache() const {
+  return {{"tokens", pool_->tokens()},
+          {"bytes", pool_->bytes()},
+          {"bytes_per_token", KvPool::bytes_per_token(decoder_)},
+          {"block_tokens", KvPool::kBlockTokens}};
+}
+
 json BatchScheduler::stats() const {
   double now = steady_seconds();
   MutexLock lock(mutex_);
@@ -379,6 +443,7 @@ json BatchScheduler::stats() const {
           {"max_batch", limits_.max_batch},
           {"max_queue", limits_.max_queue},
           {"requests_done", requests_done_},
+          {"graphs", {{"captured", graph_captures_.load()}, {"reused", graph_reuses_.load()}}},
           {"tokens_per_second", static_cast<double>(recent) / kRateWindowSeconds},
           {"kv", kv}};
 }

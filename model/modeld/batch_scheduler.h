@@ -11,9 +11,14 @@
 // first tokens go out together once all of them ran, so that no request of a
 // burst waits for the others' prefills between its first and second token.
 // Which request starts when: Admission (first come first served within
-// max_batch rows and the KV pool's blocks). Thread-safe.
+// max_batch rows and the KV pool's blocks). On a GPU a step's tokens (every
+// request's, gathered on the device) reach the host in one asynchronous copy
+// to pinned memory, and the next step is queued before the host reads them,
+// as generate() does alone: stops and EOS read that copy, and a request that
+// ended there leaves the step already queued, its rows ignored. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -21,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,12 +78,20 @@ class BatchScheduler {
   // Runs work on the scheduler's thread between two decode steps; blocks until it ran.
   Result<nlohmann::json> run_alone(std::function<Result<nlohmann::json>()> work, SchedulerCaller caller);
 
-  // {queue_depth, running, batch_rows, peak_batch_rows, max_batch, max_queue, requests_done, tokens_per_second,
+  // {queue_depth, running, batch_rows, peak_batch_rows, max_batch, max_queue, requests_done,
+  //  graphs: {captured, reused}, tokens_per_second,
   //  kv: {block_tokens, blocks, blocks_used, blocks_free, largest_free_run, bytes}}
   nlohmann::json stats() const;
+  // {tokens, bytes, bytes_per_token, block_tokens}: what the KV pool holds (model.info's kv_cache).
+  nlohmann::json kv_cache() const;
 
  private:
   struct Job;
+  // A decode step launched on the device (its logits maybe not computed yet), and its members' first rows.
+  struct Step {
+    std::vector<std::pair<std::shared_ptr<Job>, std::int64_t>> members;
+    Result<at::Tensor> logits = at::Tensor();  // [rows, 1, vocab]
+  };
   // The job of a generation of prompts (rows, capacity, new tokens), not yet queued.
   std::shared_ptr<Job> generation_job(const std::vector<std::vector<std::int64_t>>& prompts,
                                       const SamplingOptions& options, SchedulerCaller caller) const;
@@ -88,7 +102,13 @@ class BatchScheduler {
   // Starts the head of the queue (a prefill goes into prefilled); the prompt tokens it ran, -1: nothing could start.
   std::int64_t start_next(std::vector<std::shared_ptr<Job>>& prefilled);
   bool prefill(Job& job);  // false when the job already ended
-  bool take_step(Job& job, const at::Tensor& logits);
+  // Picks each job's tokens from its logits [rows, 1, vocab] on the device, copies them to the host
+  // at once, and hands them over; ahead (GPU only): queues the next step before reading them.
+  void take_tokens(const std::vector<std::pair<std::shared_ptr<Job>, at::Tensor>>& logits_of, bool ahead);
+  // Hands a job its host tokens [rows]; false when it ended (finish() was called). fed: its next step is queued with them.
+  bool take(Job& job, const at::Tensor& host, bool fed);
+  // Launches one decode step of jobs (their feed set), those whose readers are ready.
+  Step launch_step(const std::vector<std::shared_ptr<Job>>& jobs);
   void decode_step();
   void finish(Job& job, Status status);
   void count_tokens(std::int64_t tokens);
@@ -108,7 +128,11 @@ class BatchScheduler {
   std::uint64_t requests_done_ GUARDED_BY(mutex_) = 0;
   std::deque<std::pair<double, std::int64_t>> recent_tokens_ GUARDED_BY(mutex_);  // (seconds, new tokens) of the last 10 s
 
-  std::vector<std::shared_ptr<Job>> running_;  // the scheduler thread's only
+  std::vector<std::shared_ptr<Job>> running_;  // the scheduler thread's only, as are:
+  std::optional<Step> ahead_;                  // the step queued before the last one's tokens were read
+  HostTokens host_tokens_;
+  StepGraphs graphs_;                          // static generations' CUDA graphs (before pool_ goes)
+  std::atomic<std::uint64_t> graph_captures_{0}, graph_reuses_{0};  // graphs_'s counts, for stats()
   std::thread thread_;
 };
 

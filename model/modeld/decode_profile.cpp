@@ -115,7 +115,8 @@ nlohmann::json most_frequent(const std::map<std::string, double>& by_name, std::
 
 }  // namespace
 
-Result<nlohmann::json> profile_decode(const Decoder& decoder, const DecodeProfileOptions& options) {
+Result<nlohmann::json> profile_decode(const Decoder& decoder, BatchScheduler& scheduler,
+                                      const DecodeProfileOptions& options) {
   const Architecture& arch = decoder.architecture();
   if (options.steps < 1 || options.prompt_tokens < 1) {
     return Status(ErrorCode::invalid_request, "--steps and --prompt-tokens must be 1 or more");
@@ -141,7 +142,9 @@ Result<nlohmann::json> profile_decode(const Decoder& decoder, const DecodeProfil
   for (int run = 0; run < 2; ++run) {  // a warm-up, then the timed run
     step_ms.clear();
     calls = 0;
-    if (auto generated = generate(decoder, {prompt}, sampling, timed); !generated) return generated.status();
+    if (auto generated = scheduler.generate({prompt}, sampling, timed, nullptr, {}); !generated) {
+      return generated.status();
+    }
   }
   std::sort(step_ms.begin(), step_ms.end());
 
@@ -157,7 +160,7 @@ Result<nlohmann::json> profile_decode(const Decoder& decoder, const DecodeProfil
     result = profiler::disableProfiler();
     return false;
   };
-  auto generated = generate(decoder, {prompt}, sampling, profiled);
+  auto generated = scheduler.generate({prompt}, sampling, profiled, nullptr, {});
   if (!result && calls > 0) result = profiler::disableProfiler();
   if (!generated) return generated.status();
   if (!result) return Status(ErrorCode::internal, "the profiler recorded nothing");

@@ -2,13 +2,15 @@
 // model — its time per token, then, under LibTorch's (Kineto) profiler, the
 // LibTorch ops it calls and the device kernels it launches. What
 // `gpubox-modeld --profile-decode` prints, and what tests/device/run.sh
-// reports on a GPU. Runs on the calling thread; the model is not shared.
+// reports on a GPU. The steps run where callers' run: in the model's
+// BatchScheduler (on its thread, the profiler with them); the model is not shared.
 #pragma once
 
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
 
+#include "model/modeld/batch_scheduler.h"
 #include "model/modeld/decoder.h"
 #include "base/status.h"
 
@@ -32,6 +34,7 @@ struct DecodeProfileOptions {
 // (kLayerScope): layer_ops (top-level) and layer_compute_ops, the figure the
 // GPU-shaped decoding issue bounds (at most 15). "top_ops" lists the most
 // frequent top-level ops, "layer_compute_ops" the computing ops of a layer.
-Result<nlohmann::json> profile_decode(const Decoder& decoder, const DecodeProfileOptions& options);
+Result<nlohmann::json> profile_decode(const Decoder& decoder, BatchScheduler& scheduler,
+                                      const DecodeProfileOptions& options);
 
 }  // namespace gpubox::modeld

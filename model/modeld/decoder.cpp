@@ -16,6 +16,8 @@
 #include <utility>
 
 #include "model/modeld/cpu_linear.h"
+#include "model/modeld/gpu_exclusion.h"
+#include "model/modeld/grouped_attention.h"
 #include "model/modeld/head_results.h"
 #include "model/modeld/weight_loader.h"
 
@@ -195,8 +197,8 @@ struct Decoder::Weights : BoundWeights {
   Tensor inv_freq;        // fp32 on device
   Tensor local_inv_freq;  // of arch.local_rope, when set
   Tensor embed_scale;
-  // The SDPA kernel of the first prefill and decode pass (kBackendUnknown until then).
-  mutable std::atomic<std::int64_t> prefill_backend{kBackendUnknown}, decode_backend{kBackendUnknown};
+  // The SDPA kernel of the first pass of each PassKind (kBackendUnknown until then).
+  mutable std::atomic<std::int64_t> backends[3] = {kBackendUnknown, kBackendUnknown, kBackendUnknown};
 
   void hook(Hooks* hooks, HookPoint point, int layer, Tensor& value) const {
     if (hooks && hooks->wants(point, layer)) hooks->apply(point, layer, value);
@@ -295,14 +297,16 @@ struct Decoder::Weights : BoundWeights {
   }
 
   // Which SDPA kernel PyTorch picks for these inputs (asked once per kind of pass, for model.stats and the log).
-  void note_backend(std::atomic<std::int64_t>& noted, const char* pass, const Tensor& q, const Tensor& k,
-                    const Tensor& v, const std::optional<Tensor>& mask, bool causal) const {
+  void note_backend(PassKind kind, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const std::optional<Tensor>& mask, bool causal) const {
+    static constexpr const char* kPassNames[] = {"prefill", "decode", "fixed decode"};
+    std::atomic<std::int64_t>& noted = backends[static_cast<int>(kind)];
     std::int64_t unknown = kBackendUnknown;
     if (noted.load(std::memory_order_relaxed) != unknown) return;
     std::int64_t choice = at::_fused_sdp_choice(q, k, v, mask, 0.0, causal, arch.attn_scale, q.size(1) != k.size(1));
     if (noted.compare_exchange_strong(unknown, choice)) {
-      std::fprintf(stderr, "gpubox-modeld: attention on %s, %s passes: %s\n", device.str().c_str(), pass,
-                   sdpa_backend_name(choice));
+      std::fprintf(stderr, "gpubox-modeld: attention on %s, %s passes: %s\n", device.str().c_str(),
+                   kPassNames[static_cast<int>(kind)], sdpa_backend_name(choice));
     }
   }
 
@@ -397,8 +401,17 @@ struct Decoder::Weights : BoundWeights {
       std::optional<Tensor> mask;
       if (need == MaskNeed::mask) mask = masks.get(window);
       bool causal = need == MaskNeed::causal;
-      note_backend(tokens == 1 ? decode_backend : prefill_backend, tokens == 1 ? "decode" : "prefill", q, k, v, mask, causal);
-      z = at::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, arch.attn_scale, kv_heads != heads);
+      PassKind kind = tokens > 1 ? PassKind::prefill : cache_slot.defined() ? PassKind::fixed_decode : PassKind::decode;
+      if (q.is_cuda() && tokens == 1 && mask && kv_heads != heads) {
+        // A masked decode step (static, or padded rows): folded, it takes the memory-efficient kernel,
+        // not the math one. On the CPU steps stay as they were, bit for bit.
+        Tensor folded_q = q.reshape({q.size(0), kv_heads, heads / kv_heads, q.size(3)});
+        note_backend(kind, folded_q, k, v, mask, false);
+        z = folded_decode_attention(q, k, v, *mask, arch.attn_scale);
+      } else {
+        note_backend(kind, q, k, v, mask, causal);
+        z = at::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, arch.attn_scale, kv_heads != heads);
+      }
     } else {
       if (kv_heads != heads) {
         k = k.repeat_interleave(heads / kv_heads, 1);
@@ -481,6 +494,7 @@ at::Tensor Decoder::run_pass(const at::Tensor& ids, const at::Tensor& positions,
                              const at::Tensor& cache_slot, bool last_only, bool with_grad) const {
   c10::InferenceMode inference(!with_grad);
   const Weights& w = *weights_;
+  GpuWork gpu_work(w.device.is_cuda());  // never during another thread's CUDA graph capture
   const Architecture& arch = w.arch;
   std::int64_t tokens = ids.size(1);
   bool fixed = cache_slot.defined();
@@ -584,8 +598,8 @@ c10::Device Decoder::device() const { return weights_->device; }
 std::uint64_t Decoder::weight_bytes() const { return weights_->held_bytes; }
 std::uint64_t Decoder::parameter_count() const { return weights_->parameters; }
 const std::vector<std::string>& Decoder::unexpected_tensors() const { return weights_->unexpected; }
-std::string Decoder::attention_backend(bool decode) const {
-  return sdpa_backend_name((decode ? weights_->decode_backend : weights_->prefill_backend).load());
+std::string Decoder::attention_backend(PassKind kind) const {
+  return sdpa_backend_name(weights_->backends[static_cast<int>(kind)].load());
 }
 
 }  // namespace gpubox::modeld

@@ -64,6 +64,13 @@ struct PassSegment {
   Hooks* hooks = nullptr;   // this request's: they see its rows only, shaped as in its pass alone
 };
 
+// The kinds of pass whose attention kernel model.stats names.
+enum class PassKind {
+  prefill,       // prompt tokens
+  decode,        // one token per row, attending over the filled cache
+  fixed_decode,  // a static step: one token per row over the whole cache, masked (what a CUDA graph replays)
+};
+
 // Loading progress, read by modeld.status while another thread loads.
 struct LoadProgress {
   std::atomic<std::uint64_t> bytes_loaded{0};
@@ -104,10 +111,9 @@ class Decoder {
   std::uint64_t weight_bytes() const;             // as held (after casts)
   std::uint64_t parameter_count() const;          // elements of the weights, norms and biases included
   const std::vector<std::string>& unexpected_tensors() const;  // in the files, unused
-  // The SDPA kernel PyTorch picked for this model's first decode pass (one
-  // token) or first prefill: "math", "flash_attention", "efficient_attention"…;
-  // "none" before such a pass ran.
-  std::string attention_backend(bool decode) const;
+  // The SDPA kernel PyTorch picked for this model's first pass of a kind:
+  // "math", "flash_attention", "efficient_attention"…; "none" before such a pass ran.
+  std::string attention_backend(PassKind kind) const;
 
  private:
   struct Weights;

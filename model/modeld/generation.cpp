@@ -47,6 +47,27 @@ Tensor pick_tokens(Tensor logits, const SamplingOptions& options, at::Generator&
   return picked.masked_fill(probabilities.isfinite().all(-1).logical_not(), -1);
 }
 
+void HostTokens::start(const Tensor& tokens) {
+  if (!device_.is_cuda()) {
+    host_ = tokens;
+    return;
+  }
+  std::int64_t count = tokens.numel();
+  if (!pinned_.defined() || pinned_.numel() < count) {
+    pinned_ = at::empty({std::max<std::int64_t>(count, 64)}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+  }
+  host_ = pinned_.narrow(0, 0, count);
+  host_.copy_(tokens, /*non_blocking=*/true);
+  copied_ = c10::Event(device_.type());
+  copied_->record(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
+}
+
+const Tensor& HostTokens::wait() {
+  if (copied_) copied_->synchronize();
+  copied_.reset();
+  return host_;
+}
+
 at::Generator sampling_generator(c10::Device device, std::uint64_t seed) {
   if (device.is_cpu()) return at::make_generator<at::CPUGeneratorImpl>(seed);
   at::Generator shared = at::globalContext().defaultGenerator(device);  // shares the default's state
@@ -61,42 +82,13 @@ at::Generator sampling_generator(c10::Device device, std::uint64_t seed) {
 
 namespace {
 
-// The tokens of one step, copied to the host: on a GPU asynchronously into
-// pinned memory (wait() blocks only when the host needs them), on the CPU as they are.
-class HostTokens {
- public:
-  HostTokens(c10::Device device, std::int64_t batch) : device_(device) {
-    if (device.is_cuda()) pinned_ = at::empty({batch}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
-  }
-  void start(const Tensor& tokens) {
-    if (!device_.is_cuda()) {
-      host_ = tokens;
-      return;
-    }
-    pinned_.copy_(tokens, /*non_blocking=*/true);
-    copied_ = c10::Event(device_.type());
-    copied_->record(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
-    host_ = pinned_;
-  }
-  const Tensor& wait() {
-    if (copied_) copied_->synchronize();
-    copied_.reset();
-    return host_;
-  }
-
- private:
-  c10::Device device_;
-  Tensor pinned_, host_;
-  std::optional<c10::Event> copied_;
-};
-
 // The forward passes of one generation: the prompt's, then one token per row
 // per pass, dynamic or at fixed shapes (options.steps), the fixed ones maybe
 // replayed as a CUDA graph. Passes with interventions are always dynamic.
 class StepRunner {
  public:
   StepRunner(const Decoder& decoder, const ForwardInput& prompt, std::int64_t new_tokens, DecodeSteps mode,
-             PassHooks* passes, KvCache* given_cache)
+             PassHooks* passes, KvCache* given_cache, StepGraphs* graphs)
       : decoder_(decoder), prompt_(prompt), passes_(passes), fixed_(mode != DecodeSteps::dynamic && !passes) {
     std::int64_t batch = prompt.ids.size(0), length = prompt.ids.size(1);
     if (mode == DecodeSteps::graph) {
@@ -127,6 +119,17 @@ class StepRunner {
       slot_ = at::full({1}, length - 1, on_device);
       key_mask_ = at::cat({prompt.key_mask, at::ones({batch, new_tokens}, prompt.key_mask.options())}, 1);
     }
+    // A graph outlives its generation only on the pool (a cache of its own is freed after it).
+    if (want_graph_ && given_cache && graphs) {
+      graphs_ = graphs;
+      key_ = {batch, length + new_tokens, cache_.keys.empty() ? nullptr : cache_.keys[0].data_ptr()};
+      if (StepGraphs::Entry* kept = graphs->find(key_)) {  // this generation's inputs into the graph's buffers
+        kept->ids.copy_(ids_), kept->positions.copy_(positions_), kept->key_mask.copy_(key_mask_), kept->slot.copy_(slot_);
+        ids_ = kept->ids, positions_ = kept->positions, key_mask_ = kept->key_mask, slot_ = kept->slot;
+        graph_ = kept->graph.get();
+        want_graph_ = false;
+      }
+    }
   }
 
   Result<Tensor> prompt_pass() { return run_pass(prompt_, 0); }
@@ -147,8 +150,11 @@ class StepRunner {
       want_graph_ = false;
       if (!captured) {
         log_once("decode steps run eagerly: " + captured.status().message());
+      } else if (graphs_) {
+        graph_ = graphs_->keep({key_, ids_, positions_, key_mask_, slot_, std::move(*captured)}).graph.get();
       } else {
-        graph_ = std::move(*captured);
+        owned_graph_ = std::move(*captured);
+        graph_ = owned_graph_.get();
       }
     }
     if (graph_) return graph_->replay();
@@ -186,7 +192,10 @@ class StepRunner {
   KvCache cache_;
   Tensor positions_, key_mask_;  // of the last pass
   Tensor ids_, slot_;            // fixed steps' inputs, at fixed addresses
-  std::unique_ptr<StepGraph> graph_;
+  StepGraph* graph_ = nullptr;   // replayed: graphs_'s, or owned_graph_
+  StepGraphs* graphs_ = nullptr;  // where this generation's graph is kept (null: not kept)
+  StepGraphs::Key key_;
+  std::unique_ptr<StepGraph> owned_graph_;
 };
 
 }  // namespace
@@ -238,7 +247,7 @@ std::int64_t new_token_limit(const Architecture& arch, const SamplingOptions& op
 
 Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector<std::int64_t>>& prompts,
                            const SamplingOptions& options, const StepCallback& on_step, PassHooks* passes,
-                           KvCache* cache) {
+                           KvCache* cache, StepGraphs* graphs) {
   const Architecture& arch = decoder.architecture();
   if (Status s = check_prompts(arch, prompts); !s) return s;
   if (options.max_new_tokens < 0) return Status(ErrorCode::invalid_request, "max_new_tokens must be 0 or more");
@@ -252,8 +261,8 @@ Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector
   out.finish_reasons.assign(batch, "length");
   if (new_tokens <= 0) return out;
   at::Generator generator = sampling_generator(decoder.device(), options.seed.value_or(at::default_rng_seed_val));
-  HostTokens host_tokens(decoder.device(), static_cast<std::int64_t>(batch));
-  StepRunner passes_run(decoder, input, new_tokens, options.steps, passes, cache);
+  HostTokens host_tokens(decoder.device());
+  StepRunner passes_run(decoder, input, new_tokens, options.steps, passes, cache, graphs);
   auto first = passes_run.prompt_pass();
   if (!first) return first.status();
   Tensor logits = *first;

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include <ATen/core/Generator.h>
+#include <c10/core/Event.h>
 
 #include "model/modeld/decoder.h"
+#include "model/modeld/step_graph.h"
 #include "base/status.h"
 
 namespace gpubox::modeld {
@@ -82,16 +84,33 @@ class GenerationRows {
 // their device: greedy, or sampled (temperature, top-k, top-p) with generator;
 // -1 for a row whose logits are not finite.
 at::Tensor pick_tokens(at::Tensor logits, const SamplingOptions& options, at::Generator& generator);
+// Tokens picked on a device, copied to the host: on a GPU asynchronously into
+// pinned memory (reused, grown as needed) so that wait() blocks only when the
+// host needs them and work queued after start() runs meanwhile; on the CPU
+// they are the host's already. One thread; one copy in flight.
+class HostTokens {
+ public:
+  explicit HostTokens(c10::Device device) : device_(device) {}
+  void start(const at::Tensor& tokens);  // tokens: [n] int64 on the device
+  const at::Tensor& wait();              // [n] int64 on the host, valid until the next start()
+
+ private:
+  c10::Device device_;
+  at::Tensor pinned_, host_;
+  std::optional<c10::Event> copied_;
+};
+
 // A generator for sampling on device, seeded: the same seed on the same kind of device draws the same tokens.
 at::Generator sampling_generator(c10::Device device, std::uint64_t seed);
 
 // Left-pads the prompts into one batch. An empty prompt, an id outside the
 // vocabulary or a prompt over the context length is invalid_request. cache:
 // where keys and values go (a run of the model's KV pool: capacity the padded
-// prompt length + new_token_limit()); none: a cache of its own.
+// prompt length + new_token_limit()); none: a cache of its own. graphs: where
+// CUDA graphs of steps on cache are kept for later generations of the same shape.
 Result<Generated> generate(const Decoder& decoder, const std::vector<std::vector<std::int64_t>>& prompts,
                            const SamplingOptions& options, const StepCallback& on_step, PassHooks* passes = nullptr,
-                           KvCache* cache = nullptr);
+                           KvCache* cache = nullptr, StepGraphs* graphs = nullptr);
 
 // How many tokens generate() makes at most for prompts of this padded length (the context bounds it).
 std::int64_t new_token_limit(const Architecture& architecture, const SamplingOptions& options, std::int64_t length);

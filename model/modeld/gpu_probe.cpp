@@ -9,6 +9,7 @@
 
 #include "model/modeld/cuda_runtime.h"
 #include "model/modeld/gpu_info.h"
+#include "model/modeld/gpu_exclusion.h"
 
 namespace gpubox::modeld {
 namespace {
@@ -89,6 +90,7 @@ Result<nlohmann::json> gpu_probe() {
     devices.push_back(entry);
   }
   // The probe's buffers go back to the driver, not to the caching allocator's pool: the models get that memory.
+  GpuExclusive exclusive;  // emptyCache asserts while a CUDA graph capture runs in any thread
   at::getDeviceAllocator(c10::kCUDA)->emptyCache();
   return nlohmann::json{{"devices", devices}};
 }

@@ -5,18 +5,24 @@
 #include <fstream>
 #include <string>
 
-#include "model/modeld/gpu_info.h"
+#include "model/modeld/gpu_exclusion.h"
 
 namespace gpubox::modeld {
+
+std::uint64_t KvPool::bytes_per_token(const Decoder& decoder) {
+  const Architecture& arch = decoder.architecture();
+  std::uint64_t element = c10::elementSize(decoder.dtype());
+  return 2 * static_cast<std::uint64_t>(arch.num_layers * arch.num_kv_heads * arch.head_dim) * element;
+}
 
 KvPool::KvPool(const Decoder& decoder, std::uint64_t bytes) {
   const Architecture& arch = decoder.architecture();
   kv_heads_ = arch.num_kv_heads;
   head_dim_ = arch.head_dim;
-  std::uint64_t element = c10::elementSize(decoder.dtype());
-  bytes_per_token_ = 2 * static_cast<std::uint64_t>(arch.num_layers * kv_heads_ * head_dim_) * element;
+  bytes_per_token_ = bytes_per_token(decoder);
   blocks_ = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / (bytes_per_token_ * kBlockTokens)));
   auto options = at::TensorOptions().dtype(decoder.dtype()).device(decoder.device());
+  GpuWork gpu_work(decoder.device().is_cuda());  // never during another thread's CUDA graph capture
   for (std::int64_t layer = 0; layer < arch.num_layers; ++layer) {
     keys_.push_back(at::empty({kv_heads_, blocks_ * kBlockTokens, head_dim_}, options));
     values_.push_back(at::empty({kv_heads_, blocks_ * kBlockTokens, head_dim_}, options));
@@ -59,22 +65,14 @@ std::uint64_t meminfo_available_bytes() {
 
 }  // namespace
 
-std::uint64_t default_kv_pool_bytes(const Decoder& decoder) {
-  std::uint64_t bytes = 0;
-  c10::Device device = decoder.device();
-  if (device.is_cuda()) {
-    auto gpus = gpu_info()["gpus"];
-    std::size_t index = device.has_index() ? static_cast<std::size_t>(device.index()) : 0;
-    if (index < gpus.size()) {
-      std::uint64_t total = gpus[index].value("memory_total_bytes", 0ull);
-      std::uint64_t used = gpus[index].value("memory_used_bytes", 0ull);
-      std::uint64_t margin = std::max(total / 10, kPoolGiB);
-      if (total > used + margin) bytes = total - used - margin;
-    }
-  } else {
-    bytes = std::min(meminfo_available_bytes() / 4, 16 * kPoolGiB);
-  }
-  return std::max(bytes, 64 * kPoolMiB);
+std::uint64_t default_kv_pool_bytes(const Decoder&) {
+  return std::max(std::min(meminfo_available_bytes() / 4, 16 * kPoolGiB), 64 * kPoolMiB);
+}
+
+std::uint64_t useful_kv_pool_bytes(const Decoder& decoder, std::int64_t max_batch) {
+  auto positions = static_cast<std::uint64_t>(std::max<std::int64_t>(max_batch, 1)) *
+                   static_cast<std::uint64_t>(std::max<std::int64_t>(decoder.architecture().max_positions, 1));
+  return positions * KvPool::bytes_per_token(decoder);
 }
 
 }  // namespace gpubox::modeld

@@ -17,6 +17,8 @@ class KvPool {
  public:
   static constexpr std::int64_t kBlockTokens = 16;
 
+  // Bytes a position takes in every layer's keys and values.
+  static std::uint64_t bytes_per_token(const Decoder& decoder);
   // bytes: the pool's size (whole blocks of it are allocated, at least one).
   KvPool(const Decoder& decoder, std::uint64_t bytes);
   KvPool(const KvPool&) = delete;
@@ -28,6 +30,7 @@ class KvPool {
   KvCache cache_at(std::int64_t first_block, std::int64_t rows, std::int64_t capacity) const;
 
   std::int64_t blocks() const { return blocks_; }
+  std::int64_t tokens() const { return blocks_ * kBlockTokens; }
   std::uint64_t bytes() const { return static_cast<std::uint64_t>(blocks_ * kBlockTokens) * bytes_per_token_; }
 
  private:
@@ -37,10 +40,13 @@ class KvPool {
   std::vector<at::Tensor> keys_, values_;  // per layer [kv_heads, blocks * kBlockTokens, head_dim]
 };
 
-// The pool size a model gets without kv_cache_mb: on a GPU what is free after
-// its weights less a margin (a tenth of the device's memory, at least 1 GiB);
-// on the CPU a quarter of the memory available (/proc/meminfo), at most 16 GiB
-// (the CPU allocates pages only as positions are written). At least 64 MiB.
+// The pool size a CPU model gets without kv_cache_mb: a quarter of the memory
+// available (/proc/meminfo), at most 16 GiB (the CPU allocates pages only as
+// positions are written), at least 64 MiB. A GPU model's comes from its
+// device's KvBudget (kv_budget.h).
 std::uint64_t default_kv_pool_bytes(const Decoder& decoder);
+
+// The most a pool can be used: max_batch rows, each as long as the model's context.
+std::uint64_t useful_kv_pool_bytes(const Decoder& decoder, std::int64_t max_batch);
 
 }  // namespace gpubox::modeld

@@ -59,12 +59,13 @@ int profile_decode_main(int argc, char** argv) {
   }
   if (spec.dtype.empty()) spec.dtype = spec.device == "cpu" ? "float32" : "bfloat16";  // as modeld.json's default
   gpubox::modeld::LoadProgress progress;
-  auto model = gpubox::modeld::load_model(spec, progress);
+  gpubox::modeld::KvBudget budget(std::make_shared<gpubox::modeld::NvmlDeviceMemory>());
+  auto model = gpubox::modeld::load_model(spec, progress, gpubox::modeld::join_kv_budget(budget, spec));
   if (!model) {
     std::fprintf(stderr, "gpubox-modeld: %s\n", model.status().to_string().c_str());
     return 1;
   }
-  auto profile = gpubox::modeld::profile_decode(*model.value()->decoder, options);
+  auto profile = gpubox::modeld::profile_decode(*model.value()->decoder, *model.value()->scheduler, options);
   if (!profile) {
     std::fprintf(stderr, "gpubox-modeld: %s\n", profile.status().to_string().c_str());
     return 1;

@@ -133,6 +133,7 @@ json model_info(const LoadedModel& model) {
                {"load_seconds", model.load_seconds},
                {"unexpected_tensors", model.decoder->unexpected_tensors()},
                {"hook_points", hook_points(a).size()},
+               {"kv_cache", model.scheduler->kv_cache()},
                {"saes", model.saes->list(model.spec.hidden)}};
   if (model.chat && model.chat->has_template()) info["chat_templates"] = model.chat->names();
   if (!model.chat_error.empty()) info["chat_template_error"] = model.chat_error;
@@ -446,8 +447,11 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
     if (Status s = params.finish(); !s) return s;
     if (!model) return model.status();
     const Decoder& decoder = *(*model)->decoder;
-    return json{{"attention", {{"prefill", decoder.attention_backend(false)}, {"decode", decoder.attention_backend(true)}}},
-                {"batching", (*model)->scheduler->stats()}};
+    return json{{"attention", {{"prefill", decoder.attention_backend(PassKind::prefill)},
+                               {"decode", decoder.attention_backend(PassKind::decode)},
+                               {"fixed_decode", decoder.attention_backend(PassKind::fixed_decode)}}},
+                {"batching", (*model)->scheduler->stats()},
+                {"kv_budget", registry.kv_budget()}};
   });
   methods.add("model.chat_template", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());

@@ -48,9 +48,17 @@ std::string scrub(const ModelLoadSpec& spec, std::string message) {
 
 }  // namespace
 
-Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress) {
+std::unique_ptr<KvBudget::Share> join_kv_budget(KvBudget& budget, const ModelLoadSpec& spec) {
+  if (spec.device != "cuda" && spec.device.rfind("cuda:", 0) != 0) return nullptr;
+  int index = spec.device == "cuda" ? 0 : std::atoi(spec.device.c_str() + 5);
+  return budget.join(index, spec.name);
+}
+
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress,
+                                                std::unique_ptr<KvBudget::Share> kv_share) {
   auto started = std::chrono::steady_clock::now();
   auto model = std::make_unique<LoadedModel>();
+  model->kv_share = std::move(kv_share);
   model->spec = spec;
   auto config = read_json(spec.path + "/config.json", true);
   if (!config) return config.status();
@@ -69,8 +77,17 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
   auto decoder = Decoder::load(model->architecture, *model->checkpoint, *dtype, *device, progress);
   if (!decoder) return decoder.status();
   model->decoder = std::move(*decoder);
-  std::uint64_t kv_bytes = spec.kv_cache_mb ? static_cast<std::uint64_t>(*spec.kv_cache_mb) << 20
-                                            : default_kv_pool_bytes(*model->decoder);
+  std::optional<std::uint64_t> requested;
+  if (spec.kv_cache_mb) requested = static_cast<std::uint64_t>(*spec.kv_cache_mb) << 20;
+  std::uint64_t kv_bytes = 0;
+  if (model->kv_share) {
+    model->kv_share->weights_loaded(model->decoder->weight_bytes());
+    auto granted = model->kv_share->pool_bytes(requested, useful_kv_pool_bytes(*model->decoder, spec.max_batch));
+    if (!granted) return granted.status();
+    kv_bytes = *granted;
+  } else {
+    kv_bytes = requested ? *requested : default_kv_pool_bytes(*model->decoder);
+  }
   try {
     auto pool = std::make_unique<KvPool>(*model->decoder, kv_bytes);
     model->scheduler = std::make_unique<BatchScheduler>(spec.name, *model->decoder, std::move(pool),
@@ -117,6 +134,7 @@ Status ModelRegistry::add(const ModelLoadSpec& spec) {
   }
   auto entry = std::make_shared<Entry>();
   entry->spec = spec;
+  entry->kv_share = join_kv_budget(kv_budget_, spec);  // now, so that models loading together split the device
   entries_.push_back(entry);
   loaders_.emplace_back([this, entry] { load(entry); });
   save_locked();
@@ -136,7 +154,7 @@ void ModelRegistry::save_locked() const {
 void ModelRegistry::load(std::shared_ptr<Entry> entry) {
   Result<std::unique_ptr<LoadedModel>> loaded = Status(ErrorCode::internal, "not loaded");
   try {
-    loaded = load_model(entry->spec, entry->progress);
+    loaded = load_model(entry->spec, entry->progress, std::move(entry->kv_share));
   } catch (const std::exception& e) {
     loaded = Status(ErrorCode::internal, e.what());
   }

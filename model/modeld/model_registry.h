@@ -15,6 +15,7 @@
 #include "model/modeld/batch_scheduler.h"
 #include "model/modeld/decoder.h"
 #include "model/modeld/host_config.h"
+#include "model/modeld/kv_budget.h"
 #include "model/modeld/sae_set.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/modeld/user_fn.h"
@@ -24,6 +25,7 @@
 namespace gpubox::modeld {
 
 struct LoadedModel {
+  std::unique_ptr<KvBudget::Share> kv_share;  // its place in its GPU's budget (null on the CPU); given back last
   ModelLoadSpec spec;
   Architecture architecture;
   std::unique_ptr<weights::Checkpoint> checkpoint;
@@ -41,7 +43,9 @@ class ModelRegistry {
  public:
   // config_path: the models file modeld started from; every add and remove
   // rewrites it, so that a restarted modeld loads what was loaded (none: "").
-  explicit ModelRegistry(std::string config_path = "") : config_path_(std::move(config_path)) {}
+  explicit ModelRegistry(std::string config_path = "",
+                         std::shared_ptr<const DeviceMemory> memory = std::make_shared<NvmlDeviceMemory>())
+      : config_path_(std::move(config_path)), kv_budget_(std::move(memory)) {}
   ~ModelRegistry();  // waits for loads in progress
   ModelRegistry(const ModelRegistry&) = delete;
   ModelRegistry& operator=(const ModelRegistry&) = delete;
@@ -54,6 +58,8 @@ class ModelRegistry {
   Result<std::shared_ptr<const LoadedModel>> ready(const std::string& name) const;
   // {"models": [{name, state, bytes_loaded, bytes_total, tensors_loaded, tensors_total, error?}]}
   nlohmann::json status() const;
+  // How each GPU's memory is split among its models' weights and KV caches (KvBudget::status).
+  nlohmann::json kv_budget() const { return kv_budget_.status(); }
   std::vector<std::string> names() const;
 
  private:
@@ -63,18 +69,24 @@ class ModelRegistry {
     std::string state = "loading";  // loading, ready, failed
     std::string error;
     std::shared_ptr<const LoadedModel> model;
+    std::unique_ptr<KvBudget::Share> kv_share;  // until the loader takes it
   };
   void load(std::shared_ptr<Entry> entry);
   void save_locked() const REQUIRES(mutex_);
 
   const std::string config_path_;
+  KvBudget kv_budget_;
   mutable Mutex mutex_;
   std::vector<std::shared_ptr<Entry>> entries_ GUARDED_BY(mutex_);
   std::vector<std::thread> loaders_ GUARDED_BY(mutex_);
 };
 
+// The model's place in budget when spec.device is a GPU ("cuda", "cuda:N"); null on the CPU.
+std::unique_ptr<KvBudget::Share> join_kv_budget(KvBudget& budget, const ModelLoadSpec& spec);
+
 // Loads one model directory (config.json, generation_config.json, safetensors, tokenizer.json,
-// tokenizer_config.json's chat template).
-Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress);
+// tokenizer_config.json's chat template). kv_share: join_kv_budget's, joined before the load began.
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress,
+                                                std::unique_ptr<KvBudget::Share> kv_share);
 
 }  // namespace gpubox::modeld

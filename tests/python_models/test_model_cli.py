@@ -38,7 +38,10 @@ class ModelCliTest(ModelSandboxTestCase):
         self.assertEqual(hooks[-1], "%d hook points" % info["hook_points"])
         self.assertEqual(len(hooks) - 1, info["hook_points"])
         self.assertEqual([h["name"] for h in json.loads(self.ok("hooks", "tiny", "--json").stdout)][-1], "logits")
-        self.assertIn("(gpubox model ID hooks tiny lists them)", self.ok("info", "tiny").stdout)
+        info_text = self.ok("info", "tiny").stdout
+        self.assertIn("(gpubox model ID hooks tiny lists them)", info_text)
+        kv_cache = json.loads(self.ok("info", "tiny", "--json").stdout)["kv_cache"]
+        self.assertIn("kv_cache:            %d tokens (" % kv_cache["tokens"], info_text)
         missing = self.model("hooks", "nope")
         self.assertEqual(missing.returncode, 2, missing.stderr)
         self.assertEqual(self.ok("tokenize", "tiny", "Hello").stdout, "72 101 108 108 111\n")
@@ -52,6 +55,7 @@ class ModelCliTest(ModelSandboxTestCase):
         text = self.ok("stats", "tiny").stdout
         self.assertIn("queue:       0 waiting (max_queue 256)", text)
         self.assertIn("kv cache:    0 of %d blocks used (16 positions each;" % kv["blocks"], text)
+        self.assertIn("cuda graphs: 0 captured, 0 reused", text)  # the CPU has none
         self.assertRegex(text, r"batch:\s+0 requests, 0 rows \(max_batch 32; peak [1-9]\d* rows in one step\)")
 
     def test_generate_equals_transformers_greedy(self):

@@ -4,6 +4,7 @@
 // when a model on a GPU asks for graphs.
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
@@ -24,6 +25,23 @@ void wait_for(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDAStream& 
   event.block(waiter);
 }  // eager runs before the capture (lazy initialisation inside kernels, cuBLAS handles)
 
+// CUDAGraph that can give up a capture cleanly: a step that throws inside
+// the capture leaves the stream capturing and the graph's memory pool
+// claimed, which CUDAGraph's own reset() does not undo.
+class AbortableGraph final : public at::cuda::CUDAGraph {
+ public:
+  void abort_capture() noexcept {
+    if (capture_ended_ || capture_dev_ == UNDEFINED_DEVICE) return;
+    cudaGraph_t partial = nullptr;
+    cudaStreamEndCapture(capture_stream_.stream(), &partial);  // invalidated captures end too
+    if (partial) cudaGraphDestroy(partial);
+    (void)cudaGetLastError();  // the capture's error is reported by the exception, not left for the next call
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(capture_dev_, mempool_id_);
+    c10::cuda::CUDACachingAllocator::releasePool(capture_dev_, mempool_id_);
+    capture_dev_ = UNDEFINED_DEVICE;
+  }
+};
+
 // A captured step and the output tensor its replays write.
 class CudaStepGraph final : public gpubox::modeld::StepGraph {
  public:
@@ -38,8 +56,14 @@ class CudaStepGraph final : public gpubox::modeld::StepGraph {
       for (int i = 0; i < kWarmups; ++i) step();
       // Thread-local: another thread's CUDA work (another model's step) does not break this capture.
       graph_.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-      output_ = step();
-      graph_.capture_end();
+      try {
+        output_ = step();
+        graph_.capture_end();
+      } catch (...) {
+        graph_.abort_capture();
+        wait_for(c10::cuda::getCurrentCUDAStream(device_.index()), side);
+        throw;
+      }
     }
     wait_for(c10::cuda::getCurrentCUDAStream(device_.index()), side);
   }
@@ -52,7 +76,7 @@ class CudaStepGraph final : public gpubox::modeld::StepGraph {
 
  private:
   c10::Device device_;
-  at::cuda::CUDAGraph graph_;
+  AbortableGraph graph_;
   at::Tensor output_;
 };
 

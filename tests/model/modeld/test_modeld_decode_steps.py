@@ -66,6 +66,27 @@ class DecodeSteps(ServedTinyModels):
         self.assertIn(stats["attention"]["prefill"], kernels)
         self.assertIn(stats["attention"]["decode"], kernels)
         self.assertIn("attention on cpu, decode passes: " + stats["attention"]["decode"], self.modeld.log_text())
+        self.generate("mistral", PROMPTS[0], "fixed")
+        stats = self.modeld.client.call("model.stats", model="mistral")
+        self.assertIn(stats["attention"]["fixed_decode"], kernels)
+        self.assertIn("attention on cpu, fixed decode passes: " + stats["attention"]["fixed_decode"],
+                      self.modeld.log_text())
+        self.assertEqual(stats["batching"]["graphs"], {"captured": 0, "reused": 0})  # no CUDA: no graphs
+
+    def test_info_says_how_many_tokens_the_kv_cache_holds(self):
+        model = self.modeld.client.call("model.info", model="qwen2")
+        info = model["kv_cache"]
+        kv = self.modeld.client.call("model.stats", model="qwen2")["batching"]["kv"]
+        self.assertEqual(info["tokens"], kv["blocks"] * kv["block_tokens"])
+        self.assertEqual(info["bytes"], kv["bytes"])
+        config = tiny_models.configs()["qwen2"][1]
+        element = {"float32": 4, "bfloat16": 2, "float16": 2}[model["dtype"]]
+        layers_heads_dim = config.num_hidden_layers * config.num_key_value_heads * (
+            config.hidden_size // config.num_attention_heads)
+        self.assertEqual(info["bytes_per_token"], 2 * layers_heads_dim * element)  # a key and a value per layer
+        self.assertEqual(info["bytes"], info["tokens"] * info["bytes_per_token"])
+        # The CPU has no GPU budget to split: model.stats says so with no devices.
+        self.assertEqual(self.modeld.client.call("model.stats", model="qwen2")["kv_budget"], {"devices": []})
 
 
 class DecodeOps(unittest.TestCase):
