@@ -18,10 +18,12 @@ phase setup scripts/setup.sh
 phase setup_python scripts/setup_python.sh
 phase setup_npm scripts/setup_npm.sh
 phase setup_images scripts/setup_images.sh
+# Run by hand or by CI alike, what the setup just installed must be there.
+source scripts/lib/strict_prerequisites.sh
 
-# What did not run, and why. Under CI=true a missing prerequisite that the setup
-# installs fails its test (tests/prerequisite.py, tests/prerequisite.h); what
-# remains skipped is what this machine cannot have: a GPU, a Modal token.
+# What did not run, and why. A missing prerequisite that the setup installs
+# fails its test (strict_prerequisites.sh sets CI=true for the builds and tests
+# below); what remains skipped is what this machine cannot have: a GPU, a Modal token.
 report_skips() {  # $1: the preset's build dir, $2: ctest's console output
   local tests python
   tests=$(grep -E '\*\*\*Skipped' "$2" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+).*/\1/' | sort -u || true)

@@ -11,12 +11,13 @@
 #include <cstdio>
 #include <ctime>
 
+#include "host/budget/amounts.h"
+
 namespace gpubox::host::budget {
 namespace {
 
 Status bad(const std::string& message) { return Status(ErrorCode::invalid_request, message); }
 
-std::int64_t micro(double value) { return static_cast<std::int64_t>(std::ceil(value * 1e6 - 1e-6)); }
 
 std::string new_reservation_id() {
   unsigned char bytes[8] = {};
@@ -86,8 +87,23 @@ Result<JournalEntry> priced_reserve(const Ledger& ledger, const BudgetState& sta
     entry.create_usd = (ask.create ? prices.create : 0) + ask.egress_gib * prices.egress_gib;
   }
   entry.usd_per_hour = per_hour;
-  entry.micro_usd = micro(per_hour * ask.seconds / 3600.0 + entry.create_usd);
-  entry.micro_gpu_h = micro(ask.gpu_count * ask.seconds / 3600.0);
+  double usd = per_hour * ask.seconds / 3600.0 + entry.create_usd;
+  double gpu_hours = ask.gpu_count * ask.seconds / 3600.0;
+  auto micro_usd = micro_of(usd);
+  auto micro_gpu_h = micro_of(gpu_hours);
+  if (!micro_usd || !micro_gpu_h) {
+    if (!std::isfinite(usd) || usd < 0 || !std::isfinite(gpu_hours) || gpu_hours < 0) {
+      return bad(ask.kind + ": its reservation is not a number >= 0 (" + number_text(usd) + " USD, " + number_text(gpu_hours) +
+                 " GPU-hours): check --gpu, --cpu, --memory and --timeout");
+    }
+    // Beyond what any ceiling holds: refused as past the ceiling, nothing written.
+    return Status(ErrorCode::resource_exhausted,
+                  std::string(kBudgetExceeded) + ": budget " + state.name + " cannot hold this " + ask.kind + "'s reservation of $" +
+                      number_text(usd) + " and " + number_text(gpu_hours) + " GPU-hours: beyond the largest amount a budget holds (" +
+                      usd_text(kMaxMicro) + "); nothing was dispatched");
+  }
+  entry.micro_usd = *micro_usd;
+  entry.micro_gpu_h = *micro_gpu_h;
   return entry;
 }
 
@@ -131,12 +147,12 @@ void InFlight::done() {
 
 std::int64_t cost_micro_usd(const JournalEntry& reserved, double seconds) {
   double used = std::clamp(seconds, 0.0, reserved.seconds);
-  return std::min(reserved.micro_usd, micro(reserved.usd_per_hour * used / 3600.0 + reserved.create_usd));
+  return std::min(reserved.micro_usd, micro_of(reserved.usd_per_hour * used / 3600.0 + reserved.create_usd).value_or(reserved.micro_usd));
 }
 
 std::int64_t cost_micro_gpu_h(const JournalEntry& reserved, double seconds) {
   double used = std::clamp(seconds, 0.0, reserved.seconds);
-  return std::min(reserved.micro_gpu_h, micro(reserved.gpu_count * used / 3600.0));
+  return std::min(reserved.micro_gpu_h, micro_of(reserved.gpu_count * used / 3600.0).value_or(reserved.micro_gpu_h));
 }
 
 Status BudgetBook::define(const std::string& name, std::optional<double> max_usd, std::optional<double> max_gpu_hours,
@@ -145,7 +161,7 @@ Status BudgetBook::define(const std::string& name, std::optional<double> max_usd
     return bad("NAME '" + name + "': expected 1-63 of A-Z a-z 0-9 _ . - starting with a letter or digit (not 'none')");
   }
   for (std::optional<double> value : {max_usd, max_gpu_hours}) {
-    if (value && (!std::isfinite(*value) || *value < 0)) return bad("--max-usd/--max-gpu-hours: expected a number >= 0");
+    if (value && !micro_of(*value)) return bad("--max-usd/--max-gpu-hours: expected a number from 0 to 1e12");
   }
   Unlocks unlocks(journal_);
   auto contents = journal_.lock_and_read();
@@ -158,21 +174,23 @@ Status BudgetBook::define(const std::string& name, std::optional<double> max_usd
   entry.op = "define";
   entry.budget = name;
   entry.make_default = make_default || ledger.budgets().empty();
-  entry.max_micro_usd = max_usd ? micro(*max_usd) : existing ? existing->max_micro_usd : -1;
-  entry.max_micro_gpu_h = max_gpu_hours ? micro(*max_gpu_hours) : existing ? existing->max_micro_gpu_h : -1;
+  entry.max_micro_usd = max_usd ? *micro_of(*max_usd) : existing ? existing->max_micro_usd : -1;
+  entry.max_micro_gpu_h = max_gpu_hours ? *micro_of(*max_gpu_hours) : existing ? existing->max_micro_gpu_h : -1;
   if (entry.max_micro_usd < 0 && entry.max_micro_gpu_h < 0) return bad("--max-usd or --max-gpu-hours: a budget needs a ceiling");
   if (prices) {
+    // Bounded as a prices file is (prices.h): no price makes a reservation's arithmetic overflow.
+    if (auto checked = Prices::from_json(prices->to_json()); !checked) return bad("--prices: " + checked.status().message());
     entry.prices = prices->to_json();
   } else if (existing && existing->prices) {
     entry.prices = existing->prices->to_json();
   }
   if (existing) {
-    std::int64_t committed = existing->reserved_micro_usd + existing->settled_micro_usd;
+    std::int64_t committed = existing->committed_micro_usd();
     if (max_usd && entry.max_micro_usd < committed) {
       return bad("--max-usd " + number_text(*max_usd) + ": below what budget " + name + " has reserved and settled already (" +
                  usd_text(committed) + ")");
     }
-    std::int64_t committed_gpu = existing->reserved_micro_gpu_h + existing->settled_micro_gpu_h;
+    std::int64_t committed_gpu = existing->committed_micro_gpu_h();
     if (max_gpu_hours && entry.max_micro_gpu_h < committed_gpu) {
       return bad("--max-gpu-hours " + number_text(*max_gpu_hours) + ": below what budget " + name +
                  " has reserved and settled already (" + gpu_hours_text(committed_gpu) + " GPU-hours)");
@@ -212,7 +230,7 @@ Result<std::optional<Reserved>> BudgetBook::reserve(const Ask& ask, Refusal* ref
   if (!entry) return entry.status();
   entry->reservation = new_reservation_id();
   auto refuse = [&](bool gpu, std::int64_t max, std::int64_t committed, std::int64_t asked) -> Status {
-    std::int64_t left = max - committed;
+    std::int64_t left = saturating_sub(max, committed);
     if (refusal) *refusal = {name, max, asked, left, gpu};
     auto text = [gpu](std::int64_t value) { return gpu ? gpu_hours_text(value) + " GPU-hours" : usd_text(value); };
     return Status(ErrorCode::resource_exhausted,
@@ -220,12 +238,16 @@ Result<std::optional<Reserved>> BudgetBook::reserve(const Ask& ask, Refusal* ref
                       "'s reservation of " + text(asked) + ": " + text(committed) + " is reserved or settled, " +
                       text(std::max<std::int64_t>(left, 0)) + " remains; nothing was dispatched (gpubox budget shows it)");
   };
-  if (state->max_micro_usd >= 0 && state->reserved_micro_usd + state->settled_micro_usd + entry->micro_usd > state->max_micro_usd) {
-    return refuse(false, state->max_micro_usd, state->reserved_micro_usd + state->settled_micro_usd, entry->micro_usd);
+  // Checked sums: one that would overflow is past any ceiling.
+  auto past = [](std::int64_t max, std::int64_t committed, std::int64_t asked) {
+    auto total = checked_add(committed, asked);
+    return max >= 0 && (!total || *total > max);
+  };
+  if (past(state->max_micro_usd, state->committed_micro_usd(), entry->micro_usd)) {
+    return refuse(false, state->max_micro_usd, state->committed_micro_usd(), entry->micro_usd);
   }
-  if (state->max_micro_gpu_h >= 0 &&
-      state->reserved_micro_gpu_h + state->settled_micro_gpu_h + entry->micro_gpu_h > state->max_micro_gpu_h) {
-    return refuse(true, state->max_micro_gpu_h, state->reserved_micro_gpu_h + state->settled_micro_gpu_h, entry->micro_gpu_h);
+  if (past(state->max_micro_gpu_h, state->committed_micro_gpu_h(), entry->micro_gpu_h)) {
+    return refuse(true, state->max_micro_gpu_h, state->committed_micro_gpu_h(), entry->micro_gpu_h);
   }
   // In flight before it is written: reconcile never settles an operation that is still going on.
   auto in_flight = InFlight::hold(dir(), entry->reservation);

@@ -12,6 +12,8 @@
 #include <set>
 #include <type_traits>
 
+#include "host/budget/amounts.h"
+
 namespace gpubox::host::budget {
 namespace {
 
@@ -136,6 +138,9 @@ Result<JournalEntry> parse_journal_line(const std::string& line) {
     if (!std::isfinite(value) || value < 0) return bad("a negative or non-finite number");
   }
   if (entry.micro_usd < 0 || entry.micro_gpu_h < 0) return bad("a negative amount");
+  for (std::int64_t amount : {entry.micro_usd, entry.micro_gpu_h, entry.max_micro_usd, entry.max_micro_gpu_h}) {
+    if (amount > kMaxMicro) return bad("an amount beyond " + std::to_string(kMaxMicro) + " millionths ($1e12)");
+  }
   bool needs_budget = entry.op == "define" || entry.op == "default" || entry.op == "reserve";
   if (needs_budget && entry.budget.empty()) return bad(entry.op + " without a budget");
   bool needs_reservation = entry.op != "define" && entry.op != "default" && entry.op != "torn";
@@ -263,58 +268,6 @@ Result<JournalContents> Journal::read() const {
   ::close(fd);
   if (!text) return text.status();
   return parse_journal(*text);
-}
-
-std::string escape_for_terminal(const std::string& text) {
-  std::string out;
-  char hex[16];
-  for (std::size_t i = 0; i < text.size();) {
-    auto byte = static_cast<unsigned char>(text[i]);
-    if (byte == '\\') {
-      out += "\\\\";
-      ++i;
-      continue;
-    }
-    if (byte < 0x20 || byte == 0x7f) {
-      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
-      out += hex;
-      ++i;
-      continue;
-    }
-    if (byte < 0x80) {
-      out += static_cast<char>(byte);
-      ++i;
-      continue;
-    }
-    // UTF-8: the sequence's length and its code point; anything malformed goes out byte by byte as \xNN.
-    std::size_t length = byte >= 0xf0 && byte < 0xf5 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc2 && byte < 0xe0 ? 2 : 0;
-    if (byte >= 0xf5) length = 0;
-    std::uint32_t code = length == 2 ? byte & 0x1f : length == 3 ? byte & 0x0f : byte & 0x07;
-    bool valid = length > 0 && i + length <= text.size();
-    for (std::size_t k = 1; valid && k < length; ++k) {
-      auto next = static_cast<unsigned char>(text[i + k]);
-      valid = (next & 0xc0) == 0x80;
-      code = (code << 6) | (next & 0x3f);
-    }
-    if (valid) {
-      valid = !(length == 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) && !(length == 4 && (code < 0x10000 || code > 0x10ffff));
-    }
-    if (!valid) {
-      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
-      out += hex;
-      ++i;
-      continue;
-    }
-    // C1 controls (U+0080..U+009F, CSI among them) and the line/paragraph separators act on terminals.
-    if ((code >= 0x80 && code <= 0x9f) || code == 0x2028 || code == 0x2029) {
-      std::snprintf(hex, sizeof hex, "\\u%04x", code);
-      out += hex;
-    } else {
-      out.append(text, i, length);
-    }
-    i += length;
-  }
-  return out;
 }
 
 }  // namespace gpubox::host::budget

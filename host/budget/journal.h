@@ -100,8 +100,4 @@ class Journal {
   std::int64_t lines_ = 0;
 };
 
-// Text from outside (names, errors, tags) made safe for a terminal: control
-// characters (C0, DEL, C1) and invalid UTF-8 become \xNN or \uNNNN, backslash \\.
-std::string escape_for_terminal(const std::string& text);
-
 }  // namespace gpubox::host::budget

@@ -2,7 +2,17 @@
 
 #include <cstdio>
 
+#include "host/budget/amounts.h"
+
 namespace gpubox::host::budget {
+
+std::int64_t BudgetState::left(std::int64_t max, std::int64_t reserved, std::int64_t settled) {
+  return max < 0 ? -1 : saturating_sub(max, saturating_add(reserved, settled));
+}
+
+std::int64_t BudgetState::committed_micro_usd() const { return saturating_add(reserved_micro_usd, settled_micro_usd); }
+
+std::int64_t BudgetState::committed_micro_gpu_h() const { return saturating_add(reserved_micro_gpu_h, settled_micro_gpu_h); }
 
 Ledger Ledger::fold(const std::vector<JournalEntry>& entries) {
   Ledger ledger;
@@ -31,6 +41,16 @@ std::vector<const Reservation*> Ledger::open_for_sandbox(const std::string& sand
     if (reservation.state == "open" && !sandbox.empty() && reservation.sandbox == sandbox) found.push_back(&reservation);
   }
   return found;
+}
+
+void Ledger::add(std::int64_t& sum, std::int64_t amount, const std::string& what) {
+  if (auto total = checked_add(sum, amount)) {
+    sum = *total;
+    return;
+  }
+  // Held at the bound: a budget whose sum overflowed reads as full and admits nothing more.
+  sum = saturating_add(sum, amount);
+  inconsistencies_.push_back(what + ": its amount overflows its budget's sum (held at the bound; the budget admits nothing more)");
 }
 
 void Ledger::apply(const JournalEntry& entry) {
@@ -65,8 +85,8 @@ void Ledger::apply(const JournalEntry& entry) {
     Reservation reservation;
     reservation.reserved = entry;
     reservation.sandbox = entry.sandbox;
-    state->second.reserved_micro_usd += entry.micro_usd;
-    state->second.reserved_micro_gpu_h += entry.micro_gpu_h;
+    add(state->second.reserved_micro_usd, entry.micro_usd, "reservation " + entry.reservation);
+    add(state->second.reserved_micro_gpu_h, entry.micro_gpu_h, "reservation " + entry.reservation);
     index_[entry.reservation] = reservations_.size();
     reservations_.push_back(std::move(reservation));
     return;
@@ -92,14 +112,14 @@ void Ledger::apply(const JournalEntry& entry) {
     return;
   }
   BudgetState& state = budgets_[reservation->reserved.budget];
-  state.reserved_micro_usd -= reservation->reserved.micro_usd;
-  state.reserved_micro_gpu_h -= reservation->reserved.micro_gpu_h;
+  state.reserved_micro_usd = saturating_sub(state.reserved_micro_usd, reservation->reserved.micro_usd);
+  state.reserved_micro_gpu_h = saturating_sub(state.reserved_micro_gpu_h, reservation->reserved.micro_gpu_h);
   if (entry.op == "settle") {
     reservation->state = "settled";
     reservation->settled_micro_usd = entry.micro_usd;
     reservation->settled_micro_gpu_h = entry.micro_gpu_h;
-    state.settled_micro_usd += entry.micro_usd;
-    state.settled_micro_gpu_h += entry.micro_gpu_h;
+    add(state.settled_micro_usd, entry.micro_usd, "settlement of " + entry.reservation);
+    add(state.settled_micro_gpu_h, entry.micro_gpu_h, "settlement of " + entry.reservation);
   } else {  // release
     reservation->state = "released";
   }
@@ -107,7 +127,8 @@ void Ledger::apply(const JournalEntry& entry) {
 
 std::string usd_text(std::int64_t micro_usd) {
   bool negative = micro_usd < 0;
-  unsigned long long value = static_cast<unsigned long long>(negative ? -micro_usd : micro_usd);
+  // The magnitude in unsigned arithmetic: -INT64_MIN has no int64.
+  unsigned long long value = negative ? 0ULL - static_cast<unsigned long long>(micro_usd) : static_cast<unsigned long long>(micro_usd);
   char text[48];
   std::snprintf(text, sizeof text, "%s$%llu.%06llu", negative ? "-" : "", value / 1000000, value % 1000000);
   std::string out = text;

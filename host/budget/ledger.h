@@ -38,10 +38,15 @@ struct BudgetState {
   std::int64_t reserved_micro_gpu_h = 0;
   std::int64_t settled_micro_usd = 0;    // spent, as settled
   std::int64_t settled_micro_gpu_h = 0;
-  std::int64_t left_micro_usd() const { return max_micro_usd < 0 ? -1 : max_micro_usd - reserved_micro_usd - settled_micro_usd; }
-  std::int64_t left_micro_gpu_h() const {
-    return max_micro_gpu_h < 0 ? -1 : max_micro_gpu_h - reserved_micro_gpu_h - settled_micro_gpu_h;
-  }
+  // The ceiling less what is committed (below 0: past it); -1 with no ceiling (check max_ first).
+  std::int64_t left_micro_usd() const { return left(max_micro_usd, reserved_micro_usd, settled_micro_usd); }
+  std::int64_t left_micro_gpu_h() const { return left(max_micro_gpu_h, reserved_micro_gpu_h, settled_micro_gpu_h); }
+  // reserved + settled, held at INT64_MAX where the sum would overflow.
+  std::int64_t committed_micro_usd() const;
+  std::int64_t committed_micro_gpu_h() const;
+
+ private:
+  static std::int64_t left(std::int64_t max, std::int64_t reserved, std::int64_t settled);
 };
 
 class Ledger {
@@ -56,11 +61,14 @@ class Ledger {
   const Reservation* reservation(const std::string& id) const;
   // The open reservations of a sandbox (by gpubox id), oldest first.
   std::vector<const Reservation*> open_for_sandbox(const std::string& sandbox) const;
-  // Lines that made no sense against what came before (a settle of an unknown reservation...).
+  // Lines that made no sense against what came before (a settle of an unknown reservation, an amount
+// that overflows its budget's sum...).
   const std::vector<std::string>& inconsistencies() const { return inconsistencies_; }
 
  private:
   void apply(const JournalEntry& entry);
+  // sum += amount, checked: an overflow holds sum at the bound and is an inconsistency naming what.
+  void add(std::int64_t& sum, std::int64_t amount, const std::string& what);
   Reservation* find(const std::string& id);
   std::map<std::string, BudgetState> budgets_;
   std::string default_;

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 
@@ -15,13 +16,35 @@ std::string trim(const std::string& text) {
   return text.substr(begin, end - begin + 1);
 }
 
-// A price: all of the text, finite, >= 0.
-std::optional<double> price_of(const std::string& text) {
-  if (text.empty()) return std::nullopt;
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.15g", value);
+  return text;
+}
+
+// A number of the file: all of the text, decimal (digits, '.', an exponent: never hex, inf or
+// nan, which strtod would also take), >= 0 and at most kMaxPrice; else why not.
+Result<double> price_of(const std::string& text) {
+  auto refused = [&](const std::string& why) { return Status(ErrorCode::invalid_request, why); };
+  if (text.empty()) return refused("expected a number, got nothing");
+  if (text.find_first_not_of("0123456789.eE+-") != std::string::npos) {
+    return refused("expected a decimal number >= 0 (digits, '.', an exponent), got '" + text + "'");
+  }
+  if (text[0] == '-') return refused("expected a number >= 0, got '" + text + "'");
   char* end = nullptr;
   double value = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || !std::isfinite(value) || value < 0) return std::nullopt;
+  if (end != text.c_str() + text.size()) return refused("expected a decimal number >= 0, got '" + text + "'");
+  if (!std::isfinite(value) || value > kMaxPrice) {
+    return refused(text + " is above the bound of " + number_text(kMaxPrice) + " for any number of a prices file (docs/budget.md)");
+  }
   return value;
+}
+
+// A number of the JSON form (a define line of the journal): what price_of takes.
+bool valid_json_price(const nlohmann::json& value) {
+  if (!value.is_number()) return false;
+  double number = value.get<double>();
+  return std::isfinite(number) && number >= 0 && number <= kMaxPrice;
 }
 
 bool valid_gpu_type(const std::string& type) {
@@ -50,9 +73,7 @@ Result<Prices> Prices::from_json(const nlohmann::json& json) {
   auto number = [&](const char* key, double* into) -> Status {
     if (!json.contains(key)) return Status::ok();
     const auto& value = json[key];
-    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
-      return bad(std::string("prices.") + key, "expected a price >= 0");
-    }
+    if (!valid_json_price(value)) return bad(std::string("prices.") + key, "expected a number from 0 to " + number_text(kMaxPrice));
     *into = value.get<double>();
     return Status::ok();
   };
@@ -72,8 +93,8 @@ Result<Prices> Prices::from_json(const nlohmann::json& json) {
   if (json.contains("gpu_hour")) {
     if (!json["gpu_hour"].is_object()) return bad("prices.gpu_hour", "expected an object");
     for (const auto& [type, value] : json["gpu_hour"].items()) {
-      if (!valid_gpu_type(type) || !value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
-        return bad("prices.gpu_hour." + type, "expected a GPU type and a price >= 0");
+      if (!valid_gpu_type(type) || !valid_json_price(value)) {
+        return bad("prices.gpu_hour." + type, "expected a GPU type and a price from 0 to " + number_text(kMaxPrice));
       }
       prices.gpu_hour[type] = value.get<double>();
     }
@@ -113,7 +134,7 @@ Result<Prices> parse_prices(const std::string& text) {
       continue;
     }
     auto value = price_of(value_text);
-    if (!value) return bad(where, "expected a finite number >= 0, got '" + value_text + "'");
+    if (!value) return bad(where, value.status().message());
     if (key.rfind("gpu_hour.", 0) == 0) {
       std::string type = key.substr(9);
       if (!valid_gpu_type(type)) return bad(where, "expected gpu_hour.TYPE with TYPE of A-Z a-z 0-9 - _ . (as Modal names it)");

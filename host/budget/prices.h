@@ -25,16 +25,22 @@ struct Prices {
   std::string source;                          // where the user read the figures (free text)
 
   nlohmann::json to_json() const;
-  // The form to_json writes; invalid_request naming the field.
+  // The form to_json writes, its numbers bounded as parse_prices bounds them; invalid_request naming the field.
   static Result<Prices> from_json(const nlohmann::json& json);
 };
 
 // A prices file: `KEY = NUMBER` lines, `#` comments, blank lines; keys
 // gpu_hour.TYPE, cpu_core_hour, memory_gib_hour, egress_gib, create,
-// default_cpu_cores, default_memory_gib, and `source = TEXT`. Every price is
-// a finite number >= 0. invalid_request naming the line and key of the
-// first problem (an unknown or repeated key, a negative, NaN or missing number).
+// default_cpu_cores, default_memory_gib, and `source = TEXT`. Every number is
+// decimal, >= 0 and at most kMaxPrice. invalid_request naming the line and key
+// of the first problem (an unknown or repeated key; a negative, hex, inf, NaN,
+// missing or too large number, with the value and the bound).
 Result<Prices> parse_prices(const std::string& text);
+
+// The bound of every number of a prices file (USD per hour, per GiB, per create; cores and GiB
+// of the defaults): far above any real price, and low enough that a reservation's arithmetic
+// stays exact (host/budget/amounts.h).
+inline constexpr double kMaxPrice = 1e6;
 
 // The biggest file parse_prices reads (a prices file is a few dozen lines).
 inline constexpr std::size_t kMaxPricesFileBytes = 64 * 1024;

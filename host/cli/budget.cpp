@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "base/terminal_text.h"
 #include "host/budget/book.h"
 #include "host/budget/reconcile.h"
 #include "host/cli/budget_log.h"
@@ -18,7 +19,6 @@
 namespace gpubox::host::cli {
 namespace {
 
-using budget::escape_for_terminal;
 using budget::usd_text;
 
 constexpr char kUsage[] =
@@ -109,7 +109,7 @@ int show(const Global& global, bool json) {
     if (r.state != "open") continue;
     std::string sandbox = r.sandbox.empty() ? "-" : r.sandbox;
     if (!r.reserved.name.empty()) sandbox += " (" + r.reserved.name + ")";
-    std::printf("  %s  %s  %s %s  %s, %s GPU-h for %.0f s  sandbox %s: %s\n", r.reserved.reservation.c_str(),
+    std::printf("  %s  %s  %s %s  %s, %s GPU-h for %.0f s  sandbox %s: %s\n", escape_for_terminal(r.reserved.reservation).c_str(),
                 escape_for_terminal(r.reserved.budget).c_str(), escape_for_terminal(r.reserved.kind).c_str(),
                 escape_for_terminal(r.reserved.backend).c_str(), usd_text(r.reserved.micro_usd).c_str(),
                 budget::gpu_hours_text(r.reserved.micro_gpu_h).c_str(), r.reserved.seconds, escape_for_terminal(sandbox).c_str(),
@@ -156,8 +156,8 @@ int define(const Args& args, bool is_new) {
   budget::BudgetBook book(store->root());
   Status done = book.define(name, *max_usd, *max_gpu, *prices, args.flag("--default"), is_new);
   if (!done) return fail_budget(command, done);
-  std::fprintf(stderr, "gpubox %s: budget %s %s (journal %s)\n", command, name.c_str(), is_new ? "created" : "changed",
-               book.journal_path().c_str());
+  std::fprintf(stderr, "gpubox %s: budget %s %s (journal %s)\n", command, escape_for_terminal(name).c_str(),
+               is_new ? "created" : "changed", escape_for_terminal(book.journal_path()).c_str());
   return kExitOk;
 }
 
@@ -180,8 +180,9 @@ int reconcile(const Global& global, bool json) {
     return code;
   }
   for (const auto& item : (*done)["reservations"]) {
-    std::printf("%s  %s  %s: %s\n", item.value("reservation", "").c_str(), escape_for_terminal(item.value("budget", "")).c_str(),
-                item.value("action", "").c_str(), escape_for_terminal(item.value("detail", "")).c_str());
+    std::printf("%s  %s  %s: %s\n", escape_for_terminal(item.value("reservation", "")).c_str(),
+                escape_for_terminal(item.value("budget", "")).c_str(), escape_for_terminal(item.value("action", "")).c_str(),
+                escape_for_terminal(item.value("detail", "")).c_str());
   }
   if ((*done)["reservations"].empty()) std::printf("no open reservation\n");
   for (const auto& error : (*done)["errors"]) {
@@ -212,7 +213,7 @@ int run_budget(const std::vector<std::string>& raw, const Global& global) {
   if (sub == "default") return set_default(*args);
   if (sub == "log") return print_budget_log(global.json || json, args->flag("--follow") || args->flag("-f"));
   if (sub == "reconcile") return reconcile(global, json);
-  return fail("budget", "unknown subcommand '" + escape_for_terminal(sub) + "' (init, set, default, log, reconcile)", kExitUsage, kUsage);
+  return fail("budget", "unknown subcommand '" + sub + "' (init, set, default, log, reconcile)", kExitUsage, kUsage);
 }
 
 }  // namespace gpubox::host::cli

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <thread>
 
+#include "base/terminal_text.h"
 #include "host/budget/book.h"
 #include "host/budget/ledger.h"
 #include "host/cli/cli.h"
@@ -16,7 +17,6 @@
 namespace gpubox::host::cli {
 namespace {
 
-using budget::escape_for_terminal;
 
 std::string utc(double time) {
   std::time_t seconds = static_cast<std::time_t>(time);

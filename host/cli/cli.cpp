@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "base/terminal_text.h"
 #include "host/backends/registry.h"
 #include "host/sandbox_keys.h"
 #include "host/sandbox_end.h"
@@ -101,7 +102,8 @@ int report_error(const std::string& command, std::string error_code, const std::
     std::fflush(stdout);
     return code;
   }
-  std::fprintf(stderr, "gpubox %s: %s\n", command.c_str(), text.c_str());
+  // Messages carry what others wrote (an agent's error, a sandbox's name): nothing in them acts on the terminal.
+  std::fprintf(stderr, "gpubox %s: %s\n", command.c_str(), escape_for_terminal(text, true).c_str());
   // The one line, and where the usage is (as docker does): not 20 lines of usage that bury it.
   if (usage && code == kExitUsage) std::fprintf(stderr, "See 'gpubox %s --help'.\n", command.c_str());
   return code;

@@ -244,6 +244,42 @@ TEST(BudgetBook, BadInputIsAUsageErrorNamingTheFieldAndChangesNothing) {
   EXPECT_FALSE(unbudgeted->has_value());
 }
 
+// The reproduction of issue 46: gpu_hour.H100 = 1e13 under a $50 ceiling journaled
+// micro_usd -9223372036854775808 and went on to dispatch. Such prices are refused, and a
+// reservation too large for any ceiling is refused before anything is written.
+TEST(BudgetBook, AReservationBeyondAnyAmountIsRefusedBeforeDispatchAndNeverJournaled) {
+  test::TempDir dir;
+  BudgetBook book(dir.path());
+  Status huge_price = book.define("lab", 50.0, std::nullopt, h100_at(1e13), true, true);
+  EXPECT_EQ(huge_price.code(), ErrorCode::invalid_request);
+  EXPECT_THAT(huge_price.message(), HasSubstr("--prices: prices.gpu_hour.H100: expected a GPU type and a price from 0 to 1000000"));
+  EXPECT_EQ(lines_of(book), 0) << "a refused define writes nothing";
+
+  ASSERT_TRUE(book.define("lab", 50.0, std::nullopt, h100_at(kMaxPrice), true, true));
+  std::int64_t before = lines_of(book);
+  Ask ask = one_gpu_hour();
+  ask.gpu_count = 8;
+  ask.seconds = 1e13;  // at the bound's price: $2.2e16, beyond int64 in millionths
+  auto refused = book.reserve(ask);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.status().code(), ErrorCode::resource_exhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("budget_exceeded: budget lab cannot hold this create's reservation"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("nothing was dispatched"));
+  EXPECT_EQ(lines_of(book), before) << "nothing journaled";
+  // Within int64 but past the ceiling: refused the same way, the sum checked.
+  ask.seconds = 3600;
+  auto past = book.reserve(ask);
+  ASSERT_FALSE(past);
+  EXPECT_THAT(past.status().message(), HasSubstr("budget_exceeded: budget lab (ceiling $50.00)"));
+  EXPECT_EQ(lines_of(book), before);
+  auto contents = book.read();
+  ASSERT_TRUE(contents);
+  for (const auto& entry : contents->entries) EXPECT_GE(entry.micro_usd, 0);
+  EXPECT_EQ(Ledger::fold(contents->entries).budget("lab")->reserved_micro_usd, 0);
+  // A ceiling beyond the bound is refused too.
+  EXPECT_EQ(book.define("lab", 1e13, std::nullopt, std::nullopt, false, false).code(), ErrorCode::invalid_request);
+}
+
 TEST(BudgetBook, AnOperationInFlightIsSeenAsSuchUntilItLands) {
   test::TempDir dir;
   BudgetBook book(dir.path());

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 
+#include "base/terminal_text.h"
 #include "host/budget/journal.h"
 #include "host/budget/ledger.h"
 #include "host/budget/prices.h"
@@ -57,6 +59,15 @@ TEST(BudgetPrices, RefusesBadPricesNamingTheLineAndKey) {
       {"gpu_hour. = 1\n", "line 1, gpu_hour."},
       {"gpu_hour.H 100 = 1\n", "line 1, gpu_hour.H 100"},
       {"just words\n", "line 1: expected KEY = NUMBER"},
+      // Hex, which strtod reads (0x10 as 16), and the spellings of inf and nan: never a price.
+      {"gpu_hour.H100 = 0x10\n", "line 1, gpu_hour.H100: expected a decimal number >= 0 (digits, '.', an exponent), got '0x10'"},
+      {"create = infinity\n", "line 1, create: expected a decimal number"},
+      {"create = NAN\n", "line 1, create: expected a decimal number"},
+      {"create = -0\n", "line 1, create: expected a number >= 0, got '-0'"},
+      // Above the bound: the key, the value and the bound.
+      {"gpu_hour.H100 = 1e13\n", "line 1, gpu_hour.H100: 1e13 is above the bound of 1000000"},
+      {"gpu_hour.H100 = 1e300\n", "line 1, gpu_hour.H100: 1e300 is above the bound of 1000000"},
+      {"default_memory_gib = 1000000.5\n", "line 1, default_memory_gib: 1000000.5 is above the bound of 1000000"},
   };
   for (const auto& c : cases) {
     auto prices = parse_prices(c.text);
@@ -68,6 +79,12 @@ TEST(BudgetPrices, RefusesBadPricesNamingTheLineAndKey) {
   // The JSON form refuses what the file form refuses.
   EXPECT_FALSE(Prices::from_json({{"gpu_hour", {{"H100", -1}}}}));
   EXPECT_FALSE(Prices::from_json({{"create", "free"}}));
+  EXPECT_FALSE(Prices::from_json({{"gpu_hour", {{"H100", 1e13}}}}));
+  EXPECT_FALSE(Prices::from_json({{"cpu_core_hour", 1e300}}));
+  // The bound itself is a price.
+  auto at_bound = parse_prices("gpu_hour.H100 = 1000000\ncreate = 1e6\n");
+  ASSERT_TRUE(at_bound) << at_bound.status().to_string();
+  EXPECT_EQ(at_bound->gpu_hour.at("H100"), kMaxPrice);
 }
 
 TEST(BudgetJournal, ParsesItsOwnLinesAndRefusesOthers) {
@@ -189,6 +206,37 @@ TEST(BudgetEscape, NoControlCharacterReachesTheTerminal) {
   EXPECT_EQ(escape_for_terminal("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac") << "UTF-8 text stays";
   EXPECT_EQ(escape_for_terminal("\xe2\x80\xa8"), "\\u2028");
   EXPECT_EQ(escape_for_terminal("\xc0\xaf"), "\\xc0\\xaf") << "an overlong form";
+  // OSC (retitle) and clear-screen, as a hostile reservation id held them.
+  EXPECT_EQ(escape_for_terminal("r-\x1b]0;pwned\x07\x1b[2J"), "r-\\x1b]0;pwned\\x07\\x1b[2J");
+  // Bidirectional controls: every embedding, override, isolate and mark.
+  EXPECT_EQ(escape_for_terminal("a\u202eb\u202ac\u202bd\u202ce\u202df"), "a\\u202eb\\u202ac\\u202bd\\u202ce\\u202df");
+  EXPECT_EQ(escape_for_terminal("\u2066\u2067\u2068\u2069"), "\\u2066\\u2067\\u2068\\u2069");
+  EXPECT_EQ(escape_for_terminal("\u200e\u200f\u061c"), "\\u200e\\u200f\\u061c");
+  EXPECT_EQ(escape_for_terminal("\u2065\u2070\u200d"), "\u2065\u2070\u200d") << "their neighbours stay";
+  // A message of several lines keeps its newlines, and only them.
+  EXPECT_EQ(escape_for_terminal("one\ntwo\r\x1b[2J", true), "one\ntwo\\x0d\\x1b[2J");
+}
+
+// The amounts of a hand-edited journal: a line beyond $1e12 is unreadable, and sums that would
+// overflow int64 are held at the bound (the budget admits nothing more) and reported.
+TEST(BudgetLedger, AmountsBeyondTheBoundAreRefusedAndSumsNeverOverflow) {
+  auto huge = parse_journal_line(R"({"op":"reserve","t":1,"budget":"b","reservation":"r-1","micro_usd":9223372036854775807})");
+  ASSERT_FALSE(huge);
+  EXPECT_THAT(huge.status().message(), HasSubstr("an amount beyond 1000000000000000000 millionths"));
+  std::string text = R"({"op":"define","t":1,"budget":"b","max_micro_usd":50000000,"max_micro_gpu_h":-1,"prices":null,"default":true})" "\n";
+  for (int i = 0; i < 10; ++i) {
+    text += R"({"op":"reserve","t":2,"budget":"b","reservation":"r-)" + std::to_string(i) +
+            R"(","micro_usd":1000000000000000000,"micro_gpu_h":0})" "\n";
+  }
+  JournalContents contents = parse_journal(text);
+  ASSERT_TRUE(contents.problems.empty()) << contents.problems[0].what;
+  Ledger ledger = Ledger::fold(contents.entries);
+  const BudgetState* b = ledger.budget("b");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->reserved_micro_usd, std::numeric_limits<std::int64_t>::max()) << "held at the bound, not wrapped negative";
+  EXPECT_LT(b->left_micro_usd(), 0) << "a budget whose sum overflowed is full";
+  EXPECT_THAT(ledger.inconsistencies(), ::testing::Contains(HasSubstr("reservation r-9: its amount overflows its budget's sum")));
+  EXPECT_EQ(usd_text(std::numeric_limits<std::int64_t>::min()), "-$9223372036854.775808");
 }
 
 }  // namespace
