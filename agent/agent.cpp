@@ -200,6 +200,9 @@ Status Agent::start_rpc() {
       !local.empty() && std::find(server.endpoints.begin(), server.endpoints.end(), local) == server.endpoints.end()) {
     server.endpoints.push_back(local);
   }
+  // The host's own endpoint, in a directory no other process of the sandbox
+  // can reach: nothing there can replace or answer it (docs/security.md).
+  if (options_.host_dir_fd >= 0) server.endpoints.push_back("ipc://" + host_files_dir() + "/rpc.sock");
   auto secret = read_secret_key(rpc);
   if (!secret) return secret.status();
   server.secret_key = *secret;
@@ -291,6 +294,10 @@ void Agent::on_watchdog(WatchdogShutdown reason) {
   begin_shutdown(end, "watchdog: " + watchdog_shutdown_name(reason), job_reason, true);
 }
 
+std::string Agent::host_files_dir() const {
+  return options_.host_dir_fd >= 0 ? "/proc/self/fd/" + std::to_string(options_.host_dir_fd) : options_.config.state_dir;
+}
+
 Status Agent::open_state_dir() {
   std::error_code error;
   std::filesystem::create_directories(options_.config.state_dir, error);
@@ -302,7 +309,7 @@ Status Agent::open_state_dir() {
   log::Options log_options;
   log_options.level = options_.config.log_level;
   log_options.to_stderr = options_.config.log_stderr;
-  if (options_.config.log_file) log_options.file = options_.config.state_dir + "/agent.log";
+  if (options_.config.log_file) log_options.file = host_files_dir() + "/agent.log";
   std::string log_error;
   if (!log::configure(log_options, &log_error)) {
     return Status(ErrorCode::permission_denied, "cannot open the log file: " + log_error);
@@ -342,6 +349,8 @@ int Agent::run() {
   if (is_pid1_) shield_from_oom_killer();
   // The ready fd is ours alone: children must not inherit it and keep the pipe open.
   if (options_.ready_fd >= 0) ::fcntl(options_.ready_fd, F_SETFD, FD_CLOEXEC);
+  // So is the host's directory: a child holding it could replace what the host reads.
+  if (options_.host_dir_fd >= 0) ::fcntl(options_.host_dir_fd, F_SETFD, FD_CLOEXEC);
 
   Status started = open_state_dir();
   if (started) started = filter_children();
@@ -416,7 +425,7 @@ int Agent::run() {
 void Agent::write_exit_record() const {
   nlohmann::json record = {{"reason", end_reason_}, {"detail", end_detail_}, {"exit_code", exit_code_},
                            {"ended_at", static_cast<double>(::time(nullptr))}};
-  std::string path = options_.config.state_dir + "/exit.json";
+  std::string path = host_files_dir() + "/exit.json";
   std::string temp = path + ".tmp";
   {
     std::ofstream out(temp, std::ios::trunc);

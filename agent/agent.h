@@ -49,6 +49,10 @@ class Agent {
   // As PID 1: the OOM killer chooses a child, never the agent (oom_score_adj).
   void shield_from_oom_killer();
   Status open_state_dir();
+  // Where the log (agent.log) and the exit record (exit.json) go: the host's
+  // directory of --host-dir-fd, reached through /proc/self/fd (only this
+  // process can: it is not dumpable), else the state dir.
+  std::string host_files_dir() const;
   // The config's env and secrets: added to every child's environment.
   std::vector<std::pair<std::string, std::string>> child_env() const;
   // Starts the Jupyter kernel when kernel.enabled; a failure is logged and shown in sys.info, not fatal.
@@ -71,7 +75,7 @@ class Agent {
   void handle_signals();
   void forward(int sig);
   void reap();
-  // end: why the sandbox ends, one word for STATE_DIR/exit.json (terminated,
+  // end: why the sandbox ends, one word for exit.json (host_files_dir()) (terminated,
   // shutdown, idle_timeout, lease_expired, deadline, main_command_ended);
   // reason: the log's words. job_reason: what the jobs' results will say
   // stopped them; persist: copy unacknowledged archives to

@@ -1,5 +1,6 @@
 #include "agent/command_line.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,6 +28,8 @@ const char kUsage[] =
     "  --log-level LEVEL     overrides log.level (trace debug info warn error off)\n"
     "  --grace-seconds N     overrides shutdown.grace_seconds\n"
     "  --ready-fd FD         write \"ready\\n\" to FD once ready, then close it\n"
+    "  --host-dir-fd FD      an open directory only the agent reaches: its log, exit record and an\n"
+    "                        ipc:// endpoint for the host go there, not into the state dir\n"
     "  --check-config        validate the config, print it as JSON (secrets redacted) and exit\n"
     "  --version             print the version and exit\n"
     "  --help                print this help and exit\n";
@@ -147,7 +150,7 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
     }
     Result<std::string> value = Status(ErrorCode::invalid_request, arg + ": unknown option (see --help)");
     if (arg == "--config" || arg == "--state-dir" || arg == "--log-level" || arg == "--grace-seconds" ||
-        arg == "--ready-fd" || arg == "--config-fd") {
+        arg == "--ready-fd" || arg == "--config-fd" || arg == "--host-dir-fd") {
       value = value_of(arg);
     }
     if (!value) return value.status();
@@ -163,6 +166,14 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& args, con
       auto fd = parse_fd_flag(arg, *value);
       if (!fd) return fd.status();
       (arg == "--ready-fd" ? line.ready_fd : config_fd) = *fd;
+    } else if (arg == "--host-dir-fd") {
+      auto fd = parse_fd_flag(arg, *value);
+      if (!fd) return fd.status();
+      struct stat st {};
+      if (::fstat(*fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return Status(ErrorCode::invalid_request, arg + " " + *value + ": not an open directory");
+      }
+      line.host_dir_fd = *fd;
     }
   }
   if (!config_file.empty() && config_fd >= 0) {

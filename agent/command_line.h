@@ -16,6 +16,10 @@ struct CommandLine {
   Config config;
   std::vector<std::string> command;  // after "--": the main child, like tini
   int ready_fd = -1;                 // "ready\n" is written here once the agent is ready
+  // A directory of the host that no other process of the sandbox can reach:
+  // the agent's log, its exit record and an ipc:// endpoint for the host go
+  // there, not into the state dir (the local backend's, docs/security.md).
+  int host_dir_fd = -1;
   // Mode::kernel (`gpubox-agent kernel -f FILE [--python PATH] [--plain]`): the standalone Jupyter kernel.
   std::string kernel_connection_file;
   std::string kernel_python = "python3";

@@ -1,7 +1,6 @@
 #include "host/sandbox_end.h"
 
-#include <fstream>
-
+#include "host/agent_files.h"
 #include "host/backends/registry.h"
 #include "host/resource_limits.h"
 
@@ -32,8 +31,11 @@ SandboxEnd sandbox_end(const SandboxRecord& record) {
 }
 
 SandboxEnd sandbox_end_on_host(const SandboxRecord& record) {
-  std::ifstream in(record.agent_dir() + "/exit.json");
-  nlohmann::json exit = nlohmann::json::parse(in, nullptr, false);
+  // The record is a few hundred bytes; anything else in its place is not the agent's.
+  auto text = read_agent_file(record.agent_files_dir(), "exit.json", 64 << 10);
+  nlohmann::json exit = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  // Why a file there was not taken as the record ("" : there was none).
+  std::string not_taken = !text && text.status().code() != ErrorCode::not_found ? " (" + text.status().message() + ")" : "";
   SandboxEnd end;
   if (exit.is_object() && exit.value("reason", nlohmann::json()).is_string()) {
     end.reason = exit["reason"].get<std::string>();
@@ -60,12 +62,12 @@ SandboxEnd sandbox_end_on_host(const SandboxRecord& record) {
     end.reason = "out_of_memory";
     end.message = "its agent was killed out of memory (the memory limit is " +
                   std::to_string(record.spec.value("memory_mib", 0ULL)) + " MiB; " + std::to_string(kills) +
-                  " OOM kill(s) counted)";
+                  " OOM kill(s) counted)" + not_taken;
     return end;
   }
   end.reason = "agent_crashed";
   end.message = "its agent crashed or was killed from outside (it left no exit record; `gpubox logs " +
-                (record.name.empty() ? record.id : record.name) + "` shows its last lines)";
+                (record.name.empty() ? record.id : record.name) + "` shows its last lines)" + not_taken;
   return end;
 }
 

@@ -1,5 +1,5 @@
 // How a sandbox whose agent is gone ended. The agent leaves its own record,
-// STATE_DIR/exit.json (the host's STORE/sandboxes/ID/agent/exit.json), as it
+// exit.json (SandboxRecord::agent_files_dir(): STORE/sandboxes/ID/host for a local sandbox), as it
 // exits; without one the agent did not exit by itself in order, and the host
 // tells what it can: an OOM kill its memory cgroup counted, else a crash or a
 // kill from outside. Reads files only; any thread.

@@ -1,8 +1,8 @@
 // SandboxStore: the host's record of the sandboxes it created, one directory
 // per sandbox under $XDG_STATE_HOME/gpubox/sandboxes (fallback
 // ~/.local/state/gpubox), each holding sandbox.json (mode 0600; never a secret
-// value), the agent's state dir `agent/` (its log and RPC socket) and the work
-// dir `work/`. Several CLI processes may use one store at once: creation takes
+// value), the agent's state dir `agent/`, the work dir `work/` and, for a
+// local sandbox, `host/`: the agent's files the host reads. Several CLI processes may use one store at once: creation takes
 // an exclusive lock on STORE/lock. One object per thread.
 #pragma once
 
@@ -23,7 +23,7 @@ struct SandboxRecord {
   std::string name;     // optional, unique in the store
   std::string backend = "local";
   std::string dir;      // STORE/sandboxes/ID
-  std::string endpoint; // ipc://DIR/agent/rpc.sock
+  std::string endpoint; // ipc://DIR/host/rpc.sock (local), tcp://… (others)
   ProcessIdentity agent;  // the agent's pid in the host's PID namespace, and its start time
   double created_at = 0;  // seconds since the epoch
   // Everything else create decided (limits and how they are enforced,
@@ -35,6 +35,15 @@ struct SandboxRecord {
   // a backend whose sandboxes run elsewhere: what its control plane said last (Backend::state).
   std::string state() const;
   std::string agent_dir() const { return dir + "/agent"; }
+  // The agent's RPC socket, log (agent.log), exit record (exit.json) and
+  // stderr (agent.stderr) where sandbox code can write none of them: never
+  // mounted in the sandbox, its agent reaches it through a descriptor
+  // (local backend, spec.agent_files_private; docs/security.md).
+  std::string host_dir() const { return dir + "/host"; }
+  // Where the host reads the agent's log and exit record: host_dir() when the
+  // agent writes them there, else agent_dir() (shared with the sandbox: read
+  // with read_agent_file's care, host/agent_files.h).
+  std::string agent_files_dir() const { return spec.value("agent_files_private", false) ? host_dir() : agent_dir(); }
   std::string work_dir() const { return dir + "/work"; }
   nlohmann::json to_json() const;
   static Result<SandboxRecord> from_json(const nlohmann::json& json);

@@ -2,12 +2,13 @@
 // of its sandboxes, and what their agents say.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
+#include "host/agent_files.h"
 #include "host/backends/registry.h"
 #include "host/cli/cli.h"
 #include "host/resource_limits.h"
@@ -211,20 +212,26 @@ int run_logs(const std::vector<std::string>& raw, const Global& global) {
   auto backend = backend_of(*record);
   if (!backend) return fail("logs", backend.status(), kExitUsage);
   if (!(*backend)->agent_log_on_host()) return print_remote_agent_log(*record, follow);  // the log is inside the sandbox
-  std::string path = record->agent_dir() + "/agent.log";
-  std::ifstream in(path, std::ios::binary);
-  if (!in && !follow) return fail("logs", "no log yet at '" + path + "'", kExitFailed);
+  // Never through a link, never a FIFO (host/agent_files.h): a file planted in
+  // the agent's place is refused, naming it.
+  const std::string dir = record->agent_files_dir();
+  auto log = open_agent_file(dir, "agent.log");
+  if (!log && (log.status().code() != ErrorCode::not_found || !follow)) {
+    return fail("logs", log.status().code() == ErrorCode::not_found ? "no log yet at '" + dir + "/agent.log'" : log.status().message(),
+                kExitFailed);
+  }
+  Fd in = log ? std::move(*log) : Fd();
   // Copies what the log holds beyond what was copied already.
   auto drain = [&] {
-    char buffer[65536];
-    if (!in.is_open()) in.open(path, std::ios::binary);
-    while (in.is_open()) {
-      in.read(buffer, sizeof buffer);
-      std::streamsize got = in.gcount();
-      if (got > 0) std::fwrite(buffer, 1, static_cast<size_t>(got), stdout);
-      if (got < static_cast<std::streamsize>(sizeof buffer)) break;
+    if (!in.valid()) {
+      auto opened = open_agent_file(dir, "agent.log");
+      if (opened) in = std::move(*opened);
     }
-    in.clear();
+    char buffer[65536];
+    ssize_t got;
+    while (in.valid() && ((got = ::read(in.get(), buffer, sizeof buffer)) > 0 || (got < 0 && errno == EINTR))) {
+      if (got > 0) std::fwrite(buffer, 1, static_cast<size_t>(got), stdout);
+    }
     std::fflush(stdout);
   };
   drain();

@@ -26,7 +26,7 @@ TEST_F(CliTest, CreateExecPutGetTerminate) {
   EXPECT_THAT(read_text("/proc/" + std::to_string(agent) + "/status"), HasSubstr("NSpid:\t" + std::to_string(agent) + "\t1"))
       << "the agent is PID 1 of its own PID namespace";
   struct stat socket_stat {};
-  ASSERT_EQ(::stat((store_dir() + "/" + id + "/agent/rpc.sock").c_str(), &socket_stat), 0);
+  ASSERT_EQ(::stat((store_dir() + "/" + id + "/host/rpc.sock").c_str(), &socket_stat), 0);
   EXPECT_EQ(socket_stat.st_mode & 0777, 0600u);
   EXPECT_EQ(::stat((store_dir() + "/" + id + "/sandbox.json").c_str(), &socket_stat), 0);
   EXPECT_EQ(socket_stat.st_mode & 0777, 0600u);
@@ -146,7 +146,7 @@ TEST_F(CliTest, NamesJsonInfoAndRpc) {
   EXPECT_EQ(json["name"], "alpha");
   EXPECT_EQ(json["backend"], "local");
   EXPECT_EQ(json["state"], "running");
-  EXPECT_EQ(json["endpoint"], "ipc://" + store_dir() + "/" + id + "/agent/rpc.sock");
+  EXPECT_EQ(json["endpoint"], "ipc://" + store_dir() + "/" + id + "/host/rpc.sock");
 
   EXPECT_EQ(run({"exec", "alpha", "--", "sh", "-c", "echo $A; hostname"}).out, "1\nalpha\n");
   EXPECT_EQ(run({"exec", id.substr(0, 6), "--", "true"}).status, 0) << "a unique id prefix names the sandbox";

@@ -58,8 +58,10 @@ class ModelToolsTest(unittest.TestCase):
         shutil.rmtree(cls.state, ignore_errors=True)
 
     def test_tokenize_generate_run_model(self):
-        # modeld beside the agent; the model where any sandbox sees it, wherever the checkout lies.
-        visible = tempfile.mkdtemp(prefix="gpubox-mcp-model-", dir="/var/tmp")
+        # modeld beside the agent; the model where any sandbox sees it, wherever the checkout lies
+        # (/tmp and /var/tmp are each sandbox's own).
+        os.makedirs("/var/lib/gpubox-test", exist_ok=True)
+        visible = tempfile.mkdtemp(prefix="gpubox-mcp-model-", dir="/var/lib/gpubox-test")
         self.addCleanup(shutil.rmtree, visible, ignore_errors=True)
         model = shutil.copytree(self.refs["llama"], os.path.join(visible, "llama"))
         sae = write_sae(os.path.join(visible, "sae"))

@@ -34,6 +34,7 @@ using Clock = std::chrono::steady_clock;
 // The agent's descriptors, fixed numbers in its process.
 constexpr int kConfigFd = 3;
 constexpr int kReadyFd = 4;
+constexpr int kHostDirFd = 5;  // record.host_dir(): the agent's files for the host
 
 // Set-up steps of the child, reported with errno when one fails.
 enum Stage : int {
@@ -46,6 +47,7 @@ enum Stage : int {
   stage_descriptors,
   stage_chdir,
   stage_user_namespace,
+  stage_cgroup_namespace,
   stage_capabilities,
   stage_exec,
 };
@@ -61,6 +63,7 @@ const char* stage_name(int stage) {
     case stage_descriptors: return "setting up descriptors";
     case stage_chdir: return "entering the work dir";
     case stage_user_namespace: return "entering the user namespace";
+    case stage_cgroup_namespace: return "entering a cgroup namespace";
     case stage_capabilities: return "dropping capabilities";
     case stage_exec: return "executing the agent";
     default: return "setting up";
@@ -83,6 +86,7 @@ struct ChildPlan {
   int config_fd = -1;
   int ready_fd = -1;
   int log_fd = -1;
+  int host_dir_fd = -1;
   int null_fd = -1;
   int error_fd = -1;
   int go_fd = -1;  // read end: one byte once the CLI has moved the child into its cgroups
@@ -129,13 +133,15 @@ bool bring_up_loopback() {
   // Descriptors: move every one we keep above the fixed numbers, then into place.
   int config = ::fcntl(plan.config_fd, F_DUPFD_CLOEXEC, 10);
   int ready = ::fcntl(plan.ready_fd, F_DUPFD_CLOEXEC, 10);
+  int host_dir = ::fcntl(plan.host_dir_fd, F_DUPFD_CLOEXEC, 10);
   int userns = plan.userns_fd >= 0 ? ::fcntl(plan.userns_fd, F_DUPFD_CLOEXEC, 10) : -1;
-  if (config < 0 || ready < 0 || (plan.userns_fd >= 0 && userns < 0) || ::dup2(plan.null_fd, 0) != 0 || ::dup2(plan.log_fd, 1) != 1 ||
-      ::dup2(plan.log_fd, 2) != 2 || ::dup2(config, kConfigFd) != kConfigFd || ::dup2(ready, kReadyFd) != kReadyFd) {
+  if (config < 0 || ready < 0 || host_dir < 0 || (plan.userns_fd >= 0 && userns < 0) || ::dup2(plan.null_fd, 0) != 0 ||
+      ::dup2(plan.log_fd, 1) != 1 || ::dup2(plan.log_fd, 2) != 2 || ::dup2(config, kConfigFd) != kConfigFd ||
+      ::dup2(ready, kReadyFd) != kReadyFd || ::dup2(host_dir, kHostDirFd) != kHostDirFd) {
     child_fail(plan, stage_descriptors);
   }
   // Everything else closes at exec (the error pipe is close-on-exec already).
-  ::syscall(SYS_close_range, kReadyFd + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+  ::syscall(SYS_close_range, kHostDirFd + 1, ~0U, CLOSE_RANGE_CLOEXEC);
   ::fcntl(plan.error_fd, F_SETFD, FD_CLOEXEC);
   if (::chdir(kSandboxWorkDir) != 0) child_fail(plan, stage_chdir);
 
@@ -153,6 +159,10 @@ bool bring_up_loopback() {
     got = ::read(plan.go_fd, &go, 1);
   } while (got < 0 && errno == EINTR);
   if (got != 1) child_fail(plan, stage_cgroup);
+  // Now that we are in the sandbox's cgroups, they become the root of its
+  // cgroup namespace: /proc/*/cgroup inside shows "/", and nothing names
+  // the host's tree or another sandbox's cgroups (sandbox_root.h mounts only ours).
+  if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(plan, stage_cgroup_namespace);
   if (userns >= 0 && !enter_user_namespace(userns)) child_fail(plan, stage_user_namespace);
   if (!confine_capabilities()) child_fail(plan, stage_capabilities);
   sigset_t empty;
@@ -165,14 +175,15 @@ bool bring_up_loopback() {
 
 // What the sandbox's root holds: its state and work dirs, what its agent runs
 // (host/backends/local/runtime_binds.h), the --mount binds, the GPUs, its own cgroups
-// writable; the store, /root and /home hidden.
+// writable; the store, /root, /home and the engines' storage hidden.
 RootPlan root_plan(const SandboxStore& store, const SandboxRecord& record, const LocalSandboxSpec& spec,
                    const std::string& layer_dir, const LimitPlan& limits) {
   RootPlan root;
   root.layer_dir = layer_dir;
-  root.hidden = {"/root", "/home", store.root()};
+  // The container engines' storage holds other containers' and sandboxes' files.
+  root.hidden = {"/root", "/home", store.root(), "/var/lib/containers", "/var/lib/docker", "/var/lib/containerd"};
   std::vector<std::string> covered = root.hidden;
-  covered.insert(covered.end(), {"/tmp", "/run"});
+  covered.insert(covered.end(), {"/tmp", "/var/tmp", "/run"});
   std::string python;  // a wrong type is the agent's to refuse
   if (auto kernel = spec.agent_config.find("kernel"); kernel != spec.agent_config.end() && kernel->is_object()) {
     if (auto given = kernel->find("python"); given != kernel->end() && given->is_string()) python = *given;
@@ -193,7 +204,11 @@ RootPlan root_plan(const SandboxStore& store, const SandboxRecord& record, const
       root.binds.push_back({dir, dir, true, false});
     }
   }
-  for (const auto& procs : limits.procs_files) root.cgroup_dirs.push_back(procs.substr(0, procs.rfind('/')));
+  for (const auto& procs : limits.procs_files) {
+    std::string dir = procs.substr(0, procs.rfind('/'));
+    std::string mount_point = cgroup_mount_point(dir);
+    if (!mount_point.empty()) root.cgroups.push_back({dir, mount_point, false, false});
+  }
   return root;
 }
 
@@ -213,7 +228,7 @@ nlohmann::json isolation_summary(const LocalSandboxSpec& spec, const IdRange& id
   nlohmann::json gpus = nlohmann::json::array();
   for (int gpu : spec.gpus.indices) gpus.push_back(gpu);
   return {{"root", "overlay"},
-          {"hidden", {"/root", "/home", "the gpubox store"}},
+          {"hidden", {"/root", "/home", "the gpubox store", "/var/lib/containers", "/var/lib/docker", "/var/lib/containerd"}},
           {"capabilities", capability_names(sandbox_capabilities())},
           {"agent_capabilities", capability_names(agent_only_capabilities())},
           {"no_new_privs", true},
@@ -297,7 +312,8 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   auto reserved = store.reserve(spec.name, spec.public_spec);
   if (!reserved) return reserved.status();
   SandboxRecord record = std::move(*reserved);
-  std::string endpoint_path = record.agent_dir() + "/rpc.sock";
+  // The host's endpoint is in host_dir(), which no sandbox process but its agent reaches.
+  std::string endpoint_path = record.host_dir() + "/rpc.sock";
   auto fail = [&](Status status, const LimitPlan* limits) -> Status {
     if (limits) (void)remove_cgroups(*limits);
     (void)store.remove(record);
@@ -336,6 +352,16 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
     }
   }
   record.spec["isolation"] = isolation_summary(spec, ids);
+  // The agent's files for the host (rpc.sock, agent.log, exit.json) go to
+  // host_dir(): never mounted in the sandbox, the agent reaches it through
+  // kHostDirFd alone (docs/security.md).
+  if (::mkdir(record.host_dir().c_str(), 0700) != 0) {
+    return fail(Status::from_errno(errno, "cannot create '" + record.host_dir() + "'"), &*limits);
+  }
+  Fd host_dir(::open(record.host_dir().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!host_dir.valid()) return fail(Status::from_errno(errno, "cannot open '" + record.host_dir() + "'"), &*limits);
+  record.endpoint = "ipc://" + endpoint_path;
+  record.spec["agent_files_private"] = true;
 
   nlohmann::json config = spec.agent_config;
   config["state_dir"] = kSandboxStateDir;
@@ -359,7 +385,7 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   int go_fds[2];
   if (::pipe2(go_fds, O_CLOEXEC) != 0) return fail(Status::from_errno(errno, "pipe2"), &*limits);
   Fd go_read(go_fds[0]), go_write(go_fds[1]);
-  std::string log_path = record.agent_dir() + "/agent.stderr";
+  std::string log_path = record.host_dir() + "/agent.stderr";
   Fd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   Fd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (log_fd.get() < 0 || null_fd.get() < 0) return fail(Status::from_errno(errno, "open " + log_path), &*limits);
@@ -379,10 +405,12 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   plan.config_fd = config_fd->get();
   plan.ready_fd = ready_write.get();
   plan.log_fd = log_fd.get();
+  plan.host_dir_fd = host_dir.get();
   plan.null_fd = null_fd.get();
   plan.error_fd = error_write.get();
   plan.go_fd = go_read.get();
-  plan.argv = {kSandboxAgentPath, "--config-fd", std::to_string(kConfigFd), "--ready-fd", std::to_string(kReadyFd)};
+  plan.argv = {kSandboxAgentPath, "--config-fd", std::to_string(kConfigFd), "--ready-fd", std::to_string(kReadyFd),
+               "--host-dir-fd", std::to_string(kHostDirFd)};
   plan.envp = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", std::string("HOME=") + kSandboxWorkDir,
                "LANG=C.UTF-8", "HOSTNAME=" + plan.hostname, "GPUBOX_SANDBOX_ID=" + record.id};
 

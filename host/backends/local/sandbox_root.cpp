@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "base/fd.h"
 
@@ -172,10 +174,11 @@ bool build_proc(const std::string& root, RootError* error) {
   return true;
 }
 
-// The host's /sys, read-only all the way down, with the sandbox's own
-// cgroups writable again on top.
+// The host's /sys, read-only all the way down; on /sys/fs/cgroup, an empty
+// read-only tmpfs with the sandbox's own cgroups, writable, at their
+// hierarchies' mount points: no other sandbox's cgroup is in sight.
 bool build_sys(const std::string& root, int sys_tree, const std::vector<int>& cgroup_trees,
-               const std::vector<std::string>& cgroup_dirs, RootError* error) {
+               const std::vector<RootBind>& cgroups, RootError* error) {
   std::string sys = root + "/sys";
   if (!make_dirs(sys) || !set_attrs(sys_tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0,
                                     -1, true) ||
@@ -186,8 +189,20 @@ bool build_sys(const std::string& root, int sys_tree, const std::vector<int>& cg
   if (lstat_exists(firmware) && !mount_tmpfs(firmware, "size=4k", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)) {
     return fail(error, "masking /sys/firmware", firmware);
   }
+  std::string fs_cgroup = sys + "/fs/cgroup";
+  if (!lstat_exists(fs_cgroup)) return true;
+  if (!mount_tmpfs(fs_cgroup, "mode=0755,size=4k", MS_NOSUID | MS_NODEV | MS_NOEXEC)) {
+    return fail(error, "hiding the host's cgroups", fs_cgroup);
+  }
+  for (const auto& cgroup : cgroups) {
+    if (!make_dirs(root + cgroup.target)) return fail(error, "making a cgroup mount point", cgroup.target);
+  }
+  if (::mount(nullptr, fs_cgroup.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              nullptr) != 0) {
+    return fail(error, "making /sys/fs/cgroup read-only", fs_cgroup);
+  }
   for (size_t i = 0; i < cgroup_trees.size(); ++i) {
-    if (!place(cgroup_trees[i], root + cgroup_dirs[i])) return fail(error, "binding the sandbox's cgroup", cgroup_dirs[i]);
+    if (!place(cgroup_trees[i], root + cgroups[i].target)) return fail(error, "binding the sandbox's cgroup", cgroups[i].source);
   }
   return true;
 }
@@ -204,12 +219,31 @@ bool pivot_into(const std::string& new_root, RootError* error) {
 
 }  // namespace
 
+std::string cgroup_mount_point(const std::string& dir) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line, best;
+  while (std::getline(in, line)) {
+    // ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS
+    std::istringstream fields(line);
+    std::string skip, mount_point, field;
+    fields >> skip >> skip >> skip >> skip >> mount_point;
+    while (fields >> field && field != "-") {
+    }
+    std::string type;
+    fields >> type;
+    if (type != "cgroup" && type != "cgroup2") continue;
+    bool above = dir == mount_point || (dir.rfind(mount_point + "/", 0) == 0);
+    if (above && mount_point.size() > best.size()) best = mount_point;
+  }
+  return best;
+}
+
 std::string upper_dir(const std::string& layer_dir) { return layer_dir + "/upper"; }
 std::string work_dir_of_layers(const std::string& layer_dir) { return layer_dir + "/work"; }
 std::string merged_dir(const std::string& layer_dir) { return layer_dir + "/merged"; }
 
 std::vector<std::string> root_mount_points(const RootPlan& plan) {
-  std::vector<std::string> points = {"/dev", "/proc", "/sys", "/tmp", "/run"};
+  std::vector<std::string> points = {"/dev", "/proc", "/sys", "/tmp", "/var/tmp", "/run"};
   points.insert(points.end(), plan.hidden.begin(), plan.hidden.end());
   for (const auto& bind : plan.binds) points.push_back(bind.target);
   return points;
@@ -245,9 +279,9 @@ bool build_sandbox_root(const RootPlan& plan, RootError* error) {
   }
   int sys_tree = clone_tree("/sys", -1);
   if (sys_tree < 0) return fail(error, "opening /sys", "/sys");
-  for (const auto& dir : plan.cgroup_dirs) {
-    int tree = ::open_tree(AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-    if (tree < 0) return fail(error, "opening the sandbox's cgroup", dir);
+  for (const auto& cgroup : plan.cgroups) {
+    int tree = ::open_tree(AT_FDCWD, cgroup.source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (tree < 0) return fail(error, "opening the sandbox's cgroup", cgroup.source);
     cgroup_trees.push_back(tree);
   }
 
@@ -266,11 +300,12 @@ bool build_sandbox_root(const RootPlan& plan, RootError* error) {
   std::string root = merged_dir(plan.layer_dir);
 
   if (!build_dev(root, device_trees, error) || !build_proc(root, error) ||
-      !build_sys(root, sys_tree, cgroup_trees, plan.cgroup_dirs, error)) {
+      !build_sys(root, sys_tree, cgroup_trees, plan.cgroups, error)) {
     return false;
   }
-  for (const char* dir : {"/tmp", "/run"}) {
-    if (!make_dirs(root + dir) || !mount_tmpfs(root + dir, std::strcmp(dir, "/tmp") == 0 ? "mode=1777" : "mode=0755")) {
+  // /var/tmp too: buildah and podman keep their scratch trees there.
+  for (const char* dir : {"/tmp", "/var/tmp", "/run"}) {
+    if (!make_dirs(root + dir) || !mount_tmpfs(root + dir, std::strcmp(dir, "/run") != 0 ? "mode=1777" : "mode=0755")) {
       return fail(error, "mounting a tmpfs", dir);
     }
   }

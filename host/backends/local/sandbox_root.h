@@ -3,9 +3,10 @@
 // directory), into which the sandbox pivots. Inside: a fresh /proc (its
 // kernel knobs read-only, its leaky files masked), tmpfs on /tmp, /run and
 // /dev/shm, a minimal /dev (null, zero, full, random, urandom, tty, a private
-// devpts), /sys read-only except the sandbox's own cgroups, and the store,
-// /root and /home hidden behind empty tmpfs unless a bind mount puts something
-// there. build_sandbox_root() runs in the cloned child, inside its new mount
+// devpts), /sys read-only with /sys/fs/cgroup holding only the sandbox's own
+// cgroups (writable; the root of its cgroup namespace, local_backend.h), and
+// the store, /root, /home and the container engines' storage hidden behind
+// empty tmpfs unless a bind mount puts something there. build_sandbox_root() runs in the cloned child, inside its new mount
 // namespace, while it still holds the host's capabilities; the plan is made
 // before the clone. One thread.
 #pragma once
@@ -32,9 +33,12 @@ struct RootPlan {
   // Placed after the hiding, in order: the state dir, the work dir, --mount
   // binds, GPU device nodes and driver files.
   std::vector<RootBind> binds;
-  // The sandbox's own cgroup directories, writable inside a read-only /sys
-  // (the agent makes its job cgroups there; the limits sit one level up).
-  std::vector<std::string> cgroup_dirs;
+  // The sandbox's own cgroup directories (source), each placed writable at
+  // the mount point of its hierarchy (target: /sys/fs/cgroup/memory,
+  // /sys/fs/cgroup/unified, or /sys/fs/cgroup itself on a cgroup v2 host),
+  // alone in an otherwise empty /sys/fs/cgroup (the agent makes its job
+  // cgroups there; the limits sit one level up, out of sight).
+  std::vector<RootBind> cgroups;
   // A userns fd whose mapping the lower layer and the binds are idmapped
   // through (-1: none).
   int idmap_userns_fd = -1;
@@ -43,6 +47,11 @@ struct RootPlan {
   unsigned tmpfs_uid = 0;
   unsigned tmpfs_gid = 0;
 };
+
+// The mount point of the cgroup hierarchy that holds the host directory dir
+// (the longest cgroup or cgroup2 mount point above it in
+// /proc/self/mountinfo); "" when none does.
+std::string cgroup_mount_point(const std::string& dir);
 
 // The directories of a sandbox's layers, below layer_dir.
 std::string upper_dir(const std::string& layer_dir);
