@@ -1,8 +1,10 @@
 // The syscall filter the agent installs in every process it starts
-// (docs/security.md, "Seccomp"): what Docker's default profile denies to a
-// container without added capabilities, as a deny list built with
-// libseccomp. Denied calls fail with EPERM (clone3 with ENOSYS, so that libc
-// falls back to clone, whose flags the filter can see). The agent itself
+// (docs/security.md, "Seccomp"): Docker's default profile, an allowlist
+// (agent/seccomp_profile.h), compiled with libseccomp for x86-64, i386 and
+// x32. A call no rule allows fails with EPERM; one numbered past the newest
+// call the table names fails with ENOSYS, as under Docker, so that libc
+// falls back from calls newer than the profile (clone3 gets ENOSYS too,
+// so that libc uses clone, whose flags the filter sees). The agent itself
 // stays unfiltered (it mounts models while it runs): one thread of it holds
 // the filter and starts the children (agent/spawn_thread.h).
 #pragma once
@@ -30,7 +32,9 @@ struct SeccompProgram {
   }
 };
 
-// The names of the calls the filter denies, for docs and tests.
+// The calls of the native ABI the filter refuses (sys.info's seccomp.denied):
+// their names, those allowed only with some arguments marked so, and the
+// number past which every call gets ENOSYS.
 std::vector<std::string> seccomp_denied_calls(const SeccompSettings& settings);
 
 Result<SeccompProgram> build_seccomp_program(const SeccompSettings& settings);

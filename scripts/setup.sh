@@ -20,6 +20,9 @@ packages=(
 # Node.js and npm for scripts/setup_npm.sh, from Debian only where no npm is
 # installed (NodeSource's nodejs bundles npm and conflicts with Debian's npm).
 if ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
+# Go, for `go mod download` of Docker's seccomp profile below, from Debian
+# only where no go is installed.
+if ! command -v go >/dev/null; then packages+=(golang-go); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -78,5 +81,15 @@ if [ "$zmq_current" = 0 ]; then
   mv -f "$deps/staging/lib/libzmq.a" "$deps/lib/libzmq.a"
   echo "$zmq_stamp_text" > "$zmq_stamp"
   rm -rf "$deps/src" "$deps/staging"
+fi
+# Docker's default seccomp profile, which tests/unit/seccomp_profile_test.cpp
+# compares gpubox's table (agent/seccomp_profile.cpp) with: default.json of
+# the Go module github.com/moby/profiles/seccomp, from the Go module proxy,
+# cached in build/deps/gomod (the version is the one that file names).
+moby_seccomp=github.com/moby/profiles/seccomp@v0.3.0
+if [ ! -f "$deps/gomod/$moby_seccomp/default.json" ]; then
+  echo "setup: fetching Docker's seccomp profile ($moby_seccomp) from the Go module proxy"
+  mkdir -p "$deps"
+  (cd "$deps" && GOMODCACHE="$deps/gomod" GOFLAGS=-modcacherw GOTOOLCHAIN=local go mod download "$moby_seccomp")
 fi
 echo "setup: ok"

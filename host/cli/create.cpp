@@ -36,7 +36,7 @@ constexpr char kCreateUsage[] =
     "              podman|docker: all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n"
     "  --models-optional  keep the sandbox when a model of its config fails to load (default: create fails\n"
     "              with the model's reason and ends the sandbox)\n"
-    "  --seccomp   local: default (gpubox's syscall filter, Docker's default denials; docs/security.md) or\n"
+    "  --seccomp   local: default (gpubox's syscall filter, Docker's default profile; docs/security.md) or\n"
     "              unconfined (none; info warns); podman|docker: the engine's default profile, or unconfined\n"
     "  --userns    root inside maps to an unprivileged uid range of the host (idmapped mounts)\n"
     "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"

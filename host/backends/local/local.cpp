@@ -104,7 +104,7 @@ class LocalBackend final : public Backend {
   std::vector<InfoLine> describe(const SandboxRecord& record, const nlohmann::json& info) const override {
     std::vector<InfoLine> lines = describe_host_process(record);
     add_isolation(info.value("isolation", nlohmann::json()), &lines);
-    lines.push_back(seccomp_line(record, "default (gpubox's filter: Docker's default denials; docs/security.md)"));
+    lines.push_back(seccomp_line(record, "default (gpubox's filter: Docker's default profile; docs/security.md)"));
     return lines;
   }
 
