@@ -42,12 +42,12 @@ from .served import RemoteError
 __all__ = ["Model", "tensor_from_wire", "Chunk", "Client", "RpcError", "Stream", "keygen", "connect", "find", "sandboxes", "state_dir", "DEFAULT_WINDOW", "ERROR_CODES", "VERSION", "Kind", "served", "RemoteError"]
 
 # The Seer-style API (docs/python.md): sandboxes from a config, notebook sessions, scoped sandboxes.
-from .config import ModelConfig, RepoConfig, SandboxConfig
+from .config import HostedModel, ModelConfig, RepoConfig, SandboxConfig
 from .sandbox import BudgetExceeded, ExecResult, Sandbox, SandboxError, Snapshot
 from .workspace import Library, Workspace
 from .notebook import Execution, ExecutionError, NotebookSession, create_notebook_session
 from .scoped import ScopedSandbox
 
-__all__ += ["ModelConfig", "RepoConfig", "SandboxConfig", "ExecResult", "Sandbox", "SandboxError", "BudgetExceeded", "Snapshot",
+__all__ += ["HostedModel", "ModelConfig", "RepoConfig", "SandboxConfig", "ExecResult", "Sandbox", "SandboxError", "BudgetExceeded", "Snapshot",
             "Library", "Workspace", "Execution", "ExecutionError", "NotebookSession", "create_notebook_session",
             "ScopedSandbox"]

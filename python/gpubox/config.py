@@ -1,4 +1,4 @@
-"""What a sandbox is made of: SandboxConfig, ModelConfig and RepoConfig
+"""What a sandbox is made of: SandboxConfig, ModelConfig, HostedModel and RepoConfig
 (Seer's names and fields, plus a few of gpubox's own). Every field is checked
 when the object is made; a bad value raises ValueError naming the field, so
 nothing starts. check_local() adds the checks that read this machine (secrets
@@ -14,6 +14,7 @@ from . import backends
 BACKENDS = tuple(backends.BACKENDS)
 LOADERS = ("transformers", "torchscript", "safetensors")
 DTYPES = ("", "float32", "float16", "bfloat16", "float64")
+HOSTED_DTYPES = ("float32", "bfloat16", "float16")   # what gpubox-modeld casts weights to
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _APT_NAME = re.compile(r"[a-z0-9][a-z0-9+.\-]*(:[a-z0-9]+)?(=[A-Za-z0-9.+~:\-]+)?\Z")
@@ -156,6 +157,66 @@ class ModelConfig:
 
 
 @dataclass
+class HostedModel:
+    """A model served by the sandbox's native model host, gpubox-modeld (docs/config.md
+    model_host.models): sandbox.model(NAME) here and gpubox.Client().model(NAME) in a cell
+    reach one copy of its weights. path: its Hugging Face directory on this machine, mounted
+    read-only at a neutral path; with backend "modal", a path in one of the config's volumes.
+    saes: [{"name", "path", "hook"?}] SAELens directories, loaded with it (mounted alike)."""
+
+    name: str
+    path: str
+    dtype: Optional[str] = None        # None: float32 on cpu, bfloat16 on cuda
+    device: Optional[str] = None       # None: "cuda" when the sandbox has a GPU, else "cpu"
+    saes: List[dict] = field(default_factory=list)
+    hidden: bool = False
+    cuda_graphs: bool = False
+    max_batch: Optional[int] = None
+    max_queue: Optional[int] = None
+    kv_cache_mb: Optional[int] = None  # None: sized automatically
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not 1 <= len(self.name) <= 256:
+            _fail("HostedModel.name", "expected 1 to 256 characters, got %r" % (self.name,))
+        where = "HostedModel(%r)" % (self.name,)
+        if not isinstance(self.path, str) or not self.path:
+            _fail(where + ".path", "expected the model's directory, got %r" % (self.path,))
+        if self.dtype is not None and self.dtype not in HOSTED_DTYPES:
+            _fail(where + ".dtype", "expected one of %s or None, got %r" % (", ".join(HOSTED_DTYPES), self.dtype))
+        if self.device is not None and not re.match(r"(cpu|cuda(:\d+)?)\Z", str(self.device)):
+            _fail(where + ".device", "expected 'cpu', 'cuda' or 'cuda:N', got %r" % (self.device,))
+        for flag in ("hidden", "cuda_graphs"):
+            if not isinstance(getattr(self, flag), bool):
+                _fail("%s.%s" % (where, flag), "expected True or False, got %r" % (getattr(self, flag),))
+        for key, low, high in (("max_batch", 1, 4096), ("max_queue", 0, 100000), ("kv_cache_mb", 1, 1048576)):
+            if getattr(self, key) is not None:
+                _number("%s.%s" % (where, key), getattr(self, key), low, high, integer=True)
+        if not isinstance(self.saes, (list, tuple)):
+            _fail(where + ".saes", "expected a list of {'name', 'path', 'hook'?}, got %r" % (self.saes,))
+        for i, sae in enumerate(self.saes):
+            at = "%s.saes[%d]" % (where, i)
+            if not isinstance(sae, dict) or set(sae) - {"name", "path", "hook"} or not {"name", "path"} <= set(sae):
+                _fail(at, "expected {'name', 'path', 'hook'?}, got %r" % (sae,))
+            for key in sae:
+                if not isinstance(sae[key], str) or not sae[key]:
+                    _fail("%s.%s" % (at, key), "expected a non-empty string, got %r" % (sae[key],))
+        if len({s["name"] for s in self.saes}) != len(self.saes):
+            _fail(where + ".saes", "two SAEs have the same name")
+
+    def local_paths(self) -> List[Tuple[str, str]]:
+        """(where, real path) of the model's and its SAEs' directories here; ValueError naming one that is missing."""
+        where = "HostedModel(%r)" % self.name
+        found = []
+        for at, path in [(where + ".path", self.path)] + [
+                ("%s.saes[%d].path" % (where, i), s["path"]) for i, s in enumerate(self.saes)]:
+            local = os.path.expanduser(path)
+            if not os.path.isdir(local):
+                _fail(at, "%s is not a directory on this machine" % path)
+            found.append((at, os.path.realpath(local)))
+        return found
+
+
+@dataclass
 class RepoConfig:
     """A git repository cloned into the sandbox (to dest, default /workspace/NAME); with
     install, `pip install -e` of the clone. url: "owner/repo" (GitHub), a URL, or a
@@ -200,7 +261,9 @@ class RepoConfig:
 @dataclass
 class SandboxConfig:
     """A sandbox's resources, models, packages and files (Seer's SandboxConfig; gpubox's
-    additions: cpu, memory, idle_timeout, backend, image, volumes, python, network, modal_app, budget).
+    additions: cpu, memory, idle_timeout, backend, image, volumes, python, network, modal_app, budget,
+    model_host). models are the kernel's (transformers in the notebook); model_host's are served by
+    gpubox-modeld (sandbox.model(NAME)).
     With backend "modal", volumes name Modal Volumes ({"/weights": "NAME"}) and image is a
     registry image (docs/modal.md)."""
 
@@ -213,6 +276,7 @@ class SandboxConfig:
     env: Dict[str, str] = field(default_factory=dict)
     secrets: List[str] = field(default_factory=list)   # names of variables of this environment
     models: List[ModelConfig] = field(default_factory=list)
+    model_host: Optional[List[HostedModel]] = None   # None: no model host; []: one with no models yet
     python_packages: List[str] = field(default_factory=list)   # pip requirement specs or local paths
     system_packages: List[str] = field(default_factory=list)   # apt package names
     repos: List[RepoConfig] = field(default_factory=list)
@@ -262,6 +326,11 @@ class SandboxConfig:
                 seen.add(var)
         if len({m.name for m in self.models}) != len(self.models):
             _fail(S + "models", "two models have the same name")
+        if self.model_host is not None:
+            if not isinstance(self.model_host, (list, tuple)) or not all(isinstance(m, HostedModel) for m in self.model_host):
+                _fail(S + "model_host", "expected a list of HostedModel, got %r" % (self.model_host,))
+            if len({m.name for m in self.model_host}) != len(self.model_host):
+                _fail(S + "model_host", "two hosted models have the same name")
         _strings(S + "python_packages", self.python_packages)
         for name in _strings(S + "system_packages", self.system_packages):
             if not _APT_NAME.match(name):
@@ -314,6 +383,13 @@ class SandboxConfig:
             if repo.is_local:
                 _fail("RepoConfig(%r).url" % repo.url, "a local repository cannot be mounted into a Modal sandbox; "
                       "give its URL")
+        for model in self.model_host or ():
+            for at, path in [("HostedModel(%r).path" % model.name, model.path)] + [
+                    ("HostedModel(%r).saes[%d].path" % (model.name, i), s["path"]) for i, s in enumerate(model.saes)]:
+                if not any(path.startswith(target.rstrip("/") + "/") for target in self.volumes):
+                    _fail(at, "with backend 'modal', a path in one of volumes (%s), where `gpubox model ID pull` "
+                          "puts weights; this machine's files cannot be mounted into Modal, got %r"
+                          % (", ".join(sorted(self.volumes)) or "none given", path))
         for target, name in self.volumes.items():
             if not _MODAL_NAME.match(name) or target.startswith("/run/gpubox"):
                 _fail("%svolumes[%r]" % (S, target), "with backend 'modal', the name of a Modal Volume (1-64 of "
@@ -347,6 +423,9 @@ class SandboxConfig:
         for model in self.models:
             model.local_path()
             model.local_base_model()
+        if not backends.backend(self.backend).volumes_by_name:
+            for model in self.model_host or ():
+                model.local_paths()
         for package in self.python_packages:
             if is_local_path(package) and not os.path.exists(os.path.expanduser(package)):
                 _fail(S + "python_packages", "%s does not exist on this machine" % package)

@@ -11,6 +11,7 @@ from .config import SandboxConfig, is_local_path, memory_mib
 
 LIBRARY_DIR = "/workspace/libraries"     # kernel.workspace_dir: Workspace libraries go here
 MODELS_DIR = "/gpubox/models"            # model files, mounted read-only under neutral names
+HOSTED_DIR = "/gpubox/hosted"            # the model host's model and SAE directories, mounted alike
 REPOS_DIR = "/gpubox/repos"              # local repositories, mounted read-only to clone from
 UPLOAD_DIR = "/workspace/.gpubox/packages"  # local python_packages, copied in before pip runs
 
@@ -101,15 +102,45 @@ def plan_create(config: SandboxConfig, name: Optional[str] = None) -> CreatePlan
         entries.append(entry)
         handles.append(ModelHandle(model.name, model.var_name, model.tokenizer_var, target, local, model.hidden,
                                    model.is_peft, base))
+    if config.model_host is not None:
+        hosted, mounts = hosted_models(config)
+        args += mounts
     for index, repo in enumerate(config.repos):
         if repo.is_local:
             args += ["--mount", "%s:%s/r%d:ro" % (os.path.realpath(os.path.expanduser(repo.url)), REPOS_DIR, index)]
 
     agent_config = {"kernel": {"python": config.python, "workspace_dir": LIBRARY_DIR, "preload": True,
                                "models": entries}}
+    if config.model_host is not None:
+        agent_config["model_host"] = {"models": hosted}
     if config.env:
         agent_config["env"] = dict(config.env)
     return CreatePlan(args, agent_config, handles)
+
+
+def hosted_models(config: SandboxConfig) -> Tuple[List[dict], List[str]]:
+    """model_host.models entries (docs/config.md) and the --mount arguments of their directories:
+    each mounted read-only at a neutral path; on a backend whose volumes are its own (Modal), the
+    paths are the sandbox's, in those volumes, and nothing is mounted."""
+    by_name = backends.backend(config.backend).volumes_by_name
+    entries, mounts = [], []
+    for index, model in enumerate(config.model_host):
+        paths = [model.path] + [sae["path"] for sae in model.saes]
+        if not by_name:
+            targets = ["%s/h%d" % (HOSTED_DIR, index)] + [
+                "%s/h%d-sae%d" % (HOSTED_DIR, index, i) for i in range(len(model.saes))]
+            for (_, local), target in zip(model.local_paths(), targets):
+                mounts += ["--mount", "%s:%s:ro" % (local, target)]
+            paths = targets
+        entry = {"name": model.name, "path": paths[0], "device": model.device or ("cuda" if config.gpu else "cpu"),
+                 "hidden": model.hidden, "cuda_graphs": model.cuda_graphs}
+        for key in ("dtype", "max_batch", "max_queue", "kv_cache_mb"):
+            if getattr(model, key) is not None:
+                entry[key] = getattr(model, key)
+        if model.saes:
+            entry["saes"] = [dict(sae, path=path) for sae, path in zip(model.saes, paths[1:])]
+        entries.append(entry)
+    return entries, mounts
 
 
 PIP_ENV = {"PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_ROOT_USER_ACTION": "ignore",

@@ -118,7 +118,11 @@ class Sandbox:
         plan = _plan.plan_create(self.config, name)
         self._handles = plan.handles
         # The agent config (hidden models' names among it) through a pipe: in no file, in no argv.
-        return run_cli("create", "--config", "/dev/stdin", *plan.create_args, stdin=json.dumps(plan.agent_config))
+        # Like `gpubox create`, this waits until each hosted model's load began, and fails naming one that failed.
+        try:
+            return run_cli("create", "--config", "/dev/stdin", *plan.create_args, stdin=json.dumps(plan.agent_config))
+        except SandboxError as error:
+            raise type(error)(_in_config_words(str(error))) from None
 
     def _adopt(self, sandbox_id: str, name: Optional[str]):
         self._id, self._name = sandbox_id, name
@@ -169,7 +173,7 @@ class Sandbox:
             args += ["--name", name]
         if config is not None:
             config.check_local()
-            full = _plan.plan_create(SandboxConfig(**{**config.__dict__, "models": [], "repos": [],
+            full = _plan.plan_create(SandboxConfig(**{**config.__dict__, "models": [], "model_host": None, "repos": [],
                                                       "python_packages": [], "volumes": {}}))
             keep = {"--cpu", "--memory", "--timeout", "--idle-timeout", "--gpu", "--secret"}
             for flag, value in zip(full.create_args[::2], full.create_args[1::2]):
@@ -319,12 +323,30 @@ class Sandbox:
         self._require()
         return run_cli("usage", self._id)
 
+    def model(self, name: str):
+        """The model host's model `name` (SandboxConfig.model_host, or one loaded since): the same
+        gpubox.Model as gpubox.connect(ID).model(name), on this sandbox's client."""
+        return self._require().model(name)
+
     def wait_kernel(self, timeout: float = 600) -> None:
         """Waits until the kernel has run its setup (models loaded): a hidden no-op cell waits for it."""
         self._require().call("kernel.execute", code="None", hidden=True, timeout=timeout)
 
     def _on_terminate(self, close) -> None:
         self._closers.append(close)
+
+
+# The CLI's flags in a create's refusal, as SandboxConfig names them.
+_CONFIG_WORDS = (("; the sandbox was ended (--models-optional keeps it)", "; the sandbox was ended"),
+                 ("must be mounted: --mount HOST:SANDBOX[:ro]", "must be in SandboxConfig.volumes"),
+                 ("--timeout", "SandboxConfig.timeout"), ("--budget", "SandboxConfig.budget"),
+                 ("--gpu", "SandboxConfig.gpu"), ("--memory", "SandboxConfig.memory"), ("--cpu", "SandboxConfig.cpu"))
+
+
+def _in_config_words(message: str) -> str:
+    for flag, field_name in _CONFIG_WORDS:
+        message = message.replace(flag, field_name)
+    return message
 
 
 def _kernel_config(record: dict) -> dict:

@@ -209,6 +209,62 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(made.create_args, ["--backend", "modal", "--timeout", "3600.0", "--network", "none",
                                             "--gpu", "H100"])
 
+    def test_the_model_host_is_mounted_and_configured(self):
+        d = self.dir
+        os.makedirs(d + "/sae")
+        config = gpubox.SandboxConfig(model_host=[
+            gpubox.HostedModel("tiny", d + "/base", saes=[{"name": "res0", "path": d + "/sae", "hook": "blocks.0.hook_resid_post"}]),
+            gpubox.HostedModel("big", d + "/adapter", dtype="bfloat16", device="cuda:1", kv_cache_mb=64, max_batch=4,
+                               hidden=True)])
+        made = plan.plan_create(config)
+        self.assertEqual(made.create_args[-6:], ["--mount", d + "/base:/gpubox/hosted/h0:ro",
+                                                 "--mount", d + "/sae:/gpubox/hosted/h0-sae0:ro",
+                                                 "--mount", d + "/adapter:/gpubox/hosted/h1:ro"])
+        self.assertEqual(made.agent_config["model_host"], {"models": [
+            {"name": "tiny", "path": "/gpubox/hosted/h0", "device": "cpu", "hidden": False, "cuda_graphs": False,
+             "saes": [{"name": "res0", "path": "/gpubox/hosted/h0-sae0", "hook": "blocks.0.hook_resid_post"}]},
+            {"name": "big", "path": "/gpubox/hosted/h1", "device": "cuda:1", "hidden": True, "cuda_graphs": False,
+             "dtype": "bfloat16", "max_batch": 4, "kv_cache_mb": 64}]})
+        self.assertEqual(made.agent_config["model_host"]["models"][0]["device"], "cpu")
+        self.assertEqual(plan.plan_create(gpubox.SandboxConfig(gpu="any", model_host=[gpubox.HostedModel("t", d + "/base")]))
+                         .agent_config["model_host"]["models"][0]["device"], "cuda", "a sandbox with a GPU hosts on it")
+        # An empty list starts a model host without models (model.load later); None (the default) none at all.
+        self.assertEqual(plan.plan_create(gpubox.SandboxConfig(model_host=[])).agent_config["model_host"], {"models": []})
+        self.assertNotIn("model_host", plan.plan_create(gpubox.SandboxConfig()).agent_config)
+        # On Modal the paths are the sandbox's, in its volumes (gpubox model ID pull fills them): nothing is mounted.
+        modal = gpubox.SandboxConfig(backend="modal", volumes={"/weights": "weights"}, model_host=[
+            gpubox.HostedModel("llama", "/weights/meta-llama/Llama-3.2-1B", device="cuda")])
+        made = plan.plan_create(modal)
+        self.assertNotIn("--mount", made.create_args)
+        self.assertEqual(made.agent_config["model_host"]["models"][0]["path"], "/weights/meta-llama/Llama-3.2-1B")
+
+    def test_model_host_refusals_name_the_field(self):
+        d = self.dir
+        cases = {
+            "HostedModel('t').dtype": lambda: gpubox.HostedModel("t", d, dtype="float64"),
+            "HostedModel('t').device": lambda: gpubox.HostedModel("t", d, device="tpu"),
+            "HostedModel('t').kv_cache_mb": lambda: gpubox.HostedModel("t", d, kv_cache_mb=0),
+            "HostedModel('t').max_batch": lambda: gpubox.HostedModel("t", d, max_batch=5000),
+            "HostedModel('t').saes[0]": lambda: gpubox.HostedModel("t", d, saes=[{"name": "s"}]),
+            "HostedModel('t').saes[0].hook": lambda: gpubox.HostedModel("t", d, saes=[{"name": "s", "path": d, "hook": 3}]),
+            "HostedModel('t').path": lambda: gpubox.HostedModel("t", ""),
+            "SandboxConfig.model_host": lambda: gpubox.SandboxConfig(model_host=[gpubox.HostedModel("t", d),
+                                                                                 gpubox.HostedModel("t", d)]),
+            "SandboxConfig.model_host ": lambda: gpubox.SandboxConfig(model_host=[{"name": "t", "path": d}]),
+        }
+        for field_name, make in cases.items():
+            with self.subTest(field_name):
+                with self.assertRaises(ValueError) as raised:
+                    make()
+                self.assertIn(field_name.strip() + ":", str(raised.exception))
+        # What this machine lacks, named before anything runs.
+        with self.assertRaisesRegex(ValueError, r"HostedModel\('t'\)\.saes\[0\]\.path: %s/none is not a directory" % d):
+            plan.plan_create(gpubox.SandboxConfig(model_host=[gpubox.HostedModel("t", d + "/base", saes=[
+                {"name": "s", "path": d + "/none"}])]))
+        with self.assertRaisesRegex(ValueError, r"HostedModel\('t'\)\.path: .*with backend 'modal', a path in one of "
+                                                r"volumes \(/weights\)"):
+            gpubox.SandboxConfig(backend="modal", volumes={"/weights": "w"}, model_host=[gpubox.HostedModel("t", d)])
+
     def test_network_is_asked_for_by_name(self):
         local = gpubox.SandboxConfig(python_packages=[self.dir + "/pkg"], repos=[gpubox.RepoConfig(self.dir + "/repo.git")])
         self.assertEqual(local.needs_network(), [])
