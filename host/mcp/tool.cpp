@@ -50,10 +50,35 @@ json textify(const json& value) {
 
 // Values shorter than this are written out in the text summary.
 constexpr std::size_t kInlineChars = 160;
+// A Python error's traceback lines shown in the text summary: its end, where the error is.
+constexpr std::size_t kTracebackLines = 8;
+
+// {"ename", "evalue", "traceback": [lines]} (a cell's error) as a reader of text needs it: its name and
+// message, and the traceback's last lines.
+std::string error_text(const std::string& key, const json& error) {
+  std::string out = key + ": " + error.value("ename", "Error") + ": " + error.value("evalue", "") + "\n";
+  std::vector<std::string> lines;
+  for (const auto& entry : error.value("traceback", json::array())) {
+    if (!entry.is_string()) continue;
+    std::string text = entry.get<std::string>();
+    for (std::size_t at = 0; at <= text.size();) {
+      std::size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      if (end > at) lines.push_back(text.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  if (lines.empty()) return out;
+  std::size_t first = lines.size() > kTracebackLines ? lines.size() - kTracebackLines : 0;
+  out += "traceback (last " + std::to_string(lines.size() - first) + " of " + std::to_string(lines.size()) + " lines):\n";
+  for (std::size_t i = first; i < lines.size(); ++i) out += "  " + lines[i] + "\n";
+  return out;
+}
 
 // The result for a reader of text, not the JSON again: a line per field, a
-// text field whole (the tools cap them: stdout, a cell's output), a short
-// value as compact JSON, a long list or object by its size.
+// text field whole (the tools cap them: stdout, a cell's output), a cell's
+// error by its name, message and traceback's end, a short value as compact
+// JSON, a long list or object by its size.
 std::string summary_text(const json& structured) {
   std::string out;
   for (const auto& [key, item] : structured.items()) {
@@ -64,6 +89,10 @@ std::string summary_text(const json& structured) {
       } else {
         out += key + ":\n" + text + (text.empty() || text.back() != '\n' ? "\n" : "");
       }
+      continue;
+    }
+    if (item.is_object() && item.contains("ename")) {
+      out += error_text(key, item);
       continue;
     }
     std::string compact = serialize(item);

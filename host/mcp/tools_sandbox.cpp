@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "host/backends/backend.h"
 #include "host/kernelspecs.h"
@@ -69,8 +70,51 @@ std::string number_text(const json& value) {
   return text;
 }
 
+// The CLI's flags in a create's refusal, as create_sandbox's arguments name them.
+std::string in_argument_words(std::string text) {
+  const std::pair<const char*, const char*> words[] = {
+      {"; the sandbox was ended (--models-optional keeps it)", "; the sandbox was ended (models_optional: true keeps it)"},
+      {"must be mounted: --mount HOST:SANDBOX[:ro]", "must be mounted: mounts [{\"host\", \"sandbox\", \"read_only\"?}]"},
+      {"--mount", "mounts"}, {"--idle-timeout", "idle_timeout"}, {"--timeout", "timeout"}, {"--memory", "memory"},
+      {"--cpu", "cpu"}, {"--gpu", "gpu"}, {"--network", "network"}, {"--budget", "budget"}, {"--name", "name"},
+      {"--env", "env"}, {"--config", "config"}};
+  for (const auto& [from, to] : words) {
+    for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + std::strlen(to))) {
+      text.replace(at, std::strlen(from), to);
+    }
+  }
+  return text;
+}
+
+// models (the model host's, as model_host.models) into the config; both at once is refused, naming them.
+Status add_models(const json& args, json& config) {
+  if (!args.contains("models")) return Status::ok();
+  if (config.contains("model_host") && config["model_host"].is_object() && config["model_host"].contains("models")) {
+    return Status::invalid_request("models: give the model host's models here or in config.model_host.models, not both");
+  }
+  if (!config.contains("model_host") || !config["model_host"].is_object()) config["model_host"] = json::object();
+  config["model_host"]["models"] = args["models"];
+  return Status::ok();
+}
+
 ToolResult create(ToolEnv& env, const json& args) {
   std::vector<std::string> argv = {env.cli_path, "--json", "create"};
+  json config = args.value("config", json::object());
+  if (Status models = add_models(args, config); !models) return ToolResult::from(models);
+  const json mounts = args.value("mounts", json::array());
+  for (std::size_t i = 0; i < mounts.size(); ++i) {
+    const json& mount = mounts[i];
+    std::string where = "mounts[" + std::to_string(i) + "]";
+    if (mount["sandbox"].get<std::string>().rfind('/', 0) != 0) {
+      return ToolResult::from(Status::invalid_request(where + ".sandbox: expected an absolute path in the sandbox"));
+    }
+    if ((mount["host"].get<std::string>() + mount["sandbox"].get<std::string>()).find(':') != std::string::npos) {
+      return ToolResult::from(Status::invalid_request(where + ": a path with ':' cannot be mounted"));
+    }
+    argv.insert(argv.end(), {"--mount", mount["host"].get<std::string>() + ":" + mount["sandbox"].get<std::string>() +
+                                            (mount.value("read_only", false) ? ":ro" : "")});
+  }
+  if (args.value("models_optional", false)) argv.push_back("--models-optional");
   if (args.contains("name")) argv.insert(argv.end(), {"--name", args["name"].get<std::string>()});
   if (args.contains("cpu")) argv.insert(argv.end(), {"--cpu", number_text(args["cpu"])});
   if (args.contains("memory")) argv.insert(argv.end(), {"--memory", number_text(args["memory"])});
@@ -83,11 +127,11 @@ ToolResult create(ToolEnv& env, const json& args) {
     for (const auto& [name, value] : args["env"].items()) argv.insert(argv.end(), {"--env", name + "=" + value.get<std::string>()});
   }
   std::string config_file;
-  if (args.contains("config")) {
+  if (!config.empty()) {
     char path[] = "/tmp/gpubox-mcp-config-XXXXXX";
     int fd = ::mkstemp(path);
     if (fd < 0) return ToolResult::from(Status::from_errno(errno, "cannot write the config"));
-    std::string text = args["config"].dump();
+    std::string text = config.dump();
     bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     ::close(fd);
     config_file = path;
@@ -105,7 +149,7 @@ ToolResult create(ToolEnv& env, const json& args) {
     std::string message = out.is_object() && out.contains("error") ? out["error"].value("message", ran->out) : ran->out;
     // The CLI's code too: budget_exceeded says that nothing was created and why, as the CLI says it.
     std::string code = out.is_object() && out.contains("error") ? out["error"].value("code", "failed") : "failed";
-    return ToolResult::error("create_sandbox failed: " + message, {{"exit_code", ran->exit_code}, {"code", code}});
+    return ToolResult::error("create_sandbox failed: " + in_argument_words(message), {{"exit_code", ran->exit_code}, {"code", code}});
   }
   ToolResult result;
   result.structured = {{"sandbox_id", out["id"]}, {"name", out.value("name", "")}, {"backend", out.value("backend", "local")},
@@ -166,7 +210,8 @@ ToolResult terminate(ToolEnv& env, const json& args) {
 
 void add_sandbox_tools(ToolRegistry& tools, ToolEnv& env) {
   tools.add({"create_sandbox",
-             "Create a new local gpubox sandbox (the agent as PID 1, a Jupyter kernel, jobs). Returns its sandbox_id.",
+             "Create a new local gpubox sandbox (the agent as PID 1, a Jupyter kernel, jobs, and with models a model host "
+             "whose models run_model and generate use). Returns its sandbox_id.",
              tool_schema({{"name", {{"type", "string"}, {"description", "a unique name to refer to it by"}}},
                           {"cpu", {{"type", "number"}, {"minimum", 0.01}, {"description", "CPUs"}}},
                           {"memory", {{"type", "integer"}, {"minimum", 4}, {"description", "memory limit in MiB"}}},
@@ -178,7 +223,37 @@ void add_sandbox_tools(ToolRegistry& tools, ToolEnv& env) {
                           {"budget", {{"type", "string"}, {"description", "the budget that holds its cost first (default: the "
                                                                            "default budget; none: no budget); past its ceiling "
                                                                            "nothing is created (show_budget)"}}},
-                          {"config", {{"type", "object"}, {"description", "an agent config document (docs/config.md)"}}}},
+                          {"config", {{"type", "object"}, {"description", "an agent config document (docs/config.md)"}}},
+                          {"mounts", {{"type", "array"},
+                                      {"items", {{"type", "object"},
+                                                 {"properties", {{"host", {{"type", "string"}}},
+                                                                 {"sandbox", {{"type", "string"}}},
+                                                                 {"read_only", {{"type", "boolean"}}}}},
+                                                 {"required", {"host", "sandbox"}},
+                                                 {"additionalProperties", false}}},
+                                      {"description", "host directories or files the sandbox sees at an absolute "
+                                                      "sandbox path (a local sandbox sees neither this host's /tmp "
+                                                      "nor /var/tmp)"}}},
+                          {"models", {{"type", "array"},
+                                      {"items", {{"type", "object"},
+                                                 {"properties", {{"name", {{"type", "string"}}},
+                                                                 {"path", {{"type", "string"}}},
+                                                                 {"dtype", {{"type", "string"}}},
+                                                                 {"device", {{"type", "string"}}},
+                                                                 {"hidden", {{"type", "boolean"}}},
+                                                                 {"cuda_graphs", {{"type", "boolean"}}},
+                                                                 {"max_batch", {{"type", "integer"}}},
+                                                                 {"max_queue", {{"type", "integer"}}},
+                                                                 {"kv_cache_mb", {{"type", "integer"}}},
+                                                                 {"saes", {{"type", "array"}, {"items", {{"type", "object"}}}}}}},
+                                                 {"required", {"name", "path"}},
+                                                 {"additionalProperties", false}}},
+                                      {"description", "models for the sandbox's model host (docs/config.md "
+                                                      "model_host.models): name, path (the Hugging Face directory as "
+                                                      "the sandbox sees it: mount it), dtype, device, saes [{name, "
+                                                      "path, hook?}], kv_cache_mb...; create waits until each began "
+                                                      "loading and fails naming one that cannot load"}}},
+                          {"models_optional", {{"type", "boolean"}, {"description", "keep the sandbox when a model fails to load"}}}},
                          {}, false)},
             [&env](const json& args, ToolCallContext&) { return create(env, args); });
   tools.add({"show_budget",

@@ -12,8 +12,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+import sys
 import unittest
 
+import numpy as np
 from mcp import Client, StdioServerParameters
 
 from mcp_harness import AGENT, CLI, become_subreaper, reap_orphans, requires
@@ -133,6 +135,128 @@ class ModelToolsTest(unittest.TestCase):
         self.assertTrue(unknown.is_error)
         self.assertIn("blocks.99.nothing", unknown.structured_content["error"])
         self.assertIn(gpu.structured_content["source"], ("nvml", "nvidia-smi", "none"))
+
+    def test_a_mounted_model_with_interventions(self):
+        # The model and its SAE under this host's /tmp, which a local sandbox does not see: only the mount reaches them.
+        hidden = tempfile.mkdtemp(prefix="gpubox-mcp-mounted-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, hidden, ignore_errors=True)
+        shutil.copytree(self.refs["llama"], os.path.join(hidden, "llama"))
+        write_sae(os.path.join(hidden, "sae"))
+        saved = os.path.join(hidden, "out")
+        os.makedirs(saved)
+        hook = "blocks.0.hook_resid_post"
+        ones = [1.0] * 64
+
+        async def body():
+            async with Client(self.params) as client:
+                unmounted = await client.call_tool("create_sandbox", {
+                    "name": "unmounted", "models": [{"name": "tiny", "path": os.path.join(hidden, "llama")}]})
+                created = await client.call_tool("create_sandbox", {
+                    "name": "mounted", "config": {"kernel": {"enabled": False}},
+                    "mounts": [{"host": hidden, "sandbox": "/models", "read_only": True}],
+                    "models": [{"name": "tiny", "path": "/models/llama", "max_batch": 4,
+                                "saes": [{"name": "res0", "path": "/models/sae"}]}]})
+                self.assertFalse(created.is_error, created.structured_content)
+                box = {"sandbox_id": "mounted", "model": "tiny", "text": "Hello", "captures": [hook], "positions": [-1]}
+                plain = await client.call_tool("run_model", box)
+                steered = await client.call_tool("run_model", {**box, "ops": [
+                    {"op": "add", "hook": hook, "vector": ones, "scale": 2}]})
+                sae = await client.call_tool("run_model", {**box, "ops": [
+                    {"op": "sae_steer", "sae": "res0", "features": [0], "scale": 1}]})
+                # A function of Python's, loaded by name, then named by an op.
+                self.load_doubling_fn(client_state=self.state, sandbox="mounted")
+                doubled = await client.call_tool("run_model", {**box, "ops": [{"op": "fn", "hook": hook, "fn": "double"}]})
+                ragged = await client.call_tool("run_model", {**box, "ops": [{"op": "add", "hook": hook, "vector": [[1, 2], [3]]}]})
+                unknown = await client.call_tool("run_model", {**box, "ops": [
+                    {"op": "scale", "hook": hook, "factor": 2}, {"op": "zero", "hook": "blocks.0.hook_nothing"}]})
+                gen = {"sandbox_id": "mounted", "model": "tiny", "ids": self.refs["generate_ids"], "max_new_tokens": 3,
+                       "ignore_eos": True, "captures": [hook], "positions": [-1]}
+                gen_plain = await client.call_tool("generate", {**gen, "save_to": os.path.join(saved, "plain.safetensors")})
+                gen_steered = await client.call_tool("generate", {**gen, "save_to": os.path.join(saved, "steered.safetensors"),
+                                                                  "ops": [{"op": "add", "hook": hook, "vector": ones,
+                                                                           "scale": 2, "steps": [0]}]})
+                again = await client.call_tool("generate", {**gen, "save_to": os.path.join(saved, "plain.safetensors")})
+                await client.call_tool("terminate_sandbox", {"sandbox_id": "mounted"})
+                return unmounted, plain, steered, sae, doubled, ragged, unknown, gen_plain, gen_steered, again
+        (unmounted, plain, steered, sae, doubled, ragged, unknown, gen_plain, gen_steered,
+         again) = asyncio.run(asyncio.wait_for(body(), 300))
+
+        # Without the mount: the model's reason, and the argument that fixes it in this tool's words.
+        self.assertTrue(unmounted.is_error)
+        message = unmounted.structured_content["error"]
+        self.assertIn("model 'tiny' failed to load", message)
+        self.assertIn("mounts", message)
+        self.assertIn("models_optional", message)
+        self.assertNotIn("--", message, "no CLI flag in a tool's refusal")
+
+        def capture(result):
+            self.assertFalse(result.is_error, result.structured_content)
+            (tensor,) = [t for t in result.structured_content["tensors"] if t["name"] == hook]
+            self.assertEqual(tensor["shape"], [1, 1, 64])
+            return np.array(tensor["values"], np.float32)
+        base = capture(plain)
+        np.testing.assert_allclose(capture(steered) - base, 2.0, atol=1e-4)
+        rng = np.random.default_rng(3)  # write_sae's W_dec row 0: sae_steer adds it
+        rng.standard_normal((64, 32))
+        w_dec = rng.standard_normal((32, 64)).astype(np.float32)
+        np.testing.assert_allclose(capture(sae) - base, w_dec[0], atol=1e-4)
+        np.testing.assert_allclose(capture(doubled), 2 * base, rtol=1e-5, atol=1e-5)
+        self.assertTrue(ragged.is_error)
+        self.assertIn("ops[0].vector: the nested lists are not all of one shape", ragged.structured_content["error"])
+        self.assertTrue(unknown.is_error)
+        self.assertIn("ops[1].hook", unknown.structured_content["error"])
+        self.assertNotIn("captures[", unknown.structured_content["error"])
+
+        from safetensors.numpy import load_file
+        for result in (gen_plain, gen_steered):
+            self.assertFalse(result.is_error, result.structured_content)
+            self.assertEqual(len(result.structured_content["tokens"]), 3)
+            self.assertEqual(result.structured_content["tensors"][0]["name"], hook + "@0")
+        plain_file = load_file(os.path.join(saved, "plain.safetensors"))
+        steered_file = load_file(os.path.join(saved, "steered.safetensors"))
+        self.assertEqual(set(plain_file), {"%s@%d" % (hook, k) for k in range(3)})
+        # Pass 0 (the prompt's) is steered; the file holds the whole tensors.
+        np.testing.assert_allclose(steered_file[hook + "@0"] - plain_file[hook + "@0"], 2.0, atol=1e-4)
+        self.assertEqual(plain_file[hook + "@0"].shape, (1, 1, 64))
+        self.assertTrue(again.is_error)
+        self.assertIn("save_to: '%s' exists already" % os.path.join(saved, "plain.safetensors"),
+                      again.structured_content["error"])
+        np.testing.assert_array_equal(load_file(os.path.join(saved, "plain.safetensors"))[hook + "@0"],
+                                      plain_file[hook + "@0"])
+
+    def load_doubling_fn(self, client_state, sandbox):
+        """model.fn_load, from Python, of fn_example.double as the fixture saved it (TorchScript: act * 2)."""
+        code = ("import sys, gpubox\n"
+                "with open(sys.argv[2], 'rb') as f:\n"
+                "    gpubox.connect(sys.argv[1]).model('tiny').fn_load('double', f.read())\n")
+        python = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+        done = subprocess.run([sys.executable, "-c", code, sandbox, self.refs["double_fn"]], capture_output=True,
+                              text=True, timeout=120, env=dict(os.environ, XDG_STATE_HOME=client_state, PYTHONPATH=python))
+        if done.returncode != 0:
+            raise AssertionError("fn_load failed: %s" % done.stderr)
+
+    def test_a_budgeted_create_names_the_timeout_argument(self):
+        state = tempfile.mkdtemp(prefix="gpubox-mcp-budget-")
+        self.addCleanup(shutil.rmtree, state, ignore_errors=True)
+        prices = os.path.join(state, "prices.txt")
+        with open(prices, "w") as f:
+            f.write("cpu_core_hour = 0.1\nmemory_gib_hour = 0.01\n")
+        env = dict(os.environ, XDG_STATE_HOME=state)
+        made = subprocess.run([CLI, "budget", "init", "lab", "--max-usd", "5", "--prices", prices], env=env,
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        params = StdioServerParameters(command=CLI, args=["mcp"], env={"XDG_STATE_HOME": state, "GPUBOX_AGENT": AGENT,
+                                                                     "PATH": os.environ.get("PATH", "")})
+
+        async def body():
+            async with Client(params) as client:
+                return await client.call_tool("create_sandbox", {"name": "untimed", "budget": "lab"})
+        refused = asyncio.run(asyncio.wait_for(body(), 120))
+        self.assertTrue(refused.is_error)
+        message = refused.structured_content["error"]
+        self.assertIn("timeout", message)
+        self.assertNotIn("--", message, "no CLI flag in a tool's refusal")
+        self.assertIn("timeout", refused.content[0].text)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,12 @@ class PythonSdkTest(unittest.TestCase):
         self.assertEqual(error.structured_content["error"]["ename"], "ZeroDivisionError")
         self.assertIn("division by zero", "\n".join(error.structured_content["error"]["traceback"]))
         self.assertNotIn("\x1b[", json.dumps(error.structured_content))
+        # The text block most agents read names the error and ends with the traceback's last lines.
+        text = error.content[0].text
+        self.assertIn("error: ZeroDivisionError: division by zero", text)
+        self.assertIn("traceback (last", text)
+        self.assertIn("1/0", text)
+        self.assertNotIn("(in structuredContent)", text.split("traceback")[0])
         images = [block for block in image.content if block.type == "image"]
         self.assertEqual(len(images), 1)
         self.assertEqual(images[0].mime_type, "image/png")
