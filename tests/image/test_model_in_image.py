@@ -6,7 +6,8 @@ Llama mounted read-only. Through the container's published port and CURVE:
 the image's own gpubox-modeld serves it with logits and a greedy generation
 equal to transformers' on the host (the independent reference; 1e-4 relative,
 as every modeld test), the kernel imports the image's torch and
-transformers, and a cell drives the same model host with gpubox.Client(). Interpreter: Debian's /usr/bin/python3 (numpy; the client
+transformers, and a cell drives the same model host with gpubox.Client().
+SandboxConfig.model_host does the same through Sandbox.start() on podman. Interpreter: Debian's /usr/bin/python3 (numpy; the client
 needs no torch)."""
 
 import json
@@ -96,6 +97,16 @@ class ModelInImageTest(unittest.TestCase):
         run = self.gpubox("run-code", self.id, notebook_cell(self.refs), timeout=180)
         self.assertEqual(run.returncode, 0, run.stderr)
         check_notebook_cell(self, json.loads(run.stdout.splitlines()[-1]), self.model, self.refs)
+
+    def test_sandbox_start_hosts_a_model_on_podman(self):
+        config = gpubox.SandboxConfig(backend="podman", image=IMAGE, timeout=600,
+                                      model_host=[gpubox.HostedModel("tiny", self.refs["llama"])])
+        with gpubox.Sandbox(config) as sandbox:
+            model = sandbox.model("tiny")
+            model.wait_ready(timeout=120)
+            out = model.generate(self.refs["generate_ids"], max_new_tokens=self.refs["new_tokens"], ignore_eos=True)
+            self.assertEqual(out["tokens"], self.refs["greedy"])
+            self.assertIn("config.json", sandbox.exec(["ls", "/gpubox/hosted/h0"]).stdout)
 
 
 if __name__ == "__main__":
