@@ -15,10 +15,13 @@
 #                                             (rebuilt when tests/image/python-standin.lock changes)
 #   localhost/gpubox-base-device:1            the torch base + what the GPU machine's Python has
 #                                             that tests/device/run.sh imports (transformers, peft,
-#                                             safetensors, numpy, msgpack); no compiler, no pyzmq:
-#                                             the GPU machine's stand-in of tests/device/rehearse.sh
+#                                             safetensors, numpy, msgpack), in that machine's versions
+#                                             where tests/device/python-device.lock pins them
+#                                             (transformers 5.17); no compiler, no pyzmq: the GPU
+#                                             machine's stand-in of tests/device/rehearse.sh
 #
-# The wheelhouse: every wheel of tests/image/python-standin.lock, downloaded
+# The wheelhouse: every wheel of tests/image/python-standin.lock (and in its
+# folder device-python/, those of tests/device/python-device.lock), downloaded
 # by build/venv's pip (from its cache or PyPI) into $GPUBOX_WHEELHOUSE
 # (default /var/cache/gpubox/wheels, outside the checkout like pip's cache).
 # The torch base installs from it and the image tests mount it into their
@@ -90,6 +93,15 @@ if [ "$(cat "$wheelhouse/.gpubox-lock" 2>/dev/null)" != "$lock_key" ]; then
   "$(dirname "$0")/../build/venv/bin/pip" download -q --no-input --no-deps -d "$wheelhouse" -r "$lock"
   echo "$lock_key" > "$wheelhouse/.gpubox-lock"
 fi
+device_lock="$(cd "$(dirname "$0")/.." && pwd)/tests/device/python-device.lock"
+device_lock_key=$(sha256sum "$device_lock" | cut -c1-16)
+# In a folder of their own, which the image tests' --find-links /wheels does not see.
+if [ "$(cat "$wheelhouse/device-python/.gpubox-lock" 2>/dev/null)" != "$device_lock_key" ]; then
+  echo "setup_images: downloading the device rehearsal's wheels into $wheelhouse/device-python (once; a few MB)"
+  mkdir -p "$wheelhouse/device-python"
+  "$(dirname "$0")/../build/venv/bin/pip" download -q --no-input --no-deps -d "$wheelhouse/device-python" -r "$device_lock"
+  echo "$device_lock_key" > "$wheelhouse/device-python/.gpubox-lock"
+fi
 
 # build_from_wheels IMAGE CONTAINERFILE KEY WHAT: builds IMAGE from CONTAINERFILE
 # (the wheelhouse mounted at /wheels) unless the IMAGE there was built for
@@ -118,12 +130,14 @@ printf '%s\n' "FROM $minbase" \
 build_from_wheels "$torch" "$work/Containerfile.torch" "$(cat "$lock" "$work/Containerfile.torch" | sha256sum | cut -c1-16)" \
   "with torch $torch_version (once; a few minutes)"
 
-# Rebuilt when its recipe, the lock or the torch base changes.
+# Rebuilt when its recipe, either lock or the torch base changes.
 device=localhost/gpubox-base-device:1
-printf '%s\n' "FROM $torch" \
+cp "$device_lock" "$work/python-device.lock"
+printf '%s\n' "FROM $torch" "COPY python-device.lock /tmp/python-device.lock" \
   "RUN /opt/python/bin/pip install -q --no-cache-dir --no-index --find-links /wheels \\" \
+  "    --find-links /wheels/device-python -c /tmp/python-device.lock \\" \
   "    transformers peft safetensors numpy msgpack" > "$work/Containerfile.device"
 build_from_wheels "$device" "$work/Containerfile.device" \
-  "$( (cat "$lock" "$work/Containerfile.device"; podman image inspect --format '{{.Id}}' "$torch") | sha256sum | cut -c1-16)" \
+  "$( (cat "$lock" "$device_lock" "$work/Containerfile.device"; podman image inspect --format '{{.Id}}' "$torch") | sha256sum | cut -c1-16)" \
   "(once; a minute)"
 echo "setup_images: ok ($minbase $busybox $torch $device)"

@@ -30,7 +30,9 @@ in brackets, the spread (min-max) as the noise.
                   modeld (dynamic steps, and graph: a CUDA graph per step on a
                   GPU, the same static-shape step run eagerly elsewhere) and
                   for transformers, measured the same way
-  the limit       weight bytes / memory bandwidth, measured in the same run:
+  the limit       the bytes a decode step reads (every weight once, one row
+                  of an untied embedding table: decode_limit.py) / memory
+                  bandwidth, measured in the same run:
                   on a GPU a device-to-device copy of 1 GiB (read + write
                   bytes / time), on the CPU a read (sum) of the model's own
                   weights with the same threads; the fraction of it modeld's
@@ -47,10 +49,12 @@ machine's cores); this process sets torch.set_num_threads to the same.
 
 --arch llama8b: Llama 3 8B's shapes (8.0 B parameters, 16 GB in bfloat16),
 random weights written straight to safetensors on the fly (nothing is
-downloaded); for a GPU.
+downloaded); for a GPU. With --layers and --hidden-size, the same code path
+at a size the CPU runs (the device check's rehearsal). The device check's
+8B figures come from decode_bench.py, which runs modeld alone.
 
 usage: build/venv/bin/python tests/bench/model_bench.py [--repeat 3] [--arch llama|gpt2|llama8b]
-         [--device cpu|cuda] [--dtype float32|bfloat16] [--json FILE]
+         [--layers N] [--hidden-size H] [--device cpu|cuda] [--dtype float32|bfloat16] [--json FILE]
 """
 import argparse
 import json
@@ -69,6 +73,8 @@ import torch  # noqa: E402
 import transformers as tf  # noqa: E402
 from modeld_process import connect_when_bound as connect  # noqa: E402
 
+import decode_limit  # noqa: E402  (beside this file)
+
 # About 254 M parameters: 1.02 GB in float32.
 CONFIG = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
               num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=2048,
@@ -81,6 +87,18 @@ LLAMA8B_CONFIG = dict(vocab_size=128256, hidden_size=4096, intermediate_size=143
                       num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
                       rope_theta=500000.0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
 FIRST_IDS = [1, 306, 4658, 278, 6593, 310, 2834, 338]
+
+
+def llama8b_config(layers=None, hidden=None):
+    """Llama 3 8B's shapes, or for a rehearsal on the CPU the same code path smaller: fewer layers, and a
+    narrower width that keeps the head size (128), 4 query heads per KV head and the MLP's 3.5x ratio."""
+    config = dict(LLAMA8B_CONFIG, num_hidden_layers=layers or LLAMA8B_CONFIG["num_hidden_layers"])
+    if hidden and hidden != config["hidden_size"]:
+        if hidden % 512:
+            raise ValueError("--hidden-size %d: the llama8b shape narrows in steps of 512 (4 heads of 128)" % hidden)
+        config.update(hidden_size=hidden, intermediate_size=hidden * 7 // 2, num_attention_heads=hidden // 128,
+                      num_key_value_heads=hidden // 512)
+    return config
 
 
 def write_random_llama(directory, config, dtype=torch.bfloat16):
@@ -127,19 +145,31 @@ def write_random_llama(directory, config, dtype=torch.bfloat16):
     os.replace(partial, directory)
 
 
-def make_model(directory, arch, layers):
-    """The cached checkpoint (random weights, save_pretrained); made on first use."""
+def make_model(directory, arch, layers, hidden=None):
+    """The cached checkpoint (random weights, save_pretrained); made on first use. layers: the llama
+    shapes' (None: the arch's own); hidden: llama8b's width (llama8b_config)."""
     if os.path.exists(os.path.join(directory, "config.json")):
         return directory
     if arch == "llama8b":
-        write_random_llama(directory, LLAMA8B_CONFIG)
+        write_random_llama(directory, llama8b_config(layers, hidden))
         return directory
     torch.manual_seed(0)
     if arch == "gpt2":
         model = tf.GPT2LMHeadModel(tf.GPT2Config(**GPT2_CONFIG)).eval()
     else:
-        model = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(CONFIG, num_hidden_layers=layers))).eval()
+        model = tf.LlamaForCausalLM(tf.LlamaConfig(**dict(CONFIG, num_hidden_layers=layers or CONFIG["num_hidden_layers"]))).eval()
     return save_random(model, directory)
+
+
+def default_model_dir(arch, layers=None, hidden=None):
+    """build/bench-models/NAME, NAME saying the shape: llama-1gb, llama-4l, gpt2-small, llama-8b, llama-8b-2l-512h."""
+    if arch == "gpt2":
+        name = "gpt2-small"
+    elif arch == "llama8b":
+        name = "llama-8b" + ("-%dl" % layers if layers else "") + ("-%dh" % hidden if hidden else "")
+    else:
+        name = "llama-1gb" if layers in (None, CONFIG["num_hidden_layers"]) else "llama-%dl" % layers
+    return os.path.join(ROOT, "build", "bench-models", name)
 
 
 def save_random(model, directory):
@@ -399,12 +429,14 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--modeld", default=os.path.join(ROOT, "build", "bin", "gpubox-modeld"))
     parser.add_argument("--model-dir", help="where the checkpoint is cached (default build/bench-models/llama-1gb, "
-                        "or llama-LAYERSl with --layers)")
+                        "or a name saying the shape: default_model_dir)")
     parser.add_argument("--arch", default="llama", choices=["llama", "gpt2", "llama8b"],
                         help="the checkpoint's architecture (default llama; gpt2: GPT-2 small's shapes, "
                         "build/bench-models/gpt2-small)")
-    parser.add_argument("--layers", type=int, default=CONFIG["num_hidden_layers"],
-                        help="a smaller model for a quick check (default %d: 1.02 GB in float32)" % CONFIG["num_hidden_layers"])
+    parser.add_argument("--layers", type=int, help="a smaller model for a quick check (default: the arch's own; "
+                        "llama's %d make 1.02 GB in float32)" % CONFIG["num_hidden_layers"])
+    parser.add_argument("--hidden-size", type=int, help="llama8b only: a narrower width, in steps of 512, for a "
+                        "rehearsal of the 8B code path on the CPU")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
                         help="intra-op threads of transformers (default: LibTorch's default, as modeld uses)")
     parser.add_argument("--json", help="also write every round's figures here")
@@ -412,15 +444,12 @@ def main():
                         "is measured in the same rounds, for a before/after row")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    if not args.model_dir:
-        name = "llama-1gb" if args.layers == CONFIG["num_hidden_layers"] else "llama-%dl" % args.layers
-        if args.arch != "llama":
-            name = {"gpt2": "gpt2-small", "llama8b": "llama-8b"}[args.arch]
-        args.model_dir = os.path.join(ROOT, "build", "bench-models", name)
+    args.model_dir = args.model_dir or default_model_dir(args.arch, args.layers, args.hidden_size)
     os.makedirs(os.path.dirname(args.model_dir), exist_ok=True)
-    make_model(args.model_dir, args.arch, args.layers)
+    make_model(args.model_dir, args.arch, args.layers, args.hidden_size)
     files = weight_files(args.model_dir)
     weight_bytes = sum(os.path.getsize(f) for f in files)
+    read_bytes = decode_limit.bytes_per_step(args.model_dir, args.dtype)["read_bytes"]
     cat_seconds(files)  # page cache warm for every round
     hf_model = tf.AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=getattr(torch, args.dtype)).to(args.device).eval()
     generator = torch.Generator().manual_seed(1)
@@ -471,7 +500,7 @@ def main():
         rss = med(key)[0]
         print("| modeld RSS %s | %.0f MiB | weights %.0f MiB | %.2f× weights (budget %.0f MiB) |"
               % (label, rss / 2**20, held / 2**20, rss / held, (held * 1.1 + 64 * 2**20) / 2**20))
-    limit_ms = weight_bytes / med("bandwidth")[0] * 1000
+    limit_ms = read_bytes / med("bandwidth")[0] * 1000
     print("| decode, batch 1 (without prefill) | %s | %s | %.2f× faster |"
           % (cell("modeld_decode_ms_dynamic", "ms/token"), cell("hf_decode_ms", "ms/token"),
              over(med("hf_decode_ms")[0], med("modeld_decode_ms_dynamic")[0])))
@@ -484,9 +513,10 @@ def main():
     print("| decode, batch 1, %s | %s | | %.2f× the dynamic steps' time |"
           % (graph_label, cell("modeld_decode_ms_graph", "ms/token"),
              over(med("modeld_decode_ms_graph")[0], med("modeld_decode_ms_dynamic")[0])))
-    print("| the limit: weight bytes ÷ %s bandwidth (%.1f GB/s) | %.3g ms/token | | modeld reaches %.0f %% (graph %.0f %%), transformers %.0f %% |"
-          % ("device copy" if args.device.startswith("cuda") else "%d-thread read" % args.threads, med("bandwidth")[0] / 1e9,
-             limit_ms, 100 * over(limit_ms, med("modeld_decode_ms_dynamic")[0]), 100 * over(limit_ms, med("modeld_decode_ms_graph")[0]),
+    print("| the limit: bytes a step reads (%.3g GB, decode_limit.py) ÷ %s bandwidth (%.1f GB/s) | %.3g ms/token | | "
+          "modeld reaches %.0f %% (graph %.0f %%), transformers %.0f %% |"
+          % (read_bytes / 1e9, "device copy" if args.device.startswith("cuda") else "%d-thread read" % args.threads,
+             med("bandwidth")[0] / 1e9, limit_ms, 100 * over(limit_ms, med("modeld_decode_ms_dynamic")[0]), 100 * over(limit_ms, med("modeld_decode_ms_graph")[0]),
              100 * over(limit_ms, med("hf_decode_ms")[0])))
     if ops:
         print("| modeld: LibTorch ops per layer per decode step that do work (top-level, views too: %.1f) | %.1f | | "
@@ -501,7 +531,7 @@ def main():
     print("greedy tokens, dynamic and %s steps equal: %s" % (graph_label, same_steps))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"weight_bytes": weight_bytes, "threads": args.threads, "device": args.device,
+            json.dump({"weight_bytes": weight_bytes, "read_bytes": read_bytes, "threads": args.threads, "device": args.device,
                        "dtype": args.dtype, "rounds": rounds}, f, indent=1)
 
 

@@ -114,6 +114,7 @@ def main():
     try:
         modeld.wait_all_ready()
         model = Model(modeld.client, "m")
+        dtype = modeld.client.call("model.info", model="m")["dtype"]  # modeld's default: bfloat16 on cuda
         ids = [int(i) for i in torch.randint(3, vocab, (args.tokens,))]
         encode, encoder = callers_encoder(sae_path)
         wire = {}
@@ -129,7 +130,7 @@ def main():
         def callers():
             r = model.run(ids=ids, last_only=True, capture=[hook])
             x = r[hook]
-            wire["caller"] = x.numel() * 4
+            wire["caller"] = x.numel() * x.element_size()
             with torch.no_grad():
                 return torch.topk(encode(x), args.top_k, dim=-1)
 
@@ -143,8 +144,8 @@ def main():
     overhead = t["gpubox sae_capture"] / t["plain forward"] - 1
     speedup = t["capture + caller's encode"] / t["gpubox sae_capture"]
     print("SAE top-%d capture, %d-wide SAE at %s, %d tokens; %s-shaped random model (%d layers, d=%d, %.0f M params), "
-          "modeld on %s, float32, the caller's encode on the CPU (%d threads): %s; median of %d"
-          % (args.top_k, args.d_sae, hook, args.tokens, args.shape, layers, hidden, params, args.device,
+          "modeld on %s in %s, the caller's encode on the CPU (%d threads): %s; median of %d"
+          % (args.top_k, args.d_sae, hook, args.tokens, args.shape, layers, hidden, params, args.device, dtype,
              torch.get_num_threads(), encoder, args.repeat))
     for name, seconds in t.items():
         print("  %-28s %8.1f ms" % (name, seconds * 1e3))
@@ -154,7 +155,7 @@ def main():
     print("  the same top-%d features as the caller's encode: %.4f of them" % (args.top_k, agree))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"shape": args.shape, "device": args.device, "encoder": encoder, "seconds": t, "overhead": overhead, "speedup": speedup, "bytes": wire, "agree": agree}, f)
+            json.dump({"shape": args.shape, "device": args.device, "dtype": dtype, "encoder": encoder, "seconds": t, "overhead": overhead, "speedup": speedup, "bytes": wire, "agree": agree}, f)
 
 
 if __name__ == "__main__":

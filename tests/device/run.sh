@@ -1,35 +1,45 @@
 #!/usr/bin/env bash
-# Run on a lent GPU machine: every GPU check of gpubox, in order, from what
-# tests/device/prepare.sh put in build/device-carry here. No compiler, no
-# network, at most 8 minutes (GPUBOX_DEVICE_BUDGET_S, default 480): a step
-# that would start with under 10 s left is reported as not run.
+# Run on a lent GPU machine: every GPU check of gpubox, the most valuable
+# first, from what tests/device/prepare.sh put in build/device-carry here. No
+# compiler, no network, at most 8 minutes (GPUBOX_DEVICE_BUDGET_S, default
+# 480). Each step has a cap in seconds (below); the caps add up to the 480 s
+# budget. A step that would start with under 10 s left is reported as not run.
 #
-#   setup               the carry checked against its MANIFEST, pyzmq installed
-#                       from its wheels, the binaries installed under
-#                       /opt/gpubox-device (a local sandbox hides /root and
-#                       /home and has its own /tmp, where the checkout may be)
-#   compare_float32     modeld's logits and greedy tokens on cuda against
-#   compare_bfloat16    transformers for every architecture (compare_hf.py)
-#   gpu_info_probe      gpu.info and gpu.probe
-#   local_sandbox_gpu   a local sandbox with --gpu: nvidia-smi and a torch matmul inside
-#   transformers_loader the kernel's transformers and PEFT loader on cuda
-#   model_bench         modeld against transformers, bfloat16 (model_bench.py)
-#   hooks_bench         interventions against nnsight/TransformerLens where present
-#   decode_profile      one decode step: ops, kernels and time per token
-#   model_bench_8b      the model bench on Llama 3 8B's shapes, random bfloat16
-#                       weights made on the GPU: decode with and without CUDA
-#                       graphs, the bandwidth limit, load to first token
-#   sae_bench           a top-64 capture of a 16k SAE in modeld on cuda against a
-#                       plain forward, and against the capture encoded on the
-#                       CPU as a caller would (sae_bench.py), GPT-2 small's shape
+#   step                cap  what
+#   setup                30  on cuda a usable CUDA first (else it fails at once,
+#                            naming the driver's and torch's CUDA versions); the
+#                            carry checked against its MANIFEST, pyzmq installed,
+#                            the binaries under /opt/gpubox-device (setup.sh)
+#   decode_profile       45  one decode step: ops, kernels and time per token
+#   decode_8b           120  the headline: Llama 3 8B's shapes in bfloat16, modeld
+#                            alone, loaded once: ms/token of dynamic, fixed and
+#                            graph steps, graph = fixed tokens (pass/fail), the
+#                            limit (bytes a step reads / gpu.probe's copy), each
+#                            figure against its target (decode_bench.py)
+#   compare_float32      35  modeld's logits and greedy tokens on cuda against
+#   compare_bfloat16     35  transformers for every architecture (compare_hf.py)
+#   transformers_8b      55  transformers eager's decode on the same 8B checkpoint
+#                            (transformers_decode.py): the >= 4x target
+#   model_bench          50  modeld against transformers on the 1 GB model: load,
+#                            forward, generate (model_bench.py)
+#   transformers_loader  30  the kernel's transformers and PEFT loader on cuda
+#   local_sandbox_gpu    30  a local sandbox with --gpu: nvidia-smi and a torch
+#                            matmul inside
+#   hooks_bench          25  interventions against nnsight/TransformerLens where present
+#   sae_bench            25  a top-64 capture of a 16k SAE in modeld on cuda against
+#                            a plain forward, and against the capture encoded on
+#                            the CPU as a caller would (sae_bench.py)
 #
 # A failing step does not stop the others (only a failed setup does). Results,
-# 3 files under $OUT (default build/device-results): summary.txt (one line a
-# step: result, seconds, key figures), summary.json (the same, and every
-# figure), logs.tar.gz (each step's log and figure files).
+# 3 files under $OUT (default build/device-results), rewritten after every
+# step so that a run cut off at any moment returns what it measured:
+# summary.txt (one line a step: result, seconds, key figures; the steps not
+# reached yet are "not_run"), summary.json (the same, and every figure),
+# logs.tar.gz (each step's log and figure files).
 #
 #   tests/device/run.sh                 on the GPU machine
-#   tests/device/run.sh --cpu-dry-run   every step on the CPU, small shapes:
+#   tests/device/run.sh --cpu-dry-run   every step on the CPU, small shapes (the
+#                                       8B code path at 2 layers of width 512):
 #                                       the rehearsal (tests/device/rehearse.sh)
 # Environment: PYTHON (default python3: the machine's, with torch and
 # transformers), GPUBOX_DEVICE_CARRY (default build/device-carry),
@@ -65,27 +75,43 @@ DEVICE=cuda
 START=$(date +%s.%N)
 deadline=$((SECONDS + BUDGET))
 setup_ok=1
+# Each step's cap in seconds, in the order the steps run (the header says what each does).
+STEPS="setup decode_profile decode_8b compare_float32 compare_bfloat16 transformers_8b model_bench transformers_loader
+  local_sandbox_gpu hooks_bench sae_bench"
+declare -A CAP=([setup]=30 [decode_profile]=45 [decode_8b]=120 [compare_float32]=35 [compare_bfloat16]=35
+  [transformers_8b]=55 [model_bench]=50 [transformers_loader]=30 [local_sandbox_gpu]=30 [hooks_bench]=25 [sae_bench]=25)
+caps=0
+for step in $STEPS; do caps=$((caps + CAP[$step])); done
+((caps <= 480)) || { echo "run.sh: the steps' caps add up to $caps s, over the 480 s budget"; exit 2; }
 
-# run_step NAME LIMIT_S COMMAND...: runs COMMAND with its output in logs/NAME.log
-# and records NAME, its result (pass, fail, timeout, not_run), seconds and exit status.
+# report: summary.txt, summary.json and logs.tar.gz under RESULTS from the steps so far, each renamed into place.
+report() {
+  local elapsed status
+  elapsed=$(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  "$PYTHON" "$HERE/summarize.py" --steps "$WORK/steps.tsv" --figures "$WORK/figures" --mode "$DEVICE" \
+    --seconds "$elapsed" --carry "$CARRY" --out "$RESULTS" --planned "$STEPS"
+  status=$?
+  tar -C "$WORK" -czf "$RESULTS/logs.tar.gz.partial" logs figures $([[ -f "$WORK/steps.tsv" ]] && echo steps.tsv) &&
+    mv "$RESULTS/logs.tar.gz.partial" "$RESULTS/logs.tar.gz"
+  return $status
+}
+
+# run_step NAME COMMAND...: runs COMMAND under NAME's cap with its output in logs/NAME.log, records
+# NAME, its result (pass, fail, timeout, not_run), seconds and exit status, then rewrites the results.
 run_step() {
-  local name=$1 limit=$2
-  shift 2
+  local name=$1 limit=${CAP[$1]}
+  shift
   local left=$((deadline - SECONDS)) result rc began took
   if [[ $setup_ok == 0 ]]; then
-    printf '%s\tnot_run\t0\t-\tsetup failed\n' "$name" >> "$WORK/steps.tsv"; return
+    printf '%s\tnot_run\t0\t-\tsetup failed\n' "$name" >> "$WORK/steps.tsv"; report >/dev/null; return
   fi
   if ((left < 10)); then
-    printf '%s\tnot_run\t0\t-\tout of time (budget %s s)\n' "$name" "$BUDGET" >> "$WORK/steps.tsv"; return
+    printf '%s\tnot_run\t0\t-\tout of time (budget %s s)\n' "$name" "$BUDGET" >> "$WORK/steps.tsv"; report >/dev/null; return
   fi
   ((limit > left)) && limit=$left
   echo "== $name (at most ${limit} s)"
   began=$(date +%s.%N)
-  if declare -F "$1" >/dev/null; then  # a function of this script: setup, quick and local
-    "$@" > "$WORK/logs/$name.log" 2>&1
-  else
-    timeout --kill-after=10 "$limit" "$@" > "$WORK/logs/$name.log" 2>&1
-  fi
+  timeout --kill-after=5 "$limit" "$@" > "$WORK/logs/$name.log" 2>&1
   rc=$?
   took=$(awk -v a="$began" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   case $rc in
@@ -96,30 +122,12 @@ run_step() {
   printf '%s\t%s\t%s\t%s\t\n' "$name" "$result" "$took" "$rc" >> "$WORK/steps.tsv"
   echo "   $result in ${took} s (exit $rc)"
   [[ $result == pass ]] || tail -n 25 "$WORK/logs/$name.log" | sed 's/^/   | /'
+  report >/dev/null
 }
 
-# The carry: every file of its MANIFEST present and intact, then installed.
-setup() {
-  [[ -f "$CARRY/MANIFEST" ]] || { echo "missing carried file: $CARRY/MANIFEST (run tests/device/prepare.sh here, and carry build/device-carry)"; return 1; }
-  local missing=0 hash path
-  while read -r hash path; do
-    [[ -f "$CARRY/$path" ]] || { echo "missing carried file: $CARRY/$path"; missing=1; }
-  done < "$CARRY/MANIFEST"
-  [[ $missing == 0 ]] || { echo "(run tests/device/prepare.sh here, and carry build/device-carry)"; return 1; }
-  (cd "$CARRY" && sha256sum --quiet -c MANIFEST) || { echo "a carried file differs from its MANIFEST: prepare again"; return 1; }
-  "$PYTHON" -c 'import torch, transformers, safetensors, numpy, msgpack' ||
-    { echo "$PYTHON lacks one of torch, transformers, safetensors, numpy, msgpack (the GPU machine has them)"; return 1; }
-  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check \
-    --find-links "$CARRY/wheels" --target "$WORK/site" pyzmq || { echo "no carried pyzmq wheel fits $PYTHON"; return 1; }
-  rm -rf "$PREFIX" && mkdir -p "$PREFIX/lib" &&
-    cp -a "$CARRY/bin" "$CARRY/libexec" "$CARRY/torch-version" "$PREFIX/" &&
-    { [[ ! -d "$CARRY/lib" ]] || cp -a "$CARRY/lib/." "$PREFIX/lib/"; } || { echo "cannot install into $PREFIX"; return 1; }
-  "$PREFIX/bin/gpubox-modeld" --torch-version || return 1
-  "$PYTHON" -c 'import torch, transformers, sys; print("python", sys.version.split()[0], "torch", torch.__version__,
-    "cuda", torch.version.cuda, "available", torch.cuda.is_available(), "transformers", transformers.__version__)'
-  [[ $DEVICE == cpu ]] || nvidia-smi -L
-}
-run_step setup 120 setup
+report >/dev/null  # every step "not reached": a run cut off before its first step ends still returns a summary
+export CARRY PREFIX SITE="$WORK/site"
+run_step setup "$HERE/setup.sh" "$DEVICE"
 [[ $(cut -f2 "$WORK/steps.tsv") == pass ]] || setup_ok=0
 export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
 export GPUBOX="$PREFIX/bin/gpubox" GPUBOX_AGENT="$PREFIX/bin/gpubox-agent" GPUBOX_MODELD="$PREFIX/bin/gpubox-modeld"
@@ -127,44 +135,45 @@ DRY=()
 [[ $DRY_RUN == 1 ]] && DRY=(--cpu-dry-run)
 
 # The dry run checks that each step runs, on small shapes; the GPU run measures.
+SHAPE_8B=(--arch llama8b)
+DECODE_8B_ARGS=(--repeat 3 --new-tokens 64)
+TRANSFORMERS_8B_ARGS=(--new-tokens 64)
 COMPARE_MODELS=()
-BENCH_ARGS=(--repeat 2)
-BENCH_8B_ARGS=(--arch llama8b --repeat 1 --new-tokens 32)
+BENCH_ARGS=(--repeat 1)
 HOOKS_ARGS=(--repeat 5)
 PROFILE_ARGS=()
 SAE_ARGS=(--repeat 7)
 if [[ $DRY_RUN == 1 ]]; then
+  SHAPE_8B=(--arch llama8b --layers 2 --hidden-size 512)  # the 8B code path at a size the CPU runs
+  DECODE_8B_ARGS=(--repeat 1 --new-tokens 8)
+  TRANSFORMERS_8B_ARGS=(--new-tokens 8)
   COMPARE_MODELS=(--models gpt2,llama)
   BENCH_ARGS=(--layers 2 --repeat 1 --new-tokens 8)
-  BENCH_8B_ARGS=(--layers 2 --repeat 1 --new-tokens 8)  # the rehearsal: the small shape
   HOOKS_ARGS=(--layers 2 --repeat 1 --tokens 16 --long 64 --new-tokens 4)
   PROFILE_ARGS=(--layers 2 --steps 4)
   SAE_ARGS=(--repeat 1 --d-sae 1024 --tokens 32)
 fi
+run_step decode_profile "$PYTHON" "$HERE/decode_profile.py" --device "$DEVICE" --dtype bfloat16 \
+  --modeld "$GPUBOX_MODELD" --json "$WORK/figures/decode_profile.json" "${PROFILE_ARGS[@]}"
+run_step decode_8b "$PYTHON" "$ROOT/tests/bench/decode_bench.py" --device "$DEVICE" --dtype bfloat16 \
+  --modeld "$GPUBOX_MODELD" --json "$WORK/figures/decode_8b.json" "${SHAPE_8B[@]}" "${DECODE_8B_ARGS[@]}"
 for dtype in float32 bfloat16; do
-  run_step "compare_$dtype" 90 "$PYTHON" "$ROOT/tests/model/modeld/compare_hf.py" --device "$DEVICE" --dtype "$dtype" \
+  run_step "compare_$dtype" "$PYTHON" "$ROOT/tests/model/modeld/compare_hf.py" --device "$DEVICE" --dtype "$dtype" \
     --modeld "$GPUBOX_MODELD" --json "$WORK/figures/compare_$dtype.json" "${COMPARE_MODELS[@]}"
 done
-run_step gpu_info_probe 120 "$PYTHON" "$HERE/gpu_info_probe.py" --device "$DEVICE" --modeld "$GPUBOX_MODELD" \
-  --json "$WORK/figures/gpu_info_probe.json"
-run_step local_sandbox_gpu 90 "$HERE/check_local_gpu.sh" "${DRY[@]}"
-run_step transformers_loader 90 "$HERE/check_transformers_loader.sh" "${DRY[@]}"
-run_step model_bench 180 "$PYTHON" "$ROOT/tests/bench/model_bench.py" --device "$DEVICE" --dtype bfloat16 \
+run_step transformers_8b "$PYTHON" "$ROOT/tests/bench/transformers_decode.py" --device "$DEVICE" --dtype bfloat16 \
+  --json "$WORK/figures/transformers_8b.json" "${SHAPE_8B[@]}" "${TRANSFORMERS_8B_ARGS[@]}"
+run_step model_bench "$PYTHON" "$ROOT/tests/bench/model_bench.py" --device "$DEVICE" --dtype bfloat16 \
   --modeld "$GPUBOX_MODELD" --json "$WORK/figures/model_bench.json" "${BENCH_ARGS[@]}"
-run_step hooks_bench 120 "$PYTHON" "$ROOT/tests/bench/hooks_bench.py" --device "$DEVICE" --dtype bfloat16 \
+run_step transformers_loader "$HERE/check_transformers_loader.sh" "${DRY[@]}"
+run_step local_sandbox_gpu "$HERE/check_local_gpu.sh" "${DRY[@]}"
+run_step hooks_bench "$PYTHON" "$ROOT/tests/bench/hooks_bench.py" --device "$DEVICE" --dtype bfloat16 \
   --modeld "$GPUBOX_MODELD" --tokenizer "$CARRY/assets/gpt2-tokenizer.json" --json "$WORK/figures/hooks_bench.json" \
   "${HOOKS_ARGS[@]}"
-run_step decode_profile 90 "$PYTHON" "$HERE/decode_profile.py" --device "$DEVICE" --dtype bfloat16 \
-  --modeld "$GPUBOX_MODELD" --json "$WORK/figures/decode_profile.json" "${PROFILE_ARGS[@]}"
-run_step model_bench_8b 240 "$PYTHON" "$ROOT/tests/bench/model_bench.py" --device "$DEVICE" --dtype bfloat16 \
-  --modeld "$GPUBOX_MODELD" --json "$WORK/figures/model_bench_8b.json" "${BENCH_8B_ARGS[@]}"
-run_step sae_bench 90 "$PYTHON" "$ROOT/tests/bench/sae_bench.py" --device "$DEVICE" --modeld "$GPUBOX_MODELD" \
+run_step sae_bench "$PYTHON" "$ROOT/tests/bench/sae_bench.py" --device "$DEVICE" --modeld "$GPUBOX_MODELD" \
   --json "$WORK/figures/sae_bench.json" "${SAE_ARGS[@]}"
 
-elapsed=$(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-"$PYTHON" "$HERE/summarize.py" --steps "$WORK/steps.tsv" --figures "$WORK/figures" --mode "$DEVICE" \
-  --seconds "$elapsed" --carry "$CARRY" --out "$RESULTS"
+report
 status=$?
-tar -C "$WORK" -czf "$RESULTS/logs.tar.gz" logs figures steps.tsv
 cat "$RESULTS/summary.txt"
 exit $status

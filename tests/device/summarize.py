@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """The one summary of tests/device/run.sh: summary.txt (a line a step: result,
 seconds, key figures) and summary.json (the same, with every figure file the
-steps wrote), from run.sh's steps.tsv and figures/ folder.
+steps wrote), from run.sh's steps.tsv and figures/ folder. run.sh writes it
+again after every step, so a run cut off at any moment still returns one:
+the steps of --planned that steps.tsv does not list yet are "not_run", "not
+reached". Each file is written beside its name, then renamed over it.
 
-usage: summarize.py --steps steps.tsv --figures DIR --mode cuda|cpu --seconds S --carry DIR --out DIR
+usage: summarize.py --steps steps.tsv --figures DIR --mode cuda|cpu --seconds S --carry DIR --out DIR [--planned "A B"]
 Exit 0 when every step passed, 1 otherwise.
 """
 import argparse
@@ -14,6 +17,9 @@ import platform
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+import decode_limit  # noqa: E402  (the targets; no torch import)
+
 
 def load(figures, name):
     path = os.path.join(figures, name + ".json")
@@ -23,7 +29,7 @@ def load(figures, name):
         return json.load(f)
 
 
-def compare(report):
+def compare(report, figures):
     models = report["models"]
     worst = max(models.items(), key=lambda item: item[1]["logits_relative_error"] / item[1]["bound"])
     return "%d/%d models within bounds, greedy equal %d/%d; worst %s %.1e (bound %.1e)" % (
@@ -31,17 +37,41 @@ def compare(report):
         len(models), worst[0], worst[1]["logits_relative_error"], worst[1]["bound"])
 
 
-def gpu_info_probe(answers):
+def probe_text(answers):
+    """gpu.info's GPUs and gpu.probe's figures, or what the answers say where there is no GPU."""
     gpus = answers.get("gpu.info", {}).get("gpus") or []
     devices = answers.get("gpu.probe", {}).get("devices") or []
     if not gpus:
         return "no GPU (as expected in a dry run)"
     parts = ["%s %.0f GiB" % (g.get("name", "?"), g.get("memory_total_bytes", 0) / 2**30) for g in gpus]
     for d in devices:
-        parts.append("bf16 %.0f TFLOP/s, fp32 %.0f TFLOP/s, memory %.0f GB/s, H2D %.1f GB/s, D2H %.1f GB/s"
+        parts.append("bf16 %.0f TFLOP/s, fp32 %.0f TFLOP/s, memory %.0f GB/s, H2D %.1f GB/s, D2H %.1f GB/s (%s)"
                      % (d.get("bf16_tflops", 0), d.get("fp32_tflops", 0), d.get("device_memory_gbps", 0),
-                        d.get("host_to_device_gbps", 0), d.get("device_to_host_gbps", 0)))
+                        d.get("host_to_device_gbps", 0), d.get("device_to_host_gbps", 0), d.get("host_memory", "pageable")))
     return "; ".join(parts)
+
+
+def decode_8b(report, figures):
+    """The headline: ms/token by kind of step, the limit, each target and whether it is met, graph = fixed."""
+    hf = figures.get("transformers_8b")
+    ms = report["ms"]
+    rows = decode_limit.verdicts(ms, report["limit_ms"], hf["decode_ms"] if hf else None)
+    return ("%s %s, %d layers: decode ms/token dynamic %.3f, fixed %.3f, graph %.3f; limit %.3f (%.2f GB read a step "
+            "at %.0f GB/s); %s; graph = fixed tokens: %s; %s"
+            % (report["model"], report["held_dtype"] or report["dtype"], report["layers"], ms["dynamic"], ms["fixed"],
+               ms["graph"], report["limit_ms"], report["read_bytes"] / 1e9, report["bandwidth"] / 1e9,
+               decode_limit.verdict_text(rows), "pass" if report["graph_equal"] else "FAIL", probe_text(report["gpu"])))
+
+
+def transformers_8b(report, figures):
+    ours = figures.get("decode_8b")
+    line = "transformers %s eager %.3f ms/token (loaded in %.1f s)" % (report["transformers"], report["decode_ms"],
+                                                                       report["load_s"])
+    if ours:
+        best = min(ours["ms"].values())
+        line += "; modeld %.3f: %.2fx (target >= %.0fx)" % (best, percent(report["decode_ms"], best) / 100,
+                                                            decode_limit.OVER_TRANSFORMERS)
+    return line
 
 
 def percent(a, b):
@@ -49,12 +79,12 @@ def percent(a, b):
     return 100 * a / b if b > 0 else float("nan")
 
 
-def model_bench(report):
+def model_bench(report, figures):
     rounds = report["rounds"]
 
     def med(key):
         return statistics.median(r[key] for r in rounds)
-    limit_ms = report["weight_bytes"] / med("bandwidth") * 1e3
+    limit_ms = report.get("read_bytes", report["weight_bytes"]) / med("bandwidth") * 1e3
     line = ("%.2f GB %s: generate b1 %.1f vs transformers %.1f tok/s (%.2fx), b8 %.2fx; load to first logits %.2f s vs %.2f s"
             % (report["weight_bytes"] / 1e9, report["dtype"], med("modeld_generate1_tps"), med("hf_generate1_tps"),
                med("modeld_generate1_tps") / med("hf_generate1_tps"), med("modeld_generate8_tps") / med("hf_generate8_tps"),
@@ -66,7 +96,7 @@ def model_bench(report):
                                                percent(limit_ms, med("modeld_decode_ms_graph"))))
 
 
-def hooks_bench(report):
+def hooks_bench(report, figures):
     parts = []
     for row in report["rows"]:
         for peer, seconds in row["peers_s"].items():
@@ -80,31 +110,31 @@ def hooks_bench(report):
     return "; ".join(parts)
 
 
-def decode_profile(report):
-    return ("%.2f ms/token; per step %.0f ops (%.1f per layer), %.0f device kernels"
+def decode_profile(report, figures):
+    line = ("%.2f ms/token; per step %.0f ops (%.1f per layer), %.0f device kernels"
             % (report["ms_per_token"], report["top_level_ops_per_step"], report["top_level_ops_per_layer_per_step"],
                report["device_kernels_per_step"]))
+    return line + bandwidth_limit(report, figures)
 
 
-def sae_bench(report):
-    return ("top-k SAE capture %+.1f %% over a plain forward (target <= 10 %%); the caller's capture + CPU encode "
-            "%.2fx ours (target >= 2x); same features %.4f" % (100 * report["overhead"], report["speedup"], report["agree"]))
+def sae_bench(report, figures):
+    return ("%s: top-k SAE capture" % report.get("dtype", "?") + (" %+.1f %% over a plain forward (target <= 10 %%); the caller's capture + CPU encode "
+            "%.2fx ours (target >= 2x); same features %.4f" % (100 * report["overhead"], report["speedup"], report["agree"])))
 
 
-def bandwidth_limit(figures):
-    """The decode profile's ms/token against its limit, weight bytes / the probe's memory bandwidth ("" without both)."""
-    profile = figures.get("decode_profile") or {}
-    devices = (figures.get("gpu_info_probe") or {}).get("gpu.probe", {}).get("devices") or []
-    gbps = devices[0].get("device_memory_gbps", 0) if devices else 0
-    if not gbps or "weight_bytes" not in profile or profile["device"] == "cpu":
+def bandwidth_limit(profile, figures):
+    """"; " and the profile's ms/token against its limit, the bytes a step reads / decode_8b's measured bandwidth
+    ("" on the CPU, or before decode_8b has run)."""
+    bench = figures.get("decode_8b") or {}
+    if profile["device"] == "cpu" or "read_bytes" not in profile or not bench.get("device", "").startswith("cuda"):
         return ""
-    limit_ms = profile["weight_bytes"] / (gbps * 1e9) * 1e3
-    return "bandwidth limit %.3f ms/token (%.0f GB at %.0f GB/s): %.0f %% of it" % (
-        limit_ms, profile["weight_bytes"] / 1e9, gbps, 100 * limit_ms / profile["ms_per_token"])
+    limit_ms = profile["read_bytes"] / bench["bandwidth"] * 1e3
+    return "; bandwidth limit %.3f ms/token (%.2f GB read at %.0f GB/s): %.0f %% of it" % (
+        limit_ms, profile["read_bytes"] / 1e9, bench["bandwidth"] / 1e9, 100 * limit_ms / profile["ms_per_token"])
 
 
-FIGURES = {"compare_float32": compare, "compare_bfloat16": compare, "gpu_info_probe": gpu_info_probe,
-           "model_bench": model_bench, "model_bench_8b": model_bench, "hooks_bench": hooks_bench,
+FIGURES = {"compare_float32": compare, "compare_bfloat16": compare, "decode_8b": decode_8b,
+           "transformers_8b": transformers_8b, "model_bench": model_bench, "hooks_bench": hooks_bench,
            "decode_profile": decode_profile, "sae_bench": sae_bench}
 
 
@@ -122,31 +152,39 @@ def carry_mib(carry):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(carry) for f in files) / 2**20
 
 
+def write(path, text):
+    """Writes path's text beside it, then renames it over path: a run cut off mid-write leaves the last whole one."""
+    with open(path + ".partial", "w") as f:
+        f.write(text)
+    os.replace(path + ".partial", path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for flag in ("--steps", "--figures", "--mode", "--seconds", "--carry", "--out"):
         parser.add_argument(flag, required=True)
+    parser.add_argument("--planned", default="", help="every step's name, in order, separated by spaces")
     args = parser.parse_args()
     logs = os.path.join(os.path.dirname(args.steps), "logs")
-    steps, figures = [], {}
-    with open(args.steps) as f:
-        for line in f:
-            name, result, seconds, code, note = (line.rstrip("\n").split("\t") + [""] * 5)[:5]
-            entry = {"step": name, "result": result, "seconds": float(seconds), "exit": code, "note": note}
-            data = load(args.figures, name)
-            if data is not None:
-                figures[name] = data
-            key = ""
-            try:
-                key = FIGURES[name](data) if data is not None and name in FIGURES else ""
-            except (KeyError, ValueError, ZeroDivisionError, TypeError) as e:
-                key = "figures unreadable: %r" % e
-            entry["key_figures"] = note or key or log_line(logs, name)
-            steps.append(entry)
-    limit = bandwidth_limit(figures)
-    for step in steps:
-        if step["step"] == "decode_profile" and limit and not step["note"]:
-            step["key_figures"] += "; %s" % limit
+    steps = []
+    if os.path.exists(args.steps):
+        with open(args.steps) as f:
+            for line in f:
+                name, result, seconds, code, note = (line.rstrip("\n").split("\t") + [""] * 5)[:5]
+                steps.append({"step": name, "result": result, "seconds": float(seconds), "exit": code, "note": note})
+    done = {s["step"] for s in steps}
+    steps += [{"step": name, "result": "not_run", "seconds": 0.0, "exit": "-", "note": "not reached"}
+              for name in args.planned.split() if name not in done]
+    # Every figure first: a step's line may set its figures against a later step's (the limit, transformers).
+    figures = {s["step"]: load(args.figures, s["step"]) for s in steps}
+    figures = {name: data for name, data in figures.items() if data is not None}
+    for entry in steps:
+        name, key = entry["step"], ""
+        try:
+            key = FIGURES[name](figures[name], figures) if name in figures and name in FIGURES else ""
+        except (KeyError, ValueError, ZeroDivisionError, TypeError) as e:
+            key = "figures unreadable: %r" % e
+        entry["key_figures"] = entry["note"] or key or log_line(logs, name)
     passed = sum(s["result"] == "pass" for s in steps)
     failed = sum(s["result"] in ("fail", "timeout") for s in steps)
     not_run = sum(s["result"] == "not_run" for s in steps)
@@ -157,11 +195,10 @@ def main():
     lines += ["%-20s %-8s %8.1f  %s" % (s["step"], s["result"], s["seconds"], s["key_figures"]) for s in steps]
     lines.append("%d passed, %d failed, %d not run" % (passed, failed, not_run))
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "summary.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump({"header": header, "mode": args.mode, "seconds": float(args.seconds), "passed": passed, "failed": failed,
-                   "not_run": not_run, "steps": steps, "figures": figures}, f, indent=1)
+    write(os.path.join(args.out, "summary.txt"), "\n".join(lines) + "\n")
+    write(os.path.join(args.out, "summary.json"), json.dumps(
+        {"header": header, "mode": args.mode, "seconds": float(args.seconds), "passed": passed, "failed": failed,
+         "not_run": not_run, "steps": steps, "figures": figures}, indent=1))
     return 0 if passed == len(steps) else 1
 
 
