@@ -1,5 +1,7 @@
 #include "model/modeld/intervention_hooks.h"
 
+#include <cstdio>
+
 #include <ATen/ATen.h>
 #include <ATen/TensorIndexing.h>
 #include <algorithm>
@@ -117,8 +119,16 @@ Result<at::Tensor> InterventionHooks::run_fn(const Step& step, const at::Tensor&
     if (Status s = stop_(); !s) return Status(s.code(), fmt::format("{}: not run: {}", where, s.message()));
   }
   const FnBinding& bound = fns_.at(step.plan_index);
-  auto out = bound.fn->call(region, bound.extra);
-  if (!out) return Status(out.status().code(), fmt::format("{}: the function failed: {}", where, out.status().message()));
+  auto out = bound.fn->call(region, bound.extra, stop_);
+  if (!out) {
+    std::string name = op.fn_name.empty() ? "sent with the call" : "\"" + op.fn_name + "\"";
+    Status failed(out.status().code(), fmt::format("{}: the function {} failed: {}", where, name, out.status().message()));
+    // Past a deadline the RPC layer has answered the caller already: the log says which function it was.
+    if (failed.code() == ErrorCode::deadline_exceeded || failed.code() == ErrorCode::cancelled) {
+      std::fprintf(stderr, "gpubox-modeld: %s\n", failed.message().c_str());
+    }
+    return failed;
+  }
   for (auto& [name, value] : out->captures) fn_captures_.emplace_back(op.hook + ":" + name, value.detach());
   const at::Tensor& got = out->replacement;
   if (got.defined() && (!got.sizes().equals(region.sizes()) || got.scalar_type() != region.scalar_type() ||

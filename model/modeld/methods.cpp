@@ -1,5 +1,7 @@
 #include "model/modeld/methods.h"
 
+#include "model/modeld/fn_runner.h"
+
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
@@ -451,6 +453,7 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
                                {"decode", decoder.attention_backend(PassKind::decode)},
                                {"fixed_decode", decoder.attention_backend(PassKind::fixed_decode)}}},
                 {"batching", (*model)->scheduler->stats()},
+                {"functions_abandoned_running", FnRunner::abandoned_running()},
                 {"kv_budget", registry.kv_budget()}};
   });
   methods.add("model.chat_template", [&registry](rpc::CallContext& ctx) -> Result<json> {

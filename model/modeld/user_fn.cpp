@@ -1,5 +1,6 @@
 #include "model/modeld/user_fn.h"
 
+#include <ATen/ThreadLocalState.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,6 +9,7 @@
 #include <torch/csrc/jit/runtime/jit_exception.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "model/modeld/fn_runner.h"
 #include "model/modeld/tensor_wire.h"
 #include "model/tokenizer/utf8.h"
 
@@ -72,19 +74,42 @@ Result<std::shared_ptr<const UserFn>> UserFn::load(std::string_view bytes, c10::
   return std::shared_ptr<const UserFn>(new UserFn(std::move(script), own == 2, bytes.size()));
 }
 
-Result<UserFn::Output> UserFn::call(const at::Tensor& act, const c10::Dict<std::string, at::Tensor>& extra) const {
-  c10::IValue returned;
-  try {
-    std::vector<c10::IValue> inputs = {act};
-    if (takes_extra_) inputs.emplace_back(extra);
-    returned = script_->module.forward(std::move(inputs));
-  } catch (const c10::OutOfMemoryError& e) {
-    return Status(ErrorCode::resource_exhausted, "out of memory on the device: " + shortened(e.what_without_backtrace()));
-  } catch (const c10::Error& e) {
-    return Status::invalid_request(shortened(e.what_without_backtrace()));
-  } catch (const std::exception& e) {  // torch::jit::JITException: the function's own raise
-    return Status::invalid_request(shortened(e.what()));
+Result<UserFn::Output> UserFn::call(const at::Tensor& act, const c10::Dict<std::string, at::Tensor>& extra,
+                                     const std::function<Status()>& stop) const {
+  // What the function's thread needs, owned by it: abandoned, it outlives this call.
+  struct Call {
+    std::shared_ptr<const UserFn> fn;
+    std::vector<c10::IValue> inputs;
+    at::ThreadLocalState state;  // this thread's grad and inference modes, and the like
+    c10::IValue returned;
+    Status failure;
+  };
+  auto run = std::make_shared<Call>();
+  run->fn = shared_from_this();
+  run->inputs = {act};
+  if (takes_extra_) run->inputs.emplace_back(extra);
+  static thread_local FnRunner runner;
+  Status ended = runner.run(
+      [run] {
+        at::ThreadLocalStateGuard as_caller(run->state);
+        try {
+          run->returned = run->fn->script_->module.forward(std::move(run->inputs));
+        } catch (const c10::OutOfMemoryError& e) {
+          run->failure = Status(ErrorCode::resource_exhausted, "out of memory on the device: " + shortened(e.what_without_backtrace()));
+        } catch (const c10::Error& e) {
+          run->failure = Status::invalid_request(shortened(e.what_without_backtrace()));
+        } catch (const std::exception& e) {  // torch::jit::JITException: the function's own raise
+          run->failure = Status::invalid_request(shortened(e.what()));
+        }
+      },
+      stop, kCallLimit);
+  if (!ended) {
+    return Status(ended.code(), fmt::format("it did not return in time ({}); it was abandoned, still running on a "
+                                            "thread of its own at the least CPU priority, and the model's other calls went on",
+                                            ended.message()));
   }
+  if (!run->failure) return run->failure;
+  const c10::IValue& returned = run->returned;
   Output out;
   c10::IValue replacement = returned;
   if (returned.isTuple()) {

@@ -7,7 +7,9 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -29,7 +31,7 @@ using FnCaptures = std::vector<std::pair<std::string, at::Tensor>>;
 // One loaded function: forward(act) or forward(act, extra: Dict[str, Tensor]),
 // returning a Tensor, None, or (Optional[Tensor], Dict[str, Tensor]). Called
 // on one model's scheduler thread at a time.
-class UserFn {
+class UserFn : public std::enable_shared_from_this<UserFn> {
  public:
   // invalid_request naming where ("params.ops[0].fn") when bytes are not a
   // TorchScript archive LibTorch can load onto device, or its forward takes other arguments.
@@ -40,10 +42,16 @@ class UserFn {
     at::Tensor replacement;  // undefined: the activation stays as it is
     FnCaptures captures;
   };
-  // Runs on act. Status: invalid_request with TorchScript's message when it
-  // raised or returned something else than the forms above (the caller adds the op and hook);
-  // resource_exhausted when the device ran out of memory.
-  Result<Output> call(const at::Tensor& act, const c10::Dict<std::string, at::Tensor>& extra) const;
+  // Runs on act, on a thread of its own (FnRunner) while this one waits,
+  // asking stop every few milliseconds whether the call may go on. Status:
+  // invalid_request with TorchScript's message when it raised or returned
+  // something else than the forms above (the caller adds the op and hook);
+  // resource_exhausted when the device ran out of memory; stop's status, or
+  // deadline_exceeded past kCallLimit, when it did not end in time (it is then
+  // abandoned: this returns, the model's other work goes on).
+  Result<Output> call(const at::Tensor& act, const c10::Dict<std::string, at::Tensor>& extra,
+                      const std::function<Status()>& stop = {}) const;
+  static constexpr std::chrono::seconds kCallLimit{10};
   std::size_t bytes() const { return bytes_; }
 
  private:

@@ -84,6 +84,13 @@ def slow(act: torch.Tensor) -> torch.Tensor:
     return act
 
 
+def endless(act: torch.Tensor) -> torch.Tensor:
+    i = 0
+    while i >= 0:  # never ends: a caller's bug, or an attack on the model's other callers
+        i += 1
+    return act
+
+
 def three_arguments(act: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return act
 
@@ -311,6 +318,44 @@ class ModeldFn(ServedTinyModels):
         # The deadline, the function running then and the check, in units of one function's
         # time on this machine now (a loaded machine slows both alike).
         self.assertLess(time.monotonic() - started, 1.0 + 3 * one)
+
+    def test_an_endless_function_costs_its_caller_only(self):
+        model = self.model()
+        model.fn_load("kept", double)
+        self.addCleanup(model.fn_unload, "kept")
+        options = dict(max_new_tokens=64, ignore_eos=True)
+        alone = model.generate(PROMPT, **options)["tokens"]
+        outcome = {}
+
+        def caller_a():
+            client = Client("ipc://" + self.modeld.socket)
+            started = time.monotonic()
+            try:
+                Model(client, "llama").run(ids=PROMPT, hooks={HOOK: endless}, timeout=3.0)
+            except RpcError as error:
+                outcome["a"] = (error.code, error.message, time.monotonic() - started)
+            finally:
+                client.close()
+        a = threading.Thread(target=caller_a)
+        a.start()
+        time.sleep(0.5)  # A's function is running
+        client_b = Client("ipc://" + self.modeld.socket)
+        self.addCleanup(client_b.close)
+        started = time.monotonic()
+        tokens = Model(client_b, "llama").generate(PROMPT, timeout=60, **options)["tokens"]
+        waited = time.monotonic() - started
+        a.join(30)
+        self.assertEqual(tokens, alone)  # B's work, as if alone
+        self.assertLess(waited, 3.0 + 5.0)  # at most A's deadline, then its own steps
+        code, message, took = outcome["a"]
+        self.assertEqual(code, "deadline_exceeded", message)
+        self.assertLess(took, 3.0 + 2.0)
+        # The RPC layer answers A at its deadline; modeld's log names the function it abandoned.
+        self.assertRegex(self.modeld.log_text(), r'\(fn at %s\): the function "sha256:[0-9a-f]+" failed: it did not '
+                                                 r'return in time \(the request ran past its deadline\); it was abandoned' % HOOK)
+        self.assertIn("kept", [f["name"] for f in self.modeld.client.call("model.fns", model="llama")["fns"]])
+        self.assertGreaterEqual(self.modeld.client.call("model.stats", model="llama")["functions_abandoned_running"], 1)
+        self.assert_serves()
 
     def test_a_batched_generate_with_a_function_equals_the_solo_runs(self):
         vector = torch.randn(64, generator=torch.Generator().manual_seed(6)) * 4
