@@ -357,7 +357,10 @@ class McpBudgetTest(BudgetCase):
             cli = self.gpubox("--json", "create", "--budget", "nope")
             refused = self.call(process, 2, "tools/call", {"name": "create_sandbox", "arguments": {"budget": "nope"}})
             self.assertTrue(refused["result"]["isError"])
-            self.assertIn(json.loads(cli.stdout)["error"]["message"], refused["result"]["structuredContent"]["error"])
+            # The CLI's refusal, in the tool's argument names ("budget", not "--budget").
+            in_tool_words = json.loads(cli.stdout)["error"]["message"].replace("--budget", "budget")
+            self.assertIn(in_tool_words, refused["result"]["structuredContent"]["error"])
+            self.assertNotIn("--", refused["result"]["structuredContent"]["error"])
             self.assertEqual(refused["result"]["structuredContent"]["details"]["code"], "usage")
         finally:
             process.stdin.close()

@@ -358,6 +358,10 @@ Result<SandboxRecord> create_local_sandbox(SandboxStore& store, const LocalSandb
   if (::mkdir(record.host_dir().c_str(), 0700) != 0) {
     return fail(Status::from_errno(errno, "cannot create '" + record.host_dir() + "'"), &*limits);
   }
+  // Under --userns the agent is the range's root: it writes there as that uid (still through its fd alone).
+  if (userns.valid() && !hand_over(record.host_dir(), ids)) {
+    return fail(Status::from_errno(errno, "cannot hand '" + record.host_dir() + "' to the sandbox's root"), &*limits);
+  }
   Fd host_dir(::open(record.host_dir().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!host_dir.valid()) return fail(Status::from_errno(errno, "cannot open '" + record.host_dir() + "'"), &*limits);
   record.endpoint = "ipc://" + endpoint_path;
