@@ -1,7 +1,9 @@
 // model.fn_load, model.fn_unload, model.fns: the fn op's functions of a ready
-// model, kept under a name (user_fn.h). Loading runs on the calling thread; a failure changes nothing.
+// model, kept under a name for a session, shared, or by content (fn_set.h).
+// Loading runs on the calling thread; a failure changes nothing.
 #include <fmt/format.h>
 
+#include "base/sha256.h"
 #include "model/modeld/method_guard.h"
 #include "model/modeld/methods.h"
 #include "model/modeld/user_fn.h"
@@ -16,8 +18,13 @@ void add_fn_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
       rpc::ParamReader params(ctx.params());
       auto model_name = params.string("model", true);
       auto name = params.string("name", true);
+      std::string session = params.string("session").value_or("");
+      bool shared = params.boolean("shared").value_or(false);
       if (Status s = params.finish(); !s) return s;
-      if (name->empty()) return Status::invalid_request("params.name: expected a non-empty name");
+      if (Status s = check_session(session); !s) return s;
+      if (shared && session.empty()) {
+        return Status::invalid_request("params.shared: a shared function needs the session that may unload it: send session too");
+      }
       if (ctx.attachments().size() != 1) {
         return Status::invalid_request(fmt::format("attachments: expected one, the function's TorchScript archive (torch.jit.save); got {}",
                                        ctx.attachments().size()));
@@ -25,30 +32,40 @@ void add_fn_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
       auto model = registry.ready(*model_name);
       if (!model) return model.status();
       const zmq::message_t& frame = ctx.attachments()[0];
+      Sha256 hash;
+      hash.update(frame.data(), frame.size());
+      FnEntry entry{nullptr, hash.hex_digest(), frame.size()};
+      // The cheap refusals before the archive is loaded onto the device; add() checks again.
+      if (Status s = FnSet::check_load(*name, entry.sha256, session); !s) return s;
+      if (Status s = (*model)->fns->admits(entry.bytes); !s) return s;
       auto fn = UserFn::load(std::string_view(static_cast<const char*>(frame.data()), frame.size()), (*model)->decoder->device(),
                              "attachments[0]");
       if (!fn) return fn.status();
-      if (Status added = (*model)->fns->add(*name, *fn); !added) return added;
-      return json{{"name", *name}, {"bytes", frame.size()}};
+      entry.fn = *fn;
+      return (*model)->fns->add(*name, session, shared, std::move(entry));
     });
   });
   methods.add("model.fn_unload", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());
     auto model_name = params.string("model", true);
     auto name = params.string("name", true);
+    std::string session = params.string("session").value_or("");
     if (Status s = params.finish(); !s) return s;
+    if (Status s = check_session(session); !s) return s;
     auto model = registry.ready(*model_name);
     if (!model) return model.status();
-    if (Status removed = (*model)->fns->remove(*name); !removed) return removed;
+    if (Status removed = (*model)->fns->remove(*name, session); !removed) return removed;
     return json{{"unloaded", *name}};
   });
   methods.add("model.fns", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());
     auto model_name = params.string("model", true);
+    std::string session = params.string("session").value_or("");
     if (Status s = params.finish(); !s) return s;
+    if (Status s = check_session(session); !s) return s;
     auto model = registry.ready(*model_name);
     if (!model) return model.status();
-    return json{{"fns", (*model)->fns->list()}};
+    return json{{"fns", (*model)->fns->list(session)}};
   });
 }
 

@@ -323,7 +323,7 @@ at::Tensor gradient_scalar(const GradientTarget& target, const at::Tensor& logit
 Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
     const nlohmann::json& ops, const Architecture& architecture, std::int64_t rows, std::int64_t prompt_tokens,
     std::int64_t passes, const std::vector<zmq::message_t>& attachments, c10::Device device, CaptureSink sink,
-    const RequestSaes* saes, const FnSet* fns, std::function<Status()> stop) {
+    const RequestSaes* saes, FnScope fns, std::function<Status()> stop) {
   std::unique_ptr<GenerationInterventions> made(new GenerationInterventions());
   made->saes_ = saes;
   made->stop_ = std::move(stop);
@@ -356,8 +356,7 @@ Result<std::unique_ptr<GenerationInterventions>> GenerationInterventions::make(
   made->sink_ = std::move(sink);
   made->op_tensors_.resize(ops.size());
   made->fns_.resize(ops.size());
-  static const FnSet no_fns;
-  FnBinder binder(fns ? *fns : no_fns, attachments, device);
+  FnBinder binder(std::move(fns), attachments, device);
   // The prompt pass, then the first and the last later pass.
   std::vector<std::pair<std::int64_t, std::int64_t>> checks = {{0, prompt_tokens}};
   if (passes > 1) checks.emplace_back(1, prompt_tokens + 1);

@@ -125,12 +125,12 @@ class GenerationInterventions final : public PassHooks {
   // Checks ops against the prompt pass and the first and last later passes
   // (only key_pos changes between those) before anything runs.
   // saes: the request's SAEs (kept alive by the caller until the generation ends);
-  // fns: the model's loaded functions (fn ops bind theirs here); stop: InterventionHooks::bind_fns's.
+  // fns: the model's loaded functions as the call's session sees them (fn ops bind theirs here); stop: InterventionHooks::bind_fns's.
   static Result<std::unique_ptr<GenerationInterventions>> make(const nlohmann::json& ops, const Architecture& architecture,
                                                                std::int64_t rows, std::int64_t prompt_tokens,
                                                                std::int64_t passes, const std::vector<zmq::message_t>& attachments,
                                                                c10::Device device, CaptureSink sink, const RequestSaes* saes = nullptr,
-                                                               const FnSet* fns = nullptr, std::function<Status()> stop = {});
+                                                               FnScope fns = {}, std::function<Status()> stop = {});
   Result<Hooks*> begin(std::int64_t pass, std::int64_t tokens, std::int64_t keys) override;
   Status end(std::int64_t pass) override;
 

@@ -188,6 +188,7 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
   }
   bool stream = params.boolean("stream").value_or(false);
   const json* ops = params.raw("ops");
+  std::string session = params.string("session").value_or("");  // whose function names the fn ops name (fn_set.h)
   auto stop_strings = params.string_list("stop").value_or(std::vector<std::string>{});
   if (const json* stop_ids = params.raw("stop_ids")) {
     if (!stop_ids->is_array()) return Status(ErrorCode::invalid_request, "params.stop_ids: expected a list of token ids");
@@ -197,6 +198,7 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
     }
   }
   if (Status s = params.finish(); !s) return s;
+  if (Status s = check_session(session); !s) return s;
   if (!stop_strings.empty()) {
     if (Status s = need_tokenizer(m); !s) return s;
   }
@@ -216,7 +218,7 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
     };
     auto made = GenerationInterventions::make(*ops, m.architecture, static_cast<std::int64_t>(rows), length,
                                               std::max<std::int64_t>(1, new_token_limit(m.architecture, options, length)),
-                                              ctx.attachments(), m.decoder->device(), sink, &saes, m.fns.get(),
+                                              ctx.attachments(), m.decoder->device(), sink, &saes, FnScope{m.fns.get(), session},
                                               [&ctx] { return ctx.stop_reason(); });
     if (!made) return made.status();
     interventions = std::move(*made);
@@ -314,7 +316,9 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
   std::string logits_dtype = params.string("logits_dtype").value_or("float32");
   const json* ops = with_ops ? params.raw("ops") : nullptr;
   const json* grad_of = with_ops ? params.raw("grad_of") : nullptr;
+  std::string session = with_ops ? params.string("session").value_or("") : "";  // whose function names the fn ops name
   if (Status s = params.finish(); !s) return s;
+  if (Status s = check_session(session); !s) return s;
   if (logits_dtype != "float32" && logits_dtype != "model") {
     return Status(ErrorCode::invalid_request, "params.logits_dtype: expected \"float32\" or \"model\"");
   }
@@ -337,7 +341,7 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
   }
   std::vector<FnBinding> fns;  // loaded here, on the caller's thread: the scheduler's runs only the pass
   if (!plan.empty()) {
-    auto bound = FnBinder(*m.fns, ctx.attachments(), m.decoder->device()).bind(plan);
+    auto bound = FnBinder(FnScope{m.fns.get(), session}, ctx.attachments(), m.decoder->device()).bind(plan);
     if (!bound) return bound.status();
     fns = std::move(*bound);
   }

@@ -25,6 +25,7 @@ void add_sae_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
       if (!spec) return spec.status();
       auto model = registry.ready(*model_name);
       if (!model) return model.status();
+      if (Status s = (*model)->saes->admits(0); !s) return s;  // before reading the weights; add checks the bytes
       auto loaded = load_sae(*spec, (*model)->architecture, (*model)->decoder->device(), "params");
       if (!loaded) return loaded.status();
       const hooks::SaeConfig& config = loaded->sae->config();

@@ -15,8 +15,20 @@ Status SaeSet::add(LoadedSae sae) {
                                                      sae.spec.name)};
     }
   }
+  if (Status s = admits_locked(sae.sae->bytes()); !s) return s;
   saes_.push_back(std::move(sae));
   return {};
+}
+
+Status SaeSet::admits(std::size_t bytes) const {
+  MutexLock lock(mutex_);
+  return admits_locked(bytes);
+}
+
+Status SaeSet::admits_locked(std::size_t bytes) const {
+  std::size_t held = 0;
+  for (const auto& loaded : saes_) held += loaded.sae->bytes();
+  return cap_.admits(saes_.size(), held, bytes);
 }
 
 Status SaeSet::remove(const std::string& name) {

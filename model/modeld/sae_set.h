@@ -13,6 +13,7 @@
 #include "model/modeld/architecture.h"
 #include "model/modeld/host_config.h"
 #include "model/modeld/intervention_hooks.h"
+#include "model/modeld/load_cap.h"
 #include "model/modeld/sae.h"
 
 namespace gpubox::modeld {
@@ -24,7 +25,11 @@ struct LoadedSae {
 
 class SaeSet {
  public:
-  // already_exists when the name is taken.
+  explicit SaeSet(LoadCap cap = sae_cap()) : cap_(std::move(cap)) {}
+  // resource_exhausted (LoadCap) when one more SAE of bytes would pass the cap:
+  // a check before loading one (bytes 0: its count alone); add checks again.
+  Status admits(std::size_t bytes) const;
+  // already_exists when the name is taken; resource_exhausted past the cap.
   Status add(LoadedSae sae);
   // not_found naming the loaded ones.
   Status remove(const std::string& name);
@@ -33,6 +38,9 @@ class SaeSet {
   nlohmann::json list(bool hide_paths) const;
 
  private:
+  Status admits_locked(std::size_t bytes) const REQUIRES(mutex_);
+
+  const LoadCap cap_;
   mutable Mutex mutex_;
   std::vector<LoadedSae> saes_ GUARDED_BY(mutex_);
 };

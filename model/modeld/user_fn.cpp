@@ -134,42 +134,6 @@ Result<UserFn::Output> UserFn::call(const at::Tensor& act, const c10::Dict<std::
   return out;
 }
 
-Status FnSet::add(const std::string& name, std::shared_ptr<const UserFn> fn) {
-  MutexLock lock(mutex_);
-  if (fns_.count(name)) {
-    return {ErrorCode::already_exists, fmt::format("params.name: a function \"{}\" is already loaded; model.fn_unload it first", name)};
-  }
-  fns_.emplace(name, std::move(fn));
-  return {};
-}
-
-std::string FnSet::names() const {
-  std::vector<std::string_view> names;
-  for (const auto& [held, fn] : fns_) names.push_back(held);
-  return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
-}
-
-Status FnSet::remove(const std::string& name) {
-  MutexLock lock(mutex_);
-  if (fns_.erase(name) == 1) return {};
-  return {ErrorCode::not_found, fmt::format("params.name: no function \"{}\" (loaded: {})", name, names())};
-}
-
-Result<std::shared_ptr<const UserFn>> FnSet::find(const std::string& name, const std::string& where) const {
-  MutexLock lock(mutex_);
-  auto found = fns_.find(name);
-  if (found != fns_.end()) return found->second;
-  return Status::invalid_request(fmt::format("{}: no function \"{}\" is loaded for this model (loaded: {}; model.fn_load loads one)",
-                                             where, name, names()));
-}
-
-nlohmann::json FnSet::list() const {
-  MutexLock lock(mutex_);
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& [name, fn] : fns_) out.push_back({{"name", name}, {"bytes", fn->bytes()}});
-  return out;
-}
-
 Result<FnBinding> FnBinder::bind(const hooks::Op& op) {
   FnBinding out;
   if (op.kind != hooks::OpKind::fn) return out;
@@ -184,7 +148,8 @@ Result<FnBinding> FnBinder::bind(const hooks::Op& op) {
     }
     out.fn = loaded;
   } else {
-    auto fn = session_.find(op.fn_name, where);
+    if (!scope_.set) return Status::invalid_request(fmt::format("{}: no function \"{}\" (this call names none)", where, op.fn_name));
+    auto fn = scope_.set->find(op.fn_name, scope_.session, where);
     if (!fn) return fn.status();
     out.fn = *fn;
   }

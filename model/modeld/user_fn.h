@@ -1,7 +1,7 @@
 // The fn op's functions: a caller's TorchScript function (torch.jit.save of a
 // torch.jit.script or trace) loaded from bytes onto a model's device and run
-// at a hook point; the functions model.fn_load keeps for a model, by name;
-// and a plan's fn ops bound to their functions and extra tensors.
+// at a hook point, and a plan's fn ops bound to their functions and extra
+// tensors. The functions model.fn_load keeps for a model: fn_set.h.
 #pragma once
 
 #include <ATen/core/Dict.h>
@@ -20,8 +20,8 @@
 #include <zmq.hpp>
 
 #include "base/status.h"
-#include "base/thread_annotations.h"
 #include "hooks/spec.h"
+#include "model/modeld/fn_set.h"
 
 namespace gpubox::modeld {
 
@@ -62,40 +62,30 @@ class UserFn : public std::enable_shared_from_this<UserFn> {
   std::size_t bytes_;
 };
 
-// The functions model.fn_load loaded for one model, by name. Any thread: a
-// request binds the functions it names at its start and holds them until it ends.
-class FnSet {
- public:
-  Status add(const std::string& name, std::shared_ptr<const UserFn> fn);  // already_exists when the name is taken
-  Status remove(const std::string& name);                                 // not_found naming the loaded ones
-  // invalid_request at where naming the loaded ones when none is called name.
-  Result<std::shared_ptr<const UserFn>> find(const std::string& name, const std::string& where) const;
-  nlohmann::json list() const;  // [{name, bytes}]
-
- private:
-  std::string names() const REQUIRES(mutex_);  // "a, b", or "none"
-  mutable Mutex mutex_;
-  std::map<std::string, std::shared_ptr<const UserFn>> fns_ GUARDED_BY(mutex_);
-};
-
 // An fn op's function and extra tensors (on the model's device); empty for other ops.
 struct FnBinding {
   std::shared_ptr<const UserFn> fn;
   c10::Dict<std::string, at::Tensor> extra;
 };
 
-// Binds a call's fn ops: the function named (from session) or sent (loaded
+// What a call's fn ops may name: set's functions as session sees them (fn_set.h).
+struct FnScope {
+  const FnSet* set = nullptr;  // none: the call names no function
+  std::string session;         // "": the call sent none
+};
+
+// Binds a call's fn ops: the function named (in scope) or sent (loaded
 // from its attachment once per call: loaded remembers it by attachment).
 class FnBinder {
  public:
-  FnBinder(const FnSet& session, const std::vector<zmq::message_t>& attachments, c10::Device device)
-      : session_(session), attachments_(attachments), device_(device) {}
+  FnBinder(FnScope scope, const std::vector<zmq::message_t>& attachments, c10::Device device)
+      : scope_(std::move(scope)), attachments_(attachments), device_(device) {}
   Result<FnBinding> bind(const hooks::Op& op);
   // One binding per op of plan, in order.
   Result<std::vector<FnBinding>> bind(const hooks::Plan& plan);
 
  private:
-  const FnSet& session_;
+  FnScope scope_;
   const std::vector<zmq::message_t>& attachments_;
   c10::Device device_;
   std::map<std::size_t, std::shared_ptr<const UserFn>> loaded_;

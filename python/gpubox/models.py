@@ -14,7 +14,9 @@ arrays; both share the received frame's memory where the dtype allows (no
 copy). Like its Client, a Model belongs to one thread.
 """
 
+import hashlib
 import json
+import secrets
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -142,8 +144,9 @@ class Model:
         last_only: the logits of the last position only (what a capture run
         that wants the activations needs; ln_final and logits ops see 1 position).
         hooks={hook: fn}: the caller's functions at hook points (fn ops after ops, before
-        capture; user_fn.py): each is scripted once, loaded once per client under its hash
-        (model.fn_load) and named by it; what they return to capture is under "HOOK:NAME"."""
+        capture; user_fn.py): each is scripted once, loaded once per client under its content
+        name sha256:HASH (model.fn_load, which checks the name against the archive) and named
+        by it; what they return to capture is under "HOOK:NAME"."""
         return self._with_fns(list(ops) + user_fn.hook_ops(hooks),
                               lambda named: self._run(ids, text, named, capture, add, logits_dtype, grad_of, last_only, timeout))
 
@@ -173,27 +176,49 @@ class Model:
                 archives[op["fn"]] = data
             named.append(op)
         for name, data in archives.items():
-            if (self.name, name) in loaded:
-                continue
-            try:
-                self.client.call("model.fn_load", params={"model": self.name, "name": name}, attachments=[data])
-            except RpcError as error:
-                if error.code != "already_exists":
-                    raise
-            loaded.add((self.name, name))
+            if (self.name, name) not in loaded:
+                self._load_checked(name, data, {})
+                loaded.add((self.name, name))
         return named, archives
 
-    def fn_load(self, name: str, fn) -> dict:
+    def fn_session(self) -> str:
+        """The session this client's fn calls send (one per client, a random secret): the
+        names it loads are its own unless shared (hooks/README.md, "fn")."""
+        return self.client.__dict__.setdefault("_gpubox_fn_session", secrets.token_hex(16))
+
+    def _load_checked(self, name: str, data: bytes, extra: dict) -> dict:
+        """model.fn_load of data under name, and a check that what the host holds under it
+        is data (its answer's sha256), never taken on trust."""
+        answer = self.client.call("model.fn_load", params=dict({"model": self.name, "name": name, "session": self.fn_session()},
+                                                               **extra), attachments=[data])
+        want = hashlib.sha256(data).hexdigest()
+        if answer.get("sha256") != want:
+            raise RpcError("input_changed", "model.fn_load %s: the model host holds a function of sha256:%s under it, "
+                           "not this archive (sha256:%s)" % (name, answer.get("sha256"), want))
+        return answer
+
+    def fn_load(self, name: str, fn, shared: bool = False) -> dict:
         """Loads fn (a callable, scripted function or module, or archive bytes) under name for
-        this model: ops then name it ({"op": "fn", "fn": name}). {"name", "bytes"}."""
-        return self.client.call("model.fn_load", params={"model": self.name, "name": name}, attachments=[user_fn.archive(fn)])
+        this model: this client's ops then name it ({"op": "fn", "fn": name}); with shared, every
+        caller's (only this client unloads it). {"name", "bytes", "sha256", "scope"}; a name
+        already taken is RpcError already_exists naming the sha256 of what holds it."""
+        return self._load_checked(name, user_fn.archive(fn), {"shared": True} if shared else {})
 
     def fn_unload(self, name: str) -> None:
-        self.client.call("model.fn_unload", model=self.name, name=name)
+        self.client.call("model.fn_unload", model=self.name, name=name, session=self.fn_session())
+
+    def fns(self) -> List[dict]:
+        """The functions this client's calls can name: [{"name", "bytes", "sha256", "scope"}]."""
+        return self.client.call("model.fns", model=self.name, session=self.fn_session())["fns"]
+
+    def _fn_session_param(self, ops) -> dict:
+        """{"session": ...} when an op names a loaded function, else {}."""
+        return {"session": self.fn_session()} if any(op.get("op") == "fn" and isinstance(op.get("fn"), str) for op in ops) else {}
 
     def _run(self, ids, text, ops, capture, add, logits_dtype, grad_of, last_only, timeout) -> dict:
         wire, attachments = encode_ops(ops, capture, add)
         params: Dict[str, Any] = {"model": self.name, "ops": wire, "logits_dtype": logits_dtype}
+        params.update(self._fn_session_param(ops))
         if last_only:
             params["last_only"] = True
         if grad_of is not None:
@@ -337,6 +362,7 @@ class Model:
         attachments = []
         if ops or capture or add:
             params["ops"], attachments = encode_ops(ops, capture, add)
+            params.update(self._fn_session_param(ops))
         return params, attachments
 
 

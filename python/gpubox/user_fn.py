@@ -58,8 +58,8 @@ def archive(fn) -> bytes:
 
 
 def name_of(data: bytes) -> str:
-    """The name a session loads an archive under: its content's hash."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()[:32]
+    """The content name of an archive (model.fn_load checks it against the bytes): sha256: and its hash."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def op(hook: str, fn, extra: Optional[Dict[str, Any]] = None, **where) -> dict:

@@ -14,6 +14,7 @@ result goes (rows, positions, order, batching). Failures (a raise, a wrong
 shape or dtype, bad or randomly damaged archives, a deadline) must be
 invalid_request or deadline_exceeded, and modeld must answer the next call.
 """
+import hashlib
 import os
 import random
 import threading
@@ -56,6 +57,10 @@ def add_vector(act: torch.Tensor, extra: Dict[str, torch.Tensor]) -> torch.Tenso
 
 
 def double(act: torch.Tensor) -> torch.Tensor:
+    return act * 2.0
+
+
+def double_once_more(act: torch.Tensor) -> torch.Tensor:  # loaded by one test alone
     return act * 2.0
 
 
@@ -229,7 +234,7 @@ class ModeldFn(ServedTinyModels):
                 self.assertIn("attachments[0]", caught.exception.message)
                 if what == "three arguments":
                     self.assertIn("takes (Tensor, Tensor, Tensor)", caught.exception.message)
-        self.assertNotIn("bad", [f["name"] for f in self.modeld.client.call("model.fns", model="llama")["fns"]])
+        self.assertNotIn("bad", [f["name"] for f in self.model().fns()])
         self.assert_serves()
 
     def test_archives_with_random_damage_are_loaded_or_refused_never_the_hosts_end(self):
@@ -251,11 +256,16 @@ class ModeldFn(ServedTinyModels):
                     data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 16)))
             try:
                 self.model().fn_load("damaged%d" % i, bytes(data))
-                self.model().run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "damaged%d" % i,
-                                                   "extra": {"direction": torch.ones(64)}}])
-                outcome = "ran"
             except RpcError as error:
                 outcome = error.code
+            else:
+                try:
+                    self.model().run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "damaged%d" % i,
+                                                       "extra": {"direction": torch.ones(64)}}])
+                    outcome = "ran"
+                except RpcError as error:
+                    outcome = error.code
+                self.model().fn_unload("damaged%d" % i)  # within the cap on functions per model
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
         self.assertEqual(set(outcomes) - {"ran", "invalid_request"}, set(), outcomes)
         self.assertGreater(outcomes.get("invalid_request", 0), 500, outcomes)
@@ -273,7 +283,9 @@ class ModeldFn(ServedTinyModels):
         with self.assertRaises(RpcError) as caught:
             model.fn_load("twice", double)
         self.assertEqual(caught.exception.code, "already_exists")
-        self.assertIn({"name": "twice", "bytes": len(archive(double))}, self.modeld.client.call("model.fns", model="gpt2")["fns"])
+        data = archive(double)
+        self.assertIn({"name": "twice", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "scope": "session"},
+                      model.fns())
         by_name = model.run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "twice"}])["logits"].numpy()
         native = model.run(ids=PROMPT, ops=[{"op": "scale", "hook": HOOK, "factor": 2.0}])["logits"].numpy()
         np.testing.assert_array_equal(by_name, native)
@@ -293,16 +305,134 @@ class ModeldFn(ServedTinyModels):
         methods = []
         call = client.call
         client.call = lambda method, *args, **kwargs: methods.append(method) or call(method, *args, **kwargs)
-        model.run(ids=PROMPT, hooks={HOOK: double})
-        model.run(ids=PROMPT, hooks={HOOK: double})
+        model.run(ids=PROMPT, hooks={HOOK: double_once_more})
+        model.run(ids=PROMPT, hooks={HOOK: double_once_more})
         self.assertEqual(methods, ["model.fn_load"])  # the runs stream; only the load is a call
-        name = name_of(archive(double))
-        self.assertIn(name, [f["name"] for f in client.call("model.fns", model="gpt2")["fns"]])
-        client.call("model.fn_unload", model="gpt2", name=name)  # as a modeld restart would lose it
-        again = model.run(ids=PROMPT, hooks={HOOK: double})["logits"].numpy()
+        name = name_of(archive(double_once_more))
+        self.assertIn(name, [f["name"] for f in model.fns()])
+        model.fn_unload(name)  # as a modeld restart would lose it
+        again = model.run(ids=PROMPT, hooks={HOOK: double_once_more})["logits"].numpy()
         self.assertEqual(methods.count("model.fn_load"), 2)
         native = model.run(ids=PROMPT, ops=[{"op": "scale", "hook": HOOK, "factor": 2.0}])["logits"].numpy()
         np.testing.assert_array_equal(again, native)
+
+    def client(self):
+        """Another caller: its own connection and, in its Models, its own fn session."""
+        client = Client("ipc://" + self.modeld.socket)
+        self.addCleanup(client.close)
+        return client
+
+    def scaled(self, model, factor):
+        return model.run(ids=PROMPT, ops=[{"op": "scale", "hook": HOOK, "factor": factor}])["logits"].numpy()
+
+    def test_another_caller_cannot_swap_the_function_a_call_runs(self):
+        """B unloads A's names and loads another archive under them: A's next call runs A's
+        function (or would fail loudly), never B's."""
+        a, b = Model(self.client(), "gpt2"), Model(self.client(), "gpt2")
+        twice = self.scaled(a, 2.0)
+        np.testing.assert_array_equal(a.run(ids=PROMPT, hooks={HOOK: double})["logits"].numpy(), twice)
+        content = name_of(archive(double))
+        for unload in (lambda: b.fn_unload(content),
+                       lambda: b.client.call("model.fn_unload", model="gpt2", name=content)):  # with no session
+            with self.assertRaises(RpcError) as caught:
+                unload()
+            self.assertEqual(caught.exception.code, "permission_denied")
+            self.assertIn("held by other sessions", caught.exception.message)
+        with self.assertRaises(RpcError) as caught:  # B's archive under A's content name
+            b.client.call("model.fn_load", params={"model": "gpt2", "name": content, "session": b.fn_session()},
+                          attachments=[archive(as_double)])
+        self.assertEqual(caught.exception.code, "invalid_request")
+        np.testing.assert_array_equal(a.run(ids=PROMPT, hooks={HOOK: double})["logits"].numpy(), twice)
+        # A name A chose: B's unload finds none of its own; B's load of the name is B's alone.
+        a.fn_load("mine", double)
+        with self.assertRaises(RpcError) as caught:
+            b.fn_unload("mine")
+        self.assertEqual(caught.exception.code, "not_found")
+        self.assertIn("names are per session", caught.exception.message)
+        b.fn_load("mine", archive(add_vector))
+        by_a = a.run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "mine"}])["logits"].numpy()
+        np.testing.assert_array_equal(by_a, twice)
+        by_b = b.run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "mine", "extra": {"vector": torch.ones(64)}}])
+        self.assertGreater(relative_error(by_b["logits"].numpy(), twice), 1e-3, "B's own function runs for B")
+        a.fn_unload("mine")
+        b.fn_unload("mine")
+
+    def test_a_forged_content_name_is_refused_naming_the_archives_hash(self):
+        model = Model(self.client(), "gpt2")
+        data, forged = archive(as_double), name_of(archive(double))
+        for name, said in ((forged, 'name: "%s" is not this archive\'s content name: the archive hashes to sha256:%s'
+                            % (forged, hashlib.sha256(data).hexdigest())),
+                           ("sha256:1234", "64 lower-case hex digits")):
+            with self.subTest(name=name), self.assertRaises(RpcError) as caught:
+                model.client.call("model.fn_load", params={"model": "gpt2", "name": name}, attachments=[data])
+            self.assertEqual(caught.exception.code, "invalid_request")
+            self.assertIn(said, caught.exception.message)
+        self.assertEqual(model.fns(), [])  # nothing loaded
+
+    def test_the_client_compares_the_hash_the_host_answers(self):
+        """The client never takes a load's answer as "mine" without comparing its sha256."""
+        model = Model(self.client(), "gpt2")
+        call = model.client.call
+
+        def lying(method, *args, **kwargs):
+            answer = call(method, *args, **kwargs)
+            return dict(answer, sha256="0" * 64) if method == "model.fn_load" else answer
+        model.client.call = lying
+        with self.assertRaises(RpcError) as caught:
+            model.run(ids=PROMPT, hooks={HOOK: observe})
+        self.assertEqual(caught.exception.code, "input_changed")
+        self.assertIn("sha256:" + "0" * 64, caught.exception.message)
+        model.client.call = call
+        model.fn_unload(name_of(archive(observe)))
+
+    def test_names_you_choose_are_per_session_and_shared_ones_are_everyones(self):
+        a, b = Model(self.client(), "gpt2"), Model(self.client(), "gpt2")
+        twice = self.scaled(a, 2.0)
+        with self.assertRaises(RpcError) as caught:  # a chosen name without a session
+            a.client.call("model.fn_load", params={"model": "gpt2", "name": "loose"}, attachments=[archive(double)])
+        self.assertEqual(caught.exception.code, "invalid_request")
+        self.assertIn("session: a name you choose (\"loose\") is kept per session", caught.exception.message)
+        with self.assertRaises(RpcError) as caught:
+            a.client.call("model.fns", model="gpt2", session="short")
+        self.assertIn("session: expected 16 to 128", caught.exception.message)
+        a.fn_load("private", double)
+        with self.assertRaises(RpcError) as caught:
+            b.run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "private"}])
+        self.assertEqual(caught.exception.code, "invalid_request")
+        self.assertIn('no function "private"', caught.exception.message)
+        self.assertNotIn("private", [f["name"] for f in b.fns()])
+        self.assertEqual(a.fn_load("everyone", double, shared=True)["scope"], "shared")
+        np.testing.assert_array_equal(b.run(ids=PROMPT, ops=[{"op": "fn", "hook": HOOK, "fn": "everyone"}])["logits"].numpy(),
+                                      twice)
+        with self.assertRaises(RpcError) as caught:
+            b.fn_unload("everyone")
+        self.assertEqual(caught.exception.code, "permission_denied")
+        self.assertIn("only that session can unload it", caught.exception.message)
+        with self.assertRaises(RpcError) as caught:
+            b.fn_load("everyone", as_double, shared=True)
+        self.assertEqual(caught.exception.code, "already_exists")
+        self.assertIn("sha256:" + hashlib.sha256(archive(double)).hexdigest(), caught.exception.message)
+        a.fn_unload("everyone")
+        a.fn_unload("private")
+        self.assertEqual([f["name"] for f in a.fns()], [])
+
+    def test_the_cap_on_functions_is_refused_naming_it_and_how_to_make_room(self):
+        model, data = Model(self.client(), "llama"), archive(double)
+        loaded = []
+        try:
+            with self.assertRaises(RpcError) as caught:
+                for i in range(257):
+                    model.fn_load("f%d" % i, data)
+                    loaded.append("f%d" % i)
+            self.assertEqual(caught.exception.code, "resource_exhausted")
+            self.assertIn("functions: the cap is 256 functions and 1 GiB per model; model.fn_unload one (model.fns lists "
+                          "them) to make room", caught.exception.message)
+            self.assertGreater(len(loaded), 200)
+        finally:
+            for name in loaded:
+                model.fn_unload(name)
+        model.fn_load("after", data)  # room again
+        model.fn_unload("after")
 
     def test_a_function_past_the_deadline_is_stopped_at_the_next_hook(self):
         started = time.monotonic()
@@ -353,7 +483,7 @@ class ModeldFn(ServedTinyModels):
         # The RPC layer answers A at its deadline; modeld's log names the function it abandoned.
         self.assertRegex(self.modeld.log_text(), r'\(fn at %s\): the function "sha256:[0-9a-f]+" failed: it did not '
                                                  r'return in time \(the request ran past its deadline\); it was abandoned' % HOOK)
-        self.assertIn("kept", [f["name"] for f in self.modeld.client.call("model.fns", model="llama")["fns"]])
+        self.assertIn("kept", [f["name"] for f in model.fns()])  # the model's loaded state is untouched
         self.assertGreaterEqual(self.modeld.client.call("model.stats", model="llama")["functions_abandoned_running"], 1)
         self.assert_serves()
 

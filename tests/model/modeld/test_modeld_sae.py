@@ -287,6 +287,23 @@ class SaePeers(unittest.TestCase):
         self.assertIn('ops[0].sae: this model has no SAE "extra"', raised.exception.message)
         self.assertEqual({s["name"] for s in model.saes()}, {"std", "jump", "topk"})
 
+    def test_the_cap_on_saes_is_refused_naming_it_and_how_to_make_room(self):
+        path, _, _ = make_sae(os.path.join(self.dir, "saes"), "many", 64, hook="blocks.0.hook_resid_pre", seed=6)
+        model = self.model("llama")
+        loaded = []
+        try:
+            with self.assertRaises(RpcError) as raised:
+                for i in range(65):
+                    loaded.append(model.sae("many%d" % i, path=path))
+            self.assertEqual(raised.exception.code, "resource_exhausted")
+            self.assertIn("this model holds 64 SAEs: the cap is 64 SAEs and 32 GiB per model; model.sae_unload one "
+                          "(model.saes lists them) to make room", raised.exception.message)
+            self.assertEqual(len(model.saes()), 64)
+        finally:
+            for handle in loaded:
+                handle.unload()
+        self.assertEqual({s["name"] for s in model.saes()}, {"std", "jump", "topk"})
+
     def test_bad_input_is_invalid_request_naming_the_field_and_changes_nothing(self):
         saes = os.path.join(self.dir, "bad")
         model = self.model("llama")
