@@ -228,7 +228,7 @@ class ModelToolsTest(unittest.TestCase):
         """model.fn_load, from Python, of fn_example.double as the fixture saved it (TorchScript: act * 2)."""
         code = ("import sys, gpubox\n"
                 "with open(sys.argv[2], 'rb') as f:\n"
-                "    gpubox.connect(sys.argv[1]).model('tiny').fn_load('double', f.read())\n")
+                "    gpubox.connect(sys.argv[1]).model('tiny').fn_load('double', f.read(), shared=True)\n")
         python = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
         done = subprocess.run([sys.executable, "-c", code, sandbox, self.refs["double_fn"]], capture_output=True,
                               text=True, timeout=120, env=dict(os.environ, XDG_STATE_HOME=client_state, PYTHONPATH=python))
