@@ -34,7 +34,7 @@ const std::array<OpRule, 15> kRules = {{
     {OpKind::sae_ablate, "sae_ablate", {"sae", "features"}},
     {OpKind::sae_set, "sae_set", {"sae", "features", "values"}},
     {OpKind::sae_splice, "sae_splice", {"sae"}},
-    {OpKind::fn, "fn", {"fn", "extra"}},
+    {OpKind::fn, "fn", {"fn", "extra", "allow_nonfinite"}},
 }};
 
 std::string op_names() {
@@ -141,7 +141,8 @@ Status read_tensor(const json& op, const char* key, const std::string& where, co
 }
 
 // fn's fields: "fn", a loaded function's name or {"attachment": i} (a TorchScript archive sent with the call),
-// and "extra", {name: tensor descriptor} (any shapes: the function's to check).
+// "extra", {name: tensor descriptor} (any shapes: the function's to check), and "allow_nonfinite" (its result may hold NaN
+// or infinities; checked where it runs).
 Status read_fn(const json& op, const std::string& where, const std::vector<std::size_t>& attachment_bytes, Op& out) {
   auto fn = op.find("fn");
   std::string field = where + ".fn";
@@ -158,6 +159,10 @@ Status read_fn(const json& op, const std::string& where, const std::vector<std::
   } else {
     return Status::invalid_request(fmt::format("{}: expected a loaded function's name (model.fn_load) or {{\"attachment\": i}} "
                                "(a torch.jit.save archive sent with the call)", field));
+  }
+  if (auto allow = op.find("allow_nonfinite"); allow != op.end()) {
+    if (!allow->is_boolean()) return Status::invalid_request(fmt::format("{}.allow_nonfinite: expected true or false", where));
+    out.allow_nonfinite = allow->get<bool>();
   }
   auto extra = op.find("extra");
   if (extra == op.end()) return {};

@@ -67,7 +67,7 @@ struct Op {
   std::optional<TensorArg> tensor;             // set, mean, patch: the value; add: the vector; project_out: the direction
   std::string tensor_field;                    // the op's field that holds tensor ("value", "vector", "direction")
   std::optional<std::int64_t> from_row;        // patch: the batch row to copy from (normalized)
-  bool allow_nonfinite = false;                // the tensor may hold NaN or infinities (check_finite passes it)
+  bool allow_nonfinite = false;                // the tensor (fn: the result) may hold NaN or infinities (check_finite passes it)
   // SAE ops:
   std::size_t sae = 0;                  // index into decode_plan's saes
   std::vector<std::int64_t> features;   // sae_steer, sae_ablate, sae_set: in [0, d_sae), request order

@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "base/version.h"
 #include "host/cli/cli.h"
+#include <nlohmann/json.hpp>
 
 namespace {
 
 constexpr char kUsage[] =
     "usage: gpubox [--json] COMMAND ...\n"
+    "       gpubox [--json] --version          this gpubox's version and the agent protocol it speaks\n"
     "commands:\n"
     "  create [options]                   create a sandbox and print its id (gpubox create --help);\n"
     "                                     --backend local|podman|docker|modal, --from-snapshot NAME\n"
@@ -68,6 +71,14 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? kExitUsage : kExitOk;
+  }
+  if (args[0] == "--version") {
+    if (global.json) {
+      std::printf("%s\n", nlohmann::json{{"version", gpubox::kVersion}, {"protocol_version", gpubox::kProtocolVersion}}.dump().c_str());
+    } else {
+      std::printf("gpubox %s (agent protocol %d)\n", gpubox::kVersion, gpubox::kProtocolVersion);
+    }
+    return kExitOk;
   }
   std::string command = args[0];
   args.erase(args.begin());

@@ -22,9 +22,25 @@ const json* ParamReader::find(const std::string& name, bool required) {
   return &*it;
 }
 
+namespace {
+
+// got as the message shows it: JSON, except what JSON cannot write (bytes; NaN
+// and the infinities, which dump() writes as null).
+std::string shown_value(const json* got) {
+  if (!got) return "nothing";
+  if (got->is_binary()) return "bytes";
+  if (got->is_number_float() && !std::isfinite(got->get<double>())) {
+    double value = got->get<double>();
+    return std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+  }
+  return got->dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
 void ParamReader::fail(const std::string& name, const std::string& expected, const json* got) {
   if (!status_.is_ok()) return;
-  std::string shown = got ? (got->is_binary() ? "bytes" : got->dump(-1, ' ', false, json::error_handler_t::replace)) : "nothing";
+  std::string shown = shown_value(got);
   if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
   status_ = Status(ErrorCode::invalid_request, "params." + name + ": expected " + expected + ", got " + shown);
 }

@@ -1,5 +1,6 @@
 #include "host/budget/prices.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -106,6 +107,13 @@ Result<Prices> Prices::from_json(const nlohmann::json& json) {
 Result<Prices> parse_prices(const std::string& text) {
   if (text.size() > kMaxPricesFileBytes) {
     return bad("prices file", "larger than " + std::to_string(kMaxPricesFileBytes) + " bytes: not a prices file");
+  }
+  // A NUL byte: not text (and a message quoting its line would be cut there by whatever prints it as a C string).
+  if (auto nul = text.find('\0'); nul != std::string::npos) {
+    std::size_t line_start = text.rfind('\n', nul) == std::string::npos ? 0 : text.rfind('\n', nul) + 1;
+    auto line = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n') + 1;
+    return bad("line " + std::to_string(line), "a NUL byte at column " + std::to_string(nul - line_start + 1) +
+                                                   ": a prices file is text, one KEY = NUMBER a line");
   }
   Prices prices;
   std::set<std::string> seen;

@@ -19,6 +19,17 @@
 namespace gpubox::host::cli {
 namespace {
 
+// The agent reads what create built from --config FILE and the flags through a
+// descriptor, and names it so in a refusal: name what the user gave instead.
+std::string in_create_words(std::string message, const nlohmann::json& pub) {
+  const std::string agent_label = "config (--config-fd): ";
+  auto at = message.find(agent_label);
+  if (at == std::string::npos) return message;
+  std::string given = pub.contains("config_file") ? "--config " + pub["config_file"].get<std::string>() + " with the flags"
+                                                  : "the flags";
+  return message.replace(at, agent_label.size(), "config (" + given + "): ");
+}
+
 constexpr char kCreateUsage[] =
     "usage: gpubox create [--backend local|podman|docker|modal] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
     "                     [--timeout S] [--idle-timeout S] [--network none|host|bridge] [--env K=V]... [--secret NAME]...\n"
@@ -257,7 +268,10 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   if (*reserved) pub["budget"] = budget_entry;
   auto created = backend.create(*store, spec);
   std::string held = *reserved ? budget::finish_create(*store, backend, **reserved, created) : "";
-  if (!created) return fail("create", Status(created.status().code(), created.status().message() + held), exit_code_for(created.status()));
+  if (!created) {
+    std::string message = in_create_words(created.status().message(), pub);
+    return fail("create", Status(created.status().code(), message + held), exit_code_for(created.status()));
+  }
   if (*reserved && !json) {
     std::fprintf(stderr, "gpubox create: budget %s holds %s for it (reservation %s)\n", (*reserved)->budget.c_str(),
                  budget::usd_text((*reserved)->micro_usd).c_str(), (*reserved)->id.c_str());

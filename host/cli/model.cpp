@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
 #include "host/model_client.h"
@@ -211,8 +213,9 @@ std::optional<std::string> generate_params(const Args& args, json& params) {
     if (!text) continue;
     auto value = parse_number(*text, n.min, n.max);
     if (!value || (n.integer && *value != static_cast<double>(static_cast<std::int64_t>(*value)))) {
-      return std::string(n.flag) + " '" + *text + "': expected " + (n.integer ? "an integer" : "a number") + " in [" +
-             json(n.min).dump() + ", " + json(n.max).dump() + "]";
+      auto bound = [](double v) { return v == std::floor(v) ? std::to_string(static_cast<long long>(v)) : json(v).dump(); };
+      return std::string(n.flag) + " '" + *text + "': expected " + (n.integer ? "an integer" : "a number") + " from " +
+             bound(n.min) + " to " + bound(n.max);
     }
     if (n.integer) params[n.key] = static_cast<std::int64_t>(*value);
     else params[n.key] = *value;
@@ -359,6 +362,14 @@ int run_generate(ModelClient& models, const Args& args, bool as_json) {
   return kExitOk;
 }
 
+// PATH (of model load, sae load) is the sandbox's: a host path it does not see says so.
+Status with_mount_hint(const Status& status) {
+  const std::string& text = status.message();
+  if (text.find("cannot open '") == std::string::npos && text.find(": cannot be read") == std::string::npos) return status;
+  return Status(status.code(), status.message() + " (PATH is a path in the sandbox; a host path it does not see "
+                                                  "must be mounted: gpubox create --mount HOST:SANDBOX[:ro])");
+}
+
 // sae load|ls|unload: a model's SAEs (model.sae_load, model.saes, model.sae_unload).
 int run_sae(ModelClient& models, const Args& args, bool as_json) {
   const auto& p = args.positional;
@@ -381,7 +392,7 @@ int run_sae(ModelClient& models, const Args& args, bool as_json) {
   } else {
     return usage_error("sae: unknown action '" + action + "' (load, ls, unload)");
   }
-  if (!answer) return call_error(answer.status());
+  if (!answer) return call_error(action == "load" ? with_mount_hint(answer.status()) : answer.status());
   if (as_json) return print_json(*answer), kExitOk;
   if (action == "load") {
     std::printf("%s: %s SAE at %s, %lld features\n", p[4].c_str(), answer->value("architecture", "?").c_str(),
@@ -404,13 +415,6 @@ int run_load(ModelClient& models, const Args& args, bool as_json) {
   if (auto dtype = args.last("--dtype")) spec["dtype"] = *dtype;
   if (auto device = args.last("--device")) spec["device"] = *device;
   if (args.flag("--hidden")) spec["hidden"] = true;
-  // PATH is the sandbox's: a host path it does not see says so.
-  auto with_mount_hint = [](const Status& status) {
-    const std::string& text = status.message();
-    if (text.find("cannot open '") == std::string::npos && text.find(": cannot be read") == std::string::npos) return status;
-    return Status(status.code(), status.message() + " (PATH is a path in the sandbox; a host path it does not see "
-                                                    "must be mounted: gpubox create --mount HOST:SANDBOX[:ro])");
-  };
   auto loaded = models.load(spec);
   if (!loaded) return call_error(with_mount_hint(loaded.status()));
   if (args.flag("--wait")) {
@@ -493,6 +497,8 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   if (!unloaded) return call_error(unloaded.status());
   if (as_json) return print_json(*unloaded), kExitOk;
   std::printf("%s: unloaded\n", p[2].c_str());
+  // A call still running holds its memory (model.unload's "released": false): say so, not that it is free.
+  if (!unloaded->value("released", true)) std::printf("%s\n", escape_for_terminal(unloaded->value("message", "")).c_str());
   return kExitOk;
 }
 

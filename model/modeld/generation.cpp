@@ -25,9 +25,15 @@ using at::Tensor;
 // Sampling is by the exponential race (the argmax of p / E with E ~ Exp(1) is
 // a draw from p, as multinomial's would be), which needs no copy to the host
 // and no device-side assert. A row whose probabilities are not finite gets -1
-// (GenerationRows refuses it once it reads the token).
+// (GenerationRows refuses it once it reads the token). Greedy marks the same
+// rows: argmax takes a NaN for the largest, so the logit it picked is not
+// finite exactly where the row holds a NaN or +inf or is all -inf.
 Tensor pick_tokens(Tensor logits, const SamplingOptions& options, at::Generator& generator) {
-  if (options.temperature <= 0) return logits.argmax(-1);
+  if (options.temperature <= 0) {
+    Tensor picked = logits.argmax(-1);
+    Tensor best = logits.gather(-1, picked.unsqueeze(-1)).squeeze(-1);
+    return picked.masked_fill(best.isfinite().logical_not(), -1);
+  }
   logits = logits / options.temperature;
   if (options.top_k > 0 && options.top_k < logits.size(-1)) {
     Tensor kth = std::get<0>(logits.topk(options.top_k, -1)).narrow(-1, options.top_k - 1, 1);
@@ -304,7 +310,7 @@ Result<bool> GenerationRows::take(std::int64_t step, const Tensor& picked_tokens
   for (std::size_t row = 0; row < rows; ++row) {
     if (!finished_[row] && picked[static_cast<std::int64_t>(row)] < 0) {  // pick_tokens' mark
       return Status(ErrorCode::invalid_request,
-                    fmt::format("cannot sample token {}: the logits hold NaN or infinities (an op with "
+                    fmt::format("cannot pick token {}: the logits hold NaN or infinities (an op with "
                                 "allow_nonfinite, or values beyond the dtype's range)", step));
     }
   }

@@ -5,7 +5,9 @@
 #include <ATen/ATen.h>
 #include <ATen/TensorIndexing.h>
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <map>
 #include <optional>
 
@@ -138,6 +140,17 @@ Result<at::Tensor> InterventionHooks::run_fn(const Step& step, const at::Tensor&
                                    where, hooks::shape_text(got.sizes().vec()), c10::getDtypeNames(got.scalar_type()).first,
                                    got.device().str(), hooks::shape_text(region.sizes().vec()),
                                    c10::getDtypeNames(region.scalar_type()).first, region.device().str()));
+  }
+  // As an op's own tensor is: one NaN spreads to every later position, and greedy decoding would pick token 0 from it.
+  if (got.defined() && !op.allow_nonfinite && !at::isfinite(got).all().item<bool>()) {
+    at::Tensor first = at::isfinite(got).logical_not().nonzero()[0].cpu();
+    std::vector<std::int64_t> index(first.data_ptr<std::int64_t>(), first.data_ptr<std::int64_t>() + first.numel());
+    at::Tensor element = got;
+    for (std::int64_t i : index) element = element.select(0, i);
+    double value = element.item<double>();
+    return Status::invalid_request(fmt::format("{}: the function returned {} at element [{}] (\"allow_nonfinite\": true on the op "
+                                               "lets it through)", where, std::isnan(value) ? "NaN" : value > 0 ? "inf" : "-inf",
+                                               fmt::join(index, ", ")));
   }
   return got;
 }

@@ -6,8 +6,10 @@
 #include <c10/core/InferenceMode.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <chrono>
 #include <map>
 #include <optional>
+#include <thread>
 #include <unistd.h>
 
 #include "base/thread_annotations.h"
@@ -26,6 +28,9 @@ namespace {
 
 using nlohmann::json;
 using Model = std::shared_ptr<const LoadedModel>;
+
+// How long model.unload waits for the model's running calls to end before it answers "released": false.
+constexpr std::chrono::seconds kUnloadWait{2};
 
 Result<Model> find_model(ModelRegistry& registry, rpc::ParamReader& params) {
   auto name = params.string("model", true);
@@ -78,8 +83,13 @@ Result<std::vector<std::vector<std::int64_t>>> read_prompts(const LoadedModel& m
     for (std::size_t r = 0; r < rows.size(); ++r) {
       if (!rows[r].is_array()) return Status(ErrorCode::invalid_request, fmt::format("params.ids[{}]: expected a list of token ids", r));
       std::vector<std::int64_t> row;
-      for (const auto& id : rows[r]) {
-        if (!id.is_number_integer()) return Status(ErrorCode::invalid_request, "params.ids: token ids must be integers");
+      for (std::size_t i = 0; i < rows[r].size(); ++i) {
+        const json& id = rows[r][i];
+        if (!id.is_number_integer()) {
+          std::string field = batched ? fmt::format("params.ids[{}][{}]", r, i) : fmt::format("params.ids[{}]", i);
+          return Status(ErrorCode::invalid_request, fmt::format("{}: {} is not a token id (token ids are integers)", field,
+                                                                id.dump(-1, ' ', false, json::error_handler_t::replace)));
+        }
         row.push_back(id.get<std::int64_t>());
       }
       prompts.push_back(std::move(row));
@@ -536,8 +546,21 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
     rpc::ParamReader params(ctx.params());
     auto name = params.string("model", true);
     if (Status s = params.finish(); !s) return s;
-    if (Status s = registry.remove(*name); !s) return s;
-    return json{{"unloaded", *name}};
+    auto removed = registry.remove(*name);
+    if (!removed) return removed.status();
+    // A call still running (a long generate, a function that does not return:
+    // nothing stops one inside) keeps the model's memory until it ends. Wait a
+    // little for it, then say so rather than claim the memory is free.
+    auto give_up = std::chrono::steady_clock::now() + kUnloadWait;
+    while (!removed->expired() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (removed->expired()) return json{{"unloaded", *name}, {"released", true}};
+    return json{{"unloaded", *name},
+                {"released", false},
+                {"message", fmt::format("model \"{}\" is unloaded, but a call of it is still running: its memory is released "
+                                        "when that call ends (a function that never returns holds it until modeld restarts)",
+                                        *name)}};
   });
   add_sae_methods(methods, registry);
   add_fn_methods(methods, registry);

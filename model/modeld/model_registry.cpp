@@ -127,10 +127,13 @@ ModelRegistry::~ModelRegistry() {
 
 Status ModelRegistry::add(const ModelLoadSpec& spec) {
   MutexLock lock(mutex_);
-  for (const auto& entry : entries_) {
-    if (entry->spec.name == spec.name) {
-      return {ErrorCode::already_exists, fmt::format("model \"{}\" is already {}; unload it first", spec.name, entry->state)};
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if ((*it)->spec.name != spec.name) continue;
+    if ((*it)->state != "failed") {
+      return {ErrorCode::already_exists, fmt::format("model \"{}\" is already {}; unload it first", spec.name, (*it)->state)};
     }
+    entries_.erase(it);  // a failed load holds nothing: the new one takes its place
+    break;
   }
   auto entry = std::make_shared<Entry>();
   entry->spec = spec;
@@ -168,16 +171,17 @@ void ModelRegistry::load(std::shared_ptr<Entry> entry) {
   }
 }
 
-Status ModelRegistry::remove(const std::string& name) {
+Result<std::weak_ptr<const LoadedModel>> ModelRegistry::remove(const std::string& name) {
   MutexLock lock(mutex_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if ((*it)->spec.name == name) {
+      std::weak_ptr<const LoadedModel> model = (*it)->model;
       entries_.erase(it);
       save_locked();
-      return Status::ok();
+      return model;
     }
   }
-  return {ErrorCode::not_found, fmt::format("no model \"{}\" (model.list shows the loaded ones)", name)};
+  return Status(ErrorCode::not_found, fmt::format("no model \"{}\" (model.list shows the loaded ones)", name));
 }
 
 Result<std::shared_ptr<const LoadedModel>> ModelRegistry::ready(const std::string& name) const {

@@ -50,10 +50,12 @@ class ModelRegistry {
   ModelRegistry(const ModelRegistry&) = delete;
   ModelRegistry& operator=(const ModelRegistry&) = delete;
 
-  // Starts loading; already_exists when the name is taken.
+  // Starts loading; already_exists when the name is taken by a model loading or ready (a failed one is replaced).
   Status add(const ModelLoadSpec& spec);
   // Forgets a model (loaded, loading or failed); not_found when there is none.
-  Status remove(const std::string& name);
+  // What it gives back expires once no running call holds the model any more
+  // (its memory is released then; at once when none does).
+  Result<std::weak_ptr<const LoadedModel>> remove(const std::string& name);
   // The ready model: not_found, or unavailable while it loads or after it failed (the message says why).
   Result<std::shared_ptr<const LoadedModel>> ready(const std::string& name) const;
   // {"models": [{name, state, bytes_loaded, bytes_total, tensors_loaded, tensors_total, error?}]}

@@ -51,7 +51,7 @@ class UserFn : public std::enable_shared_from_this<UserFn> {
   // abandoned: this returns, the model's other work goes on).
   Result<Output> call(const at::Tensor& act, const c10::Dict<std::string, at::Tensor>& extra,
                       const std::function<Status()>& stop = {}) const;
-  static constexpr std::chrono::seconds kCallLimit{10};
+  static constexpr std::chrono::seconds kCallLimit{30};
   std::size_t bytes() const { return bytes_; }
 
  private:

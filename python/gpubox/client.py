@@ -1,14 +1,18 @@
 """A gpubox RPC client: one ZeroMQ DEALER connection to an agent (pyzmq's, or
 for ipc:// without pyzmq a pure-Python one: _transport.py).
 
-A Client and its Streams belong to one thread: they share one socket and
-nothing here is locked. Use one Client per thread.
+A Client may be shared by threads: each request is its own (a Stream is read
+by one thread at a time), and the one socket is used under a lock. A thread
+waiting for its request's messages reads the socket for everyone, in slices
+of _READ_SLICE_S, handing on what is another's; between slices other threads
+send.
 """
 
 import collections
 import itertools
 import math
 import os
+import threading
 import time
 from typing import Any, Deque, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
@@ -22,6 +26,8 @@ Key = Union[str, bytes]
 # How much longer than a request's deadline the client waits for each message
 # before it gives up on the agent (the agent answers at the deadline itself).
 _GRACE_S = 5.0
+# The longest a thread holds the socket to wait for a message; a sender waits at most this long for it.
+_READ_SLICE_S = 0.02
 
 
 class Chunk(NamedTuple):
@@ -202,7 +208,8 @@ class Client:
     sets it in its kernel's executor (the agent's own ipc:// socket), so
     `gpubox.Client()` in a cell reaches the sandbox's agent and its model host.
 
-    Not thread-safe: use a Client (and its Streams) from one thread.
+    Thread-safe: threads may share a Client (each reads its own requests'
+    Streams); see the module's docstring.
     """
 
     def __init__(self, endpoint: Optional[str] = None, server_public_key: Optional[Key] = None,
@@ -234,8 +241,13 @@ class Client:
             raise RpcError("unavailable", "cannot reach %s: no such socket (is the agent running?)" % endpoint)
 
         self._ids = itertools.count(1)
+        # _socket_lock: held to send or to read one slice. _state (a Condition on its own lock):
+        # guards the fields below and wakes the threads waiting for a message the reader queued.
+        self._socket_lock = threading.Lock()
+        self._state = threading.Condition()
         self._queues: Dict[int, Deque[tuple]] = {}  # messages for open requests, not yet taken
         self._zero_copy: set = set()  # open requests whose attachments come as memoryviews of the frames
+        self._reading = False  # a thread is reading the socket for everyone
         try:
             self._socket = _transport.open_dealer(endpoint, (server_key, public, secret) if tcp else None,
                                                   connect_timeout)
@@ -291,11 +303,16 @@ class Client:
             timeout_ms = math.ceil(timeout * 1000)
         body = dict(params or {})
         body.update(kwargs)
-        request_id = next(self._ids)
-        self._send(Header(request_id, Kind.CALL, method, timeout_ms, window), body, attachments)
-        self._queues[request_id] = collections.deque()
-        if zero_copy:
-            self._zero_copy.add(request_id)
+        with self._state:
+            request_id = next(self._ids)
+            self._queues[request_id] = collections.deque()  # before the CALL: its answer may come at once
+            if zero_copy:
+                self._zero_copy.add(request_id)
+        try:
+            self._send(Header(request_id, Kind.CALL, method, timeout_ms, window), body, attachments)
+        except BaseException:
+            self._forget(request_id)
+            raise
         return Stream(self, request_id, window, None if timeout is None else timeout + _GRACE_S)
 
     # -- the model host (gpubox/models.py) ---------------------------------
@@ -345,10 +362,15 @@ class Client:
 
     def close(self) -> None:
         """Closes the connection; requests in flight are abandoned."""
-        if getattr(self, "_socket", None) is not None and not self._socket.closed:
-            self._socket.close()
-        self._queues.clear()
-        self._zero_copy.clear()
+        if getattr(self, "_socket", None) is None:
+            return
+        with self._socket_lock:
+            if not self._socket.closed:
+                self._socket.close()
+        with self._state:
+            self._queues.clear()
+            self._zero_copy.clear()
+            self._state.notify_all()
 
     def __enter__(self) -> "Client":
         return self
@@ -359,43 +381,69 @@ class Client:
     # -- internals ---------------------------------------------------------
 
     def _send(self, header: Header, body: dict, attachments: Iterable[bytes] = ()) -> None:
-        if self._socket.closed:
-            raise RpcError("unavailable", "the client is closed")
-        self._socket.send([encode_header(header), encode_body(body), *attachments])
+        frames = [encode_header(header), encode_body(body), *attachments]
+        with self._socket_lock:
+            if self._socket.closed:
+                raise RpcError("unavailable", "the client is closed")
+            self._socket.send(frames)
 
     def _forget(self, request_id: int) -> None:
-        self._queues.pop(request_id, None)
-        self._zero_copy.discard(request_id)
+        with self._state:
+            self._queues.pop(request_id, None)
+            self._zero_copy.discard(request_id)
 
     def _receive(self, request_id: int, wait: Optional[float]) -> Tuple[Header, dict, List[bytes]]:
-        """The next message for request_id, buffering those for other open
-        requests; waits up to `wait` seconds (None: forever)."""
-        queue = self._queues.get(request_id)
-        if queue:
-            return queue.popleft()
-        if self._socket.closed:
-            raise RpcError("unavailable", "the client is closed")
+        """The next message for request_id, queueing those for other open requests
+        (and waking their threads); waits up to `wait` seconds (None: forever)."""
         give_up = None if wait is None else time.monotonic() + wait
         while True:
-            # Header and body as bytes, attachments as frames: copied below unless zero-copy.
+            with self._state:
+                while True:
+                    queue = self._queues.get(request_id)
+                    if queue:
+                        return queue.popleft()
+                    if self._socket.closed:
+                        raise RpcError("unavailable", "the client is closed")
+                    left = None if give_up is None else give_up - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise RpcError("unavailable", "no answer from %s within %g s: is the agent still running?"
+                                       % (self.endpoint, wait))
+                    if not self._reading:
+                        self._reading = True
+                        break
+                    self._state.wait(left)  # another thread reads; it wakes us when it queued something
             try:
-                frames = self._socket.receive(None if give_up is None else max(0.0, give_up - time.monotonic()))
+                message = self._read_one(_READ_SLICE_S if left is None else min(left, _READ_SLICE_S))
+            finally:
+                with self._state:
+                    self._reading = False
+                    self._state.notify_all()  # the next reader, or the owner of what was queued
+            if message is None:
+                continue
+            with self._state:
+                if message[0].id == request_id:
+                    return message
+                other = self._queues.get(message[0].id)
+                if other is not None:
+                    other.append(message)
+
+    def _read_one(self, wait: float) -> Optional[Tuple[Header, dict, List[bytes]]]:
+        """One message from the socket within wait seconds, decoded; None when none came."""
+        with self._socket_lock:
+            if self._socket.closed:
+                return None
+            try:
+                frames = self._socket.receive(wait)
             except _transport.TransportError as e:
                 raise RpcError(e.code, e.message) from None
-            if frames is None:
-                raise RpcError("unavailable", "no answer from %s within %g s: is the agent still running?"
-                               % (self.endpoint, wait))
-            if len(frames) < 2:
-                continue
-            try:
-                message = (decode_header(frames[0]), decode_body(frames[1]), frames[2:])
-            except ValueError as e:
-                raise RpcError("internal", "the agent sent a malformed message: %s" % e) from None
-            if message[2]:
+        if frames is None or len(frames) < 2:
+            return None
+        try:
+            message = (decode_header(frames[0]), decode_body(frames[1]), frames[2:])
+        except ValueError as e:
+            raise RpcError("internal", "the agent sent a malformed message: %s" % e) from None
+        if message[2]:
+            with self._state:
                 keep = message[0].id in self._zero_copy
-                message = message[:2] + ([f.buffer if keep else f.bytes for f in message[2]],)
-            if message[0].id == request_id:
-                return message
-            other = self._queues.get(message[0].id)
-            if other is not None:
-                other.append(message)
+            message = message[:2] + ([f.buffer if keep else f.bytes for f in message[2]],)
+        return message

@@ -30,7 +30,7 @@ OPS = ("capture", "set", "add", "scale", "zero", "mean", "project_out", "patch",
 FIELDS = {"capture": {"dtype"}, "set": {"value", "allow_nonfinite"}, "add": {"vector", "scale", "allow_nonfinite"},
           "scale": {"factor"}, "zero": set(), "mean": {"value", "allow_nonfinite"},
           "project_out": {"direction", "allow_nonfinite"}, "patch": {"value", "from_row", "allow_nonfinite"},
-          "fn": {"fn", "extra"}}
+          "fn": {"fn", "extra", "allow_nonfinite"}}
 COMMON = {"op", "hook", "rows", "positions", "heads"}
 HEAD_POINTS = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z", "attn.hook_result")
 EDIT_REFUSED = ("hook_resid_mid",)
@@ -229,6 +229,9 @@ class _Op:
             self.fn, self.extra = spec.get("fn"), {k: _as_tensor(v, "%s.extra.%s" % (where, k)) for k, v in spec.get("extra", {}).items()}
             if not callable(self.fn):
                 raise ValueError("%s.fn: expected a function (act) or (act, extra) on a transformers model" % where)
+            self.allow_nonfinite = spec.get("allow_nonfinite", False)
+            if not isinstance(self.allow_nonfinite, bool):
+                raise ValueError("%s.allow_nonfinite: expected True or False" % where)
         field = {"set": "value", "mean": "value", "add": "vector", "project_out": "direction"}.get(self.kind)
         if self.kind == "patch":
             if ("value" in spec) == ("from_row" in spec):
@@ -286,6 +289,10 @@ class _Op:
         if out is not None and (tuple(out.shape) != tuple(act.shape) or out.dtype != act.dtype):
             raise ValueError("fn at %s returned %s %s; the activation it was given is %s %s"
                              % (self.hook, list(out.shape), out.dtype, list(act.shape), act.dtype))
+        bad = None if out is None or self.allow_nonfinite else _first_nonfinite(out)
+        if bad:
+            raise ValueError("fn at %s returned %s at element %s (allow_nonfinite=True on the op lets it through)"
+                             % (self.hook, bad[1], bad[0]))
         return out
 
     def replacement(self, value, region):

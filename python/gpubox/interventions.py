@@ -13,17 +13,31 @@ from . import tensor_wire, user_fn
 TENSOR_FIELDS = ("value", "vector", "direction")
 
 
-def _tensor_bytes(value) -> Tuple[str, List[int], Any]:
+def _tensor_bytes(value, where: str) -> Tuple[str, List[int], Any]:
     """(dtype name, shape, a buffer of the C-order bytes) of a tensor, array or nested
-    list, as float32, float16 or bfloat16 (the dtypes of the spec; others become float32)."""
+    list, as float32, float16 or bfloat16 (the dtypes of the spec; other real numbers
+    become float32). ValueError naming where (the op and field) for what is not real
+    numbers: complex (the imaginary part would be lost), strings, objects."""
     if type(value).__module__.startswith("torch"):
         import torch
         value = value.detach()
+        if value.is_complex():
+            raise ValueError("%s: a complex tensor (%s); the model host takes real numbers: send .real or .abs()"
+                             % (where, str(value.dtype).replace("torch.", "")))
         if value.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             value = value.to(torch.float32)
     else:
         import numpy as np
-        value = np.asarray(value)
+        try:
+            value = np.asarray(value)
+        except ValueError as e:  # ragged nested lists
+            raise ValueError("%s: not a tensor: %s" % (where, e)) from None
+        if value.dtype.kind == "c":
+            raise ValueError("%s: a complex array (%s); the model host takes real numbers: send .real or abs()"
+                             % (where, value.dtype.name))
+        if value.dtype.kind not in "biuf":
+            raise ValueError("%s: expected real numbers, got an array of %s (%r)"
+                             % (where, value.dtype.name, value.reshape(-1)[:1].tolist()[0] if value.size else value))
         if value.dtype not in (np.float32, np.float16):
             value = value.astype(np.float32)
     _, dtype, shape, data = tensor_wire.tensor_bytes(value)
@@ -36,25 +50,27 @@ def encode_ops(ops: Iterable[dict] = (), capture: Sequence[str] = (),
     {hook: vector or (vector, scale)} steering shorthand (before ops)."""
     wire, attachments = [], []
 
-    def tensor(value):
-        dtype, shape, data = _tensor_bytes(value)
+    def tensor(value, where):
+        dtype, shape, data = _tensor_bytes(value, where)
         attachments.append(data)
         return {"dtype": dtype, "shape": shape, "attachment": len(attachments) - 1}
 
     for hook, spec in (add or {}).items():
         vector, scale = spec if isinstance(spec, tuple) else (spec, 1.0)
-        wire.append({"op": "add", "hook": hook, "vector": tensor(vector), "scale": float(scale)})
-    for op in ops:
+        wire.append({"op": "add", "hook": hook, "vector": tensor(vector, "add[%r]" % hook), "scale": float(scale)})
+    for index, op in enumerate(ops):
         op = dict(op)
+        where = "ops[%d] (%s at %s)" % (index, op.get("op"), op.get("hook"))
         for field in TENSOR_FIELDS:
             if field in op and not (isinstance(op[field], dict) and "attachment" in op[field]):
-                op[field] = tensor(op[field])
+                op[field] = tensor(op[field], "%s.%s" % (where, field))
         if op.get("op") == "fn":
             if not isinstance(op.get("fn"), (str, dict)):  # sent with the call (a name: model.fn_load's)
                 attachments.append(user_fn.archive(op["fn"]))
                 op["fn"] = {"attachment": len(attachments) - 1}
             if "extra" in op:
-                op["extra"] = {k: v if isinstance(v, dict) and "attachment" in v else tensor(v) for k, v in op["extra"].items()}
+                op["extra"] = {k: v if isinstance(v, dict) and "attachment" in v else tensor(v, "%s.extra.%s" % (where, k))
+                               for k, v in op["extra"].items()}
         wire.append(op)
     wire.extend({"op": "capture", "hook": hook} for hook in capture)
     return wire, attachments

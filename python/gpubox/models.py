@@ -16,6 +16,7 @@ copy). Like its Client, a Model belongs to one thread.
 
 import hashlib
 import json
+import numbers
 import secrets
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
@@ -103,7 +104,7 @@ class Model:
         return self.client.call("model.chat_template", params=params)
 
     def detokenize(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        return self.client.call("model.detokenize", model=self.name, ids=[int(i) for i in ids],
+        return self.client.call("model.detokenize", model=self.name, ids=_ids(ids),
                                 skip_special_tokens=skip_special_tokens)["text"]
 
     def forward(self, ids=None, text=None, last_only: bool = False, logits_dtype: str = "float32",
@@ -531,8 +532,18 @@ def _chat_params(messages, add_generation_prompt, tools, template_name, template
     return params
 
 
-def _ids(ids) -> List:
-    """Token ids as plain ints (accepts lists, tuples, numpy arrays and torch tensors)."""
+def _ids(ids, where: str = "ids") -> List:
+    """Token ids as plain ints (accepts lists, tuples, numpy arrays and torch tensors of
+    integers); ValueError naming the first that is not an integer (1.5 is not token 1)."""
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
-    return [_ids(row) if isinstance(row, (list, tuple)) else int(row) for row in ids]
+    out = []
+    for i, item in enumerate(ids):
+        at = "%s[%d]" % (where, i)
+        if isinstance(item, (list, tuple)):
+            out.append(_ids(item, at))
+        elif isinstance(item, numbers.Integral) and not isinstance(item, bool):
+            out.append(int(item))
+        else:
+            raise ValueError("%s: %r is not a token id (token ids are integers)" % (at, item))
+    return out

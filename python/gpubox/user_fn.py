@@ -62,22 +62,25 @@ def name_of(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def op(hook: str, fn, extra: Optional[Dict[str, Any]] = None, **where) -> dict:
+def op(hook: str, fn, extra: Optional[Dict[str, Any]] = None, allow_nonfinite: bool = False, **where) -> dict:
     """An fn op: fn (a callable, a scripted function or module, its archive's bytes, or the
-    name model.fn_load gave it) at hook with extra tensors; rows / positions / heads / steps as other ops."""
+    name model.fn_load gave it) at hook with extra tensors; rows / positions / heads / steps as other ops.
+    A result holding NaN or an infinity is refused unless allow_nonfinite."""
     spec = {"op": "fn", "hook": hook, "fn": fn if isinstance(fn, str) else archive(fn)}
     if extra:
         spec["extra"] = dict(extra)
+    if allow_nonfinite:
+        spec["allow_nonfinite"] = True
     for key in ("rows", "positions", "heads", "steps"):
         if where.get(key) is not None:
             spec[key] = [int(i) for i in where.pop(key)]
     if where:
-        raise TypeError("fn op: unknown keyword %r (rows, positions, heads, steps)" % sorted(where)[0])
+        raise TypeError("fn op: unknown keyword %r (rows, positions, heads, steps, allow_nonfinite)" % sorted(where)[0])
     return spec
 
 
 def hook_ops(hooks: Optional[Dict[str, Any]]) -> list:
-    """fn ops of a hooks={hook: fn, or (fn, {"extra", "rows", "positions", "heads", "steps"})} argument."""
+    """fn ops of a hooks={hook: fn, or (fn, {"extra", "rows", "positions", "heads", "steps", "allow_nonfinite"})} argument."""
     ops = []
     for hook, given in (hooks or {}).items():
         fn, options = given if isinstance(given, tuple) else (given, {})

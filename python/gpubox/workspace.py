@@ -117,10 +117,26 @@ class Workspace:
         for library in self.libraries:
             for relative, content in library.files.items():
                 sandbox.write_file(LIBRARY_DIR + "/" + relative, content)
+        if self.libraries:
+            # Sandbox.start() makes LIBRARY_DIR the kernel's workspace_dir (first on sys.path); a sandbox
+            # made otherwise (gpubox create, then Sandbox.connect) gets it from this setup code, which the
+            # kernel replays after every restart.
+            _setup(sandbox, LIBRARY_PATH_CODE, "Workspace.libraries")
         for local, remote in list(self.local_files) + list(self.local_dirs):
             sandbox.upload(local, remote if remote.startswith("/") else "/workspace/" + remote)
         for code in self.init_code:
-            done = sandbox.client.call("kernel.execute", code=code, hidden=True, setup=True)
-            if done.get("status") != "ok":
-                raise SandboxError("Workspace.custom_init_code failed: %s: %s%s" % (
-                    done.get("ename"), done.get("evalue"), " (the kernel died)" if done.get("died") else ""))
+            _setup(sandbox, code, "Workspace.custom_init_code")
+
+
+LIBRARY_PATH_CODE = ("import importlib, sys\n"
+                     "if %r not in sys.path:\n"
+                     "    sys.path.insert(0, %r)\n"
+                     "importlib.invalidate_caches()\n" % (LIBRARY_DIR, LIBRARY_DIR))
+
+
+def _setup(sandbox, code: str, what: str) -> None:
+    """Runs code as the kernel's hidden setup code (replayed after every restart); SandboxError if it fails."""
+    done = sandbox.client.call("kernel.execute", code=code, hidden=True, setup=True)
+    if done.get("status") != "ok":
+        raise SandboxError("%s failed: %s: %s%s" % (
+            what, done.get("ename"), done.get("evalue"), " (the kernel died)" if done.get("died") else ""))

@@ -67,6 +67,10 @@ TEST_F(CliTest, UnreadableOrRefusedConfigCreatesNothing) {
   CliRun refused = run({"create", "--config", scratch() + "/refused.json"});
   EXPECT_EQ(refused.status, 2);
   EXPECT_THAT(refused.err, HasSubstr("shutdown.grace_seconds"));
+  // Named as the user gave it (the file and the flags), not as the descriptor the agent read it from.
+  EXPECT_THAT(refused.err, HasSubstr("config (--config " + std::filesystem::canonical(scratch() + "/refused.json").string() +
+                                     " with the flags): shutdown.grace_seconds"));
+  EXPECT_THAT(refused.err, ::testing::Not(HasSubstr("--config-fd")));
   EXPECT_TRUE(store_entries().empty());
   EXPECT_EQ(run({"ls", "--json"}).out, "[]\n");
 }

@@ -76,6 +76,10 @@ TEST(BudgetPrices, RefusesBadPricesNamingTheLineAndKey) {
     EXPECT_THAT(prices.status().message(), HasSubstr(c.names)) << c.text;
   }
   EXPECT_FALSE(parse_prices(std::string(kMaxPricesFileBytes + 1, '#')));
+  // A NUL byte is named with its place, never quoted (a message cut at it said "got 'cpu_core_hour").
+  auto nul = parse_prices(std::string("create = 0\ncpu_core_hour\0 = 1\n", 30));
+  ASSERT_FALSE(nul);
+  EXPECT_EQ(nul.status().message(), "line 2: a NUL byte at column 14: a prices file is text, one KEY = NUMBER a line");
   // The JSON form refuses what the file form refuses.
   EXPECT_FALSE(Prices::from_json({{"gpu_hour", {{"H100", -1}}}}));
   EXPECT_FALSE(Prices::from_json({{"create", "free"}}));

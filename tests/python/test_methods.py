@@ -1,11 +1,14 @@
 """sys.* and proc.* against the real agent, over its ipc endpoint."""
 
 import os
+import threading
 import time
 import unittest
+from unittest import mock
 
 from agent_harness import AgentTestCase, wait_until
 import gpubox
+from gpubox import _transport
 
 
 class ConnectTest(AgentTestCase):
@@ -31,6 +34,48 @@ class ConnectTest(AgentTestCase):
         with gpubox.Client(self.agent.ipc) as client:
             self.assertTrue(client.call("sys.ping")["pong"])
         self.assertRaisesRpc("unavailable", client.call, "sys.ping")
+
+
+class SharedClientTest(AgentTestCase):
+    """One Client used by 8 threads at once (it once hung: two threads read its one socket),
+    through pyzmq's socket and through the pure-Python one."""
+
+    def hammer(self, client):
+        results, failures = {}, []
+
+        def work(thread):
+            try:
+                for i in range(25):
+                    key = "%d-%d" % (thread, i)
+                    results[key] = client.call("sys.ping", key=key)["echo"]["key"]
+                    ran = client.call("proc.exec", argv=["echo", key], timeout=30)
+                    results[key + "-exec"] = ran["stdout"]
+            except Exception as e:  # reported below, with the thread
+                failures.append((thread, repr(e)))
+        threads = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(8)]
+        for thread in threads:
+            thread.start()
+        give_up = time.monotonic() + 60
+        for thread in threads:
+            thread.join(timeout=max(0, give_up - time.monotonic()))
+        self.assertFalse(any(t.is_alive() for t in threads), "a thread is still waiting for its answer")
+        self.assertEqual(failures, [])
+        for t in range(8):
+            for i in range(25):
+                key = "%d-%d" % (t, i)
+                self.assertEqual(results[key], key)
+                self.assertEqual(results[key + "-exec"], (key + "\n").encode())
+
+    def test_one_client_from_eight_threads(self):
+        with gpubox.Client(self.agent.ipc) as client:
+            self.hammer(client)
+
+    def test_one_pure_python_client_from_eight_threads(self):
+        with mock.patch.object(_transport, "zmq", None):
+            client = gpubox.Client(self.agent.ipc)
+        with client:
+            self.assertIsInstance(client._socket, _transport.UnixDealer)
+            self.hammer(client)
 
 
 class SysTest(AgentTestCase):

@@ -202,6 +202,24 @@ class NotebookTest(unittest.TestCase):
             "command": os.path.abspath(os.environ["GPUBOX_CLI"]), "args": ["mcp", "--sandbox", self.box.sandbox_id]}}})
 
 
+class ConnectedSandboxTest(unittest.TestCase):
+    def test_libraries_import_in_a_sandbox_made_by_the_cli_and_connected(self):
+        created = gpubox.sandbox.run_cli("create", "--name", "py-connected")  # no kernel.workspace_dir
+        box = gpubox.Sandbox.connect(created["id"])
+        try:
+            session = gpubox.create_notebook_session(
+                box, gpubox.Workspace(libraries=[gpubox.Library("steering_lib", {"steering_lib.py": "SCALE = 4\n"})]))
+            ran = session.exec("import steering_lib\nprint(steering_lib.SCALE)")
+            self.assertIsNone(ran.error, ran.error)
+            self.assertEqual(ran.stdout, "4\n")
+            session.restart()
+            again = session.exec("import steering_lib\nprint(steering_lib.SCALE * 2)")
+            self.assertIsNone(again.error, again.error)
+            self.assertEqual(again.stdout, "8\n")
+        finally:
+            box.terminate()
+
+
 class FailingSetupTest(unittest.TestCase):
     def test_init_code_that_raises_is_reported(self):
         with gpubox.Sandbox(gpubox.SandboxConfig(python=PYTHON)) as box:

@@ -139,6 +139,28 @@ class ModelCliTest(ModelSandboxTestCase):
         self.assertIn("/root/not-mounted-model/config.json: cannot be read", run.stderr)
         self.assertIn("must be mounted: gpubox create --mount HOST:SANDBOX[:ro]", run.stderr)
         self.model("unload", "elsewhere")
+        # So does an SAE's.
+        run = self.model("sae", "load", "tiny", "far", "/root/not-mounted-sae")
+        self.assertEqual(run.returncode, 2, run.stderr)  # not_found
+        self.assertIn("/root/not-mounted-sae/cfg.json: cannot be read", run.stderr)
+        self.assertIn("must be mounted: gpubox create --mount HOST:SANDBOX[:ro]", run.stderr)
+
+    def test_a_failed_load_is_replaced_by_a_new_load(self):
+        broken = os.path.join(self.scratch, "broken-then-fixed")
+        os.makedirs(broken, exist_ok=True)
+        shutil.copy(os.path.join(self.refs["llama"], "config.json"), broken)
+        with open(os.path.join(broken, "model.safetensors"), "wb") as f:
+            f.write(b"\x40\x00\x00\x00\x00\x00\x00\x00{\"truncated")
+        failed = self.model("load", "retry", broken, "--wait")
+        self.assertEqual(failed.returncode, 1, failed.stderr)
+        self.assertIn("model 'retry' failed to load", failed.stderr)
+        # Loading it again, from a good path, takes the failed one's place (no unload first).
+        self.ok("load", "retry", self.refs["llama"], "--wait")
+        self.assertRegex(self.ok("ls").stdout, r"retry\s+ready\s+llama")
+        again = self.model("load", "retry", self.refs["llama"])  # a ready model is still not replaced
+        self.assertEqual(again.returncode, 1, again.stderr)
+        self.assertIn("is already ready; unload it first", again.stderr)
+        self.ok("unload", "retry")
 
     def test_create_fails_for_a_model_that_cannot_load(self):
         config = os.path.join(self.scratch, "missing-model.json")
@@ -195,6 +217,11 @@ class ModelCliTest(ModelSandboxTestCase):
             self.assertEqual(run.returncode, 2, (args, run.stderr))
             self.assertIn("See 'gpubox model --help'.", run.stderr)
             self.assertNotIn("usage:", run.stderr)
+        # Ranges as people write them: integers without a decimal point.
+        for flag, value, said in (("--max-new-tokens", "-1", "expected an integer from 0 to 1048576"),
+                                  ("--top-p", "2", "expected a number from 0 to 1")):
+            run = self.model("generate", "tiny", "hi", flag, value)
+            self.assertIn("%s '%s': %s" % (flag, value, said), run.stderr)
         json_error = json.loads(self.model("info", "nope", "--json").stdout)
         self.assertEqual(json_error["error"]["code"], "not_found")
 

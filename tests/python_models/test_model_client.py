@@ -110,6 +110,41 @@ class ModelClientTest(ModelHostTestCase):
         by_ids = self.model.forward(ids=tokens["ids"], last_only=True)["logits"]
         np.testing.assert_array_equal(as_numpy(by_text), as_numpy(by_ids))
 
+    def test_ids_are_integers_in_the_client_and_the_model_host(self):
+        with self.assertRaises(ValueError) as caught:
+            self.model.run(ids=[1.5, 2.0])
+        self.assertEqual(str(caught.exception), "ids[0]: 1.5 is not a token id (token ids are integers)")
+        with self.assertRaises(ValueError):
+            self.model.generate([[3, 4], [5, 6.0]], max_new_tokens=1)
+        with self.assertRaises(gpubox.RpcError) as raised:
+            self.client.call("model.run", model="tiny", ids=[3, 1.5])
+        self.assertEqual(raised.exception.code, "invalid_request")
+        self.assertIn("ids[1]: 1.5 is not a token id (token ids are integers)", raised.exception.message)
+
+    def test_a_complex_tensor_is_refused_naming_the_op_and_field(self):
+        hook = "blocks.0.hook_resid_post"
+        complex_vector = np.ones(64, dtype=np.complex64) * (1 + 2j)
+        with self.assertRaises(ValueError) as caught:
+            self.model.run(ids=[3, 4], add={hook: complex_vector})
+        self.assertIn("add['%s']: a complex array (complex64)" % hook, str(caught.exception))
+        if HAS_TORCH:
+            import torch
+            with self.assertRaises(ValueError) as caught:
+                self.model.run(ids=[3, 4], ops=[{"op": "set", "hook": hook, "value": torch.ones(64, dtype=torch.complex64)}])
+            self.assertIn("ops[0] (set at %s).value: a complex tensor (complex64)" % hook, str(caught.exception))
+
+    def test_a_string_tensor_is_refused_naming_the_op_and_field(self):
+        hook = "blocks.0.hook_resid_post"
+        with self.assertRaises(ValueError) as caught:
+            self.model.run(ids=[3, 4], ops=[{"op": "add", "hook": hook, "vector": ["up"] * 64}])
+        self.assertIn("ops[0] (add at %s).vector: expected real numbers, got an array of str" % hook, str(caught.exception))
+
+    def test_a_nan_option_is_named_nan(self):  # JSON would write null
+        with self.assertRaises(gpubox.RpcError) as raised:
+            self.model.generate([3, 4], max_new_tokens=2, temperature=1.0, top_p=float("nan"))
+        self.assertIn("top_p: expected a number from 0 to 1, got nan", raised.exception.message)
+        self.assertEqual(len(self.model.generate([3, 4], max_new_tokens=2, ignore_eos=True)["tokens"]), 2)  # and it serves on
+
     def test_unknown_model_is_not_found(self):
         with self.assertRaises(gpubox.RpcError) as caught:
             self.client.model("nope").info()

@@ -201,6 +201,15 @@ TEST(CodecTest, ParamReaderRefusesNaNAndInfinity) {
     EXPECT_FALSE(reader.number("timeout_s", 0, 3600)) << value;
     EXPECT_EQ(reader.finish().code(), ErrorCode::invalid_request);
   }
+  // Named as the caller wrote them, not as JSON's null.
+  const std::pair<double, const char*> shown[] = {
+      {std::nan(""), "nan"}, {std::numeric_limits<double>::infinity(), "inf"}, {-std::numeric_limits<double>::infinity(), "-inf"}};
+  for (const auto& [value, text] : shown) {
+    json nonfinite = json::from_msgpack(msgpack(json{{"top_p", value}}));
+    ParamReader reader(nonfinite);
+    EXPECT_FALSE(reader.number("top_p", 0, 1));
+    EXPECT_EQ(reader.finish().message(), std::string("params.top_p: expected a number from 0 to 1, got ") + text);
+  }
   json params = {{"timeout_s", 2.5}};
   ParamReader reader(params);
   EXPECT_EQ(reader.number("timeout_s", 0, 3600), 2.5);

@@ -96,6 +96,17 @@ def endless(act: torch.Tensor) -> torch.Tensor:
     return act
 
 
+def makes_nan(act: torch.Tensor) -> torch.Tensor:
+    return act * float("nan")
+
+
+def slow_10s(act: torch.Tensor) -> torch.Tensor:
+    x = act
+    for _ in range(8000000):  # about 10 s (slow's 2 s, five times)
+        x = torch.tanh(x)
+    return act
+
+
 def three_arguments(act: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return act
 
@@ -203,6 +214,47 @@ class ModeldFn(ServedTinyModels):
             self.assertEqual(caught.exception.code, "invalid_request")
             self.assertIn(HOOK, caught.exception.message)
             self.assertIn("no thanks, said the function", caught.exception.message)
+        self.assert_serves()
+
+    def test_a_result_with_nan_is_refused_unless_allowed(self):
+        said = "ops[0] (fn at %s): the function returned NaN at element [0, 0, 0]" % HOOK
+        for call in (lambda hooks: self.model().run(ids=PROMPT, hooks=hooks),
+                     lambda hooks: self.model().generate(PROMPT, hooks=hooks, max_new_tokens=3)):
+            with self.assertRaises(RpcError) as caught:
+                call({HOOK: makes_nan})
+            self.assertEqual(caught.exception.code, "invalid_request")
+            self.assertIn(said, caught.exception.message)
+        allowed = {HOOK: (makes_nan, {"allow_nonfinite": True})}
+        self.assertTrue(torch.isnan(self.model().run(ids=PROMPT, hooks=allowed)["logits"]).all())
+        with self.assertRaises(RpcError) as caught:  # greedy: was tokens [0, 0, 0] with no error
+            self.model().generate(PROMPT, hooks=allowed, max_new_tokens=3)
+        self.assertIn("cannot pick token 0: the logits hold NaN or infinities", caught.exception.message)
+        self.assert_serves()
+
+    def test_unload_while_a_call_runs_says_its_memory_is_not_yet_released(self):
+        client = self.modeld.client
+        client.load_model("busy", self.models["llama"][0], wait=True)
+        done = {}
+
+        def run():
+            own = Client("ipc://" + self.modeld.socket)
+            try:
+                done["shape"] = tuple(Model(own, "busy").run(ids=PROMPT, hooks={HOOK: slow_10s})["logits"].shape)
+            finally:
+                own.close()
+        thread = threading.Thread(target=run)
+        thread.start()
+        give_up = time.monotonic() + 30
+        while client.call("model.stats", model="busy")["batching"]["running"] == 0:  # the call has begun
+            self.assertLess(time.monotonic(), give_up)
+            time.sleep(0.01)
+        answer = client.unload_model("busy")
+        self.assertEqual((answer["unloaded"], answer["released"]), ("busy", False))
+        self.assertIn("a call of it is still running: its memory is released when that call ends", answer["message"])
+        thread.join(timeout=120)
+        self.assertEqual(done.get("shape"), (1, len(PROMPT), 320), "the running call finished")
+        client.load_model("idle", self.models["llama"][0], wait=True)
+        self.assertEqual(client.unload_model("idle"), {"unloaded": "idle", "released": True})
         self.assert_serves()
 
     def test_a_wrong_shape_or_dtype_is_refused(self):

@@ -355,8 +355,28 @@ class ModeldGenerateInterventions(ServedTinyModels):
         with self.assertRaises(RpcError) as raised:
             self.generate("llama", ops=[dict(nan_add[0], allow_nonfinite=True)], temperature=0.8, seed=1)
         self.assertEqual(raised.exception.code, "invalid_request")
-        self.assertIn("cannot sample token 0: the logits hold NaN or infinities", raised.exception.message)
+        self.assertIn("cannot pick token 0: the logits hold NaN or infinities", raised.exception.message)
         self.assertEqual(len(self.generate("llama")["tokens"]), self.NEW)  # and modeld serves on
+
+    def test_greedy_refuses_non_finite_logits_as_sampling_does(self):
+        vector = self.vector.clone()
+        vector[7] = float("nan")
+        nan_add = {"op": "add", "hook": "blocks.1.hook_resid_post", "vector": vector, "positions": [2], "steps": [0],
+                   "allow_nonfinite": True}
+        with self.assertRaises(RpcError) as raised:  # argmax of NaN logits picked token 0 at every step
+            self.generate("llama", ops=[nan_add])
+        self.assertEqual(raised.exception.code, "invalid_request")
+        self.assertIn("cannot pick token 0: the logits hold NaN or infinities", raised.exception.message)
+        # -inf on all but one token is a finite choice: greedy and sampling both pick that token.
+        mask = torch.full((320,), float("-inf"))
+        mask[77] = 0.0
+        only_77 = [{"op": "set", "hook": "logits", "value": mask, "allow_nonfinite": True}]
+        self.assertEqual(self.generate("llama", ops=only_77)["tokens"], [77] * self.NEW)
+        self.assertEqual(self.generate("llama", ops=only_77, temperature=0.8, seed=3)["tokens"], [77] * self.NEW)
+        mask[77] = float("inf")  # +inf is not a finite choice
+        with self.assertRaises(RpcError) as raised:
+            self.generate("llama", ops=[dict(only_77[0], value=mask)])
+        self.assertIn("cannot pick token 0", raised.exception.message)
 
 
 class TraceForm(ServedTinyModels):
