@@ -413,8 +413,9 @@ bool GenerationInterventions::active(const std::optional<std::vector<std::int64_
 Result<hooks::Plan> GenerationInterventions::plan_for(const std::vector<bool>& active, std::int64_t tokens,
                                                       std::int64_t keys) const {
   static const std::vector<hooks::SaeShape> none;
-  return hooks::decode_plan(ops_, request_shapes(points_, rows_, tokens, keys), attachment_bytes_, active,
-                            saes_ ? saes_->shapes : none);
+  auto shapes = request_shapes(points_, rows_, tokens, keys);
+  keep_last_position_after_blocks(shapes);  // every pass of a generation computes the last position's logits only
+  return hooks::decode_plan(ops_, shapes, attachment_bytes_, active, saes_ ? saes_->shapes : none);
 }
 
 Result<Hooks*> GenerationInterventions::begin(std::int64_t pass, std::int64_t tokens, std::int64_t keys) {

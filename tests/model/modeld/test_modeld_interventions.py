@@ -339,6 +339,21 @@ class ModeldGenerateInterventions(ServedTinyModels):
         ok = self.generate("llama", ops=[{"op": "zero", "hook": "blocks.0.hook_resid_post", "positions": [3], "steps": [0]}])
         self.assertEqual(len(ok["tokens"]), self.NEW)
 
+    def test_the_logits_hook_holds_the_last_position_at_every_pass(self):
+        # A generation computes the last position's logits only, the prompt's pass too: positions count from there.
+        ops = [{"op": "capture", "hook": "logits", "positions": [-1]}]
+        items = list(Model(self.modeld.client, "llama").generate_stream(CLEAN, max_new_tokens=self.NEW,
+                                                                        ignore_eos=True, ops=ops))
+        captures = [i for i in items if "name" in i]
+        self.assertEqual([c["step"] for c in captures], list(range(self.NEW)))
+        self.assertEqual({tuple(c["tensor"].shape) for c in captures}, {(1, 1, 320)})
+        plain = self.generate("llama")["tokens"]
+        self.assertEqual([int(c["tensor"][0, 0].argmax()) for c in captures], plain)  # greedy picks from these
+        with self.assertRaises(RpcError) as raised:
+            self.generate("llama", ops=[{"op": "zero", "hook": "logits", "positions": [3], "steps": [0]}])
+        self.assertEqual(raised.exception.code, "invalid_request")
+        self.assertIn("ops[0].positions", raised.exception.message)
+
     def test_non_finite_tensors_are_refused_unless_allowed_and_sampling_never_fails_as_internal(self):
         vector = self.vector.clone()
         vector[7] = float("nan")
