@@ -169,7 +169,8 @@ Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const 
   auto store = SandboxStore::open_default();
   Status refreshed = store ? backend->refresh_states(*store, {&*record}) : store.status();
   if (!refreshed) {
-    std::fprintf(stderr, "gpubox %s: Modal's state could not be read: %s\n", command.c_str(), refreshed.message().c_str());
+    std::fprintf(stderr, "gpubox %s: Modal's state could not be read: %s\n", command.c_str(),
+                 escape_for_terminal(refreshed.message(), true).c_str());
   }
   return record;
 }

@@ -13,6 +13,7 @@
 
 #include "host/backends/registry.h"
 #include "host/budget/sandbox_budget.h"
+#include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/snapshot.h"
 
@@ -273,8 +274,8 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
     return fail("create", Status(created.status().code(), message + held), exit_code_for(created.status()));
   }
   if (*reserved && !json) {
-    std::fprintf(stderr, "gpubox create: budget %s holds %s for it (reservation %s)\n", (*reserved)->budget.c_str(),
-                 budget::usd_text((*reserved)->micro_usd).c_str(), (*reserved)->id.c_str());
+    std::fprintf(stderr, "gpubox create: budget %s holds %s for it (reservation %s)\n", escape_for_terminal((*reserved)->budget).c_str(),
+                 budget::usd_text((*reserved)->micro_usd).c_str(), escape_for_terminal((*reserved)->id).c_str());
   }
   if (from) {
     if (Status restored = restore_snapshot_files(*from, *created); !restored) {
@@ -282,7 +283,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
       return fail("create", "--from-snapshot " + from->name + ": " + restored.message(), kExitFailed);
     }
     std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
-                 from->name.c_str(), from->source_id.c_str(), from->kind != "archive" || from->has_layer() ? ", installed packages" : "");
+                 escape_for_terminal(from->name).c_str(), escape_for_terminal(from->source_id).c_str(), from->kind != "archive" || from->has_layer() ? ", installed packages" : "");
   }
   bool has_models = spec_has_models(pub["agent_config"]);
   if (has_models && !args.flag("--models-optional")) {

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <thread>
 
+#include "base/terminal_text.h"
 #include "host/agent_files.h"
 #include "host/backends/registry.h"
 #include "host/cli/cli.h"
@@ -65,7 +66,9 @@ int list_remote(const Args& args, const Global& global, const SandboxStore& stor
   }
   std::printf("%-28s  %-12s  %s\n", "MODAL ID", "GPUBOX ID", "HERE");
   for (const auto& row : rows) {
-    std::printf("%-28s  %-12s  %s\n", row["modal_id"].get<std::string>().c_str(), row["gpubox_id"].get<std::string>().c_str(),
+    // Tags are what whoever runs in the Modal app set.
+    std::printf("%-28s  %-12s  %s\n", escape_for_terminal(row["modal_id"].get<std::string>()).c_str(),
+                escape_for_terminal(row["gpubox_id"].get<std::string>()).c_str(),
                 row["in_store"].get<bool>() ? "yes" : "no (gpubox adopt, not built yet)");
   }
   return kExitOk;
@@ -92,7 +95,9 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
   // Each backend with a control plane is asked about its own records (Modal: one call for all).
   for (const Backend* backend : all_backends()) {
     Status refreshed = backend->refresh_states(*store, pointers);
-    if (!refreshed) std::fprintf(stderr, "gpubox ls: Modal's states could not be read: %s\n", refreshed.message().c_str());
+    if (!refreshed) {
+      std::fprintf(stderr, "gpubox ls: Modal's states could not be read: %s\n", escape_for_terminal(refreshed.message(), true).c_str());
+    }
   }
   if (global.json || args->flag("--json")) {
     nlohmann::json list = nlohmann::json::array();
@@ -102,8 +107,11 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
   }
   std::printf("%-12s  %-20s  %-22s  %-7s  %s\n", "ID", "NAME", "STATE", "BACKEND", "CREATED");
   for (const auto& record : records) {
-    std::printf("%-12s  %-20s  %-22s  %-7s  %s\n", record.id.c_str(), record.name.empty() ? "-" : record.name.c_str(),
-                state_text(summary(record)).c_str(), record.backend.c_str(), age(record.created_at).c_str());
+    // Read back from records that a sandbox's end (its exit record) and its user's names went into.
+    std::printf("%-12s  %-20s  %-22s  %-7s  %s\n", escape_for_terminal(record.id).c_str(),
+                record.name.empty() ? "-" : escape_for_terminal(record.name).c_str(),
+                escape_for_terminal(state_text(summary(record))).c_str(), escape_for_terminal(record.backend).c_str(),
+                age(record.created_at).c_str());
   }
   return kExitOk;
 }
@@ -148,16 +156,21 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
     return code;
   }
   const auto& spec = record->spec;
-  auto text = [](const nlohmann::json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); };
-  std::printf("id:          %s\n", record->id.c_str());
-  std::printf("name:        %s\n", record->name.empty() ? "-" : record->name.c_str());
-  std::printf("backend:     %s\n", record->backend.c_str());
-  std::printf("state:       %s\n", state_text(info).c_str());
-  if (info.contains("ended")) std::printf("ended:       %s\n", info["ended"].value("message", "").c_str());
+  // Everything below is read from the record or the agent's answer: nothing in it acts on the terminal.
+  auto text = [](const nlohmann::json& value) {
+    return escape_for_terminal(value.is_string() ? value.get<std::string>() : value.dump());
+  };
+  std::printf("id:          %s\n", escape_for_terminal(record->id).c_str());
+  std::printf("name:        %s\n", record->name.empty() ? "-" : escape_for_terminal(record->name).c_str());
+  std::printf("backend:     %s\n", escape_for_terminal(record->backend).c_str());
+  std::printf("state:       %s\n", escape_for_terminal(state_text(info)).c_str());
+  if (info.contains("ended")) std::printf("ended:       %s\n", escape_for_terminal(info["ended"].value("message", "")).c_str());
   std::printf("created:     %s\n", age(record->created_at).c_str());
-  std::printf("endpoint:    %s\n", record->endpoint.c_str());
+  std::printf("endpoint:    %s\n", escape_for_terminal(record->endpoint).c_str());
   if (const Backend* backend = find_backend(record->backend)) {
-    for (const auto& [label, line] : backend->describe(*record, info)) std::printf("%-12s %s\n", label.c_str(), line.c_str());
+    for (const auto& [label, line] : backend->describe(*record, info)) {
+      std::printf("%-12s %s\n", escape_for_terminal(label).c_str(), escape_for_terminal(line).c_str());
+    }
   }
   auto enforced = spec.value("limits_enforced_by", nlohmann::json::object());
   auto limit_line = [&](const char* label, const char* key, const std::string& value) {
@@ -186,10 +199,10 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
     std::printf("agent:       %s, protocol %s, up %.1f s\n", text(agent.value("agent_version", nlohmann::json("?"))).c_str(),
                 text(agent.value("protocol_version", nlohmann::json("?"))).c_str(), agent.value("uptime_s", 0.0));
   } else if (!agent_error.empty()) {
-    std::printf("agent:       not answering: %s\n", agent_error.c_str());
+    std::printf("agent:       not answering: %s\n", escape_for_terminal(agent_error).c_str());
   }
   if (info.contains("usage")) {
-    std::printf("usage:       (gpubox usage %s)\n", record->id.c_str());
+    std::printf("usage:       (gpubox usage %s)\n", escape_for_terminal(record->id).c_str());
     print_requested(requested_resources(*record));
     print_usage_table(info["usage"]);
   }

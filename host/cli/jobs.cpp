@@ -18,6 +18,7 @@
 #include "host/cli/cli.h"
 #include "host/cli/input_archive.h"
 #include "base/sha256.h"
+#include "base/terminal_text.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -130,14 +131,15 @@ int job_error(const std::string& command, const Status& status) {
   return fail(command, status.to_string(), code);
 }
 
+// A value of the agent's answer as the terminal shows it: nothing the job put in it acts on the terminal.
 std::string text_of(const nlohmann::json& value) {
   if (value.is_null()) return "-";
-  return value.is_string() ? value.get<std::string>() : value.dump();
+  return escape_for_terminal(value.is_string() ? value.get<std::string>() : value.dump());
 }
 
 // "succeeded in 1.2 s" / "failed: exit code 3 …": a result record in one line.
 std::string result_line(const nlohmann::json& result) {
-  std::string status = result.value("status", "?");
+  std::string status = escape_for_terminal(result.value("status", "?"));
   char wall[32];
   std::snprintf(wall, sizeof wall, "%.2f s", result.value("job_wall_s", 0.0));
   std::string line = status + " after " + wall;
@@ -259,7 +261,7 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
   if (json_output(global, *args)) {
     std::cout << info->dump() << "\n";
   } else {
-    std::printf("%s\n", info->value("job_id", "").c_str());
+    std::printf("%s\n", escape_for_terminal(info->value("job_id", "")).c_str());
   }
   return kExitOk;
 }
@@ -287,8 +289,10 @@ int run_jobs(const std::vector<std::string>& raw, const Global& global) {
     if (result.is_object() && result.contains("job_wall_s")) std::snprintf(wall, sizeof wall, "%.2fs", result.value("job_wall_s", 0.0));
     std::string command = job.value("command", "");
     if (command.size() > 60) command = command.substr(0, 57) + "...";
-    std::printf("%-8s  %-9s  %-10s  %-8s  %s\n", job.value("job_id", "").c_str(), job.value("state", "").c_str(),
-                status.c_str(), wall, command.c_str());
+    // Ids, states and commands come from the agent, and a command from whoever submitted it.
+    std::printf("%-8s  %-9s  %-10s  %-8s  %s\n", escape_for_terminal(job.value("job_id", "")).c_str(),
+                escape_for_terminal(job.value("state", "")).c_str(), escape_for_terminal(status).c_str(), wall,
+                escape_for_terminal(command).c_str());
   }
   return kExitOk;
 }
@@ -328,12 +332,12 @@ int run_wait(const std::vector<std::string>& raw, const Global& global) {
   if (json_output(global, *args)) {
     std::cout << info.dump() << "\n";
   } else if (!finished) {
-    std::printf("%s: still %s after --timeout %s s\n", job.c_str(), info.value("state", "?").c_str(),
-                args->last("--timeout").value_or("").c_str());
+    std::printf("%s: still %s after --timeout %s s\n", escape_for_terminal(job).c_str(),
+                escape_for_terminal(info.value("state", "?")).c_str(), args->last("--timeout").value_or("").c_str());
   } else {
-    std::printf("%s: %s\n", job.c_str(), result_line(result).c_str());
+    std::printf("%s: %s\n", escape_for_terminal(job).c_str(), result_line(result).c_str());
     if (result.contains("system_hint") && result["system_hint"].is_string() && !result["system_hint"].get<std::string>().empty()) {
-      std::printf("hint: %s\n", result["system_hint"].get<std::string>().c_str());
+      std::printf("hint: %s\n", escape_for_terminal(result["system_hint"].get<std::string>()).c_str());
     }
     auto files = result.value("output_files", nlohmann::json::array());
     auto featured = result.value("featured_files", nlohmann::json::array());
@@ -345,7 +349,8 @@ int run_wait(const std::vector<std::string>& raw, const Global& global) {
     std::string stderr_tail = result.value("stderr_tail", "");
     if (result.value("status", "") != "succeeded" && !stderr_tail.empty()) {
       if (stderr_tail.size() > 2000) stderr_tail = "..." + stderr_tail.substr(stderr_tail.size() - 2000);
-      std::printf("stderr (end):\n%s%s", stderr_tail.c_str(), stderr_tail.back() == '\n' ? "" : "\n");
+      // A summary, not the stream the user asked for (`gpubox logs ID JOB --stderr` gives that raw): escaped, lines kept.
+      std::printf("stderr (end):\n%s%s", escape_for_terminal(stderr_tail, true).c_str(), stderr_tail.back() == '\n' ? "" : "\n");
     }
   }
   if (!finished) return kExitWaitTimedOut;
@@ -398,7 +403,7 @@ int run_cancel(const std::vector<std::string>& raw, const Global& global) {
   if (json_output(global, *args)) {
     std::cout << info->dump() << "\n";
   } else {
-    std::printf("%s: %s\n", args->positional[1].c_str(), info->value("state", "?").c_str());
+    std::printf("%s: %s\n", escape_for_terminal(args->positional[1]).c_str(), escape_for_terminal(info->value("state", "?")).c_str());
   }
   return kExitOk;
 }

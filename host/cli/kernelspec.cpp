@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/backends/backend.h"
 #include "host/kernelspecs.h"
@@ -85,9 +86,11 @@ int list_specs(const Args& args, const Global& global) {
   }
   std::printf("%-24s  %-12s  %-8s  %s\n", "NAME", "SANDBOX", "STATE", "DIR");
   for (const auto& spec : specs) {
-    std::printf("%-24s  %-12s  %-8s  %s\n", spec["name"].get<std::string>().c_str(),
-                spec["sandbox"].is_null() ? "(standalone)" : spec["sandbox"].get<std::string>().c_str(),
-                spec["sandbox_state"].get<std::string>().c_str(), spec["dir"].get<std::string>().c_str());
+    // Read back from kernel.json files and sandbox records: nothing in them acts on the terminal.
+    std::printf("%-24s  %-12s  %-8s  %s\n", escape_for_terminal(spec["name"].get<std::string>()).c_str(),
+                spec["sandbox"].is_null() ? "(standalone)" : escape_for_terminal(spec["sandbox"].get<std::string>()).c_str(),
+                escape_for_terminal(spec["sandbox_state"].get<std::string>()).c_str(),
+                escape_for_terminal(spec["dir"].get<std::string>()).c_str());
   }
   return kExitOk;
 }
@@ -103,7 +106,7 @@ int remove_spec(const Args& args, const Global& global) {
     if (global.json || args.flag("--json")) {
       std::cout << nlohmann::json{{"removed", name}, {"dir", spec.dir}}.dump() << "\n";
     } else {
-      std::printf("removed kernelspec %s from %s\n", name.c_str(), spec.dir.c_str());
+      std::printf("removed kernelspec %s from %s\n", escape_for_terminal(name).c_str(), escape_for_terminal(spec.dir).c_str());
     }
     return kExitOk;
   }
@@ -172,7 +175,7 @@ int install(const Args& args, const Global& global) {
   if (global.json) {
     std::printf("%s\n", nlohmann::json({{"name", name}, {"path", dir}, {"spec", spec}}).dump().c_str());
   } else {
-    std::printf("installed kernelspec %s in %s\n", name.c_str(), dir.c_str());
+    std::printf("installed kernelspec %s in %s\n", escape_for_terminal(name).c_str(), escape_for_terminal(dir).c_str());
   }
   return kExitOk;
 }

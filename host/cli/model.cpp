@@ -75,6 +75,10 @@ void print_json(const json& value) {
 
 std::string string_or_dump(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
 
+// A value of modeld's answer (names, architectures, errors, paths: what the sandbox's files and code
+// made them) as the terminal shows it: nothing in it acts on the terminal.
+std::string model_text(const json& value) { return escape_for_terminal(string_or_dump(value)); }
+
 // Waits until NAME is ready: a bar of bytes loaded on a terminal, one plain line otherwise.
 Status wait_ready(ModelClient& models, const std::string& name) {
   std::unique_ptr<Progress> bar;
@@ -85,7 +89,7 @@ Status wait_ready(ModelClient& models, const std::string& name) {
     if (!said) {
       said = true;
       bar = std::make_unique<Progress>(total, "loading " + name, 0);
-      if (!::isatty(STDERR_FILENO)) std::fprintf(stderr, "gpubox model: waiting for model '%s' to load\n", name.c_str());
+      if (!::isatty(STDERR_FILENO)) std::fprintf(stderr, "gpubox model: waiting for model '%s' to load\n", escape_for_terminal(name).c_str());
     }
     bar->set(done, total);
   });
@@ -113,10 +117,10 @@ int run_list(ModelClient& models, bool as_json) {
   std::printf("%-24s %-8s %-14s %-10s %-8s %s\n", "NAME", "STATE", "ARCHITECTURE", "DTYPE", "DEVICE", "LOADED");
   for (const auto& m : *listed) {
     double total = static_cast<double>(m.value("bytes_total", 0ULL)), done = static_cast<double>(m.value("bytes_loaded", 0ULL));
-    std::printf("%-24s %-8s %-14s %-10s %-8s %.1f/%.1f MiB%s\n", m.value("name", "?").c_str(), m.value("state", "?").c_str(),
-                m.value("architecture", "-").c_str(), m.value("dtype", "-").c_str(), m.value("device", "-").c_str(),
-                done / 1048576.0, total / 1048576.0,
-                m.contains("error") ? ("  " + string_or_dump(m["error"])).c_str() : "");
+    std::printf("%-24s %-8s %-14s %-10s %-8s %.1f/%.1f MiB%s\n", model_text(m.value("name", json("?"))).c_str(),
+                model_text(m.value("state", json("?"))).c_str(), model_text(m.value("architecture", json("-"))).c_str(),
+                model_text(m.value("dtype", json("-"))).c_str(), model_text(m.value("device", json("-"))).c_str(), done / 1048576.0,
+                total / 1048576.0, m.contains("error") ? ("  " + model_text(m["error"])).c_str() : "");
   }
   return kExitOk;
 }
@@ -127,15 +131,15 @@ int run_model_info(ModelClient& models, const std::string& name, bool as_json) {
   if (!info) return call_error(info.status());
   if (as_json) return print_json(*info), kExitOk;
   for (const auto& [key, value] : info->items()) {
-    std::string text = string_or_dump(value);
-    if (key == "hook_points") text += "   (gpubox model ID hooks " + name + " lists them)";
+    std::string text = model_text(value);
+    if (key == "hook_points") text += "   (gpubox model ID hooks " + escape_for_terminal(name) + " lists them)";
     if (key == "kv_cache") {
       char line[128];
       std::snprintf(line, sizeof line, "%lld tokens (%.1f MiB, %llu bytes a token)", value.value("tokens", 0LL),
                     static_cast<double>(value.value("bytes", 0ULL)) / 1048576.0, value.value("bytes_per_token", 0ULL));
       text = line;
     }
-    std::printf("%-20s %s\n", (key + ":").c_str(), text.c_str());
+    std::printf("%-20s %s\n", (escape_for_terminal(key) + ":").c_str(), text.c_str());
   }
   return kExitOk;
 }
@@ -158,14 +162,14 @@ int run_stats(ModelClient& models, const std::string& name, bool as_json) {
   std::printf("kv cache:    %lld of %lld blocks used (%lld positions each; %.1f MiB)\n", number(kv, "blocks_used"),
               number(kv, "blocks"), number(kv, "block_tokens"), static_cast<double>(number(kv, "bytes")) / 1048576.0);
   const json attention = stats->value("attention", json::object());
-  std::printf("attention:   prefill %s, decode %s, fixed decode %s\n", attention.value("prefill", "-").c_str(),
-              attention.value("decode", "-").c_str(), attention.value("fixed_decode", "-").c_str());
+  std::printf("attention:   prefill %s, decode %s, fixed decode %s\n", model_text(attention.value("prefill", json("-"))).c_str(),
+              model_text(attention.value("decode", json("-"))).c_str(), model_text(attention.value("fixed_decode", json("-"))).c_str());
   const json graphs = batch.value("graphs", json::object());
   std::printf("cuda graphs: %lld captured, %lld reused\n", number(graphs, "captured"), number(graphs, "reused"));
   for (const auto& device : stats->value("kv_budget", json::object()).value("devices", json::array())) {
     auto mib = [&](const char* key) { return static_cast<double>(device.value(key, 0ULL)) / 1048576.0; };
     std::printf("%-12s %.0f MiB: weights %.0f, kv caches %.0f, free %.0f, kept for activations %.0f, other processes %.0f\n",
-                (device.value("device", "?") + ":").c_str(), mib("total_bytes"), mib("weights_bytes"),
+                (model_text(device.value("device", json("?"))) + ":").c_str(), mib("total_bytes"), mib("weights_bytes"),
                 mib("pools_bytes"), mib("free_bytes"), mib("margin_bytes"), mib("others_bytes"));
   }
   return kExitOk;
@@ -179,8 +183,8 @@ int run_hooks(ModelClient& models, const std::string& name, bool as_json) {
   if (as_json) return print_json(*hooks), kExitOk;
   for (const auto& hook : *hooks) {
     std::string shape;
-    for (const auto& dim : hook["shape"]) shape += (shape.empty() ? "" : ", ") + string_or_dump(dim);
-    std::printf("%-36s [%s]\n", hook.value("name", "?").c_str(), shape.c_str());
+    for (const auto& dim : hook["shape"]) shape += (shape.empty() ? "" : ", ") + model_text(dim);
+    std::printf("%-36s [%s]\n", model_text(hook.value("name", json("?"))).c_str(), shape.c_str());
   }
   std::printf("%zu hook points\n", hooks->size());
   return kExitOk;
@@ -314,8 +318,8 @@ int run_captures(ModelClient& models, const Args& args, bool as_json) {
     if (out) shown["out"] = *out;
     return print_json(shown), kExitOk;
   }
-  for (const auto& t : listed) std::printf("%s %s %s\n", t["name"].get<std::string>().c_str(), t["dtype"].get<std::string>().c_str(), t["shape"].dump().c_str());
-  if (out) std::fprintf(stderr, "wrote %zu captures to %s\n", captures.size(), out->c_str());
+  for (const auto& t : listed) std::printf("%s %s %s\n", model_text(t["name"]).c_str(), model_text(t["dtype"]).c_str(), model_text(t["shape"]).c_str());
+  if (out) std::fprintf(stderr, "wrote %zu captures to %s\n", captures.size(), escape_for_terminal(*out).c_str());
   return kExitOk;
 }
 
@@ -354,10 +358,10 @@ int run_generate(ModelClient& models, const Args& args, bool as_json) {
     for (const auto& id : (*result)["tokens"]) line += (line.empty() ? "" : " ") + id.dump();
     std::cout << line << std::endl;
   }
-  std::fprintf(stderr, "finish_reason: %s\n", string_or_dump(result->value("finish_reason", json("?"))).c_str());
+  std::fprintf(stderr, "finish_reason: %s\n", model_text(result->value("finish_reason", json("?"))).c_str());
   if (const auto cut = result->find("max_new_tokens_cut"); cut != result->end()) {
     std::fprintf(stderr, "max_new_tokens %s cut to %s: the prompt and the new tokens fill the model's context of %s tokens\n",
-                 string_or_dump((*cut)["asked"]).c_str(), string_or_dump((*cut)["allowed"]).c_str(), string_or_dump((*cut)["context_length"]).c_str());
+                 model_text((*cut)["asked"]).c_str(), model_text((*cut)["allowed"]).c_str(), model_text((*cut)["context_length"]).c_str());
   }
   return kExitOk;
 }
@@ -395,16 +399,16 @@ int run_sae(ModelClient& models, const Args& args, bool as_json) {
   if (!answer) return call_error(action == "load" ? with_mount_hint(answer.status()) : answer.status());
   if (as_json) return print_json(*answer), kExitOk;
   if (action == "load") {
-    std::printf("%s: %s SAE at %s, %lld features\n", p[4].c_str(), answer->value("architecture", "?").c_str(),
-                answer->value("hook", "?").c_str(), static_cast<long long>(answer->value("d_sae", 0)));
+    std::printf("%s: %s SAE at %s, %lld features\n", escape_for_terminal(p[4]).c_str(), model_text(answer->value("architecture", json("?"))).c_str(),
+                model_text(answer->value("hook", json("?"))).c_str(), static_cast<long long>(answer->value("d_sae", 0)));
   } else if (action == "ls") {
     for (const auto& sae : answer->value("saes", json::array())) {
-      std::printf("%s %s %s d_in=%lld d_sae=%lld\n", sae.value("name", "?").c_str(), sae.value("hook", "?").c_str(),
-                  sae.value("architecture", "?").c_str(), static_cast<long long>(sae.value("d_in", 0)),
+      std::printf("%s %s %s d_in=%lld d_sae=%lld\n", model_text(sae.value("name", json("?"))).c_str(), model_text(sae.value("hook", json("?"))).c_str(),
+                  model_text(sae.value("architecture", json("?"))).c_str(), static_cast<long long>(sae.value("d_in", 0)),
                   static_cast<long long>(sae.value("d_sae", 0)));
     }
   } else {
-    std::printf("%s: unloaded\n", p[4].c_str());
+    std::printf("%s: unloaded\n", escape_for_terminal(p[4]).c_str());
   }
   return kExitOk;
 }
@@ -422,7 +426,7 @@ int run_load(ModelClient& models, const Args& args, bool as_json) {
     (*loaded)["state"] = "ready";
   }
   if (as_json) return print_json(*loaded), kExitOk;
-  std::printf("%s: %s\n", args.positional[2].c_str(), loaded->value("state", "?").c_str());
+  std::printf("%s: %s\n", escape_for_terminal(args.positional[2]).c_str(), model_text(loaded->value("state", json("?"))).c_str());
   return kExitOk;
 }
 
@@ -496,7 +500,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
   auto unloaded = models.unload(p[2]);
   if (!unloaded) return call_error(unloaded.status());
   if (as_json) return print_json(*unloaded), kExitOk;
-  std::printf("%s: unloaded\n", p[2].c_str());
+  std::printf("%s: unloaded\n", escape_for_terminal(p[2]).c_str());
   // A call still running holds its memory (model.unload's "released": false): say so, not that it is free.
   if (!unloaded->value("released", true)) std::printf("%s\n", escape_for_terminal(unloaded->value("message", "")).c_str());
   return kExitOk;

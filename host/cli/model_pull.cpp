@@ -14,6 +14,7 @@
 #include <regex>
 
 #include "host/budget/sandbox_budget.h"
+#include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
 #include "host/backends/registry.h"
@@ -247,7 +248,8 @@ int run_model_pull(const Args& args, const Global& global) {
   }
   if (*reserved) (void)budget::BudgetBook(store->root()).confirm((*reserved)->id, record->id, "");
   std::string job_id = submitted->value("job_id", "");
-  std::fprintf(stderr, "gpubox model pull: job %s: %s into %s\n", job_id.c_str(), repo.c_str(), dir->c_str());
+  std::fprintf(stderr, "gpubox model pull: job %s: %s into %s\n", escape_for_terminal(job_id).c_str(), escape_for_terminal(repo).c_str(),
+               escape_for_terminal(*dir).c_str());
 
   PullWatcher watcher(repo);
   auto info = follow(**client, job_id, watcher);
@@ -266,14 +268,16 @@ int run_model_pull(const Args& args, const Global& global) {
     return kExitOk;
   }
   if (shown.value("skipped", false)) {
-    std::fprintf(stderr, "gpubox model pull: %s: already there (%s in %s), nothing downloaded\n", repo.c_str(),
-                 shown.value("marker", "config.json").c_str(), dir->c_str());
+    // What the pull job wrote (its marker, commit and path) is the sandbox's: nothing in it acts on the terminal.
+    std::fprintf(stderr, "gpubox model pull: %s: already there (%s in %s), nothing downloaded\n", escape_for_terminal(repo).c_str(),
+                 escape_for_terminal(shown.value("marker", "config.json")).c_str(), escape_for_terminal(*dir).c_str());
   } else {
-    std::fprintf(stderr, "gpubox model pull: %s at %s: %llu files, %.1f MiB\n", repo.c_str(), shown.value("commit", "?").c_str(),
+    std::fprintf(stderr, "gpubox model pull: %s at %s: %llu files, %.1f MiB\n", escape_for_terminal(repo).c_str(),
+                 escape_for_terminal(shown.value("commit", "?")).c_str(),
                  static_cast<unsigned long long>(shown.value("files", std::uint64_t{0})),
                  static_cast<double>(shown.value("bytes", std::uint64_t{0})) / 1048576.0);
   }
-  std::cout << shown.value("path", *dir) << std::endl;
+  std::cout << escape_for_terminal(shown.value("path", *dir)) << std::endl;
   return kExitOk;
 }
 

@@ -1,6 +1,7 @@
 // Progress: a one-line progress bar on stderr for long transfers (put, get,
 // result), drawn only when stderr is a terminal and the total is at least
-// min_total bytes. One thread.
+// min_total bytes. The label (a file or model name) is escaped for the
+// terminal. One thread.
 #pragma once
 
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <string>
 
+#include "base/terminal_text.h"
+
 namespace gpubox::host::cli {
 
 class Progress {
@@ -16,7 +19,7 @@ class Progress {
   static constexpr std::uint64_t kDefaultMin = 8 << 20;  // smaller transfers show no bar
 
   Progress(std::uint64_t total, std::string label, std::uint64_t min_total = kDefaultMin)
-      : total_(total), label_(std::move(label)), on_(total >= min_total && ::isatty(STDERR_FILENO)) {}
+      : total_(total), label_(escape_for_terminal(label)), on_(total >= min_total && ::isatty(STDERR_FILENO)) {}
   ~Progress() {
     if (on_ && drawn_) std::fputc('\n', stderr);
   }

@@ -9,12 +9,18 @@
 #include <filesystem>
 #include <iostream>
 
+#include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
 #include "host/harvest/harvest_job.h"
 
 namespace gpubox::host::cli {
 namespace {
+
+// A file name or status from the job's result as the terminal shows it: the job chose it.
+std::string result_text(const nlohmann::json& value) {
+  return escape_for_terminal(value.is_string() ? value.get<std::string>() : value.dump());
+}
 
 std::string mib(std::uint64_t bytes) {
   char text[32];
@@ -89,7 +95,7 @@ int run_result(const std::vector<std::string>& raw, const Global& global) {
     auto ack = (*client)->call("job.ack", {{"job_id", job}});
     if (!ack) {
       std::fprintf(stderr, "gpubox result: the files are extracted, but job.ack failed (the sandbox keeps its copy): %s\n",
-                   ack.status().to_string().c_str());
+                   escape_for_terminal(ack.status().to_string()).c_str());
     }
     acked = static_cast<bool>(ack);
   }
@@ -108,18 +114,19 @@ int run_result(const std::vector<std::string>& raw, const Global& global) {
               << "\n";
     return kExitOk;
   }
-  std::printf("%s %s: %llu file(s), %s, extracted to %s\n", job.c_str(), result.value("status", "?").c_str(),
-              static_cast<unsigned long long>(harvested->extracted.files), mib(harvested->extracted.bytes).c_str(),
-              out_dir.c_str());
-  std::printf("logs: %s/stdout.log, %s/stderr.log\n", out_dir.c_str(), out_dir.c_str());
+  std::string dir = escape_for_terminal(out_dir);
+  std::printf("%s %s: %llu file(s), %s, extracted to %s\n", escape_for_terminal(job).c_str(),
+              result_text(result.value("status", nlohmann::json("?"))).c_str(),
+              static_cast<unsigned long long>(harvested->extracted.files), mib(harvested->extracted.bytes).c_str(), dir.c_str());
+  std::printf("logs: %s/stdout.log, %s/stderr.log\n", dir.c_str(), dir.c_str());
   if (acked) std::printf("acknowledged: the sandbox deleted its staged copy\n");
   auto featured = result.value("featured_files", nlohmann::json::array());
   if (!featured.empty()) std::printf("featured:\n");
   for (const auto& file : featured) {
-    std::printf("  %s/out/%s\n", out_dir.c_str(), file.is_string() ? file.get<std::string>().c_str() : file.dump().c_str());
+    std::printf("  %s/out/%s\n", dir.c_str(), result_text(file).c_str());
   }
   for (const auto& missing : result.value("missing_files", nlohmann::json::array())) {
-    std::printf("missing: %s\n", missing.is_string() ? missing.get<std::string>().c_str() : missing.dump().c_str());
+    std::printf("missing: %s\n", result_text(missing).c_str());
   }
   return kExitOk;
 }

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 
+#include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/snapshot.h"
 
@@ -33,11 +34,12 @@ int run_snapshot(const std::vector<std::string>& raw, const Global& global) {
   if (global.json || args->flag("--json")) {
     std::cout << snapshot->to_json().dump() << "\n";
   } else {
-    std::printf("%s\n", snapshot->name.c_str());
+    std::printf("%s\n", escape_for_terminal(snapshot->name).c_str());
     std::fprintf(stderr, "gpubox snapshot: %s of %s (%s, %.1f MiB); running processes are not part of it\n",
-                 snapshot->name.c_str(), record->id.c_str(), snapshot->kind != "archive" ? snapshot->image.c_str()
-                 : snapshot->has_layer() ? "work dir and root layer archives"
-                                         : "work dir archive",
+                 escape_for_terminal(snapshot->name).c_str(), escape_for_terminal(record->id).c_str(),
+                 snapshot->kind != "archive" ? escape_for_terminal(snapshot->image).c_str()
+                 : snapshot->has_layer()     ? "work dir and root layer archives"
+                                             : "work dir archive",
                  static_cast<double>(snapshot->size_bytes) / 1048576.0);
   }
   return kExitOk;
@@ -101,9 +103,10 @@ int run_snapshots(const std::vector<std::string>& raw, const Global& global) {
     char when[32];
     std::time_t at = static_cast<std::time_t>(snapshot.created_at);
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::gmtime(&at));
-    std::printf("%-28s  %-7s  %-7s  %-12s  %8.1f M  %s\n", snapshot.name.c_str(), snapshot.kind.c_str(),
-                snapshot.backend.c_str(), snapshot.source_id.c_str(), static_cast<double>(snapshot.size_bytes) / 1048576.0,
-                when);
+    // Read back from records on disk: nothing in them acts on the terminal.
+    std::printf("%-28s  %-7s  %-7s  %-12s  %8.1f M  %s\n", escape_for_terminal(snapshot.name).c_str(),
+                escape_for_terminal(snapshot.kind).c_str(), escape_for_terminal(snapshot.backend).c_str(),
+                escape_for_terminal(snapshot.source_id).c_str(), static_cast<double>(snapshot.size_bytes) / 1048576.0, when);
   }
   return kExitOk;
 }

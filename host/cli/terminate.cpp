@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "host/backends/backend.h"
+#include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/kernelspecs.h"
 
@@ -50,8 +51,8 @@ int run_terminate(const std::vector<std::string>& raw, const Global& global) {
     std::vector<std::string> specs = remove_sandbox_kernelspecs(record.id);
     done.push_back({{"id", record.id}, {"name", record.name}, {"was", was}, {"killed", killed}, {"kernelspecs_removed", specs}});
     if (!(global.json || args->flag("--json"))) {
-      std::printf("%s%s\n", record.id.c_str(), was == "dead" ? " (was dead; cleaned up)" : killed ? " (killed after the grace)" : "");
-      for (const auto& spec : specs) std::printf("  removed its kernelspec %s\n", spec.c_str());
+      std::printf("%s%s\n", escape_for_terminal(record.id).c_str(), was == "dead" ? " (was dead; cleaned up)" : killed ? " (killed after the grace)" : "");
+      for (const auto& spec : specs) std::printf("  removed its kernelspec %s\n", escape_for_terminal(spec).c_str());
     }
   }
   if (global.json || args->flag("--json")) std::cout << done.dump() << "\n";

@@ -16,6 +16,7 @@
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
 #include "base/background_sha256.h"
+#include "base/terminal_text.h"
 #include "rpc/shared_frame.h"
 
 namespace gpubox::host::cli {
@@ -262,14 +263,14 @@ int run_put(const std::vector<std::string>& raw, const Global& global) {
     std::string relative = fs::relative(it->path(), root).string();
     std::string remote = join(target, relative);
     if (it->is_symlink(error)) {
-      std::fprintf(stderr, "gpubox put: skipped the symlink '%s'\n", it->path().c_str());
+      std::fprintf(stderr, "gpubox put: skipped the symlink '%s'\n", escape_for_terminal(it->path().string()).c_str());
     } else if (it->is_directory(error)) {
       if (Status made = remote_mkdir(c, remote, true); !made) return failed(made);
     } else if (it->is_regular_file(error)) {
       if (Status put = put_file(c, it->path().string(), remote, false, progress); !put) return failed(put);
       ++totals.files;
     } else {
-      std::fprintf(stderr, "gpubox put: skipped '%s': not a regular file\n", it->path().c_str());
+      std::fprintf(stderr, "gpubox put: skipped '%s': not a regular file\n", escape_for_terminal(it->path().string()).c_str());
     }
   }
   if (error) return fail("put", "cannot read '" + local + "': " + error.message(), kExitFailed);
@@ -332,7 +333,9 @@ int run_get(const std::vector<std::string>& raw, const Global& global) {
       if (Status got = get_file(c, path, target, entry.value("mode", 0644), progress); !got) return failed(got);
       ++totals.files;
     } else {
-      std::fprintf(stderr, "gpubox get: skipped '%s': a %s\n", path.c_str(), entry_type.c_str());
+      // Names and types from the sandbox's listing: nothing in them acts on the terminal.
+      std::fprintf(stderr, "gpubox get: skipped '%s': a %s\n", escape_for_terminal(path).c_str(),
+                   escape_for_terminal(entry_type).c_str());
     }
   }
   report(global, *args, local, totals);

@@ -7,15 +7,17 @@
 #include <ctime>
 #include <iostream>
 
+#include "base/terminal_text.h"
 #include "host/backends/registry.h"
 #include "host/cli/cli.h"
 
 namespace gpubox::host::cli {
 namespace {
 
+// A value of the agent's answer as the terminal shows it: nothing sandbox code put in it acts on the terminal.
 std::string text_or_dash(const nlohmann::json& value) {
   if (value.is_null()) return "-";
-  return value.is_string() ? value.get<std::string>() : value.dump();
+  return escape_for_terminal(value.is_string() ? value.get<std::string>() : value.dump());
 }
 
 std::string seconds_text(const nlohmann::json& value) {
@@ -91,7 +93,7 @@ void print_requested(const nlohmann::json& requested) {
                      or_default(requested.value("timeout_s", nlohmann::json()), " s", "none");
   if (requested.contains("region")) {
     const auto& gpu = requested["gpu"];
-    std::string gpu_text = gpu.is_object() ? std::to_string(gpu.value("count", 1)) + " x " + gpu.value("type", "?") : "none";
+    std::string gpu_text = gpu.is_object() ? std::to_string(gpu.value("count", 1)) + " x " + text_or_dash(gpu.value("type", nlohmann::json("?"))) : "none";
     line = "gpu " + gpu_text + ", " + line + ", region " + or_default(requested["region"], "", "any");
   }
   std::printf("requested:   %s\n", line.c_str());
@@ -130,12 +132,13 @@ int run_usage(const std::vector<std::string>& raw, const Global& global) {
     std::cout << report.dump() << "\n";
     return code;
   }
-  std::printf("sandbox:     %s (%s, %s)\n", record->id.c_str(), record->backend.c_str(), record->state().c_str());
+  std::printf("sandbox:     %s (%s, %s)\n", escape_for_terminal(record->id).c_str(), escape_for_terminal(record->backend).c_str(),
+              escape_for_terminal(record->state()).c_str());
   print_requested(report["requested"]);
   if (report.contains("usage")) {
     print_usage_table(report["usage"]);
   } else {
-    std::fprintf(stderr, "gpubox usage: %s\n", reached.message().c_str());
+    std::fprintf(stderr, "gpubox usage: %s\n", escape_for_terminal(reached.message(), true).c_str());
   }
   return code;
 }

@@ -15,6 +15,7 @@
 #include "model/weights/checkpoint.h"
 #include "model/weights/safetensors.h"
 #include "base/sha256.h"
+#include "base/terminal_text.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -152,20 +153,22 @@ int list(const Opened& opened, const std::string& path, bool as_json) {
   }
   std::size_t name_width = 4, shape_width = 5;
   for (const auto& item : items) {
-    name_width = std::max(name_width, item.entry->name.size());
+    name_width = std::max(name_width, escape_for_terminal(item.entry->name).size());
     shape_width = std::max(shape_width, shape_text(*item.entry).size());
   }
   const SafetensorsFile* current = nullptr;
   for (const auto& item : items) {
     if (item.file != current) {
       current = item.file;
-      std::printf("%s%s: %zu tensors, %llu bytes\n", current == items.front().file ? "" : "\n", current->path().c_str(),
+      std::printf("%s%s: %zu tensors, %llu bytes\n", current == items.front().file ? "" : "\n",
+                  escape_for_terminal(current->path()).c_str(),
                   current->tensors().size(), static_cast<unsigned long long>(current->data_bytes()));
       std::printf("%-*s  %-7s  %-*s  %12s  %s\n", static_cast<int>(name_width), "NAME", "DTYPE",
                   static_cast<int>(shape_width), "SHAPE", "BYTES", "SHA256");
     }
     const TensorEntry& entry = *item.entry;
-    std::printf("%-*s  %-7s  %-*s  %12llu  %s\n", static_cast<int>(name_width), entry.name.c_str(),
+    // A file's header names its tensors (a file that came out of a sandbox): nothing in them acts on the terminal.
+    std::printf("%-*s  %-7s  %-*s  %12llu  %s\n", static_cast<int>(name_width), escape_for_terminal(entry.name).c_str(),
                 std::string(weights::dtype_name(entry.dtype)).c_str(), static_cast<int>(shape_width),
                 shape_text(entry).c_str(), static_cast<unsigned long long>(entry.size),
                 sha256_of(item.file->bytes(entry)).c_str());
@@ -233,7 +236,7 @@ int show_tensor(const Opened& opened, const std::string& name, const std::vector
   }
   if (!indices.empty()) {
     for (auto index : indices) {
-      std::printf("%s[%llu] = %s\n", name.c_str(), static_cast<unsigned long long>(index),
+      std::printf("%s[%llu] = %s\n", escape_for_terminal(name).c_str(), static_cast<unsigned long long>(index),
                   weights::element_as_text(entry, bytes, index).c_str());
     }
     return kExitOk;
@@ -244,7 +247,7 @@ int show_tensor(const Opened& opened, const std::string& name, const std::vector
     const auto& value = out[key];
     std::string text = value.is_string() ? value.get<std::string>() : key == std::string_view("shape") ? shape_text(entry)
                                                                                                        : value.dump();
-    std::printf("%-10s %s\n", (std::string(key) + ":").c_str(), text.c_str());
+    std::printf("%-10s %s\n", (std::string(key) + ":").c_str(), escape_for_terminal(text).c_str());
   }
   return kExitOk;
 }
