@@ -244,6 +244,12 @@ bool write_archive(const StageRequest& request, const std::vector<Item>& items, 
     return false;
   }
   archive_write_set_format_pax_restricted(a.get());
+  // Names as the file system has them, byte for byte: PID 1 runs in the C locale, where libarchive
+  // would translate a name to UTF-8 and fail on any byte above 127 ("café.txt"), losing the archive.
+  if (archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY") != ARCHIVE_OK) {
+    *error = std::string("cannot set the archive's header charset: ") + archive_error_string(a.get());
+    return false;
+  }
   archive_write_add_filter_none(a.get());
   // Even one worker helps: zstd then compresses on its own thread while this one reads and hashes.
   int threads = request.compression_threads > 0 ? request.compression_threads : default_threads();

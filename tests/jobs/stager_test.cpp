@@ -117,6 +117,23 @@ TEST_F(StagerTest, ArchivesOutAndLogsWithAManifestThatMatches) {
   EXPECT_EQ(Manifest::from_json(json).to_json(), json);
 }
 
+TEST_F(StagerTest, NamesBeyondAsciiAreArchivedByteForByte) {
+  ASSERT_EQ(::mkdir(dir.file("out").c_str(), 0755), 0);
+  const std::string utf8 = "caf\xC3\xA9.txt", not_utf8 = "raw\xFF\xFE.bin";
+  dir.write("out/" + utf8, "accented\n");
+  dir.write("out/" + not_utf8, "bytes\n");
+  ASSERT_EQ(::symlink(utf8.c_str(), dir.file("out/link-\xE2\x82\xAC").c_str()), 0);
+  dir.write("stdout.log", "");
+  dir.write("stderr.log", "");
+  StageOutcome outcome = stage_outputs(request());
+  ASSERT_TRUE(outcome.summary.archive_written) << outcome.summary.error;
+  EXPECT_TRUE(outcome.summary.missing.empty());
+  auto entries = read_archive(dir.file("archive.tar.zst"));
+  EXPECT_EQ(entries["out/" + utf8], "accented\n");
+  EXPECT_EQ(entries["out/" + not_utf8], "bytes\n");
+  EXPECT_EQ(entries["out/link-\xE2\x82\xAC"], "->" + utf8);
+}
+
 TEST_F(StagerTest, ArchivedModesLoseSetuidBits) {
   ASSERT_EQ(::mkdir(dir.file("out").c_str(), 0755), 0);
   dir.write("out/tool", "#!/bin/sh\n");
