@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -208,7 +209,14 @@ TEST_P(BackendCliTest, PidsLimitStopsAForkBomb) {
   std::string id = create({"--pids", "16"});
   CliRun forks = run({"exec", id, "--", "sh", "-c", "for i in $(seq 40); do sleep 2 >/dev/null 2>&1 & done; echo started"});
   EXPECT_THAT(forks.err + forks.out, HasSubstr("fork")) << "40 processes started under a limit of 16";
-  EXPECT_EQ(run({"exec", id, "--", "true"}).status, 0) << "the sandbox survives (the sleepers end within 2 s)";
+  // The sandbox survives: once the sleepers end (2 s; later on a loaded machine) it runs commands again.
+  CliRun after;
+  for (int i = 0; i < 100; ++i) {
+    after = run({"exec", id, "--", "true"});
+    if (after.status == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(after.status, 0) << after.err;
 }
 
 TEST_F(CliTest, HelpForEveryCommand) {
