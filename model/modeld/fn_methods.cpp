@@ -1,6 +1,7 @@
 // model.fn_load, model.fn_unload, model.fns: the fn op's functions of a ready
 // model, kept under a name for a session, shared, or by content (fn_set.h).
-// Loading runs on the calling thread; a failure changes nothing.
+// Loading runs on the calling thread; a failure changes nothing. What is
+// loaded is kept for a restart (ModelRegistry::keep_loads).
 #include <fmt/format.h>
 
 #include "base/sha256.h"
@@ -42,7 +43,10 @@ void add_fn_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
                              "attachments[0]");
       if (!fn) return fn.status();
       entry.fn = *fn;
-      return (*model)->fns->add(*name, session, shared, std::move(entry));
+      std::string sha256 = entry.sha256;
+      auto added = (*model)->fns->add(*name, session, shared, std::move(entry));
+      if (added) registry.keep_loads(*model, sha256, std::string_view(static_cast<const char*>(frame.data()), frame.size()));
+      return added;
     });
   });
   methods.add("model.fn_unload", [&registry](rpc::CallContext& ctx) -> Result<json> {
@@ -55,6 +59,7 @@ void add_fn_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
     auto model = registry.ready(*model_name);
     if (!model) return model.status();
     if (Status removed = (*model)->fns->remove(*name, session); !removed) return removed;
+    registry.keep_loads(*model);
     return json{{"unloaded", *name}};
   });
   methods.add("model.fns", [&registry](rpc::CallContext& ctx) -> Result<json> {

@@ -167,6 +167,16 @@ nlohmann::json FnSet::list_locked(const std::string& session) const {
   return out;
 }
 
+std::vector<FnRecord> FnSet::records() const {
+  MutexLock lock(mutex_);
+  std::vector<FnRecord> out;
+  for (const auto& [name, held] : content_) {
+    for (const auto& session : held.holders) out.push_back({name, session, false, held.entry.sha256});
+  }
+  for (const auto& [key, held] : chosen_) out.push_back({key.second, held.owner, key.first.empty(), held.entry.sha256});
+  return out;
+}
+
 std::string FnSet::names(const std::string& session) const {
   std::vector<std::string> names;
   for (const auto& item : list_locked(session)) names.push_back(item["name"].get<std::string>());

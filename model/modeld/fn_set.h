@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "base/thread_annotations.h"
@@ -36,6 +37,16 @@ struct FnEntry {
   std::shared_ptr<const UserFn> fn;
   std::string sha256;
   std::size_t bytes = 0;
+};
+
+// One name as a set keeps it (FnSet::records, persisted_loads.h): a content
+// name once per session that holds it; a chosen name with its owner's session.
+struct FnRecord {
+  std::string name;
+  std::string session;  // "": calls without one (content names only)
+  bool shared = false;
+  std::string sha256;
+  bool operator==(const FnRecord&) const = default;
 };
 
 // ok for "" (no session) or 16 to 128 printable ASCII characters; else
@@ -64,6 +75,9 @@ class FnSet {
   Result<std::shared_ptr<const UserFn>> find(const std::string& name, const std::string& session, const std::string& where) const;
   // What session can name: [{name, bytes, sha256, scope: "content" | "session" | "shared"}].
   nlohmann::json list(const std::string& session) const;
+  // Every name and who holds or owns it, sessions included: what add()
+  // needs to load the same set again (a modeld restart, persisted_loads.h).
+  std::vector<FnRecord> records() const;
 
  private:
   struct Held {

@@ -1,14 +1,13 @@
 #include "model/modeld/host_config.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <fstream>
 #include <optional>
 #include <set>
+
+#include "model/modeld/private_file.h"
 
 namespace gpubox::modeld {
 
@@ -34,7 +33,7 @@ Result<SaeLoadSpec> parse_sae_load_spec(const nlohmann::json& entry, const std::
   return spec;
 }
 
-static nlohmann::json sae_load_spec_json(const SaeLoadSpec& spec) {
+nlohmann::json sae_load_spec_json(const SaeLoadSpec& spec) {
   nlohmann::json entry = {{"name", spec.name}, {"path", spec.path}};
   if (!spec.hook.empty()) entry["hook"] = spec.hook;
   return entry;
@@ -161,19 +160,7 @@ Status write_host_config(const std::string& path, const std::vector<ModelLoadSpe
     }
     models.push_back(std::move(model));
   }
-  std::string text = nlohmann::json{{"models", std::move(models)}}.dump(2) + "\n";
-  std::string temporary = path + ".new";
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return Status::from_errno(errno, "cannot write " + temporary);
-  bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  int saved = errno;
-  ::close(fd);
-  if (!written || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    if (written) saved = errno;
-    ::unlink(temporary.c_str());
-    return Status::from_errno(saved, "cannot write " + path);
-  }
-  return Status::ok();
+  return write_private_file(path, nlohmann::json{{"models", std::move(models)}}.dump(2) + "\n");
 }
 
 }  // namespace gpubox::modeld

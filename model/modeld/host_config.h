@@ -22,6 +22,8 @@ struct SaeLoadSpec {
 
 // One SAE entry; where names it in errors ("models[0].saes[1]").
 Result<SaeLoadSpec> parse_sae_load_spec(const nlohmann::json& entry, const std::string& where);
+// {name, path, hook?}: what parse_sae_load_spec reads back as spec.
+nlohmann::json sae_load_spec_json(const SaeLoadSpec& spec);
 
 // One model to load: an entry of modeld.json, or model.load's params.
 struct ModelLoadSpec {

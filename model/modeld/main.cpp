@@ -111,15 +111,15 @@ int main(int argc, char** argv) {
   gpubox::modeld::StartupProbe probe;
   gpubox::rpc::MethodRegistry methods;
   gpubox::modeld::add_modeld_methods(methods, registry, probe);
+  // The models (and what callers had loaded into them) start loading before the first call is
+  // served, so that no call finds them missing rather than loading.
+  registry.start(specs);
   gpubox::rpc::ServerOptions options;
   options.endpoints = {endpoint};
   auto server = gpubox::rpc::Server::start(options, methods);
   if (!server) {
     std::fprintf(stderr, "gpubox-modeld: %s\n", server.status().to_string().c_str());
-    return 1;
-  }
-  for (const auto& spec : specs) {
-    if (auto added = registry.add(spec); !added) std::fprintf(stderr, "gpubox-modeld: %s\n", added.to_string().c_str());
+    std::_Exit(1);  // loads still running are abandoned, as at the end
   }
   std::fprintf(stderr, "gpubox-modeld: serving %s (%zu models loading)\n", endpoint.c_str(), specs.size());
   // On a GPU machine, measure the GPUs once (modeld.status shows it; gpu.probe measures again), once the

@@ -9,6 +9,7 @@
 
 #include "base/thread_annotations.h"
 #include "model/modeld/cuda_runtime.h"
+#include "model/modeld/model_loads.h"
 #include "model/modeld/tensor_wire.h"
 
 namespace gpubox::modeld {
@@ -116,6 +117,24 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
   return model;
 }
 
+ModelRegistry::ModelRegistry(std::string config_path, std::shared_ptr<const DeviceMemory> memory)
+    : config_path_(std::move(config_path)),
+      loads_(config_path_.empty() ? std::string() : config_path_ + ".loaded"),
+      kv_budget_(std::move(memory)) {
+  for (const auto& line : loads_.dropped()) std::fprintf(stderr, "gpubox-modeld: %s\n", line.c_str());
+}
+
+void ModelRegistry::start(const std::vector<ModelLoadSpec>& specs) {
+  std::vector<std::string> names;
+  for (const auto& spec : specs) names.push_back(spec.name);
+  if (Status kept = loads_.retain(names); !kept) {
+    std::fprintf(stderr, "gpubox-modeld: %s\n", kept.message().c_str());
+  }
+  for (const auto& spec : specs) {
+    if (Status added = add(spec); !added) std::fprintf(stderr, "gpubox-modeld: %s\n", added.to_string().c_str());
+  }
+}
+
 ModelRegistry::~ModelRegistry() {
   std::vector<std::thread> loaders;
   {
@@ -154,17 +173,47 @@ void ModelRegistry::save_locked() const {
   }
 }
 
+void ModelRegistry::keep_loads(const std::shared_ptr<const LoadedModel>& model, const std::string& sha256,
+                               std::string_view archive) {
+  if (!loads_.enabled()) return;
+  MutexLock lock(mutex_);
+  bool current = false;
+  for (const auto& entry : entries_) current = current || entry->model == model;
+  if (!current) return;  // unloaded meanwhile: nothing of it is kept
+  save_loads_locked(*model, sha256, archive);
+}
+
+void ModelRegistry::save_loads_locked(const LoadedModel& model, const std::string& sha256, std::string_view archive) const {
+  if (Status saved = loads_.save(model.spec.name, loads_of(model), sha256, archive); !saved) {
+    std::fprintf(stderr, "gpubox-modeld: model \"%s\": its functions and SAEs are not kept for a restart: %s\n",
+                 model.spec.name.c_str(), saved.message().c_str());
+  }
+}
+
 void ModelRegistry::load(std::shared_ptr<Entry> entry) {
+  // What callers had loaded into this model before a restart: loaded with it, before it is ready.
+  std::optional<ModelLoads> kept = loads_.loads(entry->spec.name);
+  ModelLoadSpec spec = entry->spec;
+  if (kept) spec.saes = spec_saes_kept(spec.saes, *kept);
   Result<std::unique_ptr<LoadedModel>> loaded = Status(ErrorCode::internal, "not loaded");
   try {
-    loaded = load_model(entry->spec, entry->progress, std::move(entry->kv_share));
+    loaded = load_model(spec, entry->progress, std::move(entry->kv_share));
   } catch (const std::exception& e) {
     loaded = Status(ErrorCode::internal, e.what());
+  }
+  if (loaded && kept) {
+    try {
+      restore_loads(**loaded, *kept, loads_);
+    } catch (const std::exception& e) {  // never fails the model
+      std::fprintf(stderr, "gpubox-modeld: model \"%s\": loading its functions and SAEs again stopped: %s\n",
+                   spec.name.c_str(), e.what());
+    }
   }
   MutexLock lock(mutex_);
   if (loaded) {
     entry->model = std::shared_ptr<const LoadedModel>(std::move(loaded.value()));
     entry->state = "ready";
+    if (kept) save_loads_locked(*entry->model);  // without what was dropped
   } else {
     entry->state = "failed";
     entry->error = scrub(entry->spec, loaded.status().message());
@@ -178,6 +227,10 @@ Result<std::weak_ptr<const LoadedModel>> ModelRegistry::remove(const std::string
       std::weak_ptr<const LoadedModel> model = (*it)->model;
       entries_.erase(it);
       save_locked();
+      if (Status forgotten = loads_.forget(name); !forgotten) {
+        std::fprintf(stderr, "gpubox-modeld: %s (a restart loads model \"%s\"'s functions and SAEs again if it is loaded "
+                     "again)\n", forgotten.message().c_str(), name.c_str());
+      }
       return model;
     }
   }

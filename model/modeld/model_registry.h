@@ -1,12 +1,15 @@
 // ModelRegistry: the models of one modeld by name. Each loads on its own thread
 // (state loading → ready or failed, progress visible); a call holds a
 // shared_ptr, so unloading never pulls weights from under a running call.
-// The list is kept in modeld's models file, so a restart reloads it.
+// The list is kept in modeld's models file, and what callers load into each
+// model at run time (functions, SAEs) beside it (persisted_loads.h), so a
+// restarted modeld loads both again, each model's before it is ready.
 #pragma once
 
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "model/modeld/decoder.h"
 #include "model/modeld/host_config.h"
 #include "model/modeld/kv_budget.h"
+#include "model/modeld/persisted_loads.h"
 #include "model/modeld/sae_set.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/modeld/user_fn.h"
@@ -43,15 +47,22 @@ class ModelRegistry {
  public:
   // config_path: the models file modeld started from; every add and remove
   // rewrites it, so that a restarted modeld loads what was loaded (none: "").
+  // Functions and SAEs are kept in the directory config_path + ".loaded".
   explicit ModelRegistry(std::string config_path = "",
-                         std::shared_ptr<const DeviceMemory> memory = std::make_shared<NvmlDeviceMemory>())
-      : config_path_(std::move(config_path)), kv_budget_(std::move(memory)) {}
+                         std::shared_ptr<const DeviceMemory> memory = std::make_shared<NvmlDeviceMemory>());
   ~ModelRegistry();  // waits for loads in progress
   ModelRegistry(const ModelRegistry&) = delete;
   ModelRegistry& operator=(const ModelRegistry&) = delete;
 
   // Starts loading; already_exists when the name is taken by a model loading or ready (a failed one is replaced).
   Status add(const ModelLoadSpec& spec);
+  // modeld's start: adds each of the models file's specs (a refusal is
+  // logged) and forgets the functions and SAEs kept for any other model.
+  void start(const std::vector<ModelLoadSpec>& specs);
+  // Keeps what model has loaded now (its functions and SAEs) for a restart,
+  // when it is still the ready model of its name; archive: the TorchScript
+  // archive of a function just loaded, named by its sha256. A failure is logged.
+  void keep_loads(const std::shared_ptr<const LoadedModel>& model, const std::string& sha256 = "", std::string_view archive = {});
   // Forgets a model (loaded, loading or failed); not_found when there is none.
   // What it gives back expires once no running call holds the model any more
   // (its memory is released then; at once when none does).
@@ -75,8 +86,11 @@ class ModelRegistry {
   };
   void load(std::shared_ptr<Entry> entry);
   void save_locked() const REQUIRES(mutex_);
+  void save_loads_locked(const LoadedModel& model, const std::string& sha256 = "", std::string_view archive = {}) const
+      REQUIRES(mutex_);
 
   const std::string config_path_;
+  mutable PersistedLoads loads_;  // what callers loaded into each model at run time (thread-safe)
   KvBudget kv_budget_;
   mutable Mutex mutex_;
   std::vector<std::shared_ptr<Entry>> entries_ GUARDED_BY(mutex_);

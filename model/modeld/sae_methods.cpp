@@ -1,5 +1,6 @@
 // model.sae_load, model.sae_unload, model.saes: the SAEs of a ready model
 // (sae_set.h). Loading runs on the calling thread; a failure changes nothing.
+// What is loaded is kept for a restart (ModelRegistry::keep_loads).
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
@@ -32,6 +33,7 @@ void add_sae_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
       json result = {{"name", loaded->spec.name}, {"hook", loaded->spec.hook}, {"d_in", config.d_in}, {"d_sae", config.d_sae},
                      {"architecture", hooks::sae_architecture_name(config.architecture)}};
       if (Status added = (*model)->saes->add(std::move(*loaded)); !added) return added;
+      registry.keep_loads(*model);
       return result;
     });
   });
@@ -43,6 +45,7 @@ void add_sae_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
     auto model = registry.ready(*model_name);
     if (!model) return model.status();
     if (Status removed = (*model)->saes->remove(*name); !removed) return removed;
+    registry.keep_loads(*model);
     return json{{"unloaded", *name}};
   });
   methods.add("model.saes", [&registry](rpc::CallContext& ctx) -> Result<json> {

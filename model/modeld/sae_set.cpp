@@ -55,6 +55,13 @@ RequestSaes SaeSet::snapshot() const {
   return out;
 }
 
+std::vector<SaeLoadSpec> SaeSet::specs() const {
+  MutexLock lock(mutex_);
+  std::vector<SaeLoadSpec> out;
+  for (const auto& held : saes_) out.push_back(held.spec);
+  return out;
+}
+
 nlohmann::json SaeSet::list(bool hide_paths) const {
   MutexLock lock(mutex_);
   nlohmann::json out = nlohmann::json::array();

@@ -34,6 +34,8 @@ class SaeSet {
   // not_found naming the loaded ones.
   Status remove(const std::string& name);
   RequestSaes snapshot() const;
+  // The loaded SAEs' specs (hooks filled in), in the order they were loaded.
+  std::vector<SaeLoadSpec> specs() const;
   // [{name, hook, architecture, d_in, d_sae, k?, normalize_activations, apply_b_dec_to_input, bytes, path?}]
   nlohmann::json list(bool hide_paths) const;
 

@@ -1,7 +1,9 @@
 """A gpubox-modeld process for a test: started on a private ipc socket with a
-modeld.json, reached through the Python client, ended by pid."""
+modeld.json, reached through the Python client, ended by pid (and, for a
+restart, killed by pid and started again on the files it left)."""
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -32,14 +34,27 @@ class Modeld:
         config = os.path.join(self.dir, "modeld.json")
         with open(config, "w") as f:
             json.dump({"models": models}, f)
+        self.config = config
         self.socket = os.path.join(self.dir, "modeld.sock")
         self.log = open(os.path.join(self.dir, "modeld.log"), "w+")
-        self.process = subprocess.Popen([MODELD, "--endpoint", "ipc://" + self.socket, "--config", config],
+        self.start()
+
+    def start(self):
+        """Starts modeld on its models file as it is (after kill(): as the last one left it)."""
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)  # a killed modeld's; its absence is how the start is seen
+        self.process = subprocess.Popen([MODELD, "--endpoint", "ipc://" + self.socket, "--config", self.config],
                                         stdout=self.log, stderr=subprocess.STDOUT)
         try:
             self.client = connect_when_bound("ipc://" + self.socket, self.process, 30)
         except RuntimeError as error:
             raise AssertionError("modeld did not start: %s\n%s" % (error, self.log_text()))
+
+    def kill(self):
+        """Ends modeld at once by its pid (SIGKILL: it saves nothing on the way out), as a crash would."""
+        self.client.close()
+        os.kill(self.process.pid, signal.SIGKILL)
+        assert self.process.wait(timeout=30) == -signal.SIGKILL
 
     def log_text(self):
         self.log.flush()
