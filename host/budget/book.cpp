@@ -282,7 +282,8 @@ Status BudgetBook::release(const std::string& reservation, const std::string& wh
   Unlocks unlocks(journal_);
   auto contents = journal_.lock_and_read();
   if (!contents) return contents.status();
-  const Reservation* held = Ledger::fold(contents->entries).reservation(reservation);
+  Ledger ledger = Ledger::fold(contents->entries);  // held points into it: it must outlive held
+  const Reservation* held = ledger.reservation(reservation);
   if (!held || held->state != "open") return Status::ok();
   JournalEntry entry;
   entry.op = "release";
@@ -321,7 +322,8 @@ Status BudgetBook::settle_reservation(const std::string& reservation, double sec
   Unlocks unlocks(journal_);
   auto contents = journal_.lock_and_read();
   if (!contents) return contents.status();
-  const Reservation* held = Ledger::fold(contents->entries).reservation(reservation);
+  Ledger ledger = Ledger::fold(contents->entries);  // held points into it: it must outlive held
+  const Reservation* held = ledger.reservation(reservation);
   if (!held || held->state != "open") return Status::ok();
   JournalEntry entry;
   entry.op = "settle";

@@ -180,7 +180,8 @@ Status settle_ended_sandbox(const SandboxStore& store, const SandboxRecord& reco
   if (own.is_object() && !own.value("reservation", "").empty()) {
     auto contents = book.read();
     if (contents) {
-      const Reservation* reservation = Ledger::fold(contents->entries).reservation(own.value("reservation", ""));
+      Ledger ledger = Ledger::fold(contents->entries);  // reservation points into it
+      const Reservation* reservation = ledger.reservation(own.value("reservation", ""));
       if (reservation && reservation->state == "open" && reservation->sandbox.empty()) {
         (void)book.confirm(reservation->reserved.reservation, record.id, record.spec.value("modal_id", ""));
       }
