@@ -270,10 +270,12 @@ void BatchScheduler::take_tokens(const std::vector<std::pair<std::shared_ptr<Job
     });
     if (!taken) finish(*job, taken.status());
   }
-  auto running = [this](const auto& member) {
-    return std::find(running_.begin(), running_.end(), member.first) != running_.end();
-  };
+  auto running = [this](const auto& member) { return is_running(*member.first); };
   if (ahead_ && std::none_of(ahead_->members.begin(), ahead_->members.end(), running)) ahead_.reset();
+}
+
+bool BatchScheduler::is_running(const Job& job) const {
+  return std::any_of(running_.begin(), running_.end(), [&](const auto& running) { return running.get() == &job; });
 }
 
 bool BatchScheduler::take(Job& job, const at::Tensor& host, bool fed) {
@@ -372,9 +374,7 @@ void BatchScheduler::decode_step() {
   Step step = ahead_ ? std::move(*ahead_) : launch_step(std::vector<std::shared_ptr<Job>>(running_));
   ahead_.reset();
   // Members that ended when the step before was read are no longer running: their rows are ignored.
-  std::erase_if(step.members, [this](const auto& member) {
-    return std::find(running_.begin(), running_.end(), member.first) == running_.end();
-  });
+  std::erase_if(step.members, [this](const auto& member) { return !is_running(*member.first); });
   if (step.members.empty()) {  // every reader is behind
     MutexLock lock(mutex_);
     wake_.wait_for(lock, std::chrono::milliseconds(2));

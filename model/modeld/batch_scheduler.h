@@ -111,6 +111,7 @@ class BatchScheduler {
   Step launch_step(const std::vector<std::shared_ptr<Job>>& jobs);
   void decode_step();
   void finish(Job& job, Status status);
+  bool is_running(const Job& job) const;  // in running_ (a job that ended is not)
   void count_tokens(std::int64_t tokens);
 
   const std::string model_name_;
