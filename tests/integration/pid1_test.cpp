@@ -1,12 +1,14 @@
 // The agent as init: PID 1 of its namespace, and the reaper of every orphan,
 // both as PID 1 and as a subreaper outside a namespace.
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
 
+#include "base/fd.h"
 #include "tests/integration/integration_test.h"
 
 namespace gpubox::testing {
@@ -119,22 +121,30 @@ TEST_F(Pid1, ChildrenDoNotInheritTheReadyFd) {
 
 // A main command makes `count` orphans: each subshell forks a background
 // process and exits at once, so the background process is reparented to the
-// agent. The orphans block opening a FIFO until the test opens it, then each
-// appends a line to a file and exits together with the others: `count`
-// zombies at once, for the agent to reap. The main command then waits for the
-// test to let it finish.
+// agent. Each orphan opens a FIFO (the test holds it open for reading and
+// writing, so the open never blocks), says so in a file, and blocks reading
+// it. Once every orphan has said so, the test closes its end: every read ends
+// at once, and each orphan appends a line to a file and exits: `count`
+// zombies together, for the agent to reap. The main command then waits for the
+// test to let it finish. (Waiting for each orphan's own word, not for the
+// process to exist, is what makes the release reach all of them.)
 void expect_orphans_reaped(bool new_pid_namespace, int count) {
   AgentOptions options;
   options.new_pid_namespace = new_pid_namespace;
   options.command = sh(
-      "mkfifo \"$1\"; i=0; while [ $i -lt \"$3\" ]; do ({ read _ < \"$1\"; echo x >> \"$2\"; } &); i=$((i+1)); done; "
+      "while [ ! -e \"$6\" ]; do sleep 0.01; done; "
+      "i=0; while [ $i -lt \"$3\" ]; do ({ exec 3< \"$1\"; echo r >> \"$6\"; read _ <&3; echo x >> \"$2\"; } &); i=$((i+1)); done; "
       ": > \"$4\"; while [ ! -e \"$5\" ]; do sleep 0.01; done",
-      {"release", "lines", std::to_string(count), "spawned", "go"});
+      {"release", "lines", std::to_string(count), "spawned", "go", "waiting"});
   std::string error;
   auto box = AgentProcess::start(options, &error);
   ASSERT_TRUE(box) << error;
   ASSERT_TRUE(box->wait_ready(kStartTimeout));
   const pid_t agent = box->pid();
+  ASSERT_EQ(::mkfifo(box->path("release").c_str(), 0600), 0) << std::strerror(errno);
+  Fd fifo(::open(box->path("release").c_str(), O_RDWR | O_CLOEXEC));  // closed on any way out
+  ASSERT_TRUE(fifo.valid()) << std::strerror(errno);
+  write_file(box->path("waiting"), "");  // the main command's go-ahead
 
   ASSERT_TRUE(wait_until([&] { return file_exists(box->path("spawned")); }, milliseconds(30'000)))
       << "the main command did not finish spawning";
@@ -143,10 +153,12 @@ void expect_orphans_reaped(bool new_pid_namespace, int count) {
                          milliseconds(10'000)))
       << "the agent has " << children_of(agent).size() << " children, expected " << count + 1;
 
-  // Release them all at once; they exit and are the agent's zombies until reaped.
-  int fifo = ::open(box->path("release").c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(fifo, 0) << "no orphan is waiting on the FIFO: " << std::strerror(errno);
-  ::close(fifo);
+  EXPECT_TRUE(wait_until([&] { return count_lines(read_file(box->path("waiting"))) == count; }, milliseconds(30'000)))
+      << count_lines(read_file(box->path("waiting"))) << " of " << count << " orphans wait on the FIFO";
+
+  // Release them all at once: the FIFO's last writer goes, every read ends, and
+  // the orphans exit and are the agent's zombies until reaped.
+  fifo.reset();
 
   // Every orphan has run, and the agent's only child left is the main command.
   bool settled = wait_until(

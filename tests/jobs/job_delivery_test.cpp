@@ -283,24 +283,30 @@ TEST(JobJournal, AJobRunningWhenTheAgentDiedIsReportedLostWithWhatItLeft) {
   std::string done = sandbox->submit({{"command", "echo ok > out/ok"}})["job_id"];
   sandbox->wait_finished(done);
   std::string id = sandbox->submit({{"command", "echo left > out/left.txt; sleep 1000"}})["job_id"];
-  ASSERT_TRUE(wait_until([&] { return file_exists(sandbox->state_dir() + "/jobs/" + id + "/work/out/left.txt"); }, milliseconds(5000)));
+  ASSERT_TRUE(wait_until([&] { return file_exists(sandbox->state_dir() + "/jobs/" + id + "/work/out/left.txt"); }, milliseconds(20'000)))
+      << sandbox->box().stderr_text();
   ASSERT_TRUE(sandbox->box().signal(SIGKILL));  // PID 1 dies; its namespace with it
   ASSERT_TRUE(sandbox->box().wait_exit(milliseconds(10'000)).has_value());
 
   auto again = JobsSandbox::start({}, sandbox->state_dir());
   ASSERT_TRUE(again);
+  // On any failure below: the journal the new agent replayed, and what it logged.
+  auto context = [&] {
+    return "journal:\n" + read_file(sandbox->state_dir() + "/events.jsonl") + "agent:\n" + again->box().stderr_text();
+  };
   json info = again->wait_finished(id);
-  EXPECT_EQ(info["result"]["status"], "lost");
+  EXPECT_EQ(info["result"]["status"], "lost") << info.dump() << "\n" << context();
   EXPECT_EQ(info["result"]["error_kind"], "lost");
-  EXPECT_EQ(again->harvest(id).files["out/left.txt"], "left\n");
+  EXPECT_EQ(again->harvest(id).files["out/left.txt"], "left\n") << context();
   auto list = again->call("job.list", json::object());
-  ASSERT_EQ((*list)["jobs"].size(), 2u);
-  EXPECT_EQ((*list)["jobs"][0]["status"], "succeeded") << "the finished one is remembered as it was";
+  ASSERT_TRUE(list) << list.status().to_string();
+  ASSERT_EQ((*list)["jobs"].size(), 2u) << list->dump();
+  EXPECT_EQ((*list)["jobs"][0]["status"], "succeeded") << "the finished one is remembered as it was: " << list->dump();
   std::string next = again->submit({{"command", "true"}})["job_id"];
   EXPECT_EQ(next, "job-3") << "ids are never reused";
   again->wait_finished(next);
   auto events = read_file(sandbox->state_dir() + "/events.jsonl");
-  EXPECT_NE(events.find("\"event\":\"lost\""), std::string::npos);
+  EXPECT_NE(events.find("\"event\":\"lost\""), std::string::npos) << context();
 }
 
 TEST(JobWatchdogs, IdleShutsTheAgentDownAndPersistsUnacknowledgedArchives) {
