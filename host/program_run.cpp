@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -45,8 +46,58 @@ std::string ProgramRun::error_line() const {
 
 bool program_on_path(const std::string& program) { return !find_on_path(program).empty(); }
 
+namespace {
+
+// posix_spawn of program (a path) with args and these file actions; the child
+// starts with the default signal mask and dispositions, whatever the CLI blocked.
+Result<pid_t> spawn(const std::string& program, const std::vector<std::string>& args,
+                    const posix_spawn_file_actions_t* actions) {
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<std::string> argv_strings = {program};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : argv_strings) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int spawned = ::posix_spawn(&pid, program.c_str(), actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  if (spawned != 0) return Status::from_errno(spawned, "cannot run " + program);
+  return pid;
+}
+
+// The exit code of a waited-for child, or 128 + its signal.
+int wait_for_exit(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+Result<int> run_program_into_stdout(const std::string& name, const std::vector<std::string>& args) {
+  std::string program = find_on_path(name);
+  if (program.empty()) return Status(ErrorCode::invalid_request, "'" + name + "' was not found on PATH");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::fflush(stdout);
+  auto spawned = spawn(program, args, &actions);
+  posix_spawn_file_actions_destroy(&actions);
+  if (!spawned) return spawned.status();
+  return wait_for_exit(*spawned);
+}
+
 Result<ProgramRun> run_program(const std::string& name, const std::vector<std::string>& args,
-                               std::chrono::milliseconds timeout, const std::string* input) {
+                               std::chrono::milliseconds timeout, const std::string* input, int fd3) {
   std::string program = find_on_path(name);
   if (program.empty()) return Status(ErrorCode::invalid_request, "'" + name + "' was not found on PATH");
   Fd in_read;
@@ -74,25 +125,17 @@ Result<ProgramRun> run_program(const std::string& name, const std::vector<std::s
   }
   posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
   posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
-  // The child starts with the default signal mask and dispositions, whatever the CLI blocked.
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setsigdefault(&attributes, &all);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<std::string> argv_strings = {program};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& arg : argv_strings) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  int spawned = ::posix_spawn(&pid, program.c_str(), &actions, &attributes, argv.data(), environ);
+  // Duplicated above 3 first: dup2 onto itself would leave its close-on-exec flag set.
+  Fd passed;
+  if (fd3 >= 0) {
+    passed = Fd(::fcntl(fd3, F_DUPFD_CLOEXEC, 10));
+    if (!passed.valid()) return Status::from_errno(errno, "fcntl(F_DUPFD_CLOEXEC)");
+    posix_spawn_file_actions_adddup2(&actions, passed.get(), 3);
+  }
+  auto spawned = spawn(program, args, &actions);
   posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  if (spawned != 0) return Status::from_errno(spawned, "cannot run " + program);
+  if (!spawned) return spawned.status();
+  const pid_t pid = *spawned;
   out_write.reset();
   err_write.reset();
   in_read.reset();
@@ -123,15 +166,12 @@ Result<ProgramRun> run_program(const std::string& name, const std::vector<std::s
       }
     }
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  run.status = wait_for_exit(pid);
   if (timed_out) {
     return Status(ErrorCode::deadline_exceeded,
                   name + " " + (args.empty() ? "" : args[0]) + " did not finish within " +
                       std::to_string(timeout.count()) + " ms");
   }
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return run;
 }
 

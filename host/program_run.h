@@ -25,10 +25,16 @@ struct ProgramRun {
 // holding input, at most 64 KiB: how secrets reach a child without argv),
 // waits up to timeout (then kills it: deadline_exceeded) and returns what it
 // printed. invalid_request when the program is not on PATH. A non-zero exit is
-// a result, not an error.
+// a result, not an error. fd3, when given, is the program's fd 3 (what
+// `podman run --preserve-fds 1` hands to the container).
 Result<ProgramRun> run_program(const std::string& program, const std::vector<std::string>& args,
                                std::chrono::milliseconds timeout = std::chrono::seconds(120),
-                               const std::string* input = nullptr);
+                               const std::string* input = nullptr, int fd3 = -1);
+
+// Runs `program ARGS...` with stdin from /dev/null and both its stdout and
+// its stderr into this process's stdout, until it exits: its exit code, or
+// 128 + signal. (`docker logs` prints the container's stderr on its stderr.)
+Result<int> run_program_into_stdout(const std::string& program, const std::vector<std::string>& args);
 
 // True when `program` names an executable on PATH.
 bool program_on_path(const std::string& program);

@@ -15,10 +15,11 @@ namespace gpubox::host {
 struct SandboxEnd {
   // terminated, shutdown, idle_timeout, lease_expired, deadline,
   // main_command_ended (from the agent); out_of_memory, agent_crashed (inferred);
+  // exited (a docker container: only the engine's exit code is trusted);
   // ended_on_modal (Modal's reason in message: timeout, OOM, terminate from its dashboard).
   std::string reason;
   std::string message;  // one sentence for `info` and errors
-  std::optional<int> exit_code;  // the agent's, when it wrote its record
+  std::optional<int> exit_code;  // the agent's, when it wrote its record or its engine recorded it
 };
 
 // REQUIRES: record.state() == "dead". What its backend says (Backend::end).

@@ -76,6 +76,14 @@ struct GpuAsk {
 using InfoLine = std::pair<std::string, std::string>;
 
 // What one backend does differently; see the file comment for the threads.
+// Where the host reads a sandbox's agent log from; never a place sandbox code
+// can write (docs/security.md, "What the host reads").
+enum class AgentLogSource {
+  host_file,      // a file in the record's host-private directory
+  through_agent,  // inside the sandbox, read through the agent's RPC (fs.read): Modal
+  engine,         // the container engine's log of PID 1's output: docker
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -137,9 +145,12 @@ class Backend {
                            bool* killed) const = 0;
 
   // --- logs
-  // True when the agent's log is a file of this host (record.agent_dir()/agent.log);
-  // false when it is only inside the sandbox, read through the agent (fs.read).
-  virtual bool agent_log_on_host() const { return true; }
+  // Where `gpubox logs` reads the agent's log. Default: a file of this host
+  // (record.agent_files_dir()/agent.log).
+  virtual AgentLogSource agent_log_source(const SandboxRecord&) const { return AgentLogSource::host_file; }
+  // REQUIRES: agent_log_source(record) == engine. The engine's command that
+  // prints the container's log (following it when follow): program, then arguments.
+  virtual std::vector<std::string> engine_log_command(const SandboxRecord&, bool /*follow*/) const { return {}; }
 
   // --- adopt
   // Records a running sandbox created elsewhere. Default: invalid_request.

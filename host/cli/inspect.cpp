@@ -12,6 +12,7 @@
 #include "host/agent_files.h"
 #include "host/backends/registry.h"
 #include "host/cli/cli.h"
+#include "host/program_run.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_end.h"
 
@@ -224,7 +225,18 @@ int run_logs(const std::vector<std::string>& raw, const Global& global) {
   bool follow = args->flag("-f") || args->flag("--follow");
   auto backend = backend_of(*record);
   if (!backend) return fail("logs", backend.status(), kExitUsage);
-  if (!(*backend)->agent_log_on_host()) return print_remote_agent_log(*record, follow);  // the log is inside the sandbox
+  switch ((*backend)->agent_log_source(*record)) {
+    case AgentLogSource::through_agent:
+      return print_remote_agent_log(*record, follow);  // the log is inside the sandbox
+    case AgentLogSource::engine: {
+      std::vector<std::string> command = (*backend)->engine_log_command(*record, follow);
+      auto ran = run_program_into_stdout(command[0], {command.begin() + 1, command.end()});
+      if (!ran) return fail("logs", ran.status(), kExitFailed);
+      return *ran == 0 ? kExitOk : kExitFailed;
+    }
+    case AgentLogSource::host_file:
+      break;
+  }
   // Never through a link, never a FIFO (host/agent_files.h): a file planted in
   // the agent's place is refused, naming it.
   const std::string dir = record->agent_files_dir();

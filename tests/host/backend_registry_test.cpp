@@ -46,7 +46,27 @@ TEST(BackendRegistry, ARecordOfAnUnknownBackendIsRefusedByItsId) {
 TEST(BackendRegistry, OnlyModalsStateComesFromAControlPlane) {
   for (const Backend* backend : all_backends()) {
     EXPECT_EQ(backend->state_is_remote(), backend->name() == "modal") << backend->name();
-    EXPECT_EQ(backend->agent_log_on_host(), backend->name() != "modal") << backend->name();
+  }
+}
+
+// The host reads an agent's log only where sandbox code cannot write: a
+// host-private file (local, podman), the agent's RPC (Modal), or docker's own log.
+TEST(BackendRegistry, TheAgentsLogComesFromWhereSandboxCodeCannotWrite) {
+  SandboxRecord private_files;
+  private_files.spec["agent_files_private"] = true;
+  SandboxRecord shared_files;
+  shared_files.id = "0123456789ab";
+  shared_files.backend = "docker";
+  for (const Backend* backend : all_backends()) {
+    const std::string& name = backend->name();
+    AgentLogSource expected = name == "modal" ? AgentLogSource::through_agent : AgentLogSource::host_file;
+    EXPECT_EQ(backend->agent_log_source(private_files), expected) << name;
+    if (name == "docker" || name == "podman") {
+      EXPECT_EQ(backend->agent_log_source(shared_files), AgentLogSource::engine) << name;
+      EXPECT_EQ(backend->engine_log_command(shared_files, true),
+                (std::vector<std::string>{"docker", "logs", "--follow", "gpubox-0123456789ab"}))
+          << name;
+    }
   }
 }
 

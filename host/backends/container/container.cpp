@@ -83,6 +83,23 @@ class ContainerBackend final : public Backend {
     return terminate_container_sandbox(store, record, grace, killed);
   }
 
+  // Podman's agents write their exit record where only they can (host_dir());
+  // a docker container's record is in a dir its code can write, so the engine is asked.
+  SandboxEnd end(const SandboxRecord& record) const override {
+    return agent_files_private(record) ? sandbox_end_on_host(record) : container_end(record);
+  }
+
+  AgentLogSource agent_log_source(const SandboxRecord& record) const override {
+    return agent_files_private(record) ? AgentLogSource::host_file : AgentLogSource::engine;
+  }
+
+  std::vector<std::string> engine_log_command(const SandboxRecord& record, bool follow) const override {
+    std::vector<std::string> command = {record.spec.value("engine", record.backend), "logs"};
+    if (follow) command.push_back("--follow");
+    command.push_back(record.spec.value("container", container_name(record.id)));
+    return command;
+  }
+
   std::vector<InfoLine> describe(const SandboxRecord& record, const nlohmann::json&) const override {
     std::vector<InfoLine> lines = describe_host_process(record);
     const auto& network = record.spec.value("network", nlohmann::json("none"));
@@ -105,6 +122,8 @@ class ContainerBackend final : public Backend {
   }
 
  private:
+  static bool agent_files_private(const SandboxRecord& record) { return record.spec.value("agent_files_private", false); }
+
   const std::string engine_;
 };
 

@@ -9,9 +9,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "host/agent_files.h"
 #include "host/program_run.h"
 #include "host/backends/container/port_relay.h"
 #include "host/sandbox_keys.h"
@@ -26,6 +27,12 @@ using Clock = std::chrono::steady_clock;
 
 // Where the agent finds its config inside the container.
 constexpr char kConfigDir[] = "/run/gpubox-config";
+// PID 1's descriptor of the host-private dir (podman's --preserve-fds 1 hands fd 3).
+constexpr int kPreservedHostDirFd = 3;
+
+// Whether the agent gets a host-private dir for its log and exit record:
+// podman can hand the container a descriptor (--preserve-fds), docker cannot.
+bool podman_hands_host_dir(const ContainerSandboxSpec& spec) { return spec.engine == "podman"; }
 
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
@@ -74,8 +81,11 @@ std::vector<std::string> run_arguments(const ContainerSandboxSpec& spec, const S
   std::vector<std::string> args = {"run", "--detach", "--name", name, "--hostname",
                                    record.name.empty() ? record.id : record.name, "--label",
                                    "gpubox.sandbox=" + record.id, "--label", "gpubox.store=" + store_root};
-  // Podman writes PID 1's host pid where we ask; Docker is asked with inspect.
-  if (spec.engine == "podman") args.insert(args.end(), {"--pidfile", record.agent_dir() + "/container.pid"});
+  // Podman writes PID 1's host pid where we ask (the host-private dir), and
+  // hands PID 1 that dir as its fd 3; Docker is asked with inspect and hands no fd.
+  if (podman_hands_host_dir(spec)) {
+    args.insert(args.end(), {"--pidfile", record.host_dir() + "/container.pid", "--preserve-fds", "1"});
+  }
   if (spec.network == "none") {
     args.insert(args.end(), {"--network", "none"});
   } else {
@@ -96,15 +106,18 @@ std::vector<std::string> run_arguments(const ContainerSandboxSpec& spec, const S
   if (spec.limits.pids > 0) args.push_back("--pids-limit=" + std::to_string(spec.limits.pids));
   for (auto& arg : gpu_arguments(spec.engine, spec.gpus)) args.push_back(std::move(arg));
   args.insert(args.end(), {spec.image, "--config", std::string(kConfigDir) + "/config.json"});
+  if (podman_hands_host_dir(spec)) args.insert(args.end(), {"--host-dir-fd", std::to_string(kPreservedHostDirFd)});
   return args;
 }
 
 // The host pid of the container's PID 1.
 Result<pid_t> container_pid(const ContainerSandboxSpec& spec, const SandboxRecord& record) {
   std::string text;
-  if (spec.engine == "podman") {
-    std::ifstream in(record.agent_dir() + "/container.pid");
-    std::getline(in, text);
+  if (podman_hands_host_dir(spec)) {
+    // Podman wrote it in the host-private dir; read as any agent file, never through a link.
+    auto pid_file = read_agent_file(record.host_dir(), "container.pid", 64);
+    if (!pid_file) return pid_file.status();
+    text = trimmed(*pid_file);
   } else {
     auto inspected = run_program(spec.engine, {"inspect", "--format", "{{.State.Pid}}", container_name(record.id)});
     if (!inspected) return inspected.status();
@@ -252,9 +265,22 @@ Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const Contai
   config["rpc"]["authorized_keys"] = {client_keys->public_key};
   ConfigDrop drop;
   if (Status written = drop.write(config.dump()); !written) return fail(written);
+  // The agent's log and exit record (and podman's pid file) go to host_dir():
+  // never mounted in the container, PID 1 reaches it through its fd 3 alone,
+  // and nothing else in the container can (PID 1 is not dumpable: docs/security.md).
+  Fd host_dir;
+  if (podman_hands_host_dir(spec)) {
+    if (::mkdir(record.host_dir().c_str(), 0700) != 0) {
+      return fail(Status::from_errno(errno, "cannot create '" + record.host_dir() + "'"));
+    }
+    host_dir = Fd(::open(record.host_dir().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!host_dir.valid()) return fail(Status::from_errno(errno, "cannot open '" + record.host_dir() + "'"));
+    record.spec["agent_files_private"] = true;
+  }
 
   started = true;  // from here a failed run may still have left a container
-  auto ran = run_program(spec.engine, run_arguments(spec, record, store.root(), drop.dir()));
+  auto ran = run_program(spec.engine, run_arguments(spec, record, store.root(), drop.dir()), std::chrono::seconds(120),
+                         nullptr, host_dir.get());
   if (!ran) return fail(ran.status());
   if (ran->status != 0) {
     std::string why = ran->error_line();
@@ -297,6 +323,42 @@ Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const Contai
   drop.remove();  // read by now (or never to be): the secrets leave the host's tmpfs
   if (!ready) return fail(ready);
   return record;
+}
+
+SandboxEnd container_end(const SandboxRecord& record) {
+  std::string engine = record.spec.value("engine", record.backend);
+  std::string name = record.spec.value("container", container_name(record.id));
+  SandboxEnd end;
+  end.reason = "agent_crashed";
+  // The engine records the exit a moment after the process ends: until it says exited, its code is not final.
+  std::string state;
+  for (int attempt = 0; attempt < 30; ++attempt) {
+    auto inspected = run_program(engine, {"inspect", "--format", "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}", name},
+                                 std::chrono::seconds(10));
+    if (!inspected || inspected->status != 0) {
+      end.message = "its container is gone (" + engine + " no longer knows " + name + ")";
+      return end;
+    }
+    state = trimmed(inspected->out);
+    if (state.rfind("exited ", 0) == 0 || state.rfind("stopped ", 0) == 0) break;
+    ::usleep(100'000);
+  }
+  std::istringstream words(state);
+  std::string status, oom_killed;
+  int code = -1;
+  words >> status >> code >> oom_killed;
+  if (oom_killed == "true") {
+    end.reason = "out_of_memory";
+    end.message = "its container was killed out of memory (" + engine + " inspect says OOMKilled)";
+  } else if (code > 128) {
+    end.message = "its agent was killed by signal " + std::to_string(code - 128) + " (" + engine + " inspect)";
+  } else {
+    end.reason = "exited";
+    end.message = "its agent exited with status " + std::to_string(code) + " (" + engine +
+                  " inspect; the agent's own reason is not read from files the sandbox can write)";
+  }
+  if (code >= 0) end.exit_code = code;
+  return end;
 }
 
 Status terminate_container_sandbox(const SandboxStore& store, const SandboxRecord& record,

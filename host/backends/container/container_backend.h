@@ -5,7 +5,11 @@
 // (its keys and the secrets included) is a file on a host tmpfs, bind-mounted
 // read-only and deleted once the agent has read it, so no secret value is in
 // the container's argv, environment, `inspect` or logs. The agent's state dir
-// is the store's agent/ dir, bind-mounted, as on local sandboxes.
+// is the store's agent/ dir, bind-mounted (the container's code can write
+// it). With podman the agent's log and exit record go to the store's host/
+// dir instead, handed to PID 1 as a descriptor (--preserve-fds) and never
+// mounted; docker hands no descriptor, so for it the host asks the engine how
+// the container ended and reads the engine's log (docs/security.md).
 // --network none: the container gets only loopback and a port relay
 // (port_relay.h) publishes the agent's port; --network bridge: the engine's
 // default network (outbound allowed) and the engine publishes the port.
@@ -21,6 +25,7 @@
 #include "host/args.h"
 #include "host/backends/backend.h"
 #include "host/resource_limits.h"
+#include "host/sandbox_end.h"
 #include "host/sandbox_store.h"
 #include "base/status.h"
 
@@ -56,6 +61,11 @@ Result<SandboxRecord> create_container_sandbox(SandboxStore& store, const Contai
 // KILL was needed. A container already gone is only cleaned up.
 Status terminate_container_sandbox(const SandboxStore& store, const SandboxRecord& record,
                                    std::chrono::milliseconds grace, bool* killed = nullptr);
+
+// How a container whose agent keeps no host-private exit record ended, as
+// the engine recorded it (its exit code, and whether it was OOM-killed): the
+// engine's word, which code in the container cannot forge.
+SandboxEnd container_end(const SandboxRecord& record);
 
 // The podman|docker flags of `gpubox create` (--image, --publish, --gpu, --ready-timeout) into *spec;
 // invalid_request naming the flag, also for one given without a container backend.

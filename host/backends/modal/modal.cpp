@@ -126,7 +126,7 @@ class ModalBackend final : public Backend {
     return terminate_modal_sandbox(store, record, grace, killed);
   }
 
-  bool agent_log_on_host() const override { return false; }
+  AgentLogSource agent_log_source(const SandboxRecord&) const override { return AgentLogSource::through_agent; }
 
   Result<SandboxRecord> adopt(SandboxStore& store, const AdoptRequest& request) const override {
     return adopt_modal_sandbox(store, request.remote_id, request.client_keys, request.server_key, request.name, request.app);
