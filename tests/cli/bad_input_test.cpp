@@ -62,6 +62,8 @@ TEST_F(CliTest, AnUnknownCommandIsOneLineAndAHint) {
   EXPECT_EQ(error.at("code"), "usage");
   EXPECT_EQ(error.at("message"), "unknown command 'frobnicate' (see gpubox --help)");
   EXPECT_EQ(error.at("exit_code"), 2);
+  CliRun hostile = run({"\x1b[2Jnope"});  // what was typed is quoted, not obeyed
+  EXPECT_EQ(hostile.err, "gpubox: unknown command '\\x1b[2Jnope' (see gpubox --help)\n");
 }
 
 TEST_F(CliTest, AUsageErrorSaysWhereTheUsageIs) {
