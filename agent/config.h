@@ -48,7 +48,7 @@ struct RpcConfig {
   int max_message_bytes = 64 << 20;
 };
 
-// The sandbox's lifetime (ARCHITECTURE.md, "Lifecycle of a sandbox"). Every
+// The sandbox's lifetime (docs/architecture.md, "Lifecycle of a sandbox"). Every
 // duration is measured on the agent's own monotonic clock from its start;
 // zero turns the watchdog off.
 struct LifecycleConfig {

@@ -1,5 +1,5 @@
 // Status and Result<T>: expected failures as values, with the stable error
-// codes every RPC reply carries (ARCHITECTURE.md, "Errors").
+// codes every RPC reply carries (docs/architecture.md, "Errors").
 #pragma once
 
 #include <cerrno>

@@ -26,8 +26,8 @@ else()
   message(FATAL_ERROR "static libzmq not found under ${GPUBOX_DEPS_DIR}: run scripts/setup.sh first")
 endif()
 
-# libarchive, static, with exactly what tar + zstd needs (ARCHITECTURE.md,
-# "Dependencies"): pkg-config's static list would drag in libxml2 and ICU.
+# libarchive, static, with exactly what tar + zstd needs (docs/architecture.md,
+# "One static binary"; docs/build.md): pkg-config's static list would drag in libxml2 and ICU.
 set(GPUBOX_ARCHIVE_LIBS)
 foreach(name archive nettle acl zstd lz4 bz2 z lzma)
   find_library(GPUBOX_${name}_STATIC NAMES lib${name}.a)

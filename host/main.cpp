@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/terminal_text.h"
 #include "base/version.h"
 #include "host/cli/cli.h"
 #include <nlohmann/json.hpp>
@@ -118,7 +119,9 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return fail(command, std::string("internal error: ") + e.what(), kExitFailed);
   }
-  if (global.json) return fail(command, "unknown command '" + command + "' (gpubox --help lists them)", kExitUsage);
-  std::fprintf(stderr, "gpubox: unknown command '%s'\n%s", command.c_str(), kUsage);
+  // One line and where the list is (a typo should not scroll 43 lines of usage past).
+  std::string unknown = "unknown command '" + command + "' (see gpubox --help)";
+  if (global.json) return fail(command, unknown, kExitUsage);
+  std::fprintf(stderr, "gpubox: %s\n", gpubox::escape_for_terminal(unknown).c_str());  // what was typed acts on nothing
   return kExitUsage;
 }

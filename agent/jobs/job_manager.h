@@ -1,5 +1,5 @@
 // JobManager: every batch job of the agent, from submission to the staged
-// archive and its acknowledgement (ARCHITECTURE.md, "Lifecycle of a
+// archive and its acknowledgement (docs/architecture.md, "Lifecycle of a
 // sandbox", steps 4–5). Starts jobs in FIFO order up to the concurrency
 // limit, stops them (own timeout, cancel, harvest watchdog, shutdown) with
 // TERM, grace, KILL of the process group, stages every ending on its own

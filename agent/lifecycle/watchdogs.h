@@ -1,4 +1,4 @@
-// Watchdogs: the sandbox's lifetime limits (ARCHITECTURE.md, "Lifecycle of a
+// Watchdogs: the sandbox's lifetime limits (docs/architecture.md, "Lifecycle of a
 // sandbox", steps 3, 4 and 7), measured on the agent's own monotonic clock
 // from its start: the harvest watchdog (one harvest margin before the
 // container deadline), the container deadline itself, the idle watchdog (no

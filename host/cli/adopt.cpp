@@ -16,13 +16,13 @@ int run_adopt(const std::vector<std::string>& raw, const Global& global) {
       "  {\"public_key\", \"secret_key\"}), with the agent's public key as \"server_key\" in it or as\n"
       "  --server-key (the record's spec.server_key). Prints the new sandbox id.\n";
   auto args = parse_args(raw, {"--keys", "--server-key", "--name", "--app"}, {});
-  if (!args) return fail("adopt", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("adopt", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() != 1 || args->positional[0].rfind("sb-", 0) != 0) {
-    return fail("adopt", "expected one Modal sandbox id (sb-...)", kExitUsage, kUsage);
+    return fail_usage("adopt", "expected one Modal sandbox id (sb-...)");
   }
   auto file = args->last("--keys");
-  if (!file) return fail("adopt", "--keys FILE is required (the client's CURVE key pair)", kExitUsage, kUsage);
+  if (!file) return fail_usage("adopt", "--keys FILE is required (the client's CURVE key pair)");
   std::ifstream in(*file);
   auto keys = nlohmann::json::parse(in, nullptr, false);
   auto text = [&](const char* key) {

@@ -57,10 +57,10 @@ struct OwnedFile {
 
 int run_attach(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--connection-file"}, {});
-  if (!args) return fail("attach", args.status(), kExitUsage, kAttachUsage);
+  if (!args) return fail_usage("attach", args.status());
   if (args->flag("--help")) return show_usage(kAttachUsage);
   if (args->positional.size() != 1 || args->has_double_dash) {
-    return fail("attach", "expected one sandbox id or name", kExitUsage, kAttachUsage);
+    return fail_usage("attach", "expected one sandbox id or name");
   }
   // Signals are taken from a signalfd, on this thread only: block them before
   // any ZeroMQ thread exists, so that every thread inherits the mask.
@@ -81,7 +81,7 @@ int run_attach(const std::vector<std::string>& raw, const Global& global) {
   bool write_file = true;
   std::string path;
   if (given) {
-    if (given->empty()) return fail("attach", "--connection-file: expected a path", kExitUsage, kAttachUsage);
+    if (given->empty()) return fail_usage("attach", "--connection-file: expected a path");
     path = *given;
     if (::access(path.c_str(), F_OK) == 0) {
       auto read = read_connection_file(path);

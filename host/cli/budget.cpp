@@ -141,7 +141,7 @@ Result<std::optional<budget::Prices>> prices_of(const Args& args) {
 
 int define(const Args& args, bool is_new) {
   const char* command = is_new ? "budget init" : "budget set";
-  auto usage = [&](const std::string& message) { return fail(command, message, kExitUsage, kUsage); };
+  auto usage = [&](const std::string& message) { return fail_usage(command, message); };
   if (args.positional.size() > 2 || (!is_new && args.positional.size() != 2)) return usage(is_new ? "expected at most one NAME" : "expected NAME");
   std::string name = args.positional.size() == 2 ? args.positional[1] : "default";
   auto max_usd = ceiling(args, "--max-usd");
@@ -162,7 +162,7 @@ int define(const Args& args, bool is_new) {
 }
 
 int set_default(const Args& args) {
-  if (args.positional.size() != 2) return fail("budget default", "expected NAME or none", kExitUsage, kUsage);
+  if (args.positional.size() != 2) return fail_usage("budget default", "expected NAME or none");
   auto store = SandboxStore::open_default();
   if (!store) return fail("budget default", store.status(), kExitUsage);
   Status done = budget::BudgetBook(store->root()).set_default(args.positional[1]);
@@ -195,17 +195,17 @@ int reconcile(const Global& global, bool json) {
 
 int run_budget(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--max-usd", "--max-gpu-hours", "--prices"}, {"--default", "--follow", "-f"});
-  if (!args) return fail("budget", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("budget", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
   std::string sub = args->positional.empty() ? "show" : args->positional[0];
   bool json = args->flag("--json");
   bool changes = sub == "init" || sub == "set";
   if (!changes && (args->last("--max-usd") || args->last("--max-gpu-hours") || args->last("--prices") || args->flag("--default"))) {
-    return fail("budget", "--max-usd, --max-gpu-hours, --prices and --default go with init or set", kExitUsage, kUsage);
+    return fail_usage("budget", "--max-usd, --max-gpu-hours, --prices and --default go with init or set");
   }
-  if (sub != "log" && (args->flag("--follow") || args->flag("-f"))) return fail("budget", "--follow goes with log", kExitUsage, kUsage);
+  if (sub != "log" && (args->flag("--follow") || args->flag("-f"))) return fail_usage("budget", "--follow goes with log");
   if (sub == "show" || sub == "ls") {
-    if (args->positional.size() > 1) return fail("budget", "unexpected argument '" + args->positional[1] + "'", kExitUsage, kUsage);
+    if (args->positional.size() > 1) return fail_usage("budget", "unexpected argument '" + args->positional[1] + "'");
     return show(global, json);
   }
   if (sub == "init") return define(*args, true);
@@ -213,7 +213,7 @@ int run_budget(const std::vector<std::string>& raw, const Global& global) {
   if (sub == "default") return set_default(*args);
   if (sub == "log") return print_budget_log(global.json || json, args->flag("--follow") || args->flag("-f"));
   if (sub == "reconcile") return reconcile(global, json);
-  return fail("budget", "unknown subcommand '" + sub + "' (init, set, default, log, reconcile)", kExitUsage, kUsage);
+  return fail_usage("budget", "unknown subcommand '" + sub + "' (init, set, default, log, reconcile)");
 }
 
 }  // namespace gpubox::host::cli

@@ -94,7 +94,7 @@ namespace {
 
 // Prints one error: JSON with error_code on stdout, or the text on stderr.
 int report_error(const std::string& command, std::string error_code, const std::string& message, int code,
-                 const char* usage) {
+                 bool see_help) {
   std::string text = in_cli_words(message);
   if (g_json_errors) {
     nlohmann::json error = {{"error", {{"code", error_code}, {"message", text}, {"command", command}, {"exit_code", code}}}};
@@ -105,35 +105,50 @@ int report_error(const std::string& command, std::string error_code, const std::
   // Messages carry what others wrote (an agent's error, a sandbox's name): nothing in them acts on the terminal.
   std::fprintf(stderr, "gpubox %s: %s\n", command.c_str(), escape_for_terminal(text, true).c_str());
   // The one line, and where the usage is (as docker does): not 20 lines of usage that bury it.
-  if (usage && code == kExitUsage) std::fprintf(stderr, "See 'gpubox %s --help'.\n", command.c_str());
+  if (see_help) std::fprintf(stderr, "See 'gpubox %s --help'.\n", command.c_str());
   return code;
+}
+
+// fail() for a message, with or without the line that points at --help.
+int fail_message(const std::string& command, const std::string& message, int code, bool see_help) {
+  // "not_found: ..." (a Status's to_string) carries its code.
+  if (auto colon = message.find(": "); colon != std::string::npos && error_code_from_name(message.substr(0, colon))) {
+    return report_error(command, message.substr(0, colon), g_json_errors ? message.substr(colon + 2) : message, code,
+                        see_help);
+  }
+  std::string error_code = code == kExitUsage ? "usage" : code == kExitUnreachable ? "unreachable" : "failed";
+  return report_error(command, error_code, message, code, see_help);
+}
+
+// fail() for a Status, the same.
+int fail_status(const std::string& command, const Status& status, int code, bool see_help) {
+  // A refused flag or value is a usage error; a sandbox or name not found keeps its own code.
+  bool usage_error = code == kExitUsage && status.code() == ErrorCode::invalid_request;
+  return report_error(command, usage_error ? "usage" : std::string(error_code_name(status.code())), status.message(), code,
+                      see_help);
 }
 
 }  // namespace
 
-int fail(const std::string& command, const std::string& message, int code, const char* usage) {
-  // "not_found: ..." (a Status's to_string) carries its code.
-  if (auto colon = message.find(": "); colon != std::string::npos && error_code_from_name(message.substr(0, colon))) {
-    return report_error(command, message.substr(0, colon), g_json_errors ? message.substr(colon + 2) : message, code, usage);
-  }
-  std::string error_code = code == kExitUsage ? "usage" : code == kExitUnreachable ? "unreachable" : "failed";
-  return report_error(command, error_code, message, code, usage);
+int fail(const std::string& command, const std::string& message, int code) {
+  return fail_message(command, message, code, false);
 }
 
-int fail(const std::string& command, const Status& status, int code, const char* usage) {
-  // A refused flag or value is a usage error; a sandbox or name not found keeps its own code.
-  bool usage_error = code == kExitUsage && status.code() == ErrorCode::invalid_request;
-  return report_error(command, usage_error ? "usage" : std::string(error_code_name(status.code())), status.message(), code,
-                      usage);
+int fail(const std::string& command, const Status& status, int code) { return fail_status(command, status, code, false); }
+
+int fail_usage(const std::string& command, const std::string& message) {
+  return fail_message(command, message, kExitUsage, true);
 }
+
+int fail_usage(const std::string& command, const Status& status) { return fail_status(command, status, kExitUsage, true); }
 
 int fail_budget(const std::string& command, const Status& status) {
   constexpr std::string_view kExceeded = "budget_exceeded: ";
   if (status.code() == ErrorCode::resource_exhausted && status.message().rfind(kExceeded, 0) == 0) {
-    return report_error(command, "budget_exceeded", status.message().substr(kExceeded.size()), kExitFailed, nullptr);
+    return report_error(command, "budget_exceeded", status.message().substr(kExceeded.size()), kExitFailed, false);
   }
-  if (status.code() == ErrorCode::invalid_request) return report_error(command, "usage", status.message(), kExitUsage, nullptr);
-  return report_error(command, std::string(error_code_name(status.code())), status.message(), kExitFailed, nullptr);
+  if (status.code() == ErrorCode::invalid_request) return report_error(command, "usage", status.message(), kExitUsage, false);
+  return report_error(command, std::string(error_code_name(status.code())), status.message(), kExitFailed, false);
 }
 
 int show_usage(const char* usage) {

@@ -38,14 +38,19 @@ struct Global {
 Result<Args> parse_args(const std::vector<std::string>& args, const std::set<std::string>& with_value,
                         const std::set<std::string>& flag_names, size_t stop_after = 0);
 
-// Prints "gpubox COMMAND: MESSAGE" (and a usage line for kExitUsage) to
-// stderr, or with --json {"error": {"code", "message", "exit_code"}} to
-// stdout; returns code. The message is put in the CLI's words first
-// (in_cli_words). `code` in the JSON is the agent's error code when MESSAGE
-// starts with one ("not_found: ..."), else usage / failed / unreachable.
-int fail(const std::string& command, const std::string& message, int code, const char* usage = nullptr);
+// Prints "gpubox COMMAND: MESSAGE" to stderr, or with --json {"error":
+// {"code", "message", "exit_code"}} to stdout; returns code. The message is
+// put in the CLI's words first (in_cli_words). `code` in the JSON is the
+// agent's error code when MESSAGE starts with one ("not_found: ..."), else
+// usage / failed / unreachable.
+int fail(const std::string& command, const std::string& message, int code);
 // The same for a Status: its message for people, its code in the JSON.
-int fail(const std::string& command, const Status& status, int code, const char* usage = nullptr);
+int fail(const std::string& command, const Status& status, int code);
+// A mistake in a command's own arguments: fail(command, ..., kExitUsage),
+// and without --json a second line that says where the usage is, "See
+// 'gpubox COMMAND --help'." (as docker does: not the usage itself).
+int fail_usage(const std::string& command, const std::string& message);
+int fail_usage(const std::string& command, const Status& status);
 // A budget's refusal or error (host/budget/): budget_exceeded (exit 1, that code in the JSON) for a
 // ceiling, a usage error (exit 2) for bad input (an unknown budget, a missing price), else failed.
 int fail_budget(const std::string& command, const Status& status);

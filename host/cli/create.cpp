@@ -113,7 +113,7 @@ bool valid_env_name(const std::string& name) {
 }  // namespace
 
 int create_sandbox(const std::vector<std::string>& raw, const Global& global, const Snapshot* from) {
-  auto usage = [](const std::string& message) { return fail("create", message, kExitUsage, kCreateUsage); };
+  auto usage = [](const std::string& message) { return fail_usage("create", message); };
   auto parsed = parse_args(raw,
                            {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
                             "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",

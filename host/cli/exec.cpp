@@ -120,20 +120,20 @@ Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIden
 
 int run_exec(const std::vector<std::string>& raw, const Global&) {
   auto args = parse_args(raw, {"--timeout", "--cwd", "--env"}, {"-i", "--interactive", "-t", "--tty", "-it", "-ti"}, 1);
-  if (!args) return fail("exec", args.status(), kExitUsage, kExecUsage);
+  if (!args) return fail_usage("exec", args.status());
   if (args->flag("--help")) return show_usage(kExecUsage);
-  if (args->positional.size() != 1) return fail("exec", "expected one sandbox id or name", kExitUsage, kExecUsage);
-  if (args->command.empty()) return fail("exec", "expected a command after the sandbox (-- CMD ARGS...)", kExitUsage, kExecUsage);
+  if (args->positional.size() != 1) return fail_usage("exec", "expected one sandbox id or name");
+  if (args->command.empty()) return fail_usage("exec", "expected a command after the sandbox (-- CMD ARGS...)");
   nlohmann::json params = {{"argv", args->command}};
   if (auto timeout = args->last("--timeout")) {
     auto seconds = parse_number(*timeout, 0.001, 604800);
-    if (!seconds) return fail("exec", "--timeout: expected seconds, got '" + *timeout + "'", kExitUsage, kExecUsage);
+    if (!seconds) return fail_usage("exec", "--timeout: expected seconds, got '" + *timeout + "'");
     params["timeout_s"] = *seconds;
   }
   if (auto cwd = args->last("--cwd")) params["cwd"] = remote_path(*cwd);
   for (const auto& pair : args->all("--env")) {
     auto eq = pair.find('=');
-    if (eq == std::string::npos || eq == 0) return fail("exec", "--env: expected NAME=VALUE, got '" + pair + "'", kExitUsage, kExecUsage);
+    if (eq == std::string::npos || eq == 0) return fail_usage("exec", "--env: expected NAME=VALUE, got '" + pair + "'");
     params["env"][pair.substr(0, eq)] = pair.substr(eq + 1);
   }
   auto given = [&](std::initializer_list<const char*> names) {

@@ -84,9 +84,9 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
       "  lease expired, deadline, command ended, out of memory, agent crashed, ended on modal).\n"
       "  --remote: the Modal app's running sandboxes that gpubox started (by their gpubox.sandbox tag).\n";
   auto args = parse_args(raw, {"--app"}, {"--remote"});
-  if (!args) return fail("ls", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("ls", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (!args->positional.empty()) return fail("ls", "unexpected argument '" + args->positional[0] + "'", kExitUsage, kUsage);
+  if (!args->positional.empty()) return fail_usage("ls", "unexpected argument '" + args->positional[0] + "'");
   auto store = SandboxStore::open_default();
   if (!store) return fail("ls", store.status(), kExitUsage);
   if (args->flag("--remote")) return list_remote(*args, global, *store);
@@ -120,9 +120,9 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
 int run_info(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox info ID|NAME [--json]\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("info", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("info", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 1) return fail("info", "expected one sandbox id or name", kExitUsage, kUsage);
+  if (args->positional.size() != 1) return fail_usage("info", "expected one sandbox id or name");
   auto record = find_sandbox_with_state("info", args->positional[0]);
   if (!record) return fail("info", record.status(), exit_code_for(record.status()));
 
@@ -215,11 +215,11 @@ int run_logs(const std::vector<std::string>& raw, const Global& global) {
       "usage: gpubox logs ID|NAME [-f|--follow]              the agent's log\n"
       "       gpubox logs ID|NAME JOB [--stderr] [-f|--follow]  a job's stdout (or stderr)\n";
   auto args = parse_args(raw, {}, {"-f", "--follow", "--stderr"});
-  if (!args) return fail("logs", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("logs", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
   if (args->positional.size() == 2) return run_job_logs(*args, global);
-  if (args->flag("--stderr")) return fail("logs", "--stderr needs a JOB", kExitUsage, kUsage);
-  if (args->positional.size() != 1) return fail("logs", "expected a sandbox id or name, and optionally a JOB", kExitUsage, kUsage);
+  if (args->flag("--stderr")) return fail_usage("logs", "--stderr needs a JOB");
+  if (args->positional.size() != 1) return fail_usage("logs", "expected a sandbox id or name, and optionally a JOB");
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("logs", record.status(), exit_code_for(record.status()));
   bool follow = args->flag("-f") || args->flag("--follow");

@@ -165,10 +165,10 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
       "  --output the first 20 files of out/ are featured. Under a budget (--budget, else the sandbox's, else\n"
       "  the default), a --timeout that outlives what the sandbox holds reserves the rest first (docs/budget.md).\n";
   auto args = parse_args(raw, {"--input", "--timeout", "--output", "--intent", "--env", "--budget"}, {});
-  if (!args) return fail("submit", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("submit", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (!args->has_double_dash || args->command.empty()) return fail("submit", "expected -- COMMAND", kExitUsage, kUsage);
-  if (args->positional.size() != 1) return fail("submit", "expected one sandbox id or name before --", kExitUsage, kUsage);
+  if (!args->has_double_dash || args->command.empty()) return fail_usage("submit", "expected -- COMMAND");
+  if (args->positional.size() != 1) return fail_usage("submit", "expected one sandbox id or name before --");
 
   nlohmann::json params = {{"command", shell_command(args->command)}};
   if (auto timeout = args->last("--timeout")) {
@@ -269,9 +269,9 @@ int run_submit(const std::vector<std::string>& raw, const Global& global) {
 int run_jobs(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox jobs ID|NAME [--json]   (every job of the sandbox, in submission order)\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("jobs", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("jobs", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 1) return fail("jobs", "expected one sandbox id or name", kExitUsage, kUsage);
+  if (args->positional.size() != 1) return fail_usage("jobs", "expected one sandbox id or name");
   Connected sandbox = connect("jobs", args->positional[0]);
   if (!sandbox.client) return sandbox.code;
   auto list = sandbox.client->call("job.list", nlohmann::json::object());
@@ -303,9 +303,9 @@ int run_wait(const std::vector<std::string>& raw, const Global& global) {
       "  waits for JOB to finish and prints its result; exit 0 if it succeeded, 1 if it did not,\n"
       "  124 if --timeout passed first (the job keeps running).\n";
   auto args = parse_args(raw, {"--timeout"}, {});
-  if (!args) return fail("wait", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("wait", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 2) return fail("wait", "expected ID JOB", kExitUsage, kUsage);
+  if (args->positional.size() != 2) return fail_usage("wait", "expected ID JOB");
   std::optional<double> limit;
   if (auto timeout = args->last("--timeout")) {
     limit = parse_number(*timeout, 0, 365.0 * 86400);
@@ -393,9 +393,9 @@ int run_cancel(const std::vector<std::string>& raw, const Global& global) {
       "usage: gpubox cancel ID|NAME JOB [--json]\n"
       "  a queued job ends at once; a running one gets TERM, then KILL after the grace. Its outputs are still staged.\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("cancel", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("cancel", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 2) return fail("cancel", "expected ID JOB", kExitUsage, kUsage);
+  if (args->positional.size() != 2) return fail_usage("cancel", "expected ID JOB");
   Connected sandbox = connect("cancel", args->positional[0]);
   if (!sandbox.client) return sandbox.code;
   auto info = sandbox.client->call("job.cancel", {{"job_id", args->positional[1]}});

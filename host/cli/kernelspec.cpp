@@ -96,7 +96,7 @@ int list_specs(const Args& args, const Global& global) {
 }
 
 int remove_spec(const Args& args, const Global& global) {
-  if (args.positional.size() != 2) return fail("kernelspec", "remove: expected one kernelspec NAME", kExitUsage, kKernelspecUsage);
+  if (args.positional.size() != 2) return fail_usage("kernelspec", "remove: expected one kernelspec NAME");
   const std::string& name = args.positional[1];
   for (const auto& spec : find_kernelspecs(kernel_dirs(args))) {
     if (spec.name != name) continue;
@@ -115,11 +115,11 @@ int remove_spec(const Args& args, const Global& global) {
 
 int install(const Args& args, const Global& global) {
   if (args.flag("--user") && args.last("--prefix")) {
-    return fail("kernelspec", "--user and --prefix: give one or neither", kExitUsage, kKernelspecUsage);
+    return fail_usage("kernelspec", "--user and --prefix: give one or neither");
   }
   std::string kernels;
   if (auto prefix = args.last("--prefix")) {
-    if (prefix->empty() || (*prefix)[0] != '/') return fail("kernelspec", "--prefix: expected an absolute path", kExitUsage, kKernelspecUsage);
+    if (prefix->empty() || (*prefix)[0] != '/') return fail_usage("kernelspec", "--prefix: expected an absolute path");
     kernels = *prefix + "/share/jupyter/kernels";
   } else if (args.flag("--user")) {
     const char* data = std::getenv("JUPYTER_DATA_DIR");
@@ -129,7 +129,7 @@ int install(const Args& args, const Global& global) {
     } else if (home && *home) {
       kernels = std::string(home) + "/.local/share/jupyter/kernels";
     } else {
-      return fail("kernelspec", "--user: neither JUPYTER_DATA_DIR nor HOME is set", kExitUsage, kKernelspecUsage);
+      return fail_usage("kernelspec", "--user: neither JUPYTER_DATA_DIR nor HOME is set");
     }
   } else {
     kernels = "/usr/local/share/jupyter/kernels";
@@ -138,7 +138,7 @@ int install(const Args& args, const Global& global) {
   nlohmann::json spec = {{"language", "python"}, {"interrupt_mode", "message"}, {"metadata", {{"debugger", false}}}};
   std::string name;
   if (auto sandbox = args.last("--sandbox")) {
-    if (args.last("--python")) return fail("kernelspec", "--python: the sandbox's config names its python", kExitUsage, kKernelspecUsage);
+    if (args.last("--python")) return fail_usage("kernelspec", "--python: the sandbox's config names its python");
     auto record = find_sandbox(*sandbox);
     if (!record) return fail("kernelspec", record.status(), exit_code_for(record.status()));
     name = "gpubox-" + (record->name.empty() ? record->id : record->name);
@@ -150,7 +150,7 @@ int install(const Args& args, const Global& global) {
     name = "gpubox";
     spec["argv"] = {default_agent_path(), "kernel", "-f", "{connection_file}"};
     if (auto python = args.last("--python")) {
-      if (python->empty()) return fail("kernelspec", "--python: expected a path", kExitUsage, kKernelspecUsage);
+      if (python->empty()) return fail_usage("kernelspec", "--python: expected a path");
       spec["argv"].push_back("--python");
       spec["argv"].push_back(*python);
     }
@@ -158,7 +158,7 @@ int install(const Args& args, const Global& global) {
   }
   if (auto given = args.last("--name")) name = *given;
   if (!valid_name(name)) {
-    return fail("kernelspec", "--name: '" + name + "' is not a kernel name (letters, digits, '-', '_', '.')", kExitUsage, kKernelspecUsage);
+    return fail_usage("kernelspec", "--name: '" + name + "' is not a kernel name (letters, digits, '-', '_', '.')");
   }
   std::string dir = kernels + "/" + name;
   if (Status made = make_kernelspec_dirs(dir); !made) return fail("kernelspec", made.message(), kExitFailed);
@@ -184,13 +184,13 @@ int install(const Args& args, const Global& global) {
 
 int run_kernelspec(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--prefix", "--sandbox", "--name", "--python"}, {"--user"});
-  if (!args) return fail("kernelspec", args.status(), kExitUsage, kKernelspecUsage);
+  if (!args) return fail_usage("kernelspec", args.status());
   if (args->flag("--help")) return show_usage(kKernelspecUsage);
   std::string sub = args->positional.empty() ? "" : args->positional[0];
   if (sub == "list" && args->positional.size() == 1) return list_specs(*args, global);
   if (sub == "remove") return remove_spec(*args, global);
   if (sub == "install" && args->positional.size() == 1) return install(*args, global);
-  return fail("kernelspec", "expected the subcommand install, list or remove NAME", kExitUsage, kKernelspecUsage);
+  return fail_usage("kernelspec", "expected the subcommand install, list or remove NAME");
 }
 
 }  // namespace gpubox::host::cli

@@ -46,18 +46,18 @@ std::string self_path() {
 
 int run_mcp(const std::vector<std::string>& raw, const Global&) {
   auto args = parse_args(raw, {"--sandbox", "--service", "--notebook-dir"}, {});
-  if (!args) return fail("mcp", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("mcp", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (!args->positional.empty() || args->has_double_dash) return fail("mcp", "unexpected argument", kExitUsage, kUsage);
+  if (!args->positional.empty() || args->has_double_dash) return fail_usage("mcp", "unexpected argument");
   auto sandbox = args->last("--sandbox");
   auto service = args->last("--service");
-  if (service && !sandbox) return fail("mcp", "--service needs --sandbox (the sandbox that serves it)", kExitUsage, kUsage);
+  if (service && !sandbox) return fail_usage("mcp", "--service needs --sandbox (the sandbox that serves it)");
   if (sandbox) {
     // Refused at start rather than at every call: the name must exist now.
     auto store = SandboxStore::open_default();
     if (!store) return fail("mcp", store.status(), kExitUsage);
     auto record = store->resolve(*sandbox);
-    if (!record) return fail("mcp", "--sandbox: " + record.status().message(), kExitUsage, kUsage);
+    if (!record) return fail_usage("mcp", "--sandbox: " + record.status().message());
   }
   std::string state = state_home() + "/gpubox";
   std::string notebook_dir = args->last("--notebook-dir").value_or(state + "/notebooks");

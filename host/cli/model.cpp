@@ -61,7 +61,7 @@ constexpr char kModelUsage[] =
 
 const std::string kModelCommand = "model";
 
-int usage_error(const std::string& message) { return fail(kModelCommand, message, kExitUsage, kModelUsage); }
+int usage_error(const std::string& message) { return fail_usage(kModelCommand, message); }
 
 // An agent's or modeld's refusal: an unknown model or a bad parameter is a usage error.
 int call_error(const Status& status) {
@@ -438,7 +438,7 @@ int run_model(const std::vector<std::string>& raw, const Global& global) {
                           "--capture", "--out", "--system", "--volume", "--to", "--subdir", "--revision", "--endpoint",
                           "--timeout", "--budget", "--egress-gib", "--sae-capture", "--hook"},
                          {"--stream", "--ignore-eos", "--hidden", "--wait", "--chat"});
-  if (!args) return fail(kModelCommand, args.status(), kExitUsage, kModelUsage);
+  if (!args) return fail_usage(kModelCommand, args.status());
   if (args->flag("--help")) return show_usage(kModelUsage);
   // The spelling `model pull ID REPO` is `model ID pull REPO`.
   if (args->positional.size() >= 2 && args->positional[0] == "pull" && args->positional[1] != "pull") {

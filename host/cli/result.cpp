@@ -39,9 +39,9 @@ int run_result(const std::vector<std::string>& raw, const Global& global) {
       "  re-running the job. --ack lets the sandbox\n"
       "  delete its staged copy once everything is extracted (without it the copy stays for another download).\n";
   auto args = parse_args(raw, {"--out", "--max-size"}, {"--ack"});
-  if (!args) return fail("result", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("result", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 2) return fail("result", "expected ID JOB", kExitUsage, kUsage);
+  if (args->positional.size() != 2) return fail_usage("result", "expected ID JOB");
   const std::string& job = args->positional[1];
   harvest::HarvestOptions options;
   options.job_id = job;

@@ -21,7 +21,7 @@ constexpr char kRpcUsage[] =
     "  --client-keys a JSON file {\"public_key\": Z85, \"secret_key\": Z85} (gpubox-agent keygen writes one)\n"
     "  --timeout S   the request's deadline (default: none; unreachable agents are detected after 10 s)\n";
 
-int rpc_usage_error(const std::string& message) { return fail("rpc", message, kExitUsage, kRpcUsage); }
+int rpc_usage_error(const std::string& message) { return fail_usage("rpc", message); }
 
 // Binary data longer than this is not dumped onto a terminal.
 constexpr std::size_t kTerminalBinaryBytes = 64;

@@ -219,15 +219,15 @@ Result<Result<json>> run_cell(rpc::Client& client, const ProcessIdentity& agent,
 
 int run_run_code(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw, {"--out-dir", "--timeout"}, {});
-  if (!args) return fail("run-code", args.status(), kExitUsage, kRunCodeUsage);
+  if (!args) return fail_usage("run-code", args.status());
   if (args->flag("--help")) return show_usage(kRunCodeUsage);
   if (args->positional.empty() || args->positional.size() > 2 || !args->command.empty()) {
-    return fail("run-code", "expected a sandbox id or name and, optionally, CODE or -", kExitUsage, kRunCodeUsage);
+    return fail_usage("run-code", "expected a sandbox id or name and, optionally, CODE or -");
   }
   bool json_mode = global.json || args->flag("--json");
   std::string code;
   if (args->positional.size() == 1 || args->positional[1] == "-") {
-    if (::isatty(STDIN_FILENO)) return fail("run-code", "no CODE given and stdin is a terminal (give CODE, or pipe it with -)", kExitUsage, kRunCodeUsage);
+    if (::isatty(STDIN_FILENO)) return fail_usage("run-code", "no CODE given and stdin is a terminal (give CODE, or pipe it with -)");
     char buffer[65536];
     while (true) {
       ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
@@ -248,14 +248,14 @@ int run_run_code(const std::vector<std::string>& raw, const Global& global) {
   json params = {{"code", code}};
   if (auto timeout = args->last("--timeout")) {
     auto seconds = parse_number(*timeout, 0.001, 30 * 86400);
-    if (!seconds) return fail("run-code", "--timeout: expected seconds, got '" + *timeout + "'", kExitUsage, kRunCodeUsage);
+    if (!seconds) return fail_usage("run-code", "--timeout: expected seconds, got '" + *timeout + "'");
     params["timeout_s"] = *seconds;
   }
   std::string out_dir = args->last("--out-dir").value_or(".");
   std::error_code error;
   std::filesystem::create_directories(out_dir, error);
   if (error || !std::filesystem::is_directory(out_dir)) {
-    return fail("run-code", "--out-dir: '" + out_dir + "' is not a directory that can be created", kExitUsage, kRunCodeUsage);
+    return fail_usage("run-code", "--out-dir: '" + out_dir + "' is not a directory that can be created");
   }
 
   auto record = find_sandbox(args->positional[0]);

@@ -21,9 +21,9 @@ int run_snapshot(const std::vector<std::string>& raw, const Global& global) {
       "  image (snapshot_filesystem; Volumes are not in it), with the sandbox's settings;\n"
       "  running processes are not kept. gpubox create --from-snapshot SNAPSHOT restores it.\n";
   auto args = parse_args(raw, {"--name"}, {});
-  if (!args) return fail("snapshot", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail_usage("snapshot", args.status().message());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 1) return fail("snapshot", "expected one sandbox id or name", kExitUsage, kUsage);
+  if (args->positional.size() != 1) return fail_usage("snapshot", "expected one sandbox id or name");
   auto store = SandboxStore::open_default();
   if (!store) return fail("snapshot", store.status().message(), kExitUsage);
   auto record = store->resolve(args->positional[0]);
@@ -76,12 +76,12 @@ int run_snapshots(const std::vector<std::string>& raw, const Global& global) {
       "usage: gpubox snapshots [--json]          list the snapshots\n"
       "       gpubox snapshots rm SNAPSHOT...    remove snapshots (and their images)\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("snapshots", args.status().message(), kExitUsage, kUsage);
+  if (!args) return fail_usage("snapshots", args.status().message());
   if (args->flag("--help")) return show_usage(kUsage);
   auto store = SandboxStore::open_default();
   if (!store) return fail("snapshots", store.status().message(), kExitUsage);
   if (!args->positional.empty() && args->positional[0] == "rm") {
-    if (args->positional.size() < 2) return fail("snapshots", "rm: expected snapshot names", kExitUsage, kUsage);
+    if (args->positional.size() < 2) return fail_usage("snapshots", "rm: expected snapshot names");
     int code = kExitOk;
     for (size_t i = 1; i < args->positional.size(); ++i) {
       auto snapshot = find_snapshot(*store, args->positional[i]);
@@ -90,7 +90,7 @@ int run_snapshots(const std::vector<std::string>& raw, const Global& global) {
     }
     return code;
   }
-  if (!args->positional.empty()) return fail("snapshots", "unexpected argument '" + args->positional[0] + "'", kExitUsage, kUsage);
+  if (!args->positional.empty()) return fail_usage("snapshots", "unexpected argument '" + args->positional[0] + "'");
   auto snapshots = list_snapshots(*store);
   if (global.json || args->flag("--json")) {
     nlohmann::json list = nlohmann::json::array();

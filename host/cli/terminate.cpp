@@ -14,10 +14,10 @@ namespace gpubox::host::cli {
 int run_terminate(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox terminate ID|NAME... | --all [--json]\n";
   auto args = parse_args(raw, {}, {"--all"});
-  if (!args) return fail("terminate", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("terminate", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
   bool all = args->flag("--all");
-  if (all == !args->positional.empty()) return fail("terminate", "expected sandbox ids or names, or --all", kExitUsage, kUsage);
+  if (all == !args->positional.empty()) return fail_usage("terminate", "expected sandbox ids or names, or --all");
   auto store = SandboxStore::open_default();
   if (!store) return fail("terminate", store.status(), kExitUsage);
   std::vector<SandboxRecord> targets;

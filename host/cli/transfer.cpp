@@ -211,9 +211,9 @@ int run_put(const std::vector<std::string>& raw, const Global& global) {
       "usage: gpubox put ID|NAME LOCAL REMOTE [-p|--parents] [--json]   (a relative REMOTE is under /workspace)\n"
       "  --parents  create REMOTE's missing parent directories\n";
   auto args = parse_args(raw, {}, {"-p", "--parents"});
-  if (!args) return fail("put", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("put", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 3) return fail("put", "expected ID LOCAL REMOTE", kExitUsage, kUsage);
+  if (args->positional.size() != 3) return fail_usage("put", "expected ID LOCAL REMOTE");
   const std::string& local = args->positional[1];
   std::error_code error;
   auto status = fs::status(local, error);
@@ -281,9 +281,9 @@ int run_put(const std::vector<std::string>& raw, const Global& global) {
 int run_get(const std::vector<std::string>& raw, const Global& global) {
   constexpr char kUsage[] = "usage: gpubox get ID|NAME REMOTE LOCAL [--json]   (a relative REMOTE is under /workspace)\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("get", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("get", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 3) return fail("get", "expected ID REMOTE LOCAL", kExitUsage, kUsage);
+  if (args->positional.size() != 3) return fail_usage("get", "expected ID REMOTE LOCAL");
   auto record = find_sandbox(args->positional[0]);
   if (!record) return fail("get", record.status(), exit_code_for(record.status()));
   auto client = connect_sandbox(*record);

@@ -105,9 +105,9 @@ int run_usage(const std::vector<std::string>& raw, const Global& global) {
       "  container seconds (the agent's own clock), CPU seconds, GPU type, count and GPU-seconds, each job's\n"
       "  wall and CPU seconds, and the resources the sandbox was created with (to price a run: docs/modal.md).\n";
   auto args = parse_args(raw, {}, {});
-  if (!args) return fail("usage", args.status(), kExitUsage, kUsage);
+  if (!args) return fail_usage("usage", args.status());
   if (args->flag("--help")) return show_usage(kUsage);
-  if (args->positional.size() != 1) return fail("usage", "expected one sandbox id or name", kExitUsage, kUsage);
+  if (args->positional.size() != 1) return fail_usage("usage", "expected one sandbox id or name");
   auto record = find_sandbox_with_state("usage", args->positional[0]);
   if (!record) return fail("usage", record.status(), exit_code_for(record.status()));
   nlohmann::json report = {{"id", record->id},

@@ -268,12 +268,12 @@ int run_weights(const std::vector<std::string>& raw, const Global& global) {
     args.push_back(raw[i]);
   }
   auto parsed = parse_args(args, {"--tensor"}, {});
-  if (!parsed) return fail("weights", parsed.status(), kExitUsage, kWeightsUsage);
+  if (!parsed) return fail_usage("weights", parsed.status());
   if (parsed->flag("--help")) return show_usage(kWeightsUsage);
-  if (parsed->positional.size() != 1) return fail("weights", "expected one FILE or DIR", kExitUsage, kWeightsUsage);
+  if (parsed->positional.size() != 1) return fail_usage("weights", "expected one FILE or DIR");
   auto tensor = parsed->last("--tensor");
-  if (has_indices && !tensor) return fail("weights", "--indices needs --tensor NAME", kExitUsage, kWeightsUsage);
-  if (has_indices && index_texts.empty()) return fail("weights", "--indices: expected at least one index", kExitUsage, kWeightsUsage);
+  if (has_indices && !tensor) return fail_usage("weights", "--indices needs --tensor NAME");
+  if (has_indices && index_texts.empty()) return fail_usage("weights", "--indices: expected at least one index");
   bool as_json = global.json || parsed->flag("--json");
 
   const std::string& path = parsed->positional[0];

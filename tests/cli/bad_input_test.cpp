@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include <gmock/gmock.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/cli/cli_fixture.h"
 
@@ -47,6 +48,33 @@ TEST_F(CliTest, BadFlagsNameTheFlag) {
     EXPECT_THAT(result.err, HasSubstr(c.message));
   }
   EXPECT_TRUE(store_entries().empty()) << "a refused create left state behind";
+}
+
+TEST_F(CliTest, AnUnknownCommandIsOneLineAndAHint) {
+  CliRun typo = run({"frobnicate", "box"});
+  EXPECT_EQ(typo.status, 2);
+  EXPECT_EQ(typo.err, "gpubox: unknown command 'frobnicate' (see gpubox --help)\n");  // not the usage
+  EXPECT_EQ(typo.out, "");
+  CliRun as_json = run({"--json", "frobnicate"});
+  EXPECT_EQ(as_json.status, 2);
+  EXPECT_EQ(as_json.err, "");
+  auto error = nlohmann::json::parse(as_json.out).at("error");
+  EXPECT_EQ(error.at("code"), "usage");
+  EXPECT_EQ(error.at("message"), "unknown command 'frobnicate' (see gpubox --help)");
+  EXPECT_EQ(error.at("exit_code"), 2);
+  CliRun hostile = run({"\x1b[2Jnope"});  // what was typed is quoted, not obeyed
+  EXPECT_EQ(hostile.err, "gpubox: unknown command '\\x1b[2Jnope' (see gpubox --help)\n");
+}
+
+TEST_F(CliTest, AUsageErrorSaysWhereTheUsageIs) {
+  CliRun bad_flag = run({"exec", "--bogus"});
+  EXPECT_EQ(bad_flag.status, 2);
+  EXPECT_THAT(bad_flag.err, HasSubstr("gpubox exec: --bogus"));
+  EXPECT_THAT(bad_flag.err, HasSubstr("\nSee 'gpubox exec --help'.\n"));
+  // An unknown sandbox is a usage error too, but the command's usage would not help: no hint.
+  CliRun unknown_box = run({"info", "nosuchbox"});
+  EXPECT_EQ(unknown_box.status, 2);
+  EXPECT_THAT(unknown_box.err, ::testing::Not(HasSubstr("--help")));
 }
 
 TEST_F(CliTest, UnreadableOrRefusedConfigCreatesNothing) {

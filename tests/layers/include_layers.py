@@ -1,5 +1,5 @@
 """The include arrows between the top-level folders, and the check that they
-only go downward (ARCHITECTURE.md's folder map; README's map).
+only go downward (docs/architecture.md's layers; README's map).
 
 An arrow A -> B is a `#include "B/..."` in a C++ file under A, or a
 `${CMAKE_SOURCE_DIR}/B/...` in a CMakeLists.txt under A (a source compiled or

@@ -4,9 +4,14 @@ tiny random Llama of make_fixture.py, copied to a directory under this host's
 reaches it), served by the real gpubox-modeld; sandbox.model(NAME) is the same
 Model as gpubox.connect(ID).model(NAME) and generates transformers' greedy
 tokens. A model that cannot load fails start() naming it, and ends the sandbox.
+README.md's Python example runs as written, on the same model.
 Debian's python3 (numpy tensors); needs root."""
 
+import contextlib
+import io
+import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -17,6 +22,17 @@ sys.path.insert(0, os.path.join(HERE, "..", "python_api"))
 from model_harness import MODELD, fixture, missing  # noqa: E402
 from local_sandboxes import PrivateState, require_root_and_cli  # noqa: E402
 import gpubox  # noqa: E402
+
+README = os.path.join(HERE, "..", "..", "README.md")
+README_MODEL_PATH = "/data/llama-3.2-1b"  # the README's stand-in for a model directory of this machine
+
+
+def readme_python_block():
+    """The first python block of README.md's "First five minutes"."""
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## First five minutes"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 class SandboxModelHostTest(unittest.TestCase):
@@ -54,6 +70,20 @@ class SandboxModelHostTest(unittest.TestCase):
             self.assertIn("No such file", seen.stderr)
             host = sandbox.client.call("sys.info")["model_host"]
             self.assertEqual([(m["name"], m["state"]) for m in host["models"]], [("tiny", "ready")])
+
+    def test_the_readme_python_example_runs_as_written(self):
+        code = readme_python_block()
+        self.assertIn(README_MODEL_PATH, code)
+        scope, printed = {}, io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code.replace(README_MODEL_PATH, self.tiny), "README.md", "exec"), scope)
+        with open(os.path.join(self.tiny, "config.json")) as f:  # the sandbox is gone: the model's own config
+            d_model = json.load(f)["hidden_size"]
+        n = len(scope["ids"])
+        self.assertEqual(tuple(scope["out"]["blocks.0.hook_resid_post"].shape), (1, n, d_model))
+        self.assertEqual(tuple(scope["direction"].shape), (d_model,))
+        self.assertEqual(len(scope["steered"]["tokens"]), 8)
+        self.assertIn(str(scope["steered"]["tokens"]), printed.getvalue())
 
     def test_a_model_that_cannot_load_fails_start_naming_it(self):
         empty = tempfile.mkdtemp(prefix="empty-", dir=self.models)
