@@ -31,13 +31,17 @@ option(GPUBOX_THREAD_SAFETY_CHECK "Check the thread-safety annotations with clan
        ${gpubox_tsa_default})
 
 # gpubox_check_thread_safety(TARGET): the check over TARGET's annotated sources,
-# as target thread_safety_TARGET, part of ALL.
+# as target thread_safety_TARGET, part of ALL. Once per target.
 function(gpubox_check_thread_safety target)
-  if(NOT GPUBOX_THREAD_SAFETY_CHECK)
+  if(NOT GPUBOX_THREAD_SAFETY_CHECK OR TARGET thread_safety_${target})
     return()
   endif()
   get_target_property(sources ${target} SOURCES)
+  if(NOT sources)
+    return()
+  endif()
   get_target_property(source_dir ${target} SOURCE_DIR)
+  get_property(gpubox_tsa_checked GLOBAL PROPERTY gpubox_tsa_checked_sources)
   # The target's include directories and definitions, its dependencies' included, less
   # the system's own directories and empty entries.
   set(includes "$<REMOVE_DUPLICATES:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>>")
@@ -61,8 +65,11 @@ function(gpubox_check_thread_safety target)
       endif()
     endforeach()
     set(annotated OFF)
+    if(${path} IN_LIST gpubox_tsa_checked)
+      continue()  # a source of two targets is parsed once
+    endif()
     foreach(file ${read})
-      file(STRINGS ${file} hits REGEX "GUARDED_BY\\(|REQUIRES\\(")
+      file(STRINGS ${file} hits REGEX "GUARDED_BY\\(|REQUIRES\\(|EXCLUDES\\(|ACQUIRE\\(|MutexLock")
       if(hits)
         set(annotated ON)
         break()
@@ -84,6 +91,37 @@ function(gpubox_check_thread_safety target)
       COMMENT "Thread-safety analysis of ${name}"
       COMMAND_EXPAND_LISTS VERBATIM)
     list(APPEND stamps ${stamp})
+    set_property(GLOBAL APPEND PROPERTY gpubox_tsa_checked_sources ${path})
   endforeach()
   add_custom_target(thread_safety_${target} ALL DEPENDS ${stamps})
+endfunction()
+
+# The C++ targets defined in DIR and below it, into OUT.
+function(gpubox_cxx_targets_below dir out)
+  get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+  set(found)
+  foreach(target ${targets})
+    get_target_property(type ${target} TYPE)
+    if(type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
+      list(APPEND found ${target})
+    endif()
+  endforeach()
+  get_property(subdirectories DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(subdirectory ${subdirectories})
+    gpubox_cxx_targets_below(${subdirectory} below)
+    list(APPEND found ${below})
+  endforeach()
+  set(${out} ${found} PARENT_SCOPE)
+endfunction()
+
+# The check over every C++ target of the build (libraries, programs, tests,
+# benchmarks, LibTorch's sources included): called once, after every directory.
+function(gpubox_check_thread_safety_everywhere)
+  if(NOT GPUBOX_THREAD_SAFETY_CHECK)
+    return()
+  endif()
+  gpubox_cxx_targets_below(${CMAKE_SOURCE_DIR} targets)
+  foreach(target ${targets})
+    gpubox_check_thread_safety(${target})
+  endforeach()
 endfunction()

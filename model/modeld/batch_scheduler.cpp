@@ -223,7 +223,9 @@ void BatchScheduler::take_tokens(const std::vector<std::pair<std::shared_ptr<Job
                                  bool ahead) {
   c10::InferenceMode inference;
   std::vector<std::pair<std::shared_ptr<Job>, at::Tensor>> picked_from;  // the jobs whose picking went well
-  for (const auto& [job, logits] : logits_of) {
+  for (const auto& job_logits : logits_of) {
+    const std::shared_ptr<Job>& job = job_logits.first;  // named, not bound: lambdas capture it (clang < 16)
+    const at::Tensor& logits = job_logits.second;
     at::Tensor picks;
     auto picked = guarded("model.generate", [&]() -> Result<json> {
       picks = pick_tokens(logits.select(1, 0).to(at::kFloat), *job->options, *job->generator);
@@ -256,7 +258,8 @@ void BatchScheduler::take_tokens(const std::vector<std::pair<std::shared_ptr<Job
   }
   const at::Tensor& host = host_tokens_.wait();
   std::int64_t first_row = 0;
-  for (const auto& [job, pick] : picked_from) {
+  for (const auto& job_pick : picked_from) {
+    const std::shared_ptr<Job>& job = job_pick.first;  // named, not bound: lambdas capture it (clang < 16)
     at::Tensor rows = host.narrow(0, first_row, job->rows);
     first_row += job->rows;
     bool queued = ahead_ && std::any_of(ahead_->members.begin(), ahead_->members.end(),
