@@ -26,6 +26,7 @@
 
 #include "rpc/params.h"
 #include "rpc/server.h"
+#include "base/thread_annotations.h"
 
 namespace {
 
@@ -38,14 +39,14 @@ long env_ms(const char* name) {
 }
 
 struct Record {
-  std::mutex mutex;
-  std::string last_stop;          // guarded by mutex
-  long long last_timeout_ms = -1; // guarded by mutex
+  Mutex mutex;
+  std::string last_stop GUARDED_BY(mutex);
+  long long last_timeout_ms GUARDED_BY(mutex) = -1;
   std::atomic<long long> count_sent{0};
   std::atomic<long long> calls{0};
 
   void stopped(const Status& reason) {
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     last_stop = std::string(error_code_name(reason.code()));
   }
 };
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
   methods.add("model.sleep", [&](rpc::CallContext& call) -> Result<json> {
     ++record.calls;
     {
-      std::lock_guard lock(record.mutex);
+      MutexLock lock(record.mutex);
       record.last_timeout_ms = timeout_ms_of(call);
       record.last_stop.clear();
     }
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
   methods.add("model.crash", [](rpc::CallContext&) -> Result<json> { std::abort(); });
 
   methods.add("model.stats", [&](rpc::CallContext&) -> Result<json> {
-    std::lock_guard lock(record.mutex);
+    MutexLock lock(record.mutex);
     return json{{"count_sent", record.count_sent.load()}, {"last_stop", record.last_stop},
                 {"last_timeout_ms", record.last_timeout_ms}, {"calls", record.calls.load()}};
   });

@@ -2,6 +2,7 @@
 // device that refuses any allocation past its memory, as a GPU's allocator
 // would: models loading together all fit, and the refusals name their numbers.
 #include "model/modeld/kv_budget.h"
+#include "base/thread_annotations.h"
 
 #include <gtest/gtest.h>
 
@@ -23,11 +24,11 @@ class FakeDevice final : public DeviceMemory {
   FakeDevice(std::uint64_t total, std::uint64_t others) : total_(total), others_(others) {}
   std::uint64_t total_bytes(int) const override { return total_; }
   std::uint64_t used_bytes(int) const override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return others_ + allocated_;
   }
   bool allocate(std::uint64_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (others_ + allocated_ + bytes > total_) return false;
     allocated_ += bytes;
     return true;
@@ -35,8 +36,8 @@ class FakeDevice final : public DeviceMemory {
 
  private:
   const std::uint64_t total_, others_;
-  mutable std::mutex mutex_;
-  std::uint64_t allocated_ = 0;
+  mutable Mutex mutex_;
+  std::uint64_t allocated_ GUARDED_BY(mutex_) = 0;
 };
 
 TEST(KvBudget, ModelsLoadingTogetherAllGetAPoolThatFits) {

@@ -24,6 +24,7 @@
 
 #include "base/fd.h"
 #include "tests/unit/temp_dir.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox {
 namespace {
@@ -362,7 +363,7 @@ TEST(ProcessTable, ConcurrentSpawnsAndReapsLoseNoStatus) {
   constexpr int kPerThread = 50;
   constexpr int kTotal = kThreads * kPerThread;
   ProcessTable table;
-  std::mutex mutex;
+  Mutex mutex;  // locals cannot be GUARDED_BY: the three maps below are under it
   std::map<pid_t, int> expected;       // guarded by mutex
   std::map<pid_t, int> reported;       // guarded by mutex
   std::map<pid_t, int> callbacks;      // guarded by mutex
@@ -390,7 +391,7 @@ TEST(ProcessTable, ConcurrentSpawnsAndReapsLoseNoStatus) {
         int code = (t * kPerThread + i) % 256;
         auto pid = table.spawn(command({"/bin/sh", "-c", "exit " + std::to_string(code)}),
                                [&](pid_t reaped, ExitStatus status) {
-                                 std::lock_guard lock(mutex);
+                                 MutexLock lock(mutex);
                                  reported[reaped] = status.code;
                                  ++callbacks[reaped];
                                  ++reported_count;
@@ -399,7 +400,7 @@ TEST(ProcessTable, ConcurrentSpawnsAndReapsLoseNoStatus) {
           ++spawn_failures;
           continue;
         }
-        std::lock_guard lock(mutex);
+        MutexLock lock(mutex);
         expected[*pid] = code;
       }
       --spawners_left;
