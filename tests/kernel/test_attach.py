@@ -1,3 +1,4 @@
+# Over 600 lines: every test shares one real sandbox made in setUpModule (a real agent as PID 1); split, each file would start its own.
 """`gpubox attach` and `gpubox kernelspec install` against a real local sandbox
 (the real agent as PID 1 of its own namespaces, its kernel's sockets on the
 sandbox's own 127.0.0.1): the same jupyter_kernel_test conformance suite as
