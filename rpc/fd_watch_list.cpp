@@ -16,7 +16,7 @@ bool FdWatchList::watch(int fd, std::function<bool()> ready) {
 }
 
 void FdWatchList::unwatch(int fd) {
-  bool on_polling_thread = std::this_thread::get_id() == polling_thread_;
+  bool on_polling_thread = std::this_thread::get_id() == polling_thread_.load();
   auto done = on_polling_thread ? nullptr : std::make_shared<std::promise<void>>();
   {
     MutexLock lock(mutex_);

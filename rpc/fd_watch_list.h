@@ -5,6 +5,7 @@
 // that polled readable. The other methods are the polling thread's.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <future>
 #include <map>
@@ -49,7 +50,7 @@ class FdWatchList : public FdWatch {
   };
 
   const std::function<void()> wake_;
-  std::thread::id polling_thread_;
+  std::atomic<std::thread::id> polling_thread_;  // read by unwatch() on any thread
   Mutex mutex_;
   std::vector<Request> requests_ GUARDED_BY(mutex_);
   bool ended_ GUARDED_BY(mutex_) = false;
