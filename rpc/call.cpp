@@ -64,6 +64,14 @@ bool CallState::deliver(Incoming incoming) {
   return true;
 }
 
+std::optional<Incoming> CallState::take_delivered() {
+  if (inbox.empty()) return std::nullopt;
+  Incoming next = std::move(inbox.front());
+  inbox.pop_front();
+  if (inbox.empty() && data_fd_ >= 0) lower_fd(data_fd_);
+  return next;
+}
+
 bool CallState::stop(Status reason) {
   {
     MutexLock lock(mutex);
@@ -156,19 +164,6 @@ void CallContext::grant_credit(std::uint64_t credit) {
   out.header.credit = credit;
   out.body = encode_body(nlohmann::json::object());
   send_(std::move(out));
-}
-
-Result<std::optional<Incoming>> CallContext::receive_data(std::chrono::milliseconds timeout) {
-  MutexLock lock(state_->mutex);
-  state_->changed.wait_for(lock, timeout, [&]() REQUIRES(state_->mutex) {
-    return !state_->inbox.empty() || !state_->stop_reason.is_ok();
-  });
-  if (!state_->stop_reason.is_ok()) return state_->stop_reason;
-  if (state_->inbox.empty()) return std::optional<Incoming>();
-  Incoming next = std::move(state_->inbox.front());
-  state_->inbox.pop_front();
-  if (state_->inbox.empty() && state_->data_fd_ >= 0) lower_fd(state_->data_fd_);
-  return std::optional<Incoming>(std::move(next));
 }
 
 }  // namespace gpubox::rpc

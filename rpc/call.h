@@ -66,6 +66,9 @@ struct CallState {
   // Queues one DATA message from the client (the I/O thread); false when
   // the client had no credit left for it.
   bool deliver(Incoming incoming) EXCLUDES(mutex);
+  // Takes the oldest queued DATA message (the method's thread), lowering
+  // data_fd once none is left; nullopt when none is queued.
+  std::optional<Incoming> take_delivered() REQUIRES(mutex);
 
   Mutex mutex;
   std::condition_variable_any changed;
@@ -107,12 +110,8 @@ class CallContext {
   Status send_data(const nlohmann::json& body, std::vector<zmq::message_t> attachments = {});
   // How many DATA messages send_data() could send now without waiting.
   std::uint64_t data_credit() const;
-  // Lets the client send `credit` more DATA messages.
-  void grant_credit(std::uint64_t credit);
-  // The next DATA message, waiting up to timeout (nullopt when none came).
-  // Fails with the stop reason once stopped.
-  Result<std::optional<Incoming>> receive_data(std::chrono::milliseconds timeout);
-  int data_fd() const { return state_->data_fd(); }
+  // The client's DATA are read through an InboundStream (rpc/inbound_stream.h),
+  // which grants the client its credit.
 
   // Frames sent after the RESULT's body when the handler succeeds (a
   // forwarded reply's tensors); moved, never copied.
@@ -137,6 +136,10 @@ class CallContext {
   void on_stop(std::function<void()> callback);
 
  private:
+  friend class InboundStream;
+  // Lets the client send `credit` more DATA messages (nothing once the call ended).
+  void grant_credit(std::uint64_t credit);
+
   std::shared_ptr<CallState> state_;
   nlohmann::json params_;
   std::vector<zmq::message_t> attachments_;

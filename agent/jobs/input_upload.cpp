@@ -6,7 +6,7 @@
 #include <map>
 
 #include "base/fd.h"
-#include "agent/methods/upload_stream.h"
+#include "rpc/inbound_stream.h"
 #include "rpc/params.h"
 #include "base/safe_extractor.h"
 #include "base/sha256.h"
@@ -91,8 +91,8 @@ class InputFileWriter {
 };
 
 Status receive_stream(rpc::CallContext& call, std::map<std::string, InputFileWriter*>& by_name) {
-  UploadStream stream{kUploadWindow, kUploadIdleLimit, "the submission was abandoned"};
-  return receive_upload_stream(call, stream, [&](rpc::Incoming& input) -> Result<bool> {
+  rpc::InboundStream stream(call, {.window = kUploadWindow});
+  return stream.read_all(kUploadIdleLimit, "the submission was abandoned", [&](rpc::Incoming& input) -> Result<bool> {
     rpc::ParamReader fields(input.body);
     auto eof = fields.boolean("eof");
     auto name = fields.string("name");

@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "agent/methods/fs_ops.h"
-#include "agent/methods/upload_stream.h"
 #include "agent/methods/methods.h"
+#include "rpc/inbound_stream.h"
 #include "rpc/params.h"
 #include "rpc/shared_frame.h"
 
@@ -146,8 +146,7 @@ Result<json> fs_read(rpc::CallContext& call) {
 
 // Receives the streamed content of fs.write into file until DATA {"eof": true}.
 Status receive_upload(rpc::CallContext& call, fs::AtomicFile& file, std::optional<std::uint64_t> expected_size) {
-  UploadStream stream{kUploadWindow, kUploadIdleLimit, "the upload was abandoned and the target left unchanged"};
-  return receive_upload_stream(call, stream, [&](rpc::Incoming& input) -> Result<bool> {
+  auto take_item = [&](rpc::Incoming& input) -> Result<bool> {
     rpc::ParamReader fields(input.body);
     auto eof = fields.boolean("eof");
     auto data = fields.bytes("data");
@@ -171,7 +170,9 @@ Status receive_upload(rpc::CallContext& call, fs::AtomicFile& file, std::optiona
       if (Status written = append(owned, owned->data(), owned->size()); !written) return written;
     }
     return eof.value_or(false);
-  });
+  };
+  rpc::InboundStream stream(call, {.window = kUploadWindow});
+  return stream.read_all(kUploadIdleLimit, "the upload was abandoned and the target left unchanged", take_item);
 }
 
 Result<json> fs_write(rpc::CallContext& call) {

@@ -13,6 +13,7 @@
 #include "agent/methods/methods.h"
 #include "agent/methods/relay_frames.h"
 #include "kernel/agent_kernel.h"
+#include "rpc/inbound_stream.h"
 #include "rpc/params.h"
 
 namespace gpubox {
@@ -79,11 +80,11 @@ class KernelRelay {
     subscribe_iopub();
     json hello = {{"kernel", {{"key", key}, {"signature_scheme", endpoints_.value("signature_scheme", "hmac-sha256")}}}};
     if (Status sent = send(hello); !sent) return sent;
-    call_.grant_credit(kInputWindow);
+    input_.emplace(call_, rpc::InboundOptions{.window = kInputWindow});
     while (true) {
       std::vector<zmq::pollitem_t> items;
       items.push_back({nullptr, call_.stop_fd(), ZMQ_POLLIN, 0});
-      items.push_back({nullptr, call_.data_fd(), static_cast<short>(held_ ? 0 : ZMQ_POLLIN), 0});
+      items.push_back({nullptr, input_->poll_fd(), static_cast<short>(held_ ? 0 : ZMQ_POLLIN), 0});
       items.push_back({iopub_.handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({held_ ? held_->socket->handle() : nullptr, -1, static_cast<short>(held_ ? ZMQ_POLLOUT : 0), 0});
       std::vector<std::pair<std::uint32_t, RelayChannel>> owners;
@@ -169,13 +170,9 @@ class KernelRelay {
   // Takes the host's DATA until none is queued or one must wait.
   Status take_input() {
     while (!held_) {
-      auto next = call_.receive_data(0ms);
+      auto next = input_->try_next();
       if (!next) return next.status();
       if (!next->has_value()) return Status::ok();
-      if (++consumed_ == kInputWindow / 2) {
-        call_.grant_credit(consumed_);
-        consumed_ = 0;
-      }
       auto input = decode_relay_input(**next);
       if (!input) return input.status();
       switch (input->kind) {
@@ -265,7 +262,7 @@ class KernelRelay {
   zmq::socket_t iopub_;
   std::map<std::uint32_t, PeerSockets> peers_;
   std::optional<Held> held_;
-  std::uint64_t consumed_ = 0;
+  std::optional<rpc::InboundStream> input_;  // the host's DATA, opened once the hello went out
   rpc::Clock::time_point last_sent_ = rpc::Clock::now();
 };
 

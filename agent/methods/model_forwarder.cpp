@@ -12,6 +12,7 @@
 #include "agent/methods/methods.h"
 #include "agent/modeld_supervisor.h"
 #include "rpc/client.h"
+#include "rpc/inbound_stream.h"
 
 namespace gpubox {
 namespace {
@@ -54,6 +55,7 @@ class Forwarder {
     auto opened = client_->stream(call_.method(), call_.params(), forward);
     if (!opened) return opened.status();
     stream_ = std::move(*opened);
+    from_caller_.emplace(call_, rpc::InboundOptions{.window = 0});  // its credit follows modeld's
     return relay();
   }
 
@@ -62,11 +64,11 @@ class Forwarder {
     zmq::pollitem_t items[] = {stream_->poll_item(),
                                {nullptr, call_.stop_fd(), ZMQ_POLLIN, 0},
                                {nullptr, ended_->get(), ZMQ_POLLIN, 0},
-                               {nullptr, call_.data_fd(), ZMQ_POLLIN, 0}};
+                               from_caller_->poll_item()};
     while (true) {
       auto got = stream_->try_next();
       if (!got) return Status(ErrorCode::internal, "the model host sent a malformed message: " + got.status().message());
-      pass_on_credit();
+      from_caller_->match_credit(stream_->send_credit());  // modeld's CREDIT becomes the caller's
       if (*got) {
         Status sent = call_.send_data(modeld_.scrub(std::move((*got)->body)), std::move((*got)->attachments));
         if (!sent) return stop_modeld();
@@ -83,13 +85,6 @@ class Forwarder {
     }
   }
 
-  // modeld's CREDIT becomes the caller's: what arrived since the last look.
-  void pass_on_credit() {
-    std::uint64_t credit = stream_->send_credit();
-    if (credit > passed_on_) call_.grant_credit(credit - passed_on_);
-    passed_on_ = credit;
-  }
-
   // modeld's answer, as the caller's.
   Result<json> outcome() {
     const Result<json>& answer = stream_->result();
@@ -100,14 +95,12 @@ class Forwarder {
 
   Status forward_caller_data() {
     while (true) {
-      auto incoming = call_.receive_data(std::chrono::milliseconds(0));
+      auto incoming = from_caller_->try_next();
       if (!incoming) return incoming.status();
       if (!*incoming) return Status::ok();
       // The caller sends no more than the credit passed on; send() would wait otherwise.
       if (stream_->send_credit() == 0) return Status(ErrorCode::internal, "caller DATA beyond the model host's credit");
-      Status sent = stream_->send((*incoming)->body, std::move((*incoming)->attachments));
-      passed_on_ = stream_->send_credit();
-      if (!sent) return sent;
+      if (Status sent = stream_->send((*incoming)->body, std::move((*incoming)->attachments)); !sent) return sent;
     }
   }
 
@@ -138,7 +131,7 @@ class Forwarder {
   std::shared_ptr<const Fd> ended_;
   std::unique_ptr<rpc::Client> client_;
   std::unique_ptr<rpc::Stream> stream_;  // before client_ in destruction: it is client_'s
-  std::uint64_t passed_on_ = 0;          // modeld's credit already granted to the caller
+  std::optional<rpc::InboundStream> from_caller_;  // the caller's DATA, bound for modeld
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "agent/methods/methods.h"
 #include "agent/methods/process_runner.h"
+#include "rpc/inbound_stream.h"
 #include "rpc/params.h"
 
 namespace gpubox {
@@ -160,19 +161,14 @@ Result<json> proc_spawn(rpc::CallContext& call, ProcessLauncher& launcher, const
   if (!started) return started.status();
   ProcessRunner& runner = **started;
   if (Status sent = call.send_data(json{{"pid", runner.pid()}}); !sent) return sent;
-  constexpr std::uint64_t kStdinWindow = 16;
-  call.grant_credit(kStdinWindow);
-  std::uint64_t consumed = 0;
+  constexpr std::uint64_t kStdinWindow = 16;  // DATA (stdin, signals, sizes) a client may send ahead
+  rpc::InboundStream input(call, {.window = kStdinWindow});
   auto take_input = [&]() -> Status {
     while (true) {
-      auto next = call.receive_data(std::chrono::milliseconds(0));
+      auto next = input.try_next();
       if (!next) return next.status();
       if (!next->has_value()) return Status::ok();
       if (Status applied = apply_spawn_input(runner, **next); !applied) return applied;
-      if (++consumed == kStdinWindow / 2) {
-        call.grant_credit(consumed);
-        consumed = 0;
-      }
     }
   };
   auto outcome = runner.run(
@@ -182,7 +178,7 @@ Result<json> proc_spawn(rpc::CallContext& call, ProcessLauncher& launcher, const
         const char* name = stream == ProcessRunner::Stream::stdout_stream ? "stdout" : "stderr";
         return call.send_data(json{{"stream", name}}, std::move(chunk));
       },
-      command->deadline, call.stop_fd(), call.data_fd(), take_input);
+      command->deadline, call.stop_fd(), input.poll_fd(), take_input);
   if (Status stopped = call.stop_reason(); !stopped) return stopped;
   if (!outcome) return outcome.status();
   return outcome_json(*outcome, runner.pid());

@@ -24,6 +24,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "rpc/inbound_stream.h"
 #include "rpc/message.h"
 #include "rpc/server.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -68,15 +69,14 @@ rpc::MethodRegistry make_registry() {
   });
   // Grants 2 credits and takes client DATA until EOF, a stop or 20 ms of silence.
   methods.add("t.upload", [](rpc::CallContext& call) -> Result<json> {
-    call.grant_credit(2);
+    rpc::InboundStream stream(call, {.window = 2, .credit_batch = 1});
     std::size_t received = 0;
     while (true) {
-      auto next = call.receive_data(std::chrono::milliseconds(20));
+      auto next = stream.next_within(std::chrono::milliseconds(20));
       if (!next) return next.status();
       if (!next->has_value()) break;
       ++received;
       if ((*next)->body.value("eof", false)) break;
-      call.grant_credit(1);
     }
     return json{{"received", received}};
   });

@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "rpc/inbound_stream.h"
 #include "rpc/params.h"
 #include "rpc/server.h"
 #include "base/thread_annotations.h"
@@ -142,15 +143,14 @@ int main(int argc, char** argv) {
 
   methods.add("model.upload", [&](rpc::CallContext& call) -> Result<json> {
     long long bytes = 0, items = 0;
-    call.grant_credit(2);
+    rpc::InboundStream stream(call, {.window = 2, .credit_batch = 1});
     while (true) {
-      auto incoming = call.receive_data(std::chrono::milliseconds(10'000));
+      auto incoming = stream.next_within(std::chrono::milliseconds(10'000));
       if (!incoming) return incoming.status();
       if (!*incoming) return Status(ErrorCode::deadline_exceeded, "no DATA for 10 s");
       ++items;
       for (const auto& attachment : (*incoming)->attachments) bytes += static_cast<long long>(attachment.size());
       if ((*incoming)->body.value("eof", false)) break;
-      call.grant_credit(1);
     }
     return json{{"bytes", bytes}, {"items", items}};
   });
