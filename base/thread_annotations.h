@@ -17,7 +17,9 @@
 // one writer. ReaderMutexLock holds it shared, WriterMutexLock exclusive; a
 // member GUARDED_BY a SharedMutex may be read with either held and written
 // only under the writer's; REQUIRES_SHARED(mutex_) asks a caller for at least
-// the reader's.
+// the reader's. One gap: the analysis counts a call of a non-const member
+// function as a read, so `cache_.emplace(...)` under a ReaderMutexLock passes:
+// only assignments (and ++, --) count as writes.
 //
 // Header-only, for every layer.
 #pragma once
