@@ -80,9 +80,8 @@ at::Generator sampling_generator(c10::Device device, std::uint64_t seed) {
   at::Generator shared = at::globalContext().defaultGenerator(device);  // shares the default's state
   at::Generator generator;
   {
-    // Outside the analysis: the generator's mutex is LibTorch's own std::mutex,
-    // which LibTorch locks too, so it cannot be a gpubox::Mutex.
-    std::lock_guard<std::mutex> lock(shared.mutex());
+    // The generator's mutex is LibTorch's own std::mutex, which LibTorch locks too: no gpubox::Mutex can stand in.
+    std::lock_guard<std::mutex> lock(shared.mutex());  // thread-safety exception: LibTorch's mutex
     generator = shared.clone();
   }
   generator.set_current_seed(seed);
