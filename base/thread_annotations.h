@@ -13,10 +13,19 @@
 // the loop out (`while (!ready_) changed_.wait(lock);`) or mark the lambda
 // REQUIRES(mutex_).
 //
+// SharedMutex is the reader-writer kind (std::shared_mutex): many readers or
+// one writer. ReaderMutexLock holds it shared, WriterMutexLock exclusive; a
+// member GUARDED_BY a SharedMutex may be read with either held and written
+// only under the writer's; REQUIRES_SHARED(mutex_) asks a caller for at least
+// the reader's. One gap: the analysis counts a call of a non-const member
+// function as a read, so `cache_.emplace(...)` under a ReaderMutexLock passes:
+// only assignments (and ++, --) count as writes.
+//
 // Header-only, for every layer.
 #pragma once
 
 #include <mutex>
+#include <shared_mutex>
 
 #if defined(__clang__)
 #define GPUBOX_THREAD_ANNOTATION(x) __attribute__((x))
@@ -29,9 +38,12 @@
 #define GUARDED_BY(x) GPUBOX_THREAD_ANNOTATION(guarded_by(x))
 #define PT_GUARDED_BY(x) GPUBOX_THREAD_ANNOTATION(pt_guarded_by(x))
 #define REQUIRES(...) GPUBOX_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
+#define REQUIRES_SHARED(...) GPUBOX_THREAD_ANNOTATION(requires_shared_capability(__VA_ARGS__))
 #define EXCLUDES(...) GPUBOX_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 #define ACQUIRE(...) GPUBOX_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) GPUBOX_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
+#define ACQUIRE_SHARED(...) GPUBOX_THREAD_ANNOTATION(acquire_shared_capability(__VA_ARGS__))
+#define RELEASE_SHARED(...) GPUBOX_THREAD_ANNOTATION(release_shared_capability(__VA_ARGS__))
 #define TRY_ACQUIRE(...) GPUBOX_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
 #define RETURN_CAPABILITY(x) GPUBOX_THREAD_ANNOTATION(lock_returned(x))
 #define NO_THREAD_SAFETY_ANALYSIS GPUBOX_THREAD_ANNOTATION(no_thread_safety_analysis)
@@ -79,6 +91,47 @@ class SCOPED_CAPABILITY MutexLock {
  private:
   Mutex& mutex_;
   bool locked_ = true;
+};
+
+// A std::shared_mutex the analysis knows as a capability that can be held
+// shared (readers) or exclusive (a writer). Not recursive, not upgradable.
+class CAPABILITY("mutex") SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void lock() ACQUIRE() { mutex_.lock(); }
+  void unlock() RELEASE() { mutex_.unlock(); }
+  void lock_shared() ACQUIRE_SHARED() { mutex_.lock_shared(); }
+  void unlock_shared() RELEASE_SHARED() { mutex_.unlock_shared(); }
+
+ private:
+  std::shared_mutex mutex_;
+};
+
+// Holds a SharedMutex shared (as a reader) for its scope.
+class SCOPED_CAPABILITY ReaderMutexLock {
+ public:
+  explicit ReaderMutexLock(SharedMutex& mutex) ACQUIRE_SHARED(mutex) : mutex_(mutex) { mutex_.lock_shared(); }
+  ~ReaderMutexLock() RELEASE() { mutex_.unlock_shared(); }
+  ReaderMutexLock(const ReaderMutexLock&) = delete;
+  ReaderMutexLock& operator=(const ReaderMutexLock&) = delete;
+
+ private:
+  SharedMutex& mutex_;
+};
+
+// Holds a SharedMutex exclusive (as the one writer) for its scope.
+class SCOPED_CAPABILITY WriterMutexLock {
+ public:
+  explicit WriterMutexLock(SharedMutex& mutex) ACQUIRE(mutex) : mutex_(mutex) { mutex_.lock(); }
+  ~WriterMutexLock() RELEASE() { mutex_.unlock(); }
+  WriterMutexLock(const WriterMutexLock&) = delete;
+  WriterMutexLock& operator=(const WriterMutexLock&) = delete;
+
+ private:
+  SharedMutex& mutex_;
 };
 
 }  // namespace gpubox

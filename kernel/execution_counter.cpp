@@ -12,19 +12,19 @@ int ExecutionCounter::next_locked() {
 }
 
 int ExecutionCounter::next() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return next_locked();
 }
 
 int ExecutionCounter::assign(const std::string& msg_id) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   msg_id_ = msg_id;
   msg_count_ = next_locked();
   return msg_count_;
 }
 
 int ExecutionCounter::count_of(const std::string& msg_id) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return !msg_id.empty() && msg_id == msg_id_ ? msg_count_ : 0;
 }
 

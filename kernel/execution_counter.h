@@ -7,8 +7,9 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <string>
+
+#include "base/thread_annotations.h"
 
 namespace gpubox::kernel {
 
@@ -18,21 +19,21 @@ class ExecutionCounter {
   explicit ExecutionCounter(std::function<int()> generation) : generation_(std::move(generation)) {}
 
   // The count of a new visible cell run over RPC.
-  int next();
+  int next() EXCLUDES(mutex_);
   // The count of the Jupyter execute_request msg_id, which the server is about to serve.
-  int assign(const std::string& msg_id);
+  int assign(const std::string& msg_id) EXCLUDES(mutex_);
   // The count assigned to msg_id, or 0 when it is not the Jupyter cell being served.
-  int count_of(const std::string& msg_id) const;
+  int count_of(const std::string& msg_id) const EXCLUDES(mutex_);
 
  private:
-  int next_locked();
+  int next_locked() REQUIRES(mutex_);
 
   std::function<int()> generation_;
-  mutable std::mutex mutex_;
-  int last_ = 0;          // guarded by mutex_
-  int generation_of_last_ = 0;  // guarded by mutex_
-  std::string msg_id_;    // guarded by mutex_: the Jupyter cell being served
-  int msg_count_ = 0;     // guarded by mutex_
+  mutable Mutex mutex_;
+  int last_ GUARDED_BY(mutex_) = 0;
+  int generation_of_last_ GUARDED_BY(mutex_) = 0;
+  std::string msg_id_ GUARDED_BY(mutex_);  // the Jupyter cell being served
+  int msg_count_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace gpubox::kernel

@@ -53,12 +53,12 @@ void IopubPublisher::publish_frame(const json& frame, int execution_count, const
 }
 
 void IopubPublisher::set_last_parent(json parent) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   last_parent_ = std::move(parent);
 }
 
 json IopubPublisher::last_parent() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return last_parent_;
 }
 

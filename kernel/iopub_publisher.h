@@ -6,10 +6,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/thread_annotations.h"
 #include "kernel/python_executor.h"
 #include "xeus/xmessage.hpp"
 
@@ -30,16 +30,16 @@ class IopubPublisher {
   // and comm (comm_open, comm_msg or comm_close, its base64 buffers as binary frames).
   void publish_frame(const nlohmann::json& frame, int execution_count, const nlohmann::json& parent);
   // The parent of output produced while no request runs: the last execution's request header.
-  void set_last_parent(nlohmann::json parent);
-  nlohmann::json last_parent() const;
+  void set_last_parent(nlohmann::json parent) EXCLUDES(mutex_);
+  nlohmann::json last_parent() const EXCLUDES(mutex_);
   // A fresh execute_request header for an execution that came over RPC.
   nlohmann::json rpc_request_header() const;
 
  private:
   xeus::xserver& server_;
   std::string session_;
-  mutable std::mutex mutex_;
-  nlohmann::json last_parent_ = nlohmann::json::object();
+  mutable Mutex mutex_;
+  nlohmann::json last_parent_ GUARDED_BY(mutex_) = nlohmann::json::object();
 };
 
 // The executor's idle sink: output between requests, published under the last parent.

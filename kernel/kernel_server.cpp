@@ -160,7 +160,7 @@ void KernelServer::send_stdin_impl(xeus::xmessage message) {
 void KernelServer::publish_impl(xeus::xpub_message message, xeus::channel) {
   if (message.header().value("msg_type", "") == "execute_input") message = with_kernel_count(std::move(message));
   auto wire = serialize_iopub(std::move(message), *auth_, error_handler_);
-  std::lock_guard lock(iopub_mutex_);
+  MutexLock lock(iopub_mutex_);
   // Subscriptions arrive as messages on the XPUB socket: read them so they do not pile up.
   zmq::message_t subscription;
   while (iopub_.recv(subscription, zmq::recv_flags::dontwait)) {
@@ -244,7 +244,7 @@ void KernelServer::serve_shell(zmq::multipart_t& wire, bool abort) {
 
 void KernelServer::set_running_cell(const nl::json& header) {
   {
-    std::lock_guard lock(running_cell_mutex_);
+    MutexLock lock(running_cell_mutex_);
     running_cell_ = header.is_object() ? nl::json{{"session", header.value("session", "")}, {"date", header.value("date", "")}}
                                        : nl::json();
   }
@@ -257,7 +257,7 @@ void KernelServer::set_running_cell(const nl::json& header) {
 // the cell's when both come from one session, tells that it was meant for an
 // earlier cell, and it is dropped.
 bool KernelServer::sent_before_running_cell(const nl::json& interrupt) {
-  std::lock_guard lock(running_cell_mutex_);
+  MutexLock lock(running_cell_mutex_);
   if (!running_cell_.is_object()) return false;
   std::string session = interrupt.value("session", ""), date = interrupt.value("date", "");
   std::string cell_date = running_cell_.value("date", "");
@@ -311,7 +311,7 @@ void KernelServer::control_loop() {
 // pending when a cell came in was sent before it, and is dropped, however
 // late the control thread would have woken for it.
 void KernelServer::handle_signals(bool between_cells) {
-  std::lock_guard lock(signal_mutex_);
+  MutexLock lock(signal_mutex_);
   signalfd_siginfo info;
   while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
     if (info.ssi_signo == SIGINT) {

@@ -26,9 +26,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "base/thread_annotations.h"
 #include "kernel/execution_counter.h"
 #include "xeus/xauthentication.hpp"
 #include "xeus/xeus_context.hpp"
@@ -67,7 +67,7 @@ class KernelServer : public xeus::xserver {
   void send_shell_impl(xeus::xmessage message) override;
   void send_control_impl(xeus::xmessage message) override;
   void send_stdin_impl(xeus::xmessage message) override;
-  void publish_impl(xeus::xpub_message message, xeus::channel c) override;
+  void publish_impl(xeus::xpub_message message, xeus::channel c) EXCLUDES(iopub_mutex_) override;
   void start_impl(xeus::xpub_message message) override;
   void abort_queue_impl(const listener& l, long polling_interval) override;
   void stop_impl() override;
@@ -78,9 +78,9 @@ class KernelServer : public xeus::xserver {
   void serve_shell(zmq::multipart_t& wire, bool abort);
   void reply_aborted(const xeus::xmessage& request);
   // The execute_request being served (its header, or null), for the control thread.
-  void set_running_cell(const nl::json& header);
+  void set_running_cell(const nl::json& header) EXCLUDES(running_cell_mutex_);
   // True when interrupt (a header) was sent before the running cell by its own session.
-  bool sent_before_running_cell(const nl::json& interrupt);
+  bool sent_before_running_cell(const nl::json& interrupt) EXCLUDES(running_cell_mutex_);
   // Receives every shell request that has arrived into held_ (before an error reply goes out).
   void hold_arrived_requests();
   // The message with the kernel's count as content.execution_count when it belongs to the cell being served.
@@ -89,7 +89,7 @@ class KernelServer : public xeus::xserver {
   void control_loop();
   void heartbeat_loop();
   // Reads the signalfd; between_cells (the shell thread, before a cell): SIGINT is dropped.
-  void handle_signals(bool between_cells);
+  void handle_signals(bool between_cells) EXCLUDES(signal_mutex_);
 
   class Messenger;
   xeus::xconfiguration config_;
@@ -99,8 +99,8 @@ class KernelServer : public xeus::xserver {
   zmq::socket_t stdin_;      // shell thread
   zmq::socket_t control_;    // control thread
   zmq::socket_t heartbeat_;  // heartbeat thread
-  std::mutex iopub_mutex_;
-  zmq::socket_t iopub_;  // guarded by iopub_mutex_
+  Mutex iopub_mutex_;
+  zmq::socket_t iopub_ GUARDED_BY(iopub_mutex_);
   std::unique_ptr<Messenger> messenger_;
   struct HeldRequest {
     zmq::multipart_t wire;
@@ -108,14 +108,18 @@ class KernelServer : public xeus::xserver {
   };
   std::deque<HeldRequest> held_;  // shell thread: received, not yet served, in arrival order
   std::shared_ptr<ExecutionCounter> counter_;
-  std::mutex running_cell_mutex_;
-  nl::json running_cell_;  // guarded by running_cell_mutex_: {session, date} of the cell being served
+  Mutex running_cell_mutex_;
+  nl::json running_cell_ GUARDED_BY(running_cell_mutex_);  // {session, date} of the cell being served
   std::string session_;  // the header session of the replies and statuses this server makes itself
   std::function<void()> interrupt_handler_;
   std::function<void(bool)> cell_listener_;
   std::function<bool(const xeus::xmessage&)> shell_interceptor_;
   int signal_fd_ = -1;
-  std::mutex signal_mutex_;  // held while a thread reads signal_fd_ and acts on what it read
+  // Held while a thread reads signal_fd_ and acts on what it read. It guards no
+  // member (signal_fd_ is set before start and never changes) but the signalfd's
+  // queue, which the analysis cannot name: handle_signals is where it is taken.
+  Mutex signal_mutex_;
+  // Atomics, no lock: flags that every thread's loop polls between waits.
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancel_input_{false};
   std::thread control_thread_;

@@ -12,7 +12,7 @@ ModelReport::ModelReport(json initial, std::function<void(const json&)> on_repor
 }
 
 json ModelReport::snapshot() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return {{"models", models_}, {"model_info", model_info_}};
 }
 
@@ -26,7 +26,7 @@ void ModelReport::message(const json& frame) {
   auto text = report->find("model_info");
   if (models == report->end() || !models->is_array() || text == report->end() || !text->is_string()) return;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     models_ = *models;
     model_info_ = text->get<std::string>();
   }

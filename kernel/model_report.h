@@ -5,10 +5,10 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/thread_annotations.h"
 #include "kernel/python_executor.h"
 
 namespace gpubox::kernel {
@@ -19,17 +19,17 @@ class ModelReport : public ExecutorSink {
   ModelReport(nlohmann::json initial, std::function<void(const nlohmann::json&)> on_report);
 
   // {"models": [...], "model_info": "..."}.
-  nlohmann::json snapshot() const;
+  nlohmann::json snapshot() const EXCLUDES(mutex_);
 
   void stream(const std::string&, std::string) override {}
-  void message(const nlohmann::json& frame) override;
+  void message(const nlohmann::json& frame) EXCLUDES(mutex_) override;
   std::optional<std::string> input(const std::string&, bool) override { return std::nullopt; }
 
  private:
   std::function<void(const nlohmann::json&)> on_report_;
-  mutable std::mutex mutex_;
-  nlohmann::json models_;   // guarded by mutex_
-  std::string model_info_;  // guarded by mutex_
+  mutable Mutex mutex_;
+  nlohmann::json models_ GUARDED_BY(mutex_);
+  std::string model_info_ GUARDED_BY(mutex_);
 };
 
 }  // namespace gpubox::kernel

@@ -164,7 +164,7 @@ PythonExecutor::~PythonExecutor() {
 }
 
 void PythonExecutor::set_idle_sink(std::shared_ptr<ExecutorSink> sink) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   idle_sink_ = std::move(sink);
   if (idle_sink_ && !watcher_.joinable() && process_fds_.valid() && watch_set_.valid() && wake_.valid()) {
     watcher_ = std::thread([this] { watch_loop(); });
@@ -193,7 +193,7 @@ void PythonExecutor::watch_loop() {
       return;
     }
     if (watcher_stop_) return;
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (watching_) pump_idle_locked();
   }
 }
@@ -204,7 +204,7 @@ void PythonExecutor::pump_idle_locked() {
   if (!process_ || !idle_sink_) return;
   Process& p = *process_;
   ExecutorSink& sink = *idle_sink_;
-  auto drain = [&] {
+  auto drain = [&]() REQUIRES(mutex_) {
     for (int i = 0; i < 2; ++i) {
       // At EOF (user code closed its fd) the pipe leaves the watch set: no busy loop on it.
       if (read_pipe_locked(p, i, &sink)) ::epoll_ctl(process_fds_.get(), EPOLL_CTL_DEL, p.out_fd(i), nullptr);
@@ -244,7 +244,7 @@ void PythonExecutor::pump_idle_locked() {
 bool PythonExecutor::read_pipe_locked(Process& p, int i, ExecutorSink* sink) {
   static constexpr const char* kNames[2] = {"stdout", "stderr"};
   std::string& pending = p.pending[i];
-  auto pass_on = [&](size_t cut) {
+  auto pass_on = [&](size_t cut) REQUIRES(mutex_) {
     if (cut == 0) return;
     std::string text = pending.substr(0, cut);
     pending.erase(0, cut);
@@ -287,7 +287,7 @@ void PythonExecutor::trim_memory_locked() {
 }
 
 Status PythonExecutor::start() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (process_) return Status::ok();
   return spawn_locked();
 }
@@ -347,7 +347,7 @@ void PythonExecutor::kill_locked() {
   launcher_->wait(process_->pid);
   process_.reset();
   live_pid_ = 0;
-  std::lock_guard lock(info_mutex_);
+  MutexLock lock(info_mutex_);
   info_ = json::object();
 }
 
@@ -356,25 +356,25 @@ void PythonExecutor::stop() {
   interrupt();
   // A running cell holds mutex_: end it by killing its process first.
   if (pid_t pid = live_pid_.load(); pid > 0) ::kill(pid, SIGKILL);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   set_watching_locked(false);
   kill_locked();
 }
 
 void PythonExecutor::add_setup_code(std::string code) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   options_.setup_code.push_back(std::move(code));
 }
 
 json PythonExecutor::info() const {
-  std::lock_guard lock(info_mutex_);
+  MutexLock lock(info_mutex_);
   return info_;
 }
 
 void PythonExecutor::interrupt() {
   // Under interrupt_mutex_: the SIGINT goes out before the running request can
   // end, never after, so it cannot reach a request that starts later.
-  std::lock_guard lock(interrupt_mutex_);
+  MutexLock lock(interrupt_mutex_);
   pid_t pid = running_pid_.load();
   if (pid > 0 && request_started_) {
     interrupt_requested_ = true;
@@ -386,13 +386,13 @@ void PythonExecutor::interrupt() {
 }
 
 void PythonExecutor::expect_cell(bool expected) {
-  std::lock_guard lock(interrupt_mutex_);
+  MutexLock lock(interrupt_mutex_);
   cell_expected_ = expected;
   if (!expected) interrupt_next_ = false;
 }
 
 Status PythonExecutor::restart() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   set_watching_locked(false);
   Status restarted = restart_locked();
   set_watching_locked(true);
@@ -456,7 +456,7 @@ Status PythonExecutor::ensure_ready_locked() {
 }
 
 Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::optional<std::chrono::milliseconds> timeout) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   set_watching_locked(false);  // this thread reads the process's output until the request ends
   struct Rewatch {
     PythonExecutor& self;
@@ -487,12 +487,12 @@ Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::o
   std::optional<Clock::time_point> deadline;
   if (timeout) deadline = Clock::now() + *timeout;
   {
-    std::lock_guard sending(interrupt_mutex_);
+    MutexLock sending(interrupt_mutex_);
     running_pid_ = process_->pid;
     request_started_ = false;  // an execute's code starts with its "started" frame
   }
   auto result = await_locked(target, false, deadline);
-  std::lock_guard ended(interrupt_mutex_);
+  MutexLock ended(interrupt_mutex_);
   running_pid_ = 0;
   request_started_ = false;
   if (is_execute) interrupt_next_ = false;  // it was this cell's
@@ -502,10 +502,10 @@ Result<json> PythonExecutor::request(const json& req, ExecutorSink& sink, std::o
 Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std::optional<Clock::time_point> deadline) {
   Process& p = *process_;
   bool pipe_open[2] = {true, true};
-  auto pump = [&](int i) {
+  auto pump = [&](int i) REQUIRES(mutex_) {
     if (pipe_open[i] && read_pipe_locked(p, i, startup ? nullptr : &sink)) pipe_open[i] = false;
   };
-  auto drain = [&] { pump(0), pump(1); };
+  auto drain = [&]() REQUIRES(mutex_) { pump(0), pump(1); };
 
   bool interrupted_for_timeout = false;
   Clock::time_point kill_at{};
@@ -554,7 +554,7 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
       if (type == "ready") {
         p.ready = true;
         {
-          std::lock_guard lock(info_mutex_);
+          MutexLock lock(info_mutex_);
           info_ = frame;
         }
         if (startup) return frame;
@@ -565,7 +565,7 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
         if (!write_frame(p.channel.get(), reply.dump(-1, ' ', false, json::error_handler_t::replace))) break;
       } else if (type == "started") {
         // The cell's code begins: an interrupt that came since it was sent lands now.
-        std::lock_guard lock(interrupt_mutex_);
+        MutexLock lock(interrupt_mutex_);
         if (running_pid_ == p.pid) {  // a request's, not setup code replayed
           request_started_ = true;
           if (interrupt_next_) {
@@ -601,7 +601,7 @@ Result<json> PythonExecutor::await_locked(ExecutorSink& sink, bool startup, std:
     bool was_startup = startup;
     process_.reset();
     {
-      std::lock_guard lock(info_mutex_);
+      MutexLock lock(info_mutex_);
       info_ = json::object();
     }
     std::string message = "the Python executor " + death_reason;

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -20,6 +19,7 @@
 #include "base/fd.h"
 #include "kernel/frame_channel.h"
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::kernel {
 
@@ -91,39 +91,39 @@ class PythonExecutor {
   PythonExecutor& operator=(const PythonExecutor&) = delete;
 
   // Spawns the executor; it imports in the background until the first request.
-  Status start();
+  Status start() EXCLUDES(mutex_);
   // Sends one request ({"type": "execute" | "complete" | "inspect" | "is_complete", ...})
   // and streams what it produces into sink until its final frame, which it returns.
   // When the executor dies (or the timeout passes: interrupt, 2 s grace, then kill)
   // it is restarted with setup replayed and the result is an error frame with
   // "died": true and a message that says why.
   Result<nlohmann::json> request(const nlohmann::json& req, ExecutorSink& sink,
-                                 std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+                                 std::optional<std::chrono::milliseconds> timeout = std::nullopt) EXCLUDES(mutex_);
   // SIGINT to a running cell's executor. A cell sent but not started yet (or one
   // the Jupyter server is about to send, see expect_cell) gets it as its code
   // starts; between requests it is dropped, and it never reaches a later request.
-  void interrupt();
+  void interrupt() EXCLUDES(interrupt_mutex_);
   // The Jupyter server serves an execute_request that is about to come (true), or
   // has finished serving it (false): an interrupt meanwhile is for that cell.
-  void expect_cell(bool expected);
+  void expect_cell(bool expected) EXCLUDES(interrupt_mutex_);
   // Kills and starts the executor again, replaying setup code.
-  Status restart();
+  Status restart() EXCLUDES(mutex_);
   // Kills the executor (at once, even while a cell runs) and waits for it;
   // later requests fail. Any thread.
-  void stop();
+  void stop() EXCLUDES(mutex_);
   // For the agent's shutdown, from any thread without waiting: no restart from
   // now on; the running request (if any) ends with an error once its process dies.
   void shut_down();
   // Adds code replayed after every restart (and runs nothing now).
-  void add_setup_code(std::string code);
+  void add_setup_code(std::string code) EXCLUDES(mutex_);
   // Receives what the executor writes while no request runs (a background
   // thread's prints, a subprocess's output, display() from a thread), in order:
   // from a watcher thread, or from the thread of the next request before that
   // request is sent. Without one, such output goes to the next request.
-  void set_idle_sink(std::shared_ptr<ExecutorSink> sink);
+  void set_idle_sink(std::shared_ptr<ExecutorSink> sink) EXCLUDES(mutex_);
 
   // The executor's ready frame ({} until it has started): implementation, python_version, pid.
-  nlohmann::json info() const;
+  nlohmann::json info() const EXCLUDES(info_mutex_);
   int restarts() const { return restarts_.load(); }
   bool busy() const { return running_pid_.load() != 0; }
   // The executor is starting or replaying its setup code (after a start or a
@@ -132,49 +132,62 @@ class PythonExecutor {
 
  private:
   struct Process;
-  Status spawn_locked();
-  void kill_locked();
+  Status spawn_locked() REQUIRES(mutex_);
+  void kill_locked() REQUIRES(mutex_);
   Result<nlohmann::json> await_locked(ExecutorSink& sink, bool startup,
-                                      std::optional<std::chrono::steady_clock::time_point> deadline);
-  Status ensure_ready_locked();
-  Status restart_locked();
-  void replay_setup_locked();
+                                      std::optional<std::chrono::steady_clock::time_point> deadline) REQUIRES(mutex_);
+  Status ensure_ready_locked() REQUIRES(mutex_);
+  Status restart_locked() REQUIRES(mutex_);
+  void replay_setup_locked() REQUIRES(mutex_);
   // Idle output: the watcher polls the process's fds only while watching_.
-  void set_watching_locked(bool on);
-  void pump_idle_locked();
+  void set_watching_locked(bool on) REQUIRES(mutex_);
+  void pump_idle_locked() REQUIRES(mutex_);
   // Reads what the process's stdout (i 0) or stderr (i 1) pipe holds when called (not
   // what is written meanwhile: each call ends) and passes it on in pieces of about
   // kStreamChunk at most that end on a whole UTF-8 character (at EOF, whatever is
   // left): to sink, or without one (startup) into startup_output. True at EOF.
-  bool read_pipe_locked(Process& p, int i, ExecutorSink* sink);
-  void watch_loop();
-  void trim_memory_locked();
+  bool read_pipe_locked(Process& p, int i, ExecutorSink* sink) REQUIRES(mutex_);
+  void watch_loop() EXCLUDES(mutex_);
+  void trim_memory_locked() REQUIRES(mutex_);
 
-  ExecutorOptions options_;
+  // Held by the one running request for all of its run (the process is its
+  // alone meanwhile), by the watcher while it publishes idle output, and by
+  // every other call that touches the process.
+  Mutex mutex_;
+  ExecutorOptions options_ GUARDED_BY(mutex_);  // its setup_code grows
   std::unique_ptr<ExecutorLauncher> launcher_;
-  std::mutex mutex_;  // held by the one running request; guards process_ and setup_code
-  std::unique_ptr<Process> process_;
-  std::mutex interrupt_mutex_;  // orders interrupt()'s SIGINT before the end of the request it targets
-  std::atomic<pid_t> running_pid_{0};  // written under interrupt_mutex_
-  bool request_started_ = false;  // guarded by interrupt_mutex_: the running cell's code has begun
-  bool interrupt_next_ = false;   // guarded by interrupt_mutex_: an interrupt waits for the cell to start
-  bool cell_expected_ = false;    // guarded by interrupt_mutex_: see expect_cell
-  std::atomic<pid_t> live_pid_{0};  // the executor process, while one exists
+  std::unique_ptr<Process> process_ GUARDED_BY(mutex_);
+  Mutex interrupt_mutex_;  // orders interrupt()'s SIGINT before the end of the request it targets
+  // Atomic, not guarded: written under interrupt_mutex_, read by busy() from any
+  // thread without it.
+  std::atomic<pid_t> running_pid_{0};
+  bool request_started_ GUARDED_BY(interrupt_mutex_) = false;  // the running cell's code has begun
+  bool interrupt_next_ GUARDED_BY(interrupt_mutex_) = false;   // an interrupt waits for the cell to start
+  bool cell_expected_ GUARDED_BY(interrupt_mutex_) = false;    // see expect_cell
+  // The executor process, while one exists. Atomic, not guarded: written under
+  // mutex_, read by stop() without it, to kill a cell whose request holds mutex_.
+  std::atomic<pid_t> live_pid_{0};
+  // Atomics, not guarded, each read without a lock: restarts_ (written under
+  // mutex_) by restarts(); interrupt_requested_ (set under interrupt_mutex_,
+  // cleared and read under mutex_) by the request; shut_down_ by any thread;
+  // setting_up_ by setting_up().
   std::atomic<int> restarts_{0};
   std::atomic<bool> interrupt_requested_{false};
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> setting_up_{false};  // ensure_ready_locked is starting the process or replaying setup
-  bool replaying_ = false;  // guarded by mutex_: setup code is running
-  size_t streamed_bytes_ = 0;  // guarded by mutex_: output since the last malloc_trim
-  std::shared_ptr<ExecutorSink> idle_sink_;  // guarded by mutex_
+  bool replaying_ GUARDED_BY(mutex_) = false;  // setup code is running
+  size_t streamed_bytes_ GUARDED_BY(mutex_) = 0;  // output since the last malloc_trim
+  std::shared_ptr<ExecutorSink> idle_sink_ GUARDED_BY(mutex_);
+  // Made by the constructor, never replaced (no lock for the fds themselves);
+  // what the epoll sets hold changes under mutex_.
   Fd process_fds_;    // epoll set of the live process's stdout, stderr and channel
   Fd watch_set_;      // epoll set the watcher waits on: wake_, and process_fds_ while watching_
   Fd wake_;           // eventfd: the watcher is to stop
-  bool watching_ = false;  // guarded by mutex_
-  std::atomic<bool> watcher_stop_{false};
-  std::thread watcher_;
-  mutable std::mutex info_mutex_;
-  nlohmann::json info_ = nlohmann::json::object();
+  bool watching_ GUARDED_BY(mutex_) = false;
+  std::atomic<bool> watcher_stop_{false};  // atomic: the watcher reads it before it takes mutex_
+  std::thread watcher_ GUARDED_BY(mutex_);  // started by set_idle_sink; joined by the destructor
+  mutable Mutex info_mutex_;
+  nlohmann::json info_ GUARDED_BY(info_mutex_) = nlohmann::json::object();
 };
 
 // The embedded modules of kernel/executor/ (generated): (module name, source),

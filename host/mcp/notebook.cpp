@@ -141,7 +141,7 @@ json& Notebooks::notebook(const std::string& session_id, const std::string& sand
 }
 
 Result<std::string> Notebooks::append(const std::string& session_id, const std::string& sandbox_id, json cell) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::error_code error;
   std::filesystem::create_directories(dir_, error);
   if (error) return Status(ErrorCode::internal, "cannot create the notebook directory '" + dir_ + "': " + error.message());

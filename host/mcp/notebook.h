@@ -8,11 +8,11 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "base/status.h"
+#include "base/thread_annotations.h"
 
 namespace gpubox::mcp {
 
@@ -43,12 +43,13 @@ class Notebooks {
   const std::string& dir() const { return dir_; }
 
  private:
-  Result<std::string> append(const std::string& session_id, const std::string& sandbox_id, nlohmann::json cell);
-  nlohmann::json& notebook(const std::string& session_id, const std::string& sandbox_id);  // REQUIRES: mutex_ held
+  Result<std::string> append(const std::string& session_id, const std::string& sandbox_id, nlohmann::json cell)
+      EXCLUDES(mutex_);
+  nlohmann::json& notebook(const std::string& session_id, const std::string& sandbox_id) REQUIRES(mutex_);
 
   std::string dir_;
-  std::mutex mutex_;
-  std::map<std::string, nlohmann::json> notebooks_;  // GUARDED_BY(mutex_): by session id
+  Mutex mutex_;  // also keeps two cells' rewrites of one file apart
+  std::map<std::string, nlohmann::json> notebooks_ GUARDED_BY(mutex_);  // by session id
 };
 
 // Splits text into nbformat's list of lines, each keeping its "\n".

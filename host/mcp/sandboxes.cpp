@@ -34,7 +34,7 @@ Result<Lease> Sandboxes::connect(const host::SandboxRecord& record) {
   std::string state = record.state();
   if (state != "running") return Status(ErrorCode::unavailable, "sandbox " + record.id + " is " + state);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     auto& idle = idle_[record.id];
     if (!idle.empty()) {
       auto client = std::move(idle.back());
@@ -51,25 +51,25 @@ Result<Lease> Sandboxes::connect(const host::SandboxRecord& record) {
 }
 
 void Sandboxes::give_back(const std::string& sandbox_id, std::unique_ptr<rpc::Client> client) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto& idle = idle_[sandbox_id];
   if (idle.size() < 8) idle.push_back(std::move(client));
 }
 
 std::optional<std::string> Sandboxes::session_sandbox(const std::string& session_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto found = sessions_.find(session_id);
   if (found == sessions_.end()) return std::nullopt;
   return found->second;
 }
 
 void Sandboxes::bind_session(const std::string& session_id, const std::string& sandbox_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   sessions_[session_id] = sandbox_id;
 }
 
 void Sandboxes::forget(const std::string& sandbox_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   idle_.erase(sandbox_id);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     it = it->second == sandbox_id ? sessions_.erase(it) : std::next(it);

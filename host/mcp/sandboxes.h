@@ -8,12 +8,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "host/sandbox_store.h"
 #include "rpc/client.h"
 
@@ -50,22 +50,22 @@ class Sandboxes {
   // else the default); invalid_request naming the argument, not_found, ….
   Result<host::SandboxRecord> resolve(const nlohmann::json& arguments);
   Result<host::SandboxRecord> resolve_name(const std::string& id_or_name);
-  Result<Lease> connect(const host::SandboxRecord& record);
+  Result<Lease> connect(const host::SandboxRecord& record) EXCLUDES(mutex_);
 
   // Sessions: the session's sandbox id once bound.
-  std::optional<std::string> session_sandbox(const std::string& session_id);
-  void bind_session(const std::string& session_id, const std::string& sandbox_id);
+  std::optional<std::string> session_sandbox(const std::string& session_id) EXCLUDES(mutex_);
+  void bind_session(const std::string& session_id, const std::string& sandbox_id) EXCLUDES(mutex_);
   // A terminated sandbox: its pooled connections closed, its sessions unbound.
-  void forget(const std::string& sandbox_id);
+  void forget(const std::string& sandbox_id) EXCLUDES(mutex_);
 
  private:
   friend class Lease;
-  void give_back(const std::string& sandbox_id, std::unique_ptr<rpc::Client> client);
+  void give_back(const std::string& sandbox_id, std::unique_ptr<rpc::Client> client) EXCLUDES(mutex_);
 
   std::optional<std::string> default_;
-  std::mutex mutex_;
-  std::map<std::string, std::vector<std::unique_ptr<rpc::Client>>> idle_;  // GUARDED_BY(mutex_)
-  std::map<std::string, std::string> sessions_;                            // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::map<std::string, std::vector<std::unique_ptr<rpc::Client>>> idle_ GUARDED_BY(mutex_);
+  std::map<std::string, std::string> sessions_ GUARDED_BY(mutex_);
 };
 
 }  // namespace gpubox::mcp

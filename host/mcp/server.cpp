@@ -12,7 +12,7 @@ namespace gpubox::mcp {
 
 void Output::write(const json& message) {
   std::string text = serialize(message) + "\n";
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   (void)write_fully(fd_, text.data(), text.size());
 }
 
@@ -29,6 +29,9 @@ class Server::Call : public ToolCallContext {
     output_.write(make_notification("notifications/progress", std::move(params)));
   }
   const CallRequest& request() const { return request_; }
+  // Atomics, no lock: done is set by the call's thread and polled by the
+  // reader's; cancelled_ set by the reader, polled by the tool; progress_
+  // counted by whichever thread the tool reports from.
   std::atomic<bool> done{false};
 
  private:
@@ -84,7 +87,7 @@ int Server::run() {
   }
   // End of input: the client is gone; stop what still runs (a cell is interrupted) and wait for it.
   {
-    std::lock_guard<std::mutex> lock(calls_mutex_);
+    MutexLock lock(calls_mutex_);
     for (auto& [key, call] : calls_) call->cancel();
   }
   for (auto& [call, thread] : threads_) {
@@ -98,7 +101,7 @@ void Server::start_call(CallRequest incoming) {
   std::string key = id_key(incoming.id);
   auto call = std::make_shared<Call>(std::move(incoming), output_);
   {
-    std::lock_guard<std::mutex> lock(calls_mutex_);
+    MutexLock lock(calls_mutex_);
     if (calls_.count(key)) {
       output_.write(make_error(call->request().id, rpc_error::kInvalidRequest,
                                "invalid request: id " + key + " is already in flight on this connection"));
@@ -115,7 +118,7 @@ void Server::start_call(CallRequest incoming) {
       result = ToolResult::error(std::string("internal error in ") + request.tool + ": " + e.what());
     }
     {
-      std::lock_guard<std::mutex> lock(calls_mutex_);
+      MutexLock lock(calls_mutex_);
       calls_.erase(key);
     }
     // A cancelled request gets no response (MCP, "Cancellation").
@@ -130,7 +133,7 @@ void Server::start_call(CallRequest incoming) {
 }
 
 void Server::cancel_call(const json& id) {
-  std::lock_guard<std::mutex> lock(calls_mutex_);
+  MutexLock lock(calls_mutex_);
   auto found = calls_.find(id_key(id));
   if (found != calls_.end()) found->second->cancel();
 }

@@ -7,11 +7,11 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "host/mcp/dispatcher.h"
 
 namespace gpubox::mcp {
@@ -20,11 +20,11 @@ namespace gpubox::mcp {
 class Output {
  public:
   explicit Output(int fd) : fd_(fd) {}
-  void write(const json& message);
+  void write(const json& message) EXCLUDES(mutex_);
 
  private:
-  std::mutex mutex_;
-  int fd_;  // GUARDED_BY(mutex_) for writes
+  Mutex mutex_;
+  int fd_ GUARDED_BY(mutex_);  // never changes: the lock is for what is written to it
 };
 
 class Server {
@@ -36,20 +36,20 @@ class Server {
 
   // Serves until end of input; then cancels the calls still running, waits
   // for them and returns 0.
-  int run();
+  int run() EXCLUDES(calls_mutex_);
 
  private:
   class Call;
-  void start_call(CallRequest request);
-  void cancel_call(const json& id);
+  void start_call(CallRequest request) EXCLUDES(calls_mutex_);
+  void cancel_call(const json& id) EXCLUDES(calls_mutex_);
   void reap_finished();
 
   Toolbox& tools_;
   Dispatcher dispatcher_;
   int in_fd_;
   Output output_;
-  std::mutex calls_mutex_;
-  std::map<std::string, std::shared_ptr<Call>> calls_;  // GUARDED_BY(calls_mutex_): in flight, by id
+  Mutex calls_mutex_;
+  std::map<std::string, std::shared_ptr<Call>> calls_ GUARDED_BY(calls_mutex_);  // in flight, by id
   std::vector<std::pair<std::shared_ptr<Call>, std::thread>> threads_;  // reader thread only
 };
 

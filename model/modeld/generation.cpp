@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "base/thread_annotations.h"
 #include "model/modeld/step_graph.h"
 
 namespace gpubox::modeld {
@@ -79,7 +80,8 @@ at::Generator sampling_generator(c10::Device device, std::uint64_t seed) {
   at::Generator shared = at::globalContext().defaultGenerator(device);  // shares the default's state
   at::Generator generator;
   {
-    std::lock_guard<std::mutex> lock(shared.mutex());
+    // The generator's mutex is LibTorch's own std::mutex, which LibTorch locks too: no gpubox::Mutex can stand in.
+    std::lock_guard<std::mutex> lock(shared.mutex());  // thread-safety exception: LibTorch's mutex
     generator = shared.clone();
   }
   generator.set_current_seed(seed);
@@ -170,9 +172,9 @@ class StepRunner {
  private:
   // Each distinct line once per process (a fallback is said once, not per generation).
   static void log_once(const std::string& line) {
-    static std::mutex mutex;
-    static std::set<std::string> said;
-    std::lock_guard<std::mutex> lock(mutex);
+    static Mutex mutex;
+    static std::set<std::string> said GUARDED_BY(mutex);
+    MutexLock lock(mutex);
     if (said.insert(line).second) std::fprintf(stderr, "gpubox-modeld: %s\n", line.c_str());
   }
 

@@ -1,7 +1,6 @@
 #include "model/tokenizer/bpe.h"
 
 #include <cstdio>
-#include <mutex>
 #include <queue>
 
 #include "model/tokenizer/utf8.h"
@@ -111,7 +110,7 @@ void Bpe::tokenize(std::string_view word, std::vector<ModelToken>& out) const {
   }
   std::string key(word);
   {
-    std::shared_lock lock(cache_mutex_);
+    ReaderMutexLock lock(cache_mutex_);
     if (auto it = cache_.find(key); it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
@@ -120,7 +119,7 @@ void Bpe::tokenize(std::string_view word, std::vector<ModelToken>& out) const {
   std::vector<ModelToken> tokens;
   merge_word(word, tokens);
   if (word.size() < kCacheWordLength) {
-    std::unique_lock lock(cache_mutex_);
+    WriterMutexLock lock(cache_mutex_);
     if (cache_.size() < kCacheCapacity) cache_.emplace(std::move(key), tokens);
   }
   out.insert(out.end(), tokens.begin(), tokens.end());

@@ -6,13 +6,13 @@
 #include <array>
 #include <cstdint>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "base/thread_annotations.h"
 #include "model/tokenizer/json_reader.h"
 
 namespace gpubox::tokenizer {
@@ -29,7 +29,7 @@ class Bpe {
   Bpe(const Bpe&) = delete;
   Bpe& operator=(const Bpe&) = delete;
 
-  void tokenize(std::string_view word, std::vector<ModelToken>& out) const;
+  void tokenize(std::string_view word, std::vector<ModelToken>& out) const EXCLUDES(cache_mutex_);
 
   std::optional<std::int32_t> token_to_id(std::string_view token) const;
   const std::string* id_to_token(std::int32_t id) const;
@@ -58,8 +58,8 @@ class Bpe {
 
   static constexpr std::size_t kCacheCapacity = 10000;
   static constexpr std::size_t kCacheWordLength = 256;
-  mutable std::shared_mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<ModelToken>> cache_;  // GUARDED_BY(cache_mutex_)
+  mutable SharedMutex cache_mutex_;  // readers look words up, a writer adds one
+  mutable std::unordered_map<std::string, std::vector<ModelToken>> cache_ GUARDED_BY(cache_mutex_);
 };
 
 }  // namespace gpubox::tokenizer
