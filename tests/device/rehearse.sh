@@ -70,7 +70,7 @@ if [[ "${1:-}" == "--inside" ]]; then
   cut=$(mktemp -d)
   OUT=$cut setsid tests/device/run.sh --cpu-dry-run > "$cut.log" 2>&1 &
   run=$!
-  for _ in $(seq 600); do  # up to 60 s for setup to pass (its cap is 30 s)
+  for _ in $(seq 1200); do  # up to 120 s for setup to pass (its dry-run cap is 90 s)
     grep -q '^setup  *pass' "$cut/summary.txt" 2>/dev/null && break
     sleep 0.1
   done
