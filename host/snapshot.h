@@ -10,7 +10,8 @@
 // (limits, network, timeouts, mounts, env, secret *names*, its agent config
 // without secrets); none keeps running processes. A Modal sandbox's is
 // Modal's snapshot_filesystem, an image Modal keeps (30 days), whose id the
-// record holds. One thread.
+// record holds. Taking, removing and restoring one by its backend:
+// host/sandboxes/snapshots.h. One thread.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -45,22 +46,12 @@ struct Snapshot {
   nlohmann::json to_json() const;
 };
 
-// Takes a snapshot of the sandbox under name (empty: SANDBOX-YYYYMMDD-HHMMSS).
-// already_exists when the name is taken; invalid_request when it is malformed.
-Result<Snapshot> take_snapshot(const SandboxStore& store, const SandboxRecord& record, const std::string& name);
+// STORE/snapshots: where each snapshot's dir is.
+std::string snapshots_dir(const SandboxStore& store);
 
 // Every snapshot, oldest first; by name.
 std::vector<Snapshot> list_snapshots(const SandboxStore& store);
 Result<Snapshot> find_snapshot(const SandboxStore& store, const std::string& name);
-// Removes the snapshot (and its committed image).
-Status remove_snapshot(const SandboxStore& store, const Snapshot& snapshot);
-
-// The `gpubox create` arguments that recreate the snapshot's sandbox
-// (--backend, --image, limits, network, timeouts, mounts, --secret NAME for
-// each secret, whose values come from the environment again, and --config
-// with its saved agent config); flags the user adds after them win.
-std::vector<std::string> snapshot_create_args(const Snapshot& snapshot);
-
 // Writes a file of a snapshot's dir atomically (temp file + rename, mode 0600).
 Status write_private_file(const std::string& path, const std::string& text);
 

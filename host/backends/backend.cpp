@@ -7,9 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "host/budget/sandbox_budget.h"
-
-#include "host/backends/registry.h"
 
 namespace gpubox::host {
 
@@ -68,19 +65,6 @@ Status refuse_flags(const Args& flags, const std::vector<std::string>& names, co
 std::string state_of_agent_process(const SandboxRecord& record) {
   if (record.agent.pid <= 0) return "creating";
   return process_alive(record.agent) ? "running" : "dead";
-}
-
-Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
-                         bool* killed) {
-  auto backend = backend_of(record);
-  if (!backend) return backend.status();
-  // Under a budget: how long it ran, read before it ends; settled once its end is certain. A remote
-  // sandbox whose create never learnt its id may still run there: reconcile settles that one.
-  std::optional<double> ran_for = budget::sandbox_seconds_if_budgeted(store, record);
-  bool end_certain = !(*backend)->state_is_remote() || record.state() != "creating";
-  Status stopped = (*backend)->terminate(store, record, grace, killed);
-  if (stopped && end_certain) (void)budget::settle_ended_sandbox(store, record, ran_for, "terminated by gpubox");
-  return stopped;
 }
 
 std::string default_agent_path() {

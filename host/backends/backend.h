@@ -136,6 +136,12 @@ class Backend {
   virtual Status take_snapshot(const SandboxStore& store, const SandboxRecord& record, Snapshot* snapshot) const = 0;
   // Removes what a snapshot of this backend keeps outside its dir (a committed image). Default: nothing.
   virtual Status remove_snapshot(const Snapshot& snapshot) const;
+  // The keys of this backend's records' spec that name the running sandbox (its container, relay,
+  // remote id, limit plan) and so a snapshot must not carry. Default: none.
+  virtual std::vector<std::string> unsnapshotted_spec_keys() const { return {}; }
+  // Appends this backend's own `gpubox create` flags that recreate a snapshot's sandbox (its image,
+  // its control plane's settings) to the common ones. Default: none.
+  virtual void add_snapshot_create_args(const Snapshot&, std::vector<std::string>* /*args*/) const {}
 
   // --- terminate
   // Stops the sandbox (its agent first, gracefully, for up to about grace),
@@ -173,11 +179,6 @@ Status refuse_flags(const Args& flags, const std::vector<std::string>& names, co
 // The state of a sandbox whose agent is a process of this host: creating
 // before it started, running while it lives, dead after.
 std::string state_of_agent_process(const SandboxRecord& record);
-
-// Stops a sandbox of any backend and removes its state (Backend::terminate
-// of its record's backend); invalid_request for a backend this build lacks.
-Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
-                         bool* killed = nullptr);
 
 // The path of the gpubox-agent binary: $GPUBOX_AGENT, else beside this executable.
 std::string default_agent_path();

@@ -160,7 +160,7 @@ std::optional<double> sandbox_seconds_if_budgeted(const SandboxStore& store, con
   nlohmann::json own = record_budget(record);
   bool held = !ledger.open_for_sandbox(record.id).empty() ||
               (own.is_object() && ledger.reservation(own.value("reservation", "")) != nullptr);
-  if (!held || record.state() != "running" || record.endpoint.empty()) return std::nullopt;
+  if (!held || record.endpoint.empty()) return std::nullopt;
   auto options = client_options_for(record);
   if (!options) return std::nullopt;
   options->connect_timeout = std::chrono::milliseconds(3'000);

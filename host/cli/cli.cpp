@@ -6,6 +6,7 @@
 #include "host/backends/registry.h"
 #include "host/sandbox_keys.h"
 #include "host/sandbox_end.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host::cli {
 
@@ -191,7 +192,7 @@ Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const 
 }
 
 Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record) {
-  std::string state = record.state();
+  std::string state = sandbox_state(record);
   if (state == "dead") {
     return Status(ErrorCode::unavailable, "sandbox " + record.id + " is dead: " + sandbox_end(record).message +
                                               "; `gpubox terminate " + record.id + "` removes it");
@@ -207,7 +208,7 @@ Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record
     auto store = SandboxStore::open_default();
     const Backend* backend = find_backend(record.backend);
     if (backend && backend->state_is_remote() && store && backend->refresh_states(*store, {&latest}) &&
-        latest.state() == "dead") {
+        sandbox_state(latest) == "dead") {
       return Status(ErrorCode::unavailable, "sandbox " + record.id + " is dead: " + sandbox_end(latest).message +
                                                 "; `gpubox terminate " + record.id + "` removes it");
     }

@@ -16,6 +16,8 @@
 #include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/snapshot.h"
+#include "host/sandboxes/state.h"
+#include "host/sandboxes/terminate.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -294,7 +296,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   }
   if (json) {
     nlohmann::json shown = {{"id", created->id}, {"name", created->name}, {"backend", created->backend},
-                            {"endpoint", created->endpoint}, {"state", created->state()}};
+                            {"endpoint", created->endpoint}, {"state", sandbox_state(*created)}};
     if (*reserved) {
       shown["budget"] = {{"name", (*reserved)->budget}, {"reservation", (*reserved)->id},
                          {"reserved_usd", static_cast<double>((*reserved)->micro_usd) / 1e6},

@@ -15,6 +15,7 @@
 #include "host/program_run.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_end.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -30,7 +31,7 @@ std::string age(double created_at) {
 
 nlohmann::json summary(const SandboxRecord& record) {
   nlohmann::json json = {{"id", record.id},         {"name", record.name},         {"backend", record.backend},
-                         {"state", record.state()}, {"endpoint", record.endpoint}, {"agent_pid", record.agent.pid},
+                         {"state", sandbox_state(record)}, {"endpoint", record.endpoint}, {"agent_pid", record.agent.pid},
                          {"created_at", record.created_at}};
   if (json["state"] == "dead") {
     SandboxEnd end = sandbox_end(record);
@@ -137,7 +138,7 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   info["cgroups"] = plan.cgroup_dirs;
   int code = kExitOk;
   std::string agent_error;
-  if (record->state() == "running") {
+  if (sandbox_state(*record) == "running") {
     auto client = connect_sandbox(*record);
     Result<nlohmann::json> agent = client ? (*client)->call("sys.info") : Result<nlohmann::json>(client.status());
     if (agent) {
@@ -261,7 +262,7 @@ int run_logs(const std::vector<std::string>& raw, const Global& global) {
   };
   drain();
   if (!follow) return kExitOk;
-  while (record->state() == "running") {
+  while (sandbox_state(*record) == "running") {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     drain();
   }

@@ -6,6 +6,7 @@
 
 #include "host/cli/cli.h"
 #include "host/backends/registry.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -19,7 +20,7 @@ constexpr auto kUnreachableFor = std::chrono::seconds(30);
 bool ended_on_modal(SandboxRecord& record) {
   auto store = SandboxStore::open_default();
   const Backend* backend = find_backend(record.backend);
-  return store && backend && backend->refresh_states(*store, {&record}) && record.state() == "dead";
+  return store && backend && backend->refresh_states(*store, {&record}) && sandbox_state(record) == "dead";
 }
 
 }  // namespace

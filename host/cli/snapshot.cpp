@@ -9,6 +9,8 @@
 #include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/snapshot.h"
+#include "host/sandboxes/state.h"
+#include "host/sandboxes/snapshots.h"
 
 namespace gpubox::host::cli {
 
@@ -28,7 +30,7 @@ int run_snapshot(const std::vector<std::string>& raw, const Global& global) {
   if (!store) return fail("snapshot", store.status().message(), kExitUsage);
   auto record = store->resolve(args->positional[0]);
   if (!record) return fail("snapshot", record.status().message(), exit_code_for(record.status()));
-  if (record->state() == "creating") return fail("snapshot", "sandbox " + record->id + " is still being created", kExitUnreachable);
+  if (sandbox_state(*record) == "creating") return fail("snapshot", "sandbox " + record->id + " is still being created", kExitUnreachable);
   auto snapshot = take_snapshot(*store, *record, args->last("--name").value_or(""));
   if (!snapshot) return fail("snapshot", snapshot.status().message(), exit_code_for(snapshot.status()));
   if (global.json || args->flag("--json")) {

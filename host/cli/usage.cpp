@@ -10,6 +10,7 @@
 #include "base/terminal_text.h"
 #include "host/backends/registry.h"
 #include "host/cli/cli.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -112,11 +113,11 @@ int run_usage(const std::vector<std::string>& raw, const Global& global) {
   if (!record) return fail("usage", record.status(), exit_code_for(record.status()));
   nlohmann::json report = {{"id", record->id},
                            {"backend", record->backend},
-                           {"state", record->state()},
+                           {"state", sandbox_state(*record)},
                            {"since_create_s", static_cast<double>(::time(nullptr)) - record->created_at},
                            {"requested", requested_resources(*record)}};
-  Status reached = Status(ErrorCode::unavailable, "sandbox " + record->id + " is " + record->state() + ": its agent cannot report usage");
-  if (record->state() == "running") {
+  Status reached = Status(ErrorCode::unavailable, "sandbox " + record->id + " is " + sandbox_state(*record) + ": its agent cannot report usage");
+  if (sandbox_state(*record) == "running") {
     auto client = connect_sandbox(*record);
     auto usage = client ? sandbox_usage(**client) : Result<nlohmann::json>(client.status());
     if (usage) {
@@ -133,7 +134,7 @@ int run_usage(const std::vector<std::string>& raw, const Global& global) {
     return code;
   }
   std::printf("sandbox:     %s (%s, %s)\n", escape_for_terminal(record->id).c_str(), escape_for_terminal(record->backend).c_str(),
-              escape_for_terminal(record->state()).c_str());
+              escape_for_terminal(sandbox_state(*record)).c_str());
   print_requested(report["requested"]);
   if (report.contains("usage")) {
     print_usage_table(report["usage"]);

@@ -54,6 +54,15 @@ class ContainerBackend final : public Backend {
     return create_container_sandbox(store, box);
   }
 
+  std::vector<std::string> unsnapshotted_spec_keys() const override {
+    return {"relay", "container", "server_key", "limits_enforced_by"};
+  }
+
+  // The committed image is the snapshot's files.
+  void add_snapshot_create_args(const Snapshot& snapshot, std::vector<std::string>* args) const override {
+    if (snapshot.kind == "image") args->insert(args->end(), {"--image", snapshot.image});
+  }
+
   // `ENGINE commit`: the container's file system as localhost/gpubox-snapshot:NAME.
   Status take_snapshot(const SandboxStore&, const SandboxRecord& record, Snapshot* snapshot) const override {
     std::string engine = record.spec.value("engine", record.backend);

@@ -92,6 +92,10 @@ class LocalBackend final : public Backend {
     return " (a host path the sandbox does not see must be mounted: --mount HOST:SANDBOX[:ro])";
   }
 
+  std::vector<std::string> unsnapshotted_spec_keys() const override {
+    return {"limit_plan", "limits_enforced_by", "root_mount_points"};
+  }
+
   Status take_snapshot(const SandboxStore& store, const SandboxRecord& record, Snapshot* snapshot) const override {
     return snapshot_local_sandbox(store, record, *snapshot);
   }

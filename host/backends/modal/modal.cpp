@@ -90,10 +90,7 @@ class ModalBackend final : public Backend {
   }
 
   // What refresh_states saved last (spec.modal_ended); running once Modal gave it an id.
-  std::string state(const SandboxRecord& record) const override {
-    if (record.spec.contains("modal_ended")) return "dead";
-    return record.spec.value("modal_id", "").empty() ? "creating" : "running";
-  }
+  std::string state(const SandboxRecord& record) const override { return modal_state(record); }
 
   bool state_is_remote() const override { return true; }
 
@@ -110,6 +107,21 @@ class ModalBackend final : public Backend {
 
   Result<nlohmann::json> list_remote(const std::string& app) const override {
     return modal_call("ls", {{"app", app}}, std::chrono::seconds(60));
+  }
+
+  std::vector<std::string> unsnapshotted_spec_keys() const override {
+    return {"server_key", "limits_enforced_by", "modal_id", "modal", "modal_ended", "adopted_tags"};
+  }
+
+  // The Modal flags; the image is the snapshot's own (create_sandbox).
+  void add_snapshot_create_args(const Snapshot& snapshot, std::vector<std::string>* args) const override {
+    const nlohmann::json& spec = snapshot.spec;
+    if (!spec.value("app", "").empty()) args->insert(args->end(), {"--app", spec.value("app", "")});
+    if (!spec.value("region", "").empty()) args->insert(args->end(), {"--region", spec.value("region", "")});
+    for (const auto& volume : spec.value("volumes", nlohmann::json::array())) args->insert(args->end(), {"--volume", volume});
+    for (const auto& name : spec.value("modal_secrets", nlohmann::json::array())) args->insert(args->end(), {"--modal-secret", name});
+    const nlohmann::json tags = spec.value("tags", nlohmann::json::object());  // held: items() refers into it
+    for (const auto& [key, value] : tags.items()) args->insert(args->end(), {"--tag", key + "=" + value.get<std::string>()});
   }
 
   // Modal's snapshot_filesystem: the sandbox's files as a Modal image (Volumes excluded), kept by Modal.

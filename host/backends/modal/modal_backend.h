@@ -85,9 +85,13 @@ Status terminate_modal_sandbox(const SandboxStore& store, const SandboxRecord& r
 Result<SandboxRecord> adopt_modal_sandbox(SandboxStore& store, const std::string& modal_id, const rpc::KeyPair& client_keys,
                                           const std::string& server_key, const std::string& name, const std::string& app);
 
+// What refresh_modal_states saved last (spec.modal_ended: dead); running once
+// Modal gave the sandbox an id, creating before.
+std::string modal_state(const SandboxRecord& record);
+
 // Asks Modal about the running records among these; records it reports
 // ended get spec.modal_ended ({exit_code, reason}) saved, so that their
-// state() is "dead". An unreachable Modal leaves the records as they were.
+// state is "dead". An unreachable Modal leaves the records as they were.
 Status refresh_modal_states(const SandboxStore& store, std::vector<SandboxRecord*> records);
 
 }  // namespace gpubox::host

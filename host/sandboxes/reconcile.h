@@ -6,7 +6,8 @@
 // reservation (and a stranded record learns its Modal id, so that
 // `gpubox terminate` ends and settles it); one that is nowhere is settled for
 // at most the time that passed between its reserve and its failure (or now).
-// It never creates, retries or ends a sandbox. One thread.
+// It never creates, retries or ends a sandbox. Above backends/ and budget/,
+// as it reads both. One thread.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -15,10 +16,10 @@
 #include "host/sandbox_store.h"
 #include "base/status.h"
 
-namespace gpubox::host::budget {
+namespace gpubox::host {
 
 // What reconcile did: {"reservations": [{reservation, budget, action, detail}], "errors": [...]};
 // action: live, settled, linked, left (Modal could not be asked).
-Result<nlohmann::json> reconcile(const SandboxStore& store);
+Result<nlohmann::json> reconcile_reservations(const SandboxStore& store);
 
-}  // namespace gpubox::host::budget
+}  // namespace gpubox::host

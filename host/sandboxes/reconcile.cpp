@@ -1,4 +1,4 @@
-#include "host/budget/reconcile.h"
+#include "host/sandboxes/reconcile.h"
 
 #include <algorithm>
 #include <ctime>
@@ -8,9 +8,17 @@
 #include "host/backends/registry.h"
 #include "host/budget/book.h"
 #include "host/budget/sandbox_budget.h"
-#include "host/sandbox_end.h"
+#include "host/sandboxes/state.h"
 
-namespace gpubox::host::budget {
+namespace gpubox::host {
+
+using budget::BudgetBook;
+using budget::InFlight;
+using budget::Ledger;
+using budget::Reservation;
+using budget::record_budget;
+using budget::settle_ended_sandbox;
+
 namespace {
 
 // The store's record a reservation belongs to: by its confirmed sandbox, or by the reservation its create kept.
@@ -24,7 +32,7 @@ SandboxRecord* record_of(std::vector<SandboxRecord>& records, const Reservation&
 
 }  // namespace
 
-Result<nlohmann::json> reconcile(const SandboxStore& store) {
+Result<nlohmann::json> reconcile_reservations(const SandboxStore& store) {
   BudgetBook book(store.root());
   auto contents = book.read();
   if (!contents) return contents.status();
@@ -46,7 +54,7 @@ Result<nlohmann::json> reconcile(const SandboxStore& store) {
     const Backend* backend = find_backend(reservation.reserved.backend);
     SandboxRecord* record = record_of(records, reservation);
     if (record && backend && backend->state_is_remote()) (void)backend->refresh_states(store, {record});
-    std::string state = record ? record->state() : "";
+    std::string state = record ? sandbox_state(*record) : "";
     if (state == "running") {
       if (reservation.sandbox.empty()) (void)book.confirm(reservation.reserved.reservation, record->id, record->spec.value("modal_id", ""));
       report(reservation, "live", "sandbox " + record->id + " runs; `gpubox terminate " + record->id + "` ends and settles it");
@@ -96,7 +104,7 @@ Result<nlohmann::json> reconcile(const SandboxStore& store) {
       }
     }
     // Nowhere: it ran at most from its reserve until its failure (or until now).
-    double until = reservation.failed_at > 0 ? reservation.failed_at : now_seconds();
+    double until = reservation.failed_at > 0 ? reservation.failed_at : budget::now_seconds();
     double seconds = std::max(0.0, until - reservation.reserved.time);
     if (Status settled = book.settle_reservation(reservation.reserved.reservation, seconds,
                                                  "reconcile: not running anywhere; charged for at most " +
@@ -112,4 +120,4 @@ Result<nlohmann::json> reconcile(const SandboxStore& store) {
   return nlohmann::json{{"reservations", done}, {"errors", errors}};
 }
 
-}  // namespace gpubox::host::budget
+}  // namespace gpubox::host
