@@ -8,9 +8,9 @@
 // (host/backends/local/layer_archive.h) whose sha256 the record keeps; snapshots from before
 // the layer was kept hold the work dir alone and restore so. Either keeps the sandbox's settings
 // (limits, network, timeouts, mounts, env, secret *names*, its agent config
-// without secrets); none keeps running processes. A Modal sandbox's is
-// Modal's snapshot_filesystem, an image Modal keeps (30 days), whose id the
-// record holds. Taking, removing and restoring one by its backend:
+// without secrets); none keeps running processes. A backend whose sandboxes
+// run on a control plane keeps an image there whose id the record holds
+// (its folder's take_snapshot says how long). Taking, removing and restoring one by its backend:
 // host/sandboxes/snapshots.h. One thread.
 #pragma once
 
@@ -26,11 +26,11 @@ namespace gpubox::host {
 
 struct Snapshot {
   std::string name;
-  std::string kind;        // "image" (podman, docker), "archive" (local) or "modal_image" (modal)
+  std::string kind;        // its backend's: "image" (podman, docker), "archive" (local), or another backend's own
   std::string backend;     // the source sandbox's
   std::string source_id;
   std::string source_name;
-  std::string image;       // kind image: the committed image; modal_image: the Modal image id (im-...)
+  std::string image;       // kind image: the committed image; a control plane's kind: the image id it keeps
   std::string dir;         // STORE/snapshots/NAME
   double created_at = 0;
   std::uint64_t size_bytes = 0;  // the archives', or the image's as the engine reports it

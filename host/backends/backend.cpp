@@ -18,6 +18,17 @@ Result<nlohmann::json> Backend::list_remote(const std::string&) const {
   return Status(ErrorCode::invalid_request, "--backend " + name() + " runs nothing remote to list");
 }
 
+std::string Backend::remote_id(const SandboxRecord& record) const {
+  const ControlPlane* plane = control_plane();
+  if (!plane) return "";
+  auto id = record.spec.find(plane->id_key);
+  return id != record.spec.end() && id->is_string() ? id->get<std::string>() : "";
+}
+
+void Backend::link_remote_id(SandboxRecord* record, const std::string& id) const {
+  if (const ControlPlane* plane = control_plane()) record->spec[plane->id_key] = id;
+}
+
 Status Backend::remove_snapshot(const Snapshot&) const { return Status::ok(); }
 
 Result<SandboxRecord> Backend::adopt(SandboxStore&, const AdoptRequest&) const {

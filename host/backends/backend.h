@@ -1,5 +1,5 @@
 // Backend: the one seam between the host's commands (cli/, mcp/, snapshots)
-// and a way of running sandboxes (local/, container/, modal/). A backend only
+// and a way of running sandboxes (each a folder beside this file). A backend only
 // creates, lists, snapshots and ends sandboxes and says what state they are
 // in; everything else (exec, files, kernel, jobs, models) goes through the
 // agent's RPC endpoint and is the same for every backend. Backends are
@@ -29,7 +29,7 @@ struct Snapshot;  // host/snapshot.h
 inline constexpr char kSandboxStateDir[] = "/run/gpubox";
 inline constexpr char kSandboxWorkDir[] = "/workspace";
 // The agent's port inside the sandbox image (image/Dockerfile EXPOSEs it), for
-// the backends that run that image: container/ and modal/.
+// the backends that run that image (container/, and those of a control plane).
 inline constexpr std::uint16_t kImageAgentPort = 7000;
 
 struct BindMount {
@@ -57,13 +57,28 @@ struct CreateRequest {
   nlohmann::json public_spec = nlohmann::json::object();
 };
 
+// The tag under which a backend with a control plane keeps the budget
+// reservation a sandbox's create made (host/budget/), so that reconcile finds
+// a sandbox whose create went uncertain (host/sandboxes/reconcile.h).
+inline constexpr char kReservationTag[] = "gpubox.reservation";
+
+// How a backend whose sandboxes run elsewhere names its control plane and the
+// ids it gives them, for the commands and messages that speak of them.
+struct ControlPlane {
+  std::string name;         // as messages name it: "Modal"
+  std::string id_key;       // the key of its sandbox ids in records' spec, list_remote's rows and outputs
+  std::string id_prefix;    // how its sandbox ids begin
+  std::string end_command;  // its own CLI's command that ends one of its sandboxes, given the id
+  std::string doc;          // the manual's page on it (docs/NAME.md)
+};
+
 // A sandbox running elsewhere, to be recorded in this store (`gpubox adopt`).
 struct AdoptRequest {
-  std::string remote_id;      // the backend's own id of it (Modal's sb-...)
+  std::string remote_id;      // the control plane's id of it (ControlPlane::id_prefix...)
   rpc::KeyPair client_keys;   // the key pair it was created to accept
   std::string server_key;     // its agent's public key
   std::string name;           // "" : none
-  std::string app;            // where the backend keeps it (Modal's app)
+  std::string app;            // where the control plane groups it (its app)
 };
 
 // The GPUs a create asks for, as a budget charges them (host/budget/, docs/budget.md).
@@ -88,7 +103,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  // The name `--backend` takes and records keep: local, podman, docker, modal.
+  // The name `--backend` takes and records keep (local, podman, docker, ...).
   virtual const std::string& name() const = 0;
 
   // --- create
@@ -121,13 +136,23 @@ class Backend {
   // True when the state above is what a control plane said last, so that
   // refresh_states is worth a call before trusting "running".
   virtual bool state_is_remote() const { return false; }
+  // Its control plane, for a backend whose sandboxes run elsewhere; nullptr: they run on this host.
+  virtual const ControlPlane* control_plane() const { return nullptr; }
+  // The control plane's id of the record's sandbox, as a budget's reservation is settled against
+  // ("" : none, or not known yet). Default: the record's spec[control_plane()->id_key].
+  virtual std::string remote_id(const SandboxRecord& record) const;
+  // Records the control plane's id of a sandbox whose create never learnt it (reconcile found it by
+  // its reservation's tag); the caller saves the record. Default: spec[control_plane()->id_key].
+  virtual void link_remote_id(SandboxRecord* record, const std::string& id) const;
+  // The reason of an end that only this backend's control plane reports (SandboxEnd::reason; "" : none).
+  virtual std::string own_end_reason() const { return ""; }
   // Asks the control plane about these records (others' are skipped) and
   // saves those it reports ended. Default: nothing to ask.
   virtual Status refresh_states(const SandboxStore& store, std::vector<SandboxRecord*> records) const;
   // How a dead sandbox ended. Default: the agent's exit record on this host (sandbox_end.h).
   virtual SandboxEnd end(const SandboxRecord& record) const { return sandbox_end_on_host(record); }
   // The sandboxes the control plane runs under app that gpubox started
-  // ({"sandboxes": [{"modal_id", "gpubox_id", "tags"}]}). Default: invalid_request.
+  // ({"sandboxes": [{ID_KEY, "gpubox_id", "tags"}]}, ID_KEY its control_plane()->id_key). Default: invalid_request.
   virtual Result<nlohmann::json> list_remote(const std::string& app) const;
 
   // --- snapshot

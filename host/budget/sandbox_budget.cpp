@@ -95,7 +95,7 @@ std::string finish_create(const SandboxStore& store, const Backend& backend, con
     }
   } landed{reserved};
   if (created) {
-    (void)book.confirm(reserved.id, created->id, created->spec.value("modal_id", ""));
+    (void)book.confirm(reserved.id, created->id, backend.remote_id(created.value()));
     return "";
   }
   bool certain = !backend.state_is_remote() || created.status().code() == ErrorCode::invalid_request;
@@ -183,7 +183,8 @@ Status settle_ended_sandbox(const SandboxStore& store, const SandboxRecord& reco
       Ledger ledger = Ledger::fold(contents->entries);  // reservation points into it
       const Reservation* reservation = ledger.reservation(own.value("reservation", ""));
       if (reservation && reservation->state == "open" && reservation->sandbox.empty()) {
-        (void)book.confirm(reservation->reserved.reservation, record.id, record.spec.value("modal_id", ""));
+        const Backend* backend = find_backend(record.backend);
+        (void)book.confirm(reservation->reserved.reservation, record.id, backend ? backend->remote_id(record) : "");
       }
     }
   }

@@ -109,7 +109,7 @@ int run_model_pull(const Args& args, const Global& global);
 int run_weights(const std::vector<std::string>& args, const Global& global);
 // `gpubox mcp`: a stdio MCP server (host/mcp/, docs/mcp.md).
 int run_mcp(const std::vector<std::string>& args, const Global& global);
-// `gpubox adopt MODAL_ID --keys FILE`: a Modal sandbox created elsewhere, into this store (docs/modal.md).
+// `gpubox adopt REMOTE_ID --keys FILE`: a control plane's sandbox created elsewhere, into this store (adopt.cpp).
 int run_adopt(const std::vector<std::string>& args, const Global& global);
 // `gpubox budget [init|set|default|log|reconcile]`: budgets, their reservations and journal (budget.cpp).
 int run_budget(const std::vector<std::string>& args, const Global& global);

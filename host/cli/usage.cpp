@@ -1,7 +1,7 @@
 // `gpubox usage ID`: what a sandbox has used so far — container, CPU and GPU
 // seconds and each job's wall and CPU seconds, from its agent's own clock and
 // accounting (sys.usage) — beside the resources it was created with, so a
-// user can price a run (docs/modal.md, "Usage and pricing"). `gpubox info`
+// user can price a run (the priced backend's page of docs/, "Usage and pricing"). `gpubox info`
 // shows the same through sandbox_usage().
 #include <cstdio>
 #include <ctime>
@@ -101,13 +101,15 @@ void print_requested(const nlohmann::json& requested) {
 }
 
 int run_usage(const std::vector<std::string>& raw, const Global& global) {
-  constexpr char kUsage[] =
+  auto priced = control_plane_backend();
+  const std::string kUsage =
       "usage: gpubox usage ID|NAME [--json]\n"
       "  container seconds (the agent's own clock), CPU seconds, GPU type, count and GPU-seconds, each job's\n"
-      "  wall and CPU seconds, and the resources the sandbox was created with (to price a run: docs/modal.md).\n";
+      "  wall and CPU seconds, and the resources the sandbox was created with" +
+      (priced ? " (to price a run: " + (*priced)->control_plane()->doc + ")" : std::string()) + ".\n";
   auto args = parse_args(raw, {}, {});
   if (!args) return fail_usage("usage", args.status());
-  if (args->flag("--help")) return show_usage(kUsage);
+  if (args->flag("--help")) return show_usage(kUsage.c_str());
   if (args->positional.size() != 1) return fail_usage("usage", "expected one sandbox id or name");
   auto record = find_sandbox_with_state("usage", args->positional[0]);
   if (!record) return fail("usage", record.status(), exit_code_for(record.status()));

@@ -94,13 +94,23 @@ class ModalBackend final : public Backend {
 
   bool state_is_remote() const override { return true; }
 
+  const ControlPlane* control_plane() const override { return &plane_; }
+
+  // Its id is kept twice: spec.modal_id, and in spec.modal beside the tunnel.
+  void link_remote_id(SandboxRecord* record, const std::string& id) const override {
+    record->spec["modal_id"] = id;
+    record->spec["modal"]["modal_id"] = id;
+  }
+
+  std::string own_end_reason() const override { return "ended_on_modal"; }
+
   Status refresh_states(const SandboxStore& store, std::vector<SandboxRecord*> records) const override {
     return refresh_modal_states(store, std::move(records));
   }
 
   SandboxEnd end(const SandboxRecord& record) const override {
     const auto& ended = record.spec.value("modal_ended", nlohmann::json::object());
-    SandboxEnd how{"ended_on_modal", "Modal ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
+    SandboxEnd how{own_end_reason(), "Modal ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
     if (ended.value("exit_code", nlohmann::json()).is_number_integer()) how.exit_code = ended["exit_code"].get<int>();
     return how;
   }
@@ -169,6 +179,7 @@ class ModalBackend final : public Backend {
 
  private:
   const std::string name_ = kModalBackend;
+  const ControlPlane plane_{"Modal", "modal_id", "sb-", "modal sandbox terminate", "docs/modal.md"};
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "host/args.h"
+#include "host/backends/backend.h"
 #include "host/sandbox_store.h"
 #include "rpc/keys.h"
 #include "base/status.h"
@@ -23,8 +24,6 @@ namespace gpubox::host {
 
 // The backend's name, as records keep it (modal.h registers it).
 inline constexpr char kModalBackend[] = "modal";
-// The Modal tag holding the budget reservation a sandbox's create made (host/budget/).
-inline constexpr char kReservationTag[] = "gpubox.reservation";
 
 struct ModalVolume {
   std::string name;  // a Modal Volume, created when missing
