@@ -10,6 +10,8 @@
 
 namespace gpubox::host {
 
+Status Backend::check_flags(const Args&) const { return Status::ok(); }
+
 std::string Backend::state(const SandboxRecord& record) const { return state_of_agent_process(record); }
 
 Status Backend::refresh_states(const SandboxStore&, std::vector<SandboxRecord*>) const { return Status::ok(); }
@@ -64,13 +66,6 @@ double Backend::timeout_asked(const CreateRequest& request) const {
   if (!config.contains("lifecycle") || !config["lifecycle"].is_object()) return 0;
   const auto& value = config["lifecycle"].value("timeout_seconds", nlohmann::json(0.0));
   return value.is_number() ? value.get<double>() : 0;
-}
-
-Status refuse_flags(const Args& flags, const std::vector<std::string>& names, const std::string& why) {
-  for (const auto& name : names) {
-    if (!flags.all(name).empty() || flags.flag(name)) return Status(ErrorCode::invalid_request, name + ": " + why);
-  }
-  return Status::ok();
 }
 
 std::string state_of_agent_process(const SandboxRecord& record) {

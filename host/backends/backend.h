@@ -72,6 +72,15 @@ struct ControlPlane {
   std::string doc;          // the manual's page on it (docs/NAME.md)
 };
 
+// A `gpubox create` flag that only some backends take, registered by the
+// backend that defines it (Backend::own_flags): create parses it, refuses it
+// for the others ("only with --backend ...", host/backends/create_flags.h)
+// and its usage names it, with no code outside the backend's folder naming it.
+struct BackendFlag {
+  std::string name;         // "--publish"
+  bool takes_value = true;  // false: a switch
+};
+
 // A sandbox running elsewhere, to be recorded in this store (`gpubox adopt`).
 struct AdoptRequest {
   std::string remote_id;      // the control plane's id of it (ControlPlane::id_prefix...)
@@ -107,9 +116,21 @@ class Backend {
   virtual const std::string& name() const = 0;
 
   // --- create
-  // Checks the flags only some backends take (those of this one, and refuses
-  // the others'), before anything else of the request is read; invalid_request naming the flag.
-  virtual Status check_flags(const Args& flags) const = 0;
+  // The flags this backend defines; each is parsed for every backend and refused for those that
+  // do not take it. Default: none.
+  virtual std::vector<BackendFlag> own_flags() const { return {}; }
+  // Other backends' flags this one takes too (its own reading of --image). Default: none.
+  virtual std::vector<std::string> borrowed_flags() const { return {}; }
+  // Its lines of `gpubox create --help`'s synopsis ("       NAME: [--flag VALUE]...\n"); backends
+  // with the same lines are shown once. Default: none.
+  virtual std::string create_synopsis() const { return ""; }
+  // What its flags, and the common ones where it reads them its own way, mean: lines of
+  // `gpubox create --help`, shown once for backends with the same. Default: none.
+  virtual std::string create_options_help() const { return ""; }
+  // Checks the flags it takes (own and borrowed) and refuses common ones it cannot honour, before
+  // anything else of the request is read; invalid_request naming the flag. Other backends' flags
+  // are refused after this (refuse_foreign_flags). Default: nothing to check.
+  virtual Status check_flags(const Args& flags) const;
   // Checks the rest of the request as this backend must have it (network,
   // --gpu, --userns, mounts, timeouts); invalid_request naming the flag.
   virtual Status check_create(const CreateRequest& request) const = 0;
@@ -196,10 +217,6 @@ class Backend {
   // Why a download from inside the sandbox may have failed for its network ("" : no reason to think so).
   virtual std::string network_hint(const SandboxRecord&) const { return ""; }
 };
-
-// "FLAG: why" for the first of these flags that was given, else ok: how a
-// backend refuses the flags of others in check_flags.
-Status refuse_flags(const Args& flags, const std::vector<std::string>& names, const std::string& why);
 
 // The state of a sandbox whose agent is a process of this host: creating
 // before it started, running while it lives, dead after.

@@ -17,11 +17,25 @@ class ContainerBackend final : public Backend {
 
   const std::string& name() const override { return engine_; }
 
+  std::vector<BackendFlag> own_flags() const override { return {{"--image"}, {"--publish"}, {"--ready-timeout"}}; }
+
+  // One synopsis and one help for both engines.
+  std::string create_synopsis() const override {
+    return "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--ready-timeout S]\n";
+  }
+
+  std::string create_options_help() const override {
+    return "  --network   podman|docker: none (loopback only, default; the agent's port is relayed) or bridge\n"
+           "              (the engine's network, outbound allowed)\n"
+           "  --gpu       podman|docker: all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n"
+           "  --seccomp   podman|docker: the engine's default profile, or unconfined\n"
+           "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"
+           "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n";
+  }
+
   Status check_flags(const Args& flags) const override {
     ContainerSandboxSpec spec;
-    Status checked = parse_container_flags(flags, true, &spec);
-    if (checked) checked = refuse_flags(flags, {"--app", "--region", "--volume", "--modal-secret", "--tag"}, "only with --backend modal");
-    return checked;
+    return parse_container_flags(flags, true, &spec);
   }
 
   Status check_create(const CreateRequest& request) const override {

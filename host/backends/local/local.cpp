@@ -42,10 +42,14 @@ class LocalBackend final : public Backend {
  public:
   const std::string& name() const override { return name_; }
 
-  Status check_flags(const Args& flags) const override {
-    Status refused = refuse_flags(flags, {"--image", "--publish", "--ready-timeout"}, "only with --backend podman or docker");
-    if (refused) refused = refuse_flags(flags, {"--app", "--region", "--volume", "--modal-secret", "--tag"}, "only with --backend modal");
-    return refused;
+  std::string create_synopsis() const override { return "       local:         [--userns]\n"; }
+
+  std::string create_options_help() const override {
+    return "  --network   local: none (loopback only, default) or host\n"
+           "  --gpu       local: all or GPU numbers N[,N...] (the host's /dev/nvidia* and driver files bound in)\n"
+           "  --seccomp   local: default (gpubox's syscall filter, Docker's default profile; docs/security.md) or\n"
+           "              unconfined (none; info warns)\n"
+           "  --userns    root inside maps to an unprivileged uid range of the host (idmapped mounts)\n";
   }
 
   Status check_create(const CreateRequest& request) const override {

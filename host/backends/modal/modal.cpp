@@ -29,6 +29,18 @@ class ModalBackend final : public Backend {
  public:
   const std::string& name() const override { return name_; }
 
+  std::vector<BackendFlag> own_flags() const override {
+    return {{"--app"}, {"--region"}, {"--volume"}, {"--modal-secret"}, {"--tag"}};
+  }
+
+  std::vector<std::string> borrowed_flags() const override { return {"--image", "--ready-timeout"}; }
+
+  std::string create_synopsis() const override {
+    return "       modal:         [--app NAME] [--image REF] [--gpu TYPE[:N]] [--region R[,R...]] [--volume NAME:/path]...\n"
+           "                      [--modal-secret NAME]... [--tag K=V]... [--network none|open|allow:CIDR,...] [--ready-timeout S]\n"
+           "                      (no --mount, --publish, --pids; docs/modal.md)\n";
+  }
+
   Status check_flags(const Args& flags) const override {
     ModalSandboxSpec spec;
     return parse_modal_flags(flags, true, &spec);
