@@ -21,6 +21,16 @@ std::string upper(std::string key) {
 
 }  // namespace
 
+std::optional<HelpLine> adopt_help(const std::vector<const Backend*>& backends) {
+  for (const Backend* backend : backends) {
+    if (const ControlPlane* plane = backend->control_plane()) {
+      return HelpLine{"adopt " + upper(plane->id_key) + " --keys FILE",
+                      "record a " + plane->name + " sandbox created elsewhere (gpubox adopt --help, " + plane->doc + ")"};
+    }
+  }
+  return std::nullopt;
+}
+
 int run_adopt(const std::vector<std::string>& raw, const Global& global) {
   auto backend = control_plane_backend();
   if (!backend) return fail("adopt", backend.status(), kExitUsage);

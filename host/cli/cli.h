@@ -12,6 +12,7 @@
 
 #include "host/args.h"
 #include "host/backends/backend.h"
+#include "host/cli/help_lines.h"
 #include "host/sandbox_store.h"
 #include "host/snapshot.h"
 #include "rpc/client.h"
@@ -111,6 +112,8 @@ int run_weights(const std::vector<std::string>& args, const Global& global);
 int run_mcp(const std::vector<std::string>& args, const Global& global);
 // `gpubox adopt REMOTE_ID --keys FILE`: a control plane's sandbox created elsewhere, into this store (adopt.cpp).
 int run_adopt(const std::vector<std::string>& args, const Global& global);
+// adopt's entry of `gpubox --help`, for the first of these backends with a control plane (none: nullopt).
+std::optional<HelpLine> adopt_help(const std::vector<const Backend*>& backends);
 // `gpubox budget [init|set|default|log|reconcile]`: budgets, their reservations and journal (budget.cpp).
 int run_budget(const std::vector<std::string>& args, const Global& global);
 // `gpubox usage ID`: the agent's sys.usage beside the resources the sandbox was created with (usage.cpp).

@@ -10,6 +10,11 @@ std::string backend_choices(const std::vector<const Backend*>& backends) {
   return choices;
 }
 
+HelpLine create_help(const std::vector<const Backend*>& backends) {
+  return {"create [options]", "create a sandbox and print its id (gpubox create --help);\n--backend " + backend_choices(backends) +
+                                  ", --from-snapshot NAME"};
+}
+
 std::string create_usage(const std::vector<const Backend*>& backends) {
   std::string usage =
       "usage: gpubox create [--backend " + backend_choices(backends) +

@@ -7,11 +7,15 @@
 #include <vector>
 
 #include "host/backends/backend.h"
+#include "host/cli/help_lines.h"
 
 namespace gpubox::host::cli {
 
 // "local|podman|docker": the names --backend takes, in registration order.
 std::string backend_choices(const std::vector<const Backend*>& backends);
+
+// create's entry of `gpubox --help`, naming these backends.
+HelpLine create_help(const std::vector<const Backend*>& backends);
 
 // The whole usage of `gpubox create` with these backends (the registry's, or a test's).
 std::string create_usage(const std::vector<const Backend*>& backends);
