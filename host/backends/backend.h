@@ -65,7 +65,7 @@ inline constexpr char kReservationTag[] = "gpubox.reservation";
 // How a backend whose sandboxes run elsewhere names its control plane and the
 // ids it gives them, for the commands and messages that speak of them.
 struct ControlPlane {
-  std::string name;         // as messages name it: "Modal"
+  std::string name;         // as messages name it ("Kubernetes")
   std::string id_key;       // the key of its sandbox ids in records' spec, list_remote's rows and outputs
   std::string id_prefix;    // how its sandbox ids begin
   std::string end_command;  // its own CLI's command that ends one of its sandboxes, given the id
@@ -104,7 +104,7 @@ using InfoLine = std::pair<std::string, std::string>;
 // can write (docs/security.md, "What the host reads").
 enum class AgentLogSource {
   host_file,      // a file in the record's host-private directory
-  through_agent,  // inside the sandbox, read through the agent's RPC (fs.read): Modal
+  through_agent,  // inside the sandbox, read through the agent's RPC (fs.read): a control plane's sandbox
   engine,         // the container engine's log of PID 1's output: docker
 };
 
@@ -138,14 +138,14 @@ class Backend {
   // agent is ready. On any failure nothing is left behind.
   virtual Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const = 0;
   // --- what a budget charges a create for (host/budget/)
-  // True when this backend's sandboxes cost money at a budget's prices (Modal); false: they run on the
+  // True when this backend's sandboxes cost money at a budget's prices (a paid control plane); false: they run on the
   // user's own machines, and a budget holds their GPU-hours at a price of 0.
   virtual bool priced() const { return false; }
   // The GPUs a checked request asks for. Default: --gpu as the local backend takes it (all, or N[,N...]).
   virtual GpuAsk gpus_asked(const CreateRequest& request) const;
   // How long the sandbox may run, in seconds (0: no limit). Default: the agent's lifecycle.timeout_seconds.
   virtual double timeout_asked(const CreateRequest& request) const;
-  // The place the control plane groups this request's sandbox in (Modal's app; "" : none).
+  // The place the control plane groups this request's sandbox in (its app; "" : none).
   virtual std::string group_asked(const CreateRequest&) const { return ""; }
   // What to add to the error of a model that failed to load as the sandbox started ("" : nothing).
   virtual std::string model_failure_hint() const { return ""; }

@@ -15,7 +15,7 @@ namespace {
 
 bool has_journal(const SandboxStore& store) { return ::access(BudgetBook(store.root()).journal_path().c_str(), F_OK) == 0; }
 
-// A record's resources, for a sandbox created with no budget (Modal's "H100:2", or the local GPU numbers).
+// A record's resources, for a sandbox created with no budget (a GPU TYPE[:N] as --gpu named it, or the local GPU numbers).
 Ask ask_from_spec(const SandboxRecord& record, const Backend* backend) {
   Ask ask;
   const auto& spec = record.spec;
