@@ -1,6 +1,7 @@
 // The registry: every backend this build has, by name, in the order `gpubox
 // create --help` lists them. Each is registered once, in registry.cpp; adding
-// a backend is its folder and one line there. Any thread.
+// a backend is its folder (its sources in its sources.cmake) and one line
+// there. Any thread.
 #pragma once
 
 #include <string>
