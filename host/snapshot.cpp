@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "base/safe_extractor.h"
 #include "base/fd.h"
 
 namespace gpubox::host {
@@ -85,27 +84,6 @@ Result<Snapshot> find_snapshot(const SandboxStore& store, const std::string& nam
     if (in && !json.is_discarded()) return from_json(json, dir);
   }
   return Status(ErrorCode::not_found, "no snapshot named '" + name + "' (see gpubox snapshots)");
-}
-
-Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& record) {
-  if (snapshot.kind != "archive") return Status::ok();
-  std::ifstream in(snapshot.dir + "/manifest.json");
-  auto manifest = nlohmann::json::parse(in, nullptr, false);
-  if (!in || manifest.is_discarded()) return Status(ErrorCode::internal, "snapshot " + snapshot.name + ": its manifest is unreadable");
-  std::string staging = record.work_dir() + "/.gpubox-restore";
-  auto extracted = harvest::extract_archive(snapshot.archive_path(), staging);
-  if (!extracted) return extracted.status();
-  Status checked = harvest::verify_manifest(staging, manifest);
-  std::error_code error;
-  if (checked) {
-    for (const auto& entry : fs::directory_iterator(staging + "/out", error)) {
-      fs::rename(entry.path(), fs::path(record.work_dir()) / entry.path().filename(), error);
-      if (error) break;
-    }
-    if (error) checked = Status(ErrorCode::internal, "restoring the work dir: " + error.message());
-  }
-  fs::remove_all(staging, error);
-  return checked;
 }
 
 }  // namespace gpubox::host

@@ -55,8 +55,5 @@ Result<Snapshot> find_snapshot(const SandboxStore& store, const std::string& nam
 // Writes a file of a snapshot's dir atomically (temp file + rename, mode 0600).
 Status write_private_file(const std::string& path, const std::string& text);
 
-// Puts an archive snapshot's files into a new local sandbox's work dir,
-// checked against the manifest. Image snapshots need nothing: the image holds them.
-Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& record);
 
 }  // namespace gpubox::host

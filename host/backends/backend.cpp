@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "host/snapshot.h"
+
 
 namespace gpubox::host {
 
@@ -30,6 +32,8 @@ std::string Backend::remote_id(const SandboxRecord& record) const {
 void Backend::link_remote_id(SandboxRecord* record, const std::string& id) const {
   if (const ControlPlane* plane = control_plane()) record->spec[plane->id_key] = id;
 }
+
+std::string Backend::snapshot_contents(const Snapshot& snapshot) const { return snapshot.image; }
 
 Status Backend::remove_snapshot(const Snapshot&) const { return Status::ok(); }
 

@@ -185,6 +185,13 @@ class Backend {
   // The keys of this backend's records' spec that name the running sandbox (its container, relay,
   // remote id, limit plan) and so a snapshot must not carry. Default: none.
   virtual std::vector<std::string> unsnapshotted_spec_keys() const { return {}; }
+  // Puts what the snapshot keeps outside an image into the new sandbox created from it (a work dir
+  // archive). Default: nothing (its image holds its files).
+  virtual Status restore_snapshot_files(const Snapshot&, const SandboxRecord&) const { return Status::ok(); }
+  // What a snapshot of this backend holds, as `gpubox snapshot` says it. Default: its image.
+  virtual std::string snapshot_contents(const Snapshot& snapshot) const;
+  // Whether a sandbox restored from the snapshot has the packages installed in the old one. Default: true.
+  virtual bool snapshot_keeps_packages(const Snapshot&) const { return true; }
   // Appends this backend's own `gpubox create` flags that recreate a snapshot's sandbox (its image,
   // its control plane's settings) to the common ones. Default: none.
   virtual void add_snapshot_create_args(const Snapshot&, std::vector<std::string>* /*args*/) const {}

@@ -259,12 +259,12 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
                  budget::usd_text((*reserved)->micro_usd).c_str(), escape_for_terminal((*reserved)->id).c_str());
   }
   if (from) {
-    if (Status restored = restore_snapshot_files(*from, *created); !restored) {
+    if (Status restored = backend.restore_snapshot_files(*from, *created); !restored) {
       (void)terminate_sandbox(*store, *created, std::chrono::seconds(1));
       return fail("create", "--from-snapshot " + from->name + ": " + restored.message(), kExitFailed);
     }
     std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
-                 escape_for_terminal(from->name).c_str(), escape_for_terminal(from->source_id).c_str(), from->kind != "archive" || from->has_layer() ? ", installed packages" : "");
+                 escape_for_terminal(from->name).c_str(), escape_for_terminal(from->source_id).c_str(), backend.snapshot_keeps_packages(*from) ? ", installed packages" : "");
   }
   bool has_models = spec_has_models(pub["agent_config"]);
   if (has_models && !args.flag("--models-optional")) {

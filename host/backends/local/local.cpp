@@ -100,6 +100,17 @@ class LocalBackend final : public Backend {
     return {"limit_plan", "limits_enforced_by", "root_mount_points"};
   }
 
+  Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& record) const override {
+    return restore_work_dir(snapshot, record);
+  }
+
+  std::string snapshot_contents(const Snapshot& snapshot) const override {
+    return snapshot.has_layer() ? "work dir and root layer archives" : "work dir archive";
+  }
+
+  // Snapshots from before the root's layer was kept hold the work dir alone.
+  bool snapshot_keeps_packages(const Snapshot& snapshot) const override { return snapshot.has_layer(); }
+
   Status take_snapshot(const SandboxStore& store, const SandboxRecord& record, Snapshot* snapshot) const override {
     return snapshot_local_sandbox(store, record, *snapshot);
   }
