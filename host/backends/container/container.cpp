@@ -3,8 +3,8 @@
 #include <cstdlib>
 
 #include "host/backends/container/container_backend.h"
+#include "host/backends/host_process_info.h"
 #include "host/program_run.h"
-#include "host/backends/local/local.h"
 #include "host/snapshot.h"
 
 namespace gpubox::host {
