@@ -65,6 +65,17 @@ GpuAsk Backend::gpus_asked(const CreateRequest& request) const {
   return {"", static_cast<double>(std::count(gpu->begin(), gpu->end(), ',') + 1)};
 }
 
+GpuAsk Backend::gpus_recorded(const SandboxRecord& record) const {
+  const nlohmann::json& spec = record.spec;
+  std::string gpu = spec.value("gpu", nlohmann::json("")).is_string() ? spec.value("gpu", "") : "";
+  if (!gpu.empty()) {
+    auto colon = gpu.find(':');
+    return {gpu.substr(0, colon), colon == std::string::npos ? 1.0 : std::max(1, std::atoi(gpu.c_str() + colon + 1))};
+  }
+  if (spec.contains("gpus") && spec["gpus"].is_array()) return {"", static_cast<double>(spec["gpus"].size())};
+  return {};
+}
+
 double Backend::timeout_asked(const CreateRequest& request) const {
   const nlohmann::json& config = request.agent_config;
   if (!config.contains("lifecycle") || !config["lifecycle"].is_object()) return 0;

@@ -147,6 +147,11 @@ class Backend {
   virtual double timeout_asked(const CreateRequest& request) const;
   // The place the control plane groups this request's sandbox in (its app; "" : none).
   virtual std::string group_asked(const CreateRequest&) const { return ""; }
+  // The GPUs a created sandbox's record says it has, as a budget charges a job in a sandbox whose
+  // create held none. Default: spec.gpu as TYPE[:N] when given, else the count of spec.gpus.
+  virtual GpuAsk gpus_recorded(const SandboxRecord& record) const;
+  // Where the control plane groups a created sandbox (its app; "" : none). Default: "".
+  virtual std::string group_recorded(const SandboxRecord&) const { return ""; }
   // What to add to the error of a model that failed to load as the sandbox started ("" : nothing).
   virtual std::string model_failure_hint() const { return ""; }
 

@@ -15,23 +15,21 @@ namespace {
 
 bool has_journal(const SandboxStore& store) { return ::access(BudgetBook(store.root()).journal_path().c_str(), F_OK) == 0; }
 
-// A record's resources, for a sandbox created with no budget (a GPU TYPE[:N] as --gpu named it, or the local GPU numbers).
+// A record's resources, for a sandbox created with no budget: its limits, and the GPUs and group its
+// backend says it has (none for a backend this build lacks).
 Ask ask_from_spec(const SandboxRecord& record, const Backend* backend) {
   Ask ask;
   const auto& spec = record.spec;
   ask.backend = record.backend;
   ask.priced = backend && backend->priced();
-  std::string gpu = spec.value("gpu", nlohmann::json("")).is_string() ? spec.value("gpu", "") : "";
-  if (!gpu.empty()) {
-    auto colon = gpu.find(':');
-    ask.gpu_type = gpu.substr(0, colon);
-    ask.gpu_count = colon == std::string::npos ? 1 : std::max(1, std::atoi(gpu.c_str() + colon + 1));
-  } else if (spec.contains("gpus") && spec["gpus"].is_array()) {
-    ask.gpu_count = static_cast<double>(spec["gpus"].size());
+  if (backend) {
+    GpuAsk gpus = backend->gpus_recorded(record);
+    ask.gpu_type = gpus.type;
+    ask.gpu_count = gpus.count;
+    ask.app = backend->group_recorded(record);
   }
   if (spec.value("cpu", 0.0) > 0) ask.cpus = spec.value("cpu", 0.0);
   if (spec.value("memory_mib", 0.0) > 0) ask.memory_gib = spec.value("memory_mib", 0.0) / 1024.0;
-  ask.app = spec.value("app", "");
   return ask;
 }
 

@@ -67,6 +67,8 @@ class ModalBackend final : public Backend {
 
   double timeout_asked(const CreateRequest& request) const override { return timeout_of(request); }
 
+  std::string group_recorded(const SandboxRecord& record) const override { return record.spec.value("app", ""); }
+
   std::string group_asked(const CreateRequest& request) const override {
     ModalSandboxSpec cloud;
     (void)parse_modal_flags(*request.flags, true, &cloud);
