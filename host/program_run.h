@@ -1,4 +1,4 @@
-// Runs a program found on PATH (a container engine, the Modal backend's
+// Runs a program found on PATH (a container engine, a backend's SDK in
 // Python, a tool in a test) and captures what it prints: no shell, the
 // arguments go to posix_spawn as given, and no secret value is ever an
 // argument (secrets travel on stdin or in files; see container_backend.h).

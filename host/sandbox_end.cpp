@@ -1,7 +1,6 @@
 #include "host/sandbox_end.h"
 
 #include "host/agent_files.h"
-#include "host/backends/registry.h"
 #include "host/resource_limits.h"
 
 namespace gpubox::host {
@@ -23,11 +22,6 @@ std::string sandbox_end_label(const std::string& reason) {
   std::string label = reason;
   for (char& c : label) c = c == '_' ? ' ' : c;  // idle timeout, lease expired, out of memory, agent crashed
   return label;
-}
-
-SandboxEnd sandbox_end(const SandboxRecord& record) {
-  const Backend* backend = find_backend(record.backend);
-  return backend ? backend->end(record) : sandbox_end_on_host(record);
 }
 
 SandboxEnd sandbox_end_on_host(const SandboxRecord& record) {

@@ -14,7 +14,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "host/backends/registry.h"
 
 namespace gpubox::host {
 namespace {
@@ -70,12 +69,6 @@ bool valid_sandbox_name(const std::string& name) {
   return std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
   });
-}
-
-std::string SandboxRecord::state() const {
-  // A record of a backend this build lacks: as if its agent were a process here.
-  const Backend* by = find_backend(backend);
-  return by ? by->state(*this) : state_of_agent_process(*this);
 }
 
 nlohmann::json SandboxRecord::to_json() const {

@@ -17,7 +17,9 @@
 
 namespace gpubox::host {
 
-// What the host remembers of one sandbox.
+// What the host remembers of one sandbox: a plain value, read and written by
+// the store. Its state ("creating", "running", "dead") is not its own to
+// tell: its backend says it (host/sandboxes/state.h).
 struct SandboxRecord {
   std::string id;       // 12 lower-case hex digits
   std::string name;     // optional, unique in the store
@@ -30,10 +32,6 @@ struct SandboxRecord {
   // network, timeouts, env and secret *names*, mounts, cgroup paths).
   nlohmann::json spec = nlohmann::json::object();
 
-  // "running" when the agent lives, "dead" when it exited (or its pid now
-  // names another process), "creating" before the agent was started. For
-  // a backend whose sandboxes run elsewhere: what its control plane said last (Backend::state).
-  std::string state() const;
   std::string agent_dir() const { return dir + "/agent"; }
   // The agent's RPC socket, log (agent.log), exit record (exit.json) and
   // stderr (agent.stderr) where sandbox code can write none of them: never

@@ -8,9 +8,10 @@
 // (host/backends/local/layer_archive.h) whose sha256 the record keeps; snapshots from before
 // the layer was kept hold the work dir alone and restore so. Either keeps the sandbox's settings
 // (limits, network, timeouts, mounts, env, secret *names*, its agent config
-// without secrets); none keeps running processes. A Modal sandbox's is
-// Modal's snapshot_filesystem, an image Modal keeps (30 days), whose id the
-// record holds. One thread.
+// without secrets); none keeps running processes. A backend whose sandboxes
+// run on a control plane keeps an image there whose id the record holds
+// (its folder's take_snapshot says how long). Taking, removing and restoring one by its backend:
+// host/sandboxes/snapshots.h. One thread.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -25,11 +26,11 @@ namespace gpubox::host {
 
 struct Snapshot {
   std::string name;
-  std::string kind;        // "image" (podman, docker), "archive" (local) or "modal_image" (modal)
+  std::string kind;        // its backend's: "image" (podman, docker), "archive" (local), or another backend's own
   std::string backend;     // the source sandbox's
   std::string source_id;
   std::string source_name;
-  std::string image;       // kind image: the committed image; modal_image: the Modal image id (im-...)
+  std::string image;       // kind image: the committed image; a control plane's kind: the image id it keeps
   std::string dir;         // STORE/snapshots/NAME
   double created_at = 0;
   std::uint64_t size_bytes = 0;  // the archives', or the image's as the engine reports it
@@ -45,27 +46,14 @@ struct Snapshot {
   nlohmann::json to_json() const;
 };
 
-// Takes a snapshot of the sandbox under name (empty: SANDBOX-YYYYMMDD-HHMMSS).
-// already_exists when the name is taken; invalid_request when it is malformed.
-Result<Snapshot> take_snapshot(const SandboxStore& store, const SandboxRecord& record, const std::string& name);
+// STORE/snapshots: where each snapshot's dir is.
+std::string snapshots_dir(const SandboxStore& store);
 
 // Every snapshot, oldest first; by name.
 std::vector<Snapshot> list_snapshots(const SandboxStore& store);
 Result<Snapshot> find_snapshot(const SandboxStore& store, const std::string& name);
-// Removes the snapshot (and its committed image).
-Status remove_snapshot(const SandboxStore& store, const Snapshot& snapshot);
-
-// The `gpubox create` arguments that recreate the snapshot's sandbox
-// (--backend, --image, limits, network, timeouts, mounts, --secret NAME for
-// each secret, whose values come from the environment again, and --config
-// with its saved agent config); flags the user adds after them win.
-std::vector<std::string> snapshot_create_args(const Snapshot& snapshot);
-
 // Writes a file of a snapshot's dir atomically (temp file + rename, mode 0600).
 Status write_private_file(const std::string& path, const std::string& text);
 
-// Puts an archive snapshot's files into a new local sandbox's work dir,
-// checked against the manifest. Image snapshots need nothing: the image holds them.
-Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& record);
 
 }  // namespace gpubox::host

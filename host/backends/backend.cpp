@@ -7,11 +7,12 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "host/budget/sandbox_budget.h"
+#include "host/snapshot.h"
 
-#include "host/backends/registry.h"
 
 namespace gpubox::host {
+
+Status Backend::check_flags(const Args&) const { return Status::ok(); }
 
 std::string Backend::state(const SandboxRecord& record) const { return state_of_agent_process(record); }
 
@@ -20,6 +21,19 @@ Status Backend::refresh_states(const SandboxStore&, std::vector<SandboxRecord*>)
 Result<nlohmann::json> Backend::list_remote(const std::string&) const {
   return Status(ErrorCode::invalid_request, "--backend " + name() + " runs nothing remote to list");
 }
+
+std::string Backend::remote_id(const SandboxRecord& record) const {
+  const ControlPlane* plane = control_plane();
+  if (!plane) return "";
+  auto id = record.spec.find(plane->id_key);
+  return id != record.spec.end() && id->is_string() ? id->get<std::string>() : "";
+}
+
+void Backend::link_remote_id(SandboxRecord* record, const std::string& id) const {
+  if (const ControlPlane* plane = control_plane()) record->spec[plane->id_key] = id;
+}
+
+std::string Backend::snapshot_contents(const Snapshot& snapshot) const { return snapshot.image; }
 
 Status Backend::remove_snapshot(const Snapshot&) const { return Status::ok(); }
 
@@ -51,6 +65,17 @@ GpuAsk Backend::gpus_asked(const CreateRequest& request) const {
   return {"", static_cast<double>(std::count(gpu->begin(), gpu->end(), ',') + 1)};
 }
 
+GpuAsk Backend::gpus_recorded(const SandboxRecord& record) const {
+  const nlohmann::json& spec = record.spec;
+  std::string gpu = spec.value("gpu", nlohmann::json("")).is_string() ? spec.value("gpu", "") : "";
+  if (!gpu.empty()) {
+    auto colon = gpu.find(':');
+    return {gpu.substr(0, colon), colon == std::string::npos ? 1.0 : std::max(1, std::atoi(gpu.c_str() + colon + 1))};
+  }
+  if (spec.contains("gpus") && spec["gpus"].is_array()) return {"", static_cast<double>(spec["gpus"].size())};
+  return {};
+}
+
 double Backend::timeout_asked(const CreateRequest& request) const {
   const nlohmann::json& config = request.agent_config;
   if (!config.contains("lifecycle") || !config["lifecycle"].is_object()) return 0;
@@ -58,29 +83,9 @@ double Backend::timeout_asked(const CreateRequest& request) const {
   return value.is_number() ? value.get<double>() : 0;
 }
 
-Status refuse_flags(const Args& flags, const std::vector<std::string>& names, const std::string& why) {
-  for (const auto& name : names) {
-    if (!flags.all(name).empty() || flags.flag(name)) return Status(ErrorCode::invalid_request, name + ": " + why);
-  }
-  return Status::ok();
-}
-
 std::string state_of_agent_process(const SandboxRecord& record) {
   if (record.agent.pid <= 0) return "creating";
   return process_alive(record.agent) ? "running" : "dead";
-}
-
-Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
-                         bool* killed) {
-  auto backend = backend_of(record);
-  if (!backend) return backend.status();
-  // Under a budget: how long it ran, read before it ends; settled once its end is certain. A remote
-  // sandbox whose create never learnt its id may still run there: reconcile settles that one.
-  std::optional<double> ran_for = budget::sandbox_seconds_if_budgeted(store, record);
-  bool end_certain = !(*backend)->state_is_remote() || record.state() != "creating";
-  Status stopped = (*backend)->terminate(store, record, grace, killed);
-  if (stopped && end_certain) (void)budget::settle_ended_sandbox(store, record, ran_for, "terminated by gpubox");
-  return stopped;
 }
 
 std::string default_agent_path() {

@@ -1,5 +1,5 @@
 // Backend: the one seam between the host's commands (cli/, mcp/, snapshots)
-// and a way of running sandboxes (local/, container/, modal/). A backend only
+// and a way of running sandboxes (each a folder beside this file). A backend only
 // creates, lists, snapshots and ends sandboxes and says what state they are
 // in; everything else (exec, files, kernel, jobs, models) goes through the
 // agent's RPC endpoint and is the same for every backend. Backends are
@@ -29,7 +29,7 @@ struct Snapshot;  // host/snapshot.h
 inline constexpr char kSandboxStateDir[] = "/run/gpubox";
 inline constexpr char kSandboxWorkDir[] = "/workspace";
 // The agent's port inside the sandbox image (image/Dockerfile EXPOSEs it), for
-// the backends that run that image: container/ and modal/.
+// the backends that run that image (container/, and those of a control plane).
 inline constexpr std::uint16_t kImageAgentPort = 7000;
 
 struct BindMount {
@@ -57,13 +57,37 @@ struct CreateRequest {
   nlohmann::json public_spec = nlohmann::json::object();
 };
 
+// The tag under which a backend with a control plane keeps the budget
+// reservation a sandbox's create made (host/budget/), so that reconcile finds
+// a sandbox whose create went uncertain (host/sandboxes/reconcile.h).
+inline constexpr char kReservationTag[] = "gpubox.reservation";
+
+// How a backend whose sandboxes run elsewhere names its control plane and the
+// ids it gives them, for the commands and messages that speak of them.
+struct ControlPlane {
+  std::string name;         // as messages name it ("Kubernetes")
+  std::string id_key;       // the key of its sandbox ids in records' spec, list_remote's rows and outputs
+  std::string id_prefix;    // how its sandbox ids begin
+  std::string end_command;  // its own CLI's command that ends one of its sandboxes, given the id
+  std::string doc;          // the manual's page on it (docs/NAME.md)
+};
+
+// A `gpubox create` flag that only some backends take, registered by the
+// backend that defines it (Backend::own_flags): create parses it, refuses it
+// for the others ("only with --backend ...", host/backends/create_flags.h)
+// and its usage names it, with no code outside the backend's folder naming it.
+struct BackendFlag {
+  std::string name;         // "--publish"
+  bool takes_value = true;  // false: a switch
+};
+
 // A sandbox running elsewhere, to be recorded in this store (`gpubox adopt`).
 struct AdoptRequest {
-  std::string remote_id;      // the backend's own id of it (Modal's sb-...)
+  std::string remote_id;      // the control plane's id of it (ControlPlane::id_prefix...)
   rpc::KeyPair client_keys;   // the key pair it was created to accept
   std::string server_key;     // its agent's public key
   std::string name;           // "" : none
-  std::string app;            // where the backend keeps it (Modal's app)
+  std::string app;            // where the control plane groups it (its app)
 };
 
 // The GPUs a create asks for, as a budget charges them (host/budget/, docs/budget.md).
@@ -80,7 +104,7 @@ using InfoLine = std::pair<std::string, std::string>;
 // can write (docs/security.md, "What the host reads").
 enum class AgentLogSource {
   host_file,      // a file in the record's host-private directory
-  through_agent,  // inside the sandbox, read through the agent's RPC (fs.read): Modal
+  through_agent,  // inside the sandbox, read through the agent's RPC (fs.read): a control plane's sandbox
   engine,         // the container engine's log of PID 1's output: docker
 };
 
@@ -88,13 +112,25 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  // The name `--backend` takes and records keep: local, podman, docker, modal.
+  // The name `--backend` takes and records keep (local, podman, docker, ...).
   virtual const std::string& name() const = 0;
 
   // --- create
-  // Checks the flags only some backends take (those of this one, and refuses
-  // the others'), before anything else of the request is read; invalid_request naming the flag.
-  virtual Status check_flags(const Args& flags) const = 0;
+  // The flags this backend defines; each is parsed for every backend and refused for those that
+  // do not take it. Default: none.
+  virtual std::vector<BackendFlag> own_flags() const { return {}; }
+  // Other backends' flags this one takes too (its own reading of --image). Default: none.
+  virtual std::vector<std::string> borrowed_flags() const { return {}; }
+  // Its lines of `gpubox create --help`'s synopsis ("       NAME: [--flag VALUE]...\n"); backends
+  // with the same lines are shown once. Default: none.
+  virtual std::string create_synopsis() const { return ""; }
+  // What its flags, and the common ones where it reads them its own way, mean: lines of
+  // `gpubox create --help`, shown once for backends with the same. Default: none.
+  virtual std::string create_options_help() const { return ""; }
+  // Checks the flags it takes (own and borrowed) and refuses common ones it cannot honour, before
+  // anything else of the request is read; invalid_request naming the flag. Other backends' flags
+  // are refused after this (refuse_foreign_flags). Default: nothing to check.
+  virtual Status check_flags(const Args& flags) const;
   // Checks the rest of the request as this backend must have it (network,
   // --gpu, --userns, mounts, timeouts); invalid_request naming the flag.
   virtual Status check_create(const CreateRequest& request) const = 0;
@@ -102,15 +138,20 @@ class Backend {
   // agent is ready. On any failure nothing is left behind.
   virtual Result<SandboxRecord> create(SandboxStore& store, const CreateRequest& request) const = 0;
   // --- what a budget charges a create for (host/budget/)
-  // True when this backend's sandboxes cost money at a budget's prices (Modal); false: they run on the
+  // True when this backend's sandboxes cost money at a budget's prices (a paid control plane); false: they run on the
   // user's own machines, and a budget holds their GPU-hours at a price of 0.
   virtual bool priced() const { return false; }
   // The GPUs a checked request asks for. Default: --gpu as the local backend takes it (all, or N[,N...]).
   virtual GpuAsk gpus_asked(const CreateRequest& request) const;
   // How long the sandbox may run, in seconds (0: no limit). Default: the agent's lifecycle.timeout_seconds.
   virtual double timeout_asked(const CreateRequest& request) const;
-  // The place the control plane groups this request's sandbox in (Modal's app; "" : none).
+  // The place the control plane groups this request's sandbox in (its app; "" : none).
   virtual std::string group_asked(const CreateRequest&) const { return ""; }
+  // The GPUs a created sandbox's record says it has, as a budget charges a job in a sandbox whose
+  // create held none. Default: spec.gpu as TYPE[:N] when given, else the count of spec.gpus.
+  virtual GpuAsk gpus_recorded(const SandboxRecord& record) const;
+  // Where the control plane groups a created sandbox (its app; "" : none). Default: "".
+  virtual std::string group_recorded(const SandboxRecord&) const { return ""; }
   // What to add to the error of a model that failed to load as the sandbox started ("" : nothing).
   virtual std::string model_failure_hint() const { return ""; }
 
@@ -121,13 +162,23 @@ class Backend {
   // True when the state above is what a control plane said last, so that
   // refresh_states is worth a call before trusting "running".
   virtual bool state_is_remote() const { return false; }
+  // Its control plane, for a backend whose sandboxes run elsewhere; nullptr: they run on this host.
+  virtual const ControlPlane* control_plane() const { return nullptr; }
+  // The control plane's id of the record's sandbox, as a budget's reservation is settled against
+  // ("" : none, or not known yet). Default: the record's spec[control_plane()->id_key].
+  virtual std::string remote_id(const SandboxRecord& record) const;
+  // Records the control plane's id of a sandbox whose create never learnt it (reconcile found it by
+  // its reservation's tag); the caller saves the record. Default: spec[control_plane()->id_key].
+  virtual void link_remote_id(SandboxRecord* record, const std::string& id) const;
+  // The reason of an end that only this backend's control plane reports (SandboxEnd::reason; "" : none).
+  virtual std::string own_end_reason() const { return ""; }
   // Asks the control plane about these records (others' are skipped) and
   // saves those it reports ended. Default: nothing to ask.
   virtual Status refresh_states(const SandboxStore& store, std::vector<SandboxRecord*> records) const;
   // How a dead sandbox ended. Default: the agent's exit record on this host (sandbox_end.h).
   virtual SandboxEnd end(const SandboxRecord& record) const { return sandbox_end_on_host(record); }
   // The sandboxes the control plane runs under app that gpubox started
-  // ({"sandboxes": [{"modal_id", "gpubox_id", "tags"}]}). Default: invalid_request.
+  // ({"sandboxes": [{ID_KEY, "gpubox_id", "tags"}]}, ID_KEY its control_plane()->id_key). Default: invalid_request.
   virtual Result<nlohmann::json> list_remote(const std::string& app) const;
 
   // --- snapshot
@@ -136,6 +187,19 @@ class Backend {
   virtual Status take_snapshot(const SandboxStore& store, const SandboxRecord& record, Snapshot* snapshot) const = 0;
   // Removes what a snapshot of this backend keeps outside its dir (a committed image). Default: nothing.
   virtual Status remove_snapshot(const Snapshot& snapshot) const;
+  // The keys of this backend's records' spec that name the running sandbox (its container, relay,
+  // remote id, limit plan) and so a snapshot must not carry. Default: none.
+  virtual std::vector<std::string> unsnapshotted_spec_keys() const { return {}; }
+  // Puts what the snapshot keeps outside an image into the new sandbox created from it (a work dir
+  // archive). Default: nothing (its image holds its files).
+  virtual Status restore_snapshot_files(const Snapshot&, const SandboxRecord&) const { return Status::ok(); }
+  // What a snapshot of this backend holds, as `gpubox snapshot` says it. Default: its image.
+  virtual std::string snapshot_contents(const Snapshot& snapshot) const;
+  // Whether a sandbox restored from the snapshot has the packages installed in the old one. Default: true.
+  virtual bool snapshot_keeps_packages(const Snapshot&) const { return true; }
+  // Appends this backend's own `gpubox create` flags that recreate a snapshot's sandbox (its image,
+  // its control plane's settings) to the common ones. Default: none.
+  virtual void add_snapshot_create_args(const Snapshot&, std::vector<std::string>* /*args*/) const {}
 
   // --- terminate
   // Stops the sandbox (its agent first, gracefully, for up to about grace),
@@ -166,18 +230,9 @@ class Backend {
   virtual std::string network_hint(const SandboxRecord&) const { return ""; }
 };
 
-// "FLAG: why" for the first of these flags that was given, else ok: how a
-// backend refuses the flags of others in check_flags.
-Status refuse_flags(const Args& flags, const std::vector<std::string>& names, const std::string& why);
-
 // The state of a sandbox whose agent is a process of this host: creating
 // before it started, running while it lives, dead after.
 std::string state_of_agent_process(const SandboxRecord& record);
-
-// Stops a sandbox of any backend and removes its state (Backend::terminate
-// of its record's backend); invalid_request for a backend this build lacks.
-Status terminate_sandbox(const SandboxStore& store, const SandboxRecord& record, std::chrono::milliseconds grace,
-                         bool* killed = nullptr);
 
 // The path of the gpubox-agent binary: $GPUBOX_AGENT, else beside this executable.
 std::string default_agent_path();

@@ -38,6 +38,13 @@ Result<const Backend*> backend_named(const std::string& name) {
   return Status(ErrorCode::invalid_request, "'" + name + "' is not available; this build has " + backend_names_text());
 }
 
+Result<const Backend*> control_plane_backend() {
+  for (const Backend* backend : all_backends()) {
+    if (backend->control_plane()) return backend;
+  }
+  return Status(ErrorCode::invalid_request, "this build has no backend with a control plane (it has " + backend_names_text() + ")");
+}
+
 Result<const Backend*> backend_of(const SandboxRecord& record) {
   auto backend = backend_named(record.backend);
   if (!backend) return Status(ErrorCode::invalid_request, "sandbox " + record.id + ": backend " + backend.status().message());

@@ -1,6 +1,7 @@
 // The registry: every backend this build has, by name, in the order `gpubox
 // create --help` lists them. Each is registered once, in registry.cpp; adding
-// a backend is its folder and one line there. Any thread.
+// a backend is its folder (its sources in its sources.cmake) and one line
+// there. Any thread.
 #pragma once
 
 #include <string>
@@ -17,11 +18,14 @@ const std::vector<const Backend*>& all_backends();
 // The backend of that name, or nullptr.
 const Backend* find_backend(const std::string& name);
 // The backend of that name; invalid_request naming the known ones otherwise
-// ("'kubernetes' is not available; this build has local, podman, docker and modal").
+// ("'kubernetes' is not available; this build has local, podman and docker").
 Result<const Backend*> backend_named(const std::string& name);
+// The first backend whose sandboxes run on a control plane that lists and adopts them (`gpubox ls
+// --remote`, `gpubox adopt`); invalid_request when this build has none.
+Result<const Backend*> control_plane_backend();
 // The backend a record was created with; invalid_request as above, prefixed by the sandbox's id.
 Result<const Backend*> backend_of(const SandboxRecord& record);
-// "local, podman, docker and modal".
+// "local, podman and docker": every name, in registration order.
 std::string backend_names_text();
 
 }  // namespace gpubox::host

@@ -30,8 +30,8 @@ struct Ask {
   std::string backend;
   std::string sandbox;         // gpubox id (job, pull)
   std::string name;            // the sandbox's name
-  std::string app;             // the Modal app (create)
-  bool priced = false;         // charged in money at the budget's prices (Modal); else GPU-hours at price 0
+  std::string app;             // where the control plane groups it (create)
+  bool priced = false;         // charged in money at the budget's prices (Backend::priced); else GPU-hours at price 0
   std::string gpu_type;        // as --gpu named it
   double gpu_count = 0;
   std::optional<double> cpus;        // nullopt: not given (the prices' default_cpu_cores)

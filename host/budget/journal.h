@@ -40,12 +40,12 @@ struct JournalEntry {
   std::string backend;
   std::string sandbox;         // gpubox id: reserve (job, pull), confirm
   std::string name;            // reserve: the sandbox's name (from the user: escaped when shown)
-  std::string app;             // reserve: the Modal app (reconcile lists it)
+  std::string app;             // reserve: the control plane's app (reconcile lists it)
   double usd_per_hour = 0;     // reserve: the rate it was priced at (settle measures with it)
   double gpu_count = 0;        // reserve
   double seconds = 0;          // reserve: the time held for
   double create_usd = 0;       // reserve: the per-create part, charged whatever the time
-  std::string remote_id;       // confirm: Modal's sb-... id
+  std::string remote_id;       // confirm: the control plane's id of the sandbox (Backend::remote_id)
   std::string text;            // failed, release, settle: why or how; torn: what the torn line held
   std::int64_t line = 0;       // torn: the line number that was torn
 

@@ -23,7 +23,7 @@ struct Reservation {
   std::string failure;       // a dispatch that failed with its outcome uncertain (stays open)
   double failed_at = 0;      // when that failure was written
   std::string sandbox;       // gpubox id, once known
-  std::string remote_id;     // Modal's id, once known
+  std::string remote_id;     // the control plane's id, once known
   std::int64_t settled_micro_usd = 0;
   std::int64_t settled_micro_gpu_h = 0;
 };

@@ -15,7 +15,7 @@ namespace gpubox::host::budget {
 
 // USD, per hour unless the name says otherwise.
 struct Prices {
-  std::map<std::string, double> gpu_hour;      // per GPU of that type (Modal's names: H100, A100-80GB, ...)
+  std::map<std::string, double> gpu_hour;      // per GPU of that type (as the priced backend names them: H100, A100-80GB, ...)
   double cpu_core_hour = 0;                    // per requested CPU core
   double memory_gib_hour = 0;                  // per GiB of requested memory
   double egress_gib = 0;                       // per GiB sent out (a model pull's reservation)

@@ -15,23 +15,21 @@ namespace {
 
 bool has_journal(const SandboxStore& store) { return ::access(BudgetBook(store.root()).journal_path().c_str(), F_OK) == 0; }
 
-// A record's resources, for a sandbox created with no budget (Modal's "H100:2", or the local GPU numbers).
+// A record's resources, for a sandbox created with no budget: its limits, and the GPUs and group its
+// backend says it has (none for a backend this build lacks).
 Ask ask_from_spec(const SandboxRecord& record, const Backend* backend) {
   Ask ask;
   const auto& spec = record.spec;
   ask.backend = record.backend;
   ask.priced = backend && backend->priced();
-  std::string gpu = spec.value("gpu", nlohmann::json("")).is_string() ? spec.value("gpu", "") : "";
-  if (!gpu.empty()) {
-    auto colon = gpu.find(':');
-    ask.gpu_type = gpu.substr(0, colon);
-    ask.gpu_count = colon == std::string::npos ? 1 : std::max(1, std::atoi(gpu.c_str() + colon + 1));
-  } else if (spec.contains("gpus") && spec["gpus"].is_array()) {
-    ask.gpu_count = static_cast<double>(spec["gpus"].size());
+  if (backend) {
+    GpuAsk gpus = backend->gpus_recorded(record);
+    ask.gpu_type = gpus.type;
+    ask.gpu_count = gpus.count;
+    ask.app = backend->group_recorded(record);
   }
   if (spec.value("cpu", 0.0) > 0) ask.cpus = spec.value("cpu", 0.0);
   if (spec.value("memory_mib", 0.0) > 0) ask.memory_gib = spec.value("memory_mib", 0.0) / 1024.0;
-  ask.app = spec.value("app", "");
   return ask;
 }
 
@@ -95,7 +93,7 @@ std::string finish_create(const SandboxStore& store, const Backend& backend, con
     }
   } landed{reserved};
   if (created) {
-    (void)book.confirm(reserved.id, created->id, created->spec.value("modal_id", ""));
+    (void)book.confirm(reserved.id, created->id, backend.remote_id(created.value()));
     return "";
   }
   bool certain = !backend.state_is_remote() || created.status().code() == ErrorCode::invalid_request;
@@ -160,7 +158,7 @@ std::optional<double> sandbox_seconds_if_budgeted(const SandboxStore& store, con
   nlohmann::json own = record_budget(record);
   bool held = !ledger.open_for_sandbox(record.id).empty() ||
               (own.is_object() && ledger.reservation(own.value("reservation", "")) != nullptr);
-  if (!held || record.state() != "running" || record.endpoint.empty()) return std::nullopt;
+  if (!held || record.endpoint.empty()) return std::nullopt;
   auto options = client_options_for(record);
   if (!options) return std::nullopt;
   options->connect_timeout = std::chrono::milliseconds(3'000);
@@ -183,7 +181,8 @@ Status settle_ended_sandbox(const SandboxStore& store, const SandboxRecord& reco
       Ledger ledger = Ledger::fold(contents->entries);  // reservation points into it
       const Reservation* reservation = ledger.reservation(own.value("reservation", ""));
       if (reservation && reservation->state == "open" && reservation->sandbox.empty()) {
-        (void)book.confirm(reservation->reserved.reservation, record.id, record.spec.value("modal_id", ""));
+        const Backend* backend = find_backend(record.backend);
+        (void)book.confirm(reservation->reserved.reservation, record.id, backend ? backend->remote_id(record) : "");
       }
     }
   }

@@ -1,7 +1,7 @@
 // Where budgets meet sandboxes, for every backend alike: the reservation a
 // create makes before its backend is called, the one a job or a model pull
 // makes when it may outlive what its sandbox holds, and the settlement when a
-// sandbox ends (called by terminate_sandbox). One thread; blocks on the
+// sandbox ends (called by host/sandboxes/, which knows the sandbox's state). One thread; blocks on the
 // journal's lock and, to measure a sandbox, on its agent.
 #pragma once
 
@@ -38,8 +38,8 @@ Result<std::optional<Reserved>> reserve_for_job(const SandboxStore& store, const
                                                 const std::string& kind, double job_timeout_s, double egress_gib,
                                                 Refusal* refusal = nullptr);
 
-// How long a running sandbox under a budget has run (its agent's sys.usage container_s); nullopt when
-// it holds no reservation or cannot say.
+// REQUIRES: the sandbox runs. How long it has run under a budget (its agent's sys.usage
+// container_s); nullopt when it holds no reservation or cannot say.
 std::optional<double> sandbox_seconds_if_budgeted(const SandboxStore& store, const SandboxRecord& record);
 // Settles a sandbox's open reservations once its end is certain (see BudgetBook::settle_sandbox).
 Status settle_ended_sandbox(const SandboxStore& store, const SandboxRecord& record, std::optional<double> ran_for,

@@ -12,7 +12,7 @@
 
 #include "base/terminal_text.h"
 #include "host/budget/book.h"
-#include "host/budget/reconcile.h"
+#include "host/sandboxes/reconcile.h"
 #include "host/cli/budget_log.h"
 #include "host/cli/cli.h"
 
@@ -172,7 +172,7 @@ int set_default(const Args& args) {
 int reconcile(const Global& global, bool json) {
   auto store = SandboxStore::open_default();
   if (!store) return fail("budget reconcile", store.status(), kExitUsage);
-  auto done = budget::reconcile(*store);
+  auto done = reconcile_reservations(*store);
   if (!done) return fail("budget reconcile", done.status(), kExitFailed);
   int code = (*done)["errors"].empty() ? kExitOk : kExitFailed;
   if (global.json || json) {

@@ -6,6 +6,7 @@
 #include "host/backends/registry.h"
 #include "host/sandbox_keys.h"
 #include "host/sandbox_end.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host::cli {
 
@@ -179,19 +180,18 @@ Result<SandboxRecord> find_sandbox(const std::string& id_or_name) {
 
 Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const std::string& id_or_name) {
   auto record = find_sandbox(id_or_name);
-  const Backend* backend = record ? find_backend(record->backend) : nullptr;
-  if (!backend || !backend->state_is_remote()) return record;
+  if (!record || control_plane_of(*record).empty()) return record;
   auto store = SandboxStore::open_default();
-  Status refreshed = store ? backend->refresh_states(*store, {&*record}) : store.status();
+  Status refreshed = store ? refresh_sandbox_state(*store, &*record) : store.status();
   if (!refreshed) {
-    std::fprintf(stderr, "gpubox %s: Modal's state could not be read: %s\n", command.c_str(),
+    std::fprintf(stderr, "gpubox %s: %s's state could not be read: %s\n", command.c_str(), control_plane_of(*record).c_str(),
                  escape_for_terminal(refreshed.message(), true).c_str());
   }
   return record;
 }
 
 Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record) {
-  std::string state = record.state();
+  std::string state = sandbox_state(record);
   if (state == "dead") {
     return Status(ErrorCode::unavailable, "sandbox " + record.id + " is dead: " + sandbox_end(record).message +
                                               "; `gpubox terminate " + record.id + "` removes it");
@@ -202,12 +202,10 @@ Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record
   options->connect_timeout = std::chrono::milliseconds(5'000);
   auto client = rpc::Client::connect(*options);
   if (!client) {
-    // A sandbox run elsewhere (Modal) ended when its control plane says so.
+    // A sandbox run elsewhere ended when its control plane says so.
     SandboxRecord latest = record;
     auto store = SandboxStore::open_default();
-    const Backend* backend = find_backend(record.backend);
-    if (backend && backend->state_is_remote() && store && backend->refresh_states(*store, {&latest}) &&
-        latest.state() == "dead") {
+    if (!control_plane_of(record).empty() && store && refresh_sandbox_state(*store, &latest) && sandbox_state(latest) == "dead") {
       return Status(ErrorCode::unavailable, "sandbox " + record.id + " is dead: " + sandbox_end(latest).message +
                                                 "; `gpubox terminate " + record.id + "` removes it");
     }

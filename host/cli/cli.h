@@ -12,6 +12,7 @@
 
 #include "host/args.h"
 #include "host/backends/backend.h"
+#include "host/cli/help_lines.h"
 #include "host/sandbox_store.h"
 #include "host/snapshot.h"
 #include "rpc/client.h"
@@ -68,7 +69,7 @@ int exit_code_for(const Status& status);
 // Opens the store and resolves ID_OR_NAME.
 Result<SandboxRecord> find_sandbox(const std::string& id_or_name);
 // find_sandbox, with the state of a sandbox whose backend has a control plane
-// (Modal) read from it first (a warning naming `gpubox COMMAND` on stderr when it cannot be read).
+// read from it first (a warning naming `gpubox COMMAND` on stderr when it cannot be read).
 Result<SandboxRecord> find_sandbox_with_state(const std::string& command, const std::string& id_or_name);
 // Connects to a sandbox's agent; unavailable when it is dead or does not answer.
 Result<std::unique_ptr<rpc::Client>> connect_sandbox(const SandboxRecord& record);
@@ -83,7 +84,7 @@ int run_exec(const std::vector<std::string>& args, const Global& global);
 int run_put(const std::vector<std::string>& args, const Global& global);
 int run_get(const std::vector<std::string>& args, const Global& global);
 int run_logs(const std::vector<std::string>& args, const Global& global);
-// `gpubox logs ID [-f]` where the agent's log is inside the sandbox (Modal): read through fs.read.
+// `gpubox logs ID [-f]` where the agent's log is inside the sandbox (AgentLogSource::through_agent): read through fs.read.
 int print_remote_agent_log(SandboxRecord& record, bool follow);
 int run_terminate(const std::vector<std::string>& args, const Global& global);
 int run_submit(const std::vector<std::string>& args, const Global& global);
@@ -109,14 +110,16 @@ int run_model_pull(const Args& args, const Global& global);
 int run_weights(const std::vector<std::string>& args, const Global& global);
 // `gpubox mcp`: a stdio MCP server (host/mcp/, docs/mcp.md).
 int run_mcp(const std::vector<std::string>& args, const Global& global);
-// `gpubox adopt MODAL_ID --keys FILE`: a Modal sandbox created elsewhere, into this store (docs/modal.md).
+// `gpubox adopt REMOTE_ID --keys FILE`: a control plane's sandbox created elsewhere, into this store (adopt.cpp).
 int run_adopt(const std::vector<std::string>& args, const Global& global);
+// adopt's entry of `gpubox --help`, for the first of these backends with a control plane (none: nullopt).
+std::optional<HelpLine> adopt_help(const std::vector<const Backend*>& backends);
 // `gpubox budget [init|set|default|log|reconcile]`: budgets, their reservations and journal (budget.cpp).
 int run_budget(const std::vector<std::string>& args, const Global& global);
 // `gpubox usage ID`: the agent's sys.usage beside the resources the sandbox was created with (usage.cpp).
 int run_usage(const std::vector<std::string>& args, const Global& global);
 // What a sandbox was created with, from its store record: cpu, memory_mib, timeout_s and
-// enforced_by; for Modal also gpu {type, count} and region, else pids, idle_timeout_s and gpus.
+// enforced_by, and what its backend adds (Backend::add_requested: gpu and region, or pids, idle_timeout_s and gpus).
 nlohmann::json requested_resources(const SandboxRecord& record);
 // sys.usage of the sandbox's agent (unknown_method, said plainly, for an agent that predates it).
 Result<nlohmann::json> sandbox_usage(rpc::Client& client);

@@ -11,11 +11,15 @@
 #include <sstream>
 #include <thread>
 
+#include "host/backends/create_flags.h"
 #include "host/backends/registry.h"
 #include "host/budget/sandbox_budget.h"
 #include "base/terminal_text.h"
 #include "host/cli/cli.h"
+#include "host/cli/create_usage.h"
 #include "host/snapshot.h"
+#include "host/sandboxes/state.h"
+#include "host/sandboxes/terminate.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -30,31 +34,6 @@ std::string in_create_words(std::string message, const nlohmann::json& pub) {
                                                   : "the flags";
   return message.replace(at, agent_label.size(), "config (" + given + "): ");
 }
-
-constexpr char kCreateUsage[] =
-    "usage: gpubox create [--backend local|podman|docker|modal] [--config FILE] [--name NAME] [--cpu N] [--memory MiB] [--pids N]\n"
-    "                     [--timeout S] [--idle-timeout S] [--network none|host|bridge] [--env K=V]... [--secret NAME]...\n"
-    "                     [--mount LOCAL:SANDBOX[:ro]]... [--gpu GPUS] [--seccomp default|unconfined] [--models-optional] [--json]\n"
-    "       local:         [--userns]\n"
-    "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--ready-timeout S]\n"
-    "       modal:         [--app NAME] [--image REF] [--gpu TYPE[:N]] [--region R[,R...]] [--volume NAME:/path]...\n"
-    "                      [--modal-secret NAME]... [--tag K=V]... [--network none|open|allow:CIDR,...] [--ready-timeout S]\n"
-    "                      (no --mount, --publish, --pids; docs/modal.md)\n"
-    "       gpubox create --from-snapshot NAME [options]   a new sandbox from a snapshot (gpubox snapshots);\n"
-    "                     its settings first, the options given override them\n"
-    "  --network   local: none (loopback only, default) or host; podman|docker: none (loopback only, default;\n"
-    "              the agent's port is relayed) or bridge (the engine's network, outbound allowed)\n"
-    "  --gpu       local: all or GPU numbers N[,N...] (the host's /dev/nvidia* and driver files bound in);\n"
-    "              podman|docker: all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n"
-    "  --models-optional  keep the sandbox when a model of its config fails to load (default: create fails\n"
-    "              with the model's reason and ends the sandbox)\n"
-    "  --seccomp   local: default (gpubox's syscall filter, Docker's default profile; docs/security.md) or\n"
-    "              unconfined (none; info warns); podman|docker: the engine's default profile, or unconfined\n"
-    "  --userns    root inside maps to an unprivileged uid range of the host (idmapped mounts)\n"
-    "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"
-    "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n"
-    "  --budget    the budget that holds this sandbox's cost before it is created (default: the default\n"
-    "              budget, if one is set; none: no budget); past its ceiling nothing is created (docs/budget.md)\n";
 
 // How long create waits for the model host to say how each model's load began.
 constexpr std::chrono::seconds kModelStartWait{60};
@@ -114,13 +93,14 @@ bool valid_env_name(const std::string& name) {
 
 int create_sandbox(const std::vector<std::string>& raw, const Global& global, const Snapshot* from) {
   auto usage = [](const std::string& message) { return fail_usage("create", message); };
-  auto parsed = parse_args(raw,
-                           {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
-                            "--idle-timeout", "--network", "--env", "--secret", "--mount", "--image", "--publish", "--gpu",
-                            "--ready-timeout", "--app", "--region", "--volume", "--modal-secret", "--tag", "--seccomp", "--budget"},
-                           {"--userns", "--models-optional"});
+  // The common flags, then those the backends define (Backend::own_flags).
+  std::set<std::string> with_value = {"--backend", "--config", "--name", "--cpu", "--memory", "--pids", "--timeout",
+                                      "--idle-timeout", "--network", "--env", "--secret", "--mount", "--gpu", "--seccomp", "--budget"};
+  std::set<std::string> switches = {"--userns", "--models-optional"};
+  for (const BackendFlag& flag : backend_flags(all_backends())) (flag.takes_value ? with_value : switches).insert(flag.name);
+  auto parsed = parse_args(raw, with_value, switches);
   if (!parsed) return usage(parsed.status().message());
-  if (parsed->flag("--help")) return show_usage(kCreateUsage);
+  if (parsed->flag("--help")) return show_usage(create_usage(all_backends()).c_str());
   const Args& args = *parsed;
   bool json = global.json || args.flag("--json");
   if (!args.positional.empty() || args.has_double_dash) return usage("unexpected argument '" + (args.positional.empty() ? "--" : args.positional[0]) + "'");
@@ -133,6 +113,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   }
   // The flags only some backends take: this one's checked, the others' refused.
   if (Status flags = backend.check_flags(args); !flags) return usage(flags.message());
+  if (Status foreign = refuse_foreign_flags(args, backend, all_backends()); !foreign) return usage(foreign.message());
 
   CreateRequest spec;
   spec.flags = &args;
@@ -278,12 +259,12 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
                  budget::usd_text((*reserved)->micro_usd).c_str(), escape_for_terminal((*reserved)->id).c_str());
   }
   if (from) {
-    if (Status restored = restore_snapshot_files(*from, *created); !restored) {
+    if (Status restored = backend.restore_snapshot_files(*from, *created); !restored) {
       (void)terminate_sandbox(*store, *created, std::chrono::seconds(1));
       return fail("create", "--from-snapshot " + from->name + ": " + restored.message(), kExitFailed);
     }
     std::fprintf(stderr, "gpubox create: restored snapshot %s of %s: its files%s and settings; processes that ran then are not running\n",
-                 escape_for_terminal(from->name).c_str(), escape_for_terminal(from->source_id).c_str(), from->kind != "archive" || from->has_layer() ? ", installed packages" : "");
+                 escape_for_terminal(from->name).c_str(), escape_for_terminal(from->source_id).c_str(), backend.snapshot_keeps_packages(*from) ? ", installed packages" : "");
   }
   bool has_models = spec_has_models(pub["agent_config"]);
   if (has_models && !args.flag("--models-optional")) {
@@ -294,7 +275,7 @@ int create_sandbox(const std::vector<std::string>& raw, const Global& global, co
   }
   if (json) {
     nlohmann::json shown = {{"id", created->id}, {"name", created->name}, {"backend", created->backend},
-                            {"endpoint", created->endpoint}, {"state", created->state()}};
+                            {"endpoint", created->endpoint}, {"state", sandbox_state(*created)}};
     if (*reserved) {
       shown["budget"] = {{"name", (*reserved)->budget}, {"reservation", (*reserved)->id},
                          {"reserved_usd", static_cast<double>((*reserved)->micro_usd) / 1e6},

@@ -92,7 +92,7 @@ Result<Result<nlohmann::json>> run_remote(rpc::Client& client, const ProcessIden
           }
         }
         if (!(items[0].revents & ZMQ_POLLIN)) {
-          // pid 0: the agent is no process of this host (Modal).
+          // pid 0: the agent is no process of this host (a control plane's sandbox).
           if (agent.pid > 0 && !process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the command ran");
           continue;
         }

@@ -2,6 +2,7 @@
 // of its sandboxes, and what their agents say.
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
@@ -15,6 +16,7 @@
 #include "host/program_run.h"
 #include "host/resource_limits.h"
 #include "host/sandbox_end.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -30,7 +32,7 @@ std::string age(double created_at) {
 
 nlohmann::json summary(const SandboxRecord& record) {
   nlohmann::json json = {{"id", record.id},         {"name", record.name},         {"backend", record.backend},
-                         {"state", record.state()}, {"endpoint", record.endpoint}, {"agent_pid", record.agent.pid},
+                         {"state", sandbox_state(record)}, {"endpoint", record.endpoint}, {"agent_pid", record.agent.pid},
                          {"created_at", record.created_at}};
   if (json["state"] == "dead") {
     SandboxEnd end = sandbox_end(record);
@@ -47,45 +49,66 @@ std::string state_text(const nlohmann::json& summary) {
   return state;
 }
 
-// `gpubox ls --remote`: what Modal runs in the app, by gpubox's tag, beside the local records.
+// "remote_id" -> "REMOTE ID": a key as a column's header.
+std::string upper_words(std::string key) {
+  for (char& c : key) c = c == '_' ? ' ' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return key;
+}
+
+// `gpubox ls --remote`: what the control plane runs in the app, by gpubox's tag, beside the local records.
 int list_remote(const Args& args, const Global& global, const SandboxStore& store) {
-  auto modal = backend_named("modal");
-  if (!modal) return fail("ls", modal.status(), kExitUsage);
-  auto listed = (*modal)->list_remote(args.last("--app").value_or("gpubox"));
+  auto backend = control_plane_backend();
+  if (!backend) return fail("ls", backend.status(), kExitUsage);
+  const ControlPlane& plane = *(*backend)->control_plane();
+  auto listed = (*backend)->list_remote(args.last("--app").value_or("gpubox"));
   if (!listed) return fail("ls", listed.status(), exit_code_for(listed.status()));
   std::map<std::string, std::string> known;
-  for (const auto& record : store.list()) known[record.spec.value("modal_id", "")] = record.id;
+  for (const auto& record : store.list()) {
+    if (record.backend == (*backend)->name()) known[(*backend)->remote_id(record)] = record.id;
+  }
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& sandbox : (*listed)["sandboxes"]) {
-    std::string modal_id = sandbox.value("modal_id", "");
-    rows.push_back({{"modal_id", modal_id}, {"gpubox_id", sandbox.value("gpubox_id", "")},
-                    {"in_store", known.count(modal_id) > 0}, {"tags", sandbox.value("tags", nlohmann::json::object())}});
+    std::string remote_id = sandbox.value(plane.id_key, "");
+    rows.push_back({{plane.id_key, remote_id}, {"gpubox_id", sandbox.value("gpubox_id", "")},
+                    {"in_store", known.count(remote_id) > 0}, {"tags", sandbox.value("tags", nlohmann::json::object())}});
   }
   if (global.json || args.flag("--json")) {
     std::cout << rows.dump() << "\n";
     return kExitOk;
   }
-  std::printf("%-28s  %-12s  %s\n", "MODAL ID", "GPUBOX ID", "HERE");
+  std::printf("%-28s  %-12s  %s\n", upper_words(plane.id_key).c_str(), "GPUBOX ID", "HERE");
   for (const auto& row : rows) {
-    // Tags are what whoever runs in the Modal app set.
-    std::printf("%-28s  %-12s  %s\n", escape_for_terminal(row["modal_id"].get<std::string>()).c_str(),
+    // Tags are what whoever runs in the control plane's app set.
+    std::printf("%-28s  %-12s  %s\n", escape_for_terminal(row[plane.id_key].get<std::string>()).c_str(),
                 escape_for_terminal(row["gpubox_id"].get<std::string>()).c_str(),
                 row["in_store"].get<bool>() ? "yes" : "no (gpubox adopt, not built yet)");
   }
   return kExitOk;
 }
 
+// "ended on X" for each backend's own end: the reasons ls prints past the agent's own.
+std::string own_end_labels() {
+  std::string labels;
+  for (const Backend* backend : all_backends()) {
+    if (!backend->own_end_reason().empty()) labels += ", " + sandbox_end_label(backend->own_end_reason());
+  }
+  return labels;
+}
+
 }  // namespace
 
 int run_ls(const std::vector<std::string>& raw, const Global& global) {
-  constexpr char kUsage[] =
+  auto plane = control_plane_backend();
+  const std::string kUsage =
       "usage: gpubox ls [--json] [--remote [--app NAME]]\n"
       "  STATE is creating, running, or dead with how it ended (terminated, shut down, idle timeout,\n"
-      "  lease expired, deadline, command ended, out of memory, agent crashed, ended on modal).\n"
-      "  --remote: the Modal app's running sandboxes that gpubox started (by their gpubox.sandbox tag).\n";
+      "  lease expired, deadline, command ended, out of memory, agent crashed" + own_end_labels() + ").\n" +
+      (plane ? "  --remote: the " + (*plane)->control_plane()->name +
+                   " app's running sandboxes that gpubox started (by their gpubox.sandbox tag).\n"
+             : std::string());
   auto args = parse_args(raw, {"--app"}, {"--remote"});
   if (!args) return fail_usage("ls", args.status());
-  if (args->flag("--help")) return show_usage(kUsage);
+  if (args->flag("--help")) return show_usage(kUsage.c_str());
   if (!args->positional.empty()) return fail_usage("ls", "unexpected argument '" + args->positional[0] + "'");
   auto store = SandboxStore::open_default();
   if (!store) return fail("ls", store.status(), kExitUsage);
@@ -93,12 +116,10 @@ int run_ls(const std::vector<std::string>& raw, const Global& global) {
   auto records = store->list();
   std::vector<SandboxRecord*> pointers;
   for (auto& record : records) pointers.push_back(&record);
-  // Each backend with a control plane is asked about its own records (Modal: one call for all).
-  for (const Backend* backend : all_backends()) {
-    Status refreshed = backend->refresh_states(*store, pointers);
-    if (!refreshed) {
-      std::fprintf(stderr, "gpubox ls: Modal's states could not be read: %s\n", escape_for_terminal(refreshed.message(), true).c_str());
-    }
+  // Each backend with a control plane is asked about its own records (one call for all of them).
+  for (const auto& [plane, refreshed] : refresh_sandbox_states(*store, pointers)) {
+    std::fprintf(stderr, "gpubox ls: %s's states could not be read: %s\n", plane.c_str(),
+                 escape_for_terminal(refreshed.message(), true).c_str());
   }
   if (global.json || args->flag("--json")) {
     nlohmann::json list = nlohmann::json::array();
@@ -137,7 +158,7 @@ int run_info(const std::vector<std::string>& raw, const Global& global) {
   info["cgroups"] = plan.cgroup_dirs;
   int code = kExitOk;
   std::string agent_error;
-  if (record->state() == "running") {
+  if (sandbox_state(*record) == "running") {
     auto client = connect_sandbox(*record);
     Result<nlohmann::json> agent = client ? (*client)->call("sys.info") : Result<nlohmann::json>(client.status());
     if (agent) {
@@ -261,7 +282,7 @@ int run_logs(const std::vector<std::string>& raw, const Global& global) {
   };
   drain();
   if (!follow) return kExitOk;
-  while (record->state() == "running") {
+  while (sandbox_state(*record) == "running") {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     drain();
   }

@@ -18,6 +18,7 @@
 #include "host/cli/cli.h"
 #include "host/backends/backend.h"
 #include "host/kernelspecs.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -75,7 +76,7 @@ int list_specs(const Args& args, const Global& global) {
     std::string state = "-";
     if (!spec.sandbox.empty()) {
       auto record = store ? store->resolve(spec.sandbox) : Result<SandboxRecord>(store.status());
-      state = record ? record->state() : "gone";
+      state = record ? sandbox_state(*record) : "gone";
     }
     specs.push_back({{"name", spec.name}, {"dir", spec.dir}, {"sandbox", spec.sandbox.empty() ? nlohmann::json() : nlohmann::json(spec.sandbox)},
                      {"sandbox_state", state}});

@@ -17,6 +17,7 @@
 #include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/cli/progress.h"
+#include "host/backends/create_flags.h"
 #include "host/backends/registry.h"
 #include "base/sha256.h"
 
@@ -49,6 +50,12 @@ std::string shell_word(const std::string& word) {
   return text + "'";
 }
 
+// The backend whose --volume NAME:/path mounts a volume of that name (the first that defines --volume).
+std::string volume_backend() {
+  auto owners = backends_defining("--volume", all_backends());
+  return owners.empty() ? "?" : owners.front()->name();
+}
+
 // The mount point of the sandbox's volume NAME (create's --volume NAME:/path).
 Result<std::string> volume_path(const SandboxRecord& record, const std::string& name) {
   std::string listed;
@@ -60,7 +67,7 @@ Result<std::string> volume_path(const SandboxRecord& record, const std::string& 
     listed += (listed.empty() ? "" : ", ") + text;
   }
   return Status::invalid_request("--volume " + name + ": sandbox " + record.id + " has no such volume (" +
-             (listed.empty() ? "it has none; `gpubox create --backend modal --volume NAME:/path` mounts one"
+             (listed.empty() ? "it has none; `gpubox create --backend " + volume_backend() + " --volume NAME:/path` mounts one"
                              : "its volumes: " + listed) +
              ")");
 }

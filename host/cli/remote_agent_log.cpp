@@ -1,11 +1,11 @@
-// `gpubox logs ID [-f]` for a sandbox whose agent log is not on this host (Modal):
+// `gpubox logs ID [-f]` for a sandbox whose agent log is not on this host (a control plane's):
 // the log file read through the agent's own RPC (fs.read from an offset),
 // polled while following.
 #include <cstdio>
 #include <thread>
 
 #include "host/cli/cli.h"
-#include "host/backends/registry.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -15,11 +15,10 @@ constexpr auto kPoll = std::chrono::milliseconds(200);
 // A follower that cannot reach a running sandbox for this long gives up.
 constexpr auto kUnreachableFor = std::chrono::seconds(30);
 
-// Whether the sandbox's control plane (Modal's) says it ended.
-bool ended_on_modal(SandboxRecord& record) {
+// Whether the sandbox's control plane says it ended.
+bool ended_remotely(SandboxRecord& record) {
   auto store = SandboxStore::open_default();
-  const Backend* backend = find_backend(record.backend);
-  return store && backend && backend->refresh_states(*store, {&record}) && record.state() == "dead";
+  return store && refresh_sandbox_state(*store, &record) && sandbox_state(record) == "dead";
 }
 
 }  // namespace
@@ -38,9 +37,9 @@ int print_remote_agent_log(SandboxRecord& record, bool follow) {
     auto read = (*client)->call("fs.read", {{"path", path}, {"offset", offset}, {"length", kLogReadChunk}}, options);
     if (!read) {
       if (!follow) return fail("logs", read.status().to_string(), kExitUnreachable);
-      if (ended_on_modal(record)) {
-        // The agent writes its last lines ("agent exiting") after its RPC port closed: they are in Modal's own log.
-        std::fprintf(stderr, "gpubox logs: the sandbox ended; the agent's last lines are in its Modal log\n");
+      if (ended_remotely(record)) {
+        // The agent writes its last lines ("agent exiting") after its RPC port closed: they are in the control plane's own log.
+        std::fprintf(stderr, "gpubox logs: the sandbox ended; the agent's last lines are in its %s log\n", control_plane_of(record).c_str());
         return kExitOk;
       }
       if (reachable) unreachable_since = std::chrono::steady_clock::now();

@@ -210,7 +210,7 @@ Result<Result<json>> run_cell(rpc::Client& client, const ProcessIdentity& agent,
       continue;
     }
     if (cell.ended()) return cell.result();
-    // pid 0: the agent is no process of this host (Modal).
+    // pid 0: the agent is no process of this host (a control plane's sandbox).
     if (agent.pid > 0 && !process_alive(agent)) return Status(ErrorCode::unavailable, "the sandbox's agent ended while the cell ran");
   }
 }

@@ -7,8 +7,11 @@
 #include <optional>
 
 #include "base/terminal_text.h"
+#include "host/backends/registry.h"
 #include "host/cli/cli.h"
 #include "host/snapshot.h"
+#include "host/sandboxes/state.h"
+#include "host/sandboxes/snapshots.h"
 
 namespace gpubox::host::cli {
 
@@ -28,18 +31,18 @@ int run_snapshot(const std::vector<std::string>& raw, const Global& global) {
   if (!store) return fail("snapshot", store.status().message(), kExitUsage);
   auto record = store->resolve(args->positional[0]);
   if (!record) return fail("snapshot", record.status().message(), exit_code_for(record.status()));
-  if (record->state() == "creating") return fail("snapshot", "sandbox " + record->id + " is still being created", kExitUnreachable);
+  if (sandbox_state(*record) == "creating") return fail("snapshot", "sandbox " + record->id + " is still being created", kExitUnreachable);
   auto snapshot = take_snapshot(*store, *record, args->last("--name").value_or(""));
   if (!snapshot) return fail("snapshot", snapshot.status().message(), exit_code_for(snapshot.status()));
+  const Backend* backend = find_backend(snapshot->backend);
+  std::string contents = backend ? backend->snapshot_contents(*snapshot) : snapshot->image;
   if (global.json || args->flag("--json")) {
     std::cout << snapshot->to_json().dump() << "\n";
   } else {
     std::printf("%s\n", escape_for_terminal(snapshot->name).c_str());
     std::fprintf(stderr, "gpubox snapshot: %s of %s (%s, %.1f MiB); running processes are not part of it\n",
                  escape_for_terminal(snapshot->name).c_str(), escape_for_terminal(record->id).c_str(),
-                 snapshot->kind != "archive" ? escape_for_terminal(snapshot->image).c_str()
-                 : snapshot->has_layer()     ? "work dir and root layer archives"
-                                             : "work dir archive",
+                 escape_for_terminal(contents).c_str(),
                  static_cast<double>(snapshot->size_bytes) / 1048576.0);
   }
   return kExitOk;

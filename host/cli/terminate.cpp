@@ -8,6 +8,8 @@
 #include "base/terminal_text.h"
 #include "host/cli/cli.h"
 #include "host/kernelspecs.h"
+#include "host/sandboxes/state.h"
+#include "host/sandboxes/terminate.h"
 
 namespace gpubox::host::cli {
 
@@ -25,7 +27,7 @@ int run_terminate(const std::vector<std::string>& raw, const Global& global) {
   if (all) {
     // A sandbox another CLI is creating right now is left alone (by --all, not by id).
     for (auto& record : store->list()) {
-      if (record.state() == "creating" && static_cast<double>(::time(nullptr)) - record.created_at < 30) continue;
+      if (sandbox_state(record) == "creating" && static_cast<double>(::time(nullptr)) - record.created_at < 30) continue;
       targets.push_back(std::move(record));
     }
   } else {
@@ -40,7 +42,7 @@ int run_terminate(const std::vector<std::string>& raw, const Global& global) {
   }
   nlohmann::json done = nlohmann::json::array();
   for (const auto& record : targets) {
-    std::string was = record.state();
+    std::string was = sandbox_state(record);
     auto grace = std::chrono::milliseconds(static_cast<long long>(record.spec.value("grace_s", 10.0) * 1000));
     bool killed = false;
     Status stopped = terminate_sandbox(*store, record, grace, &killed);

@@ -1,7 +1,7 @@
 // `gpubox usage ID`: what a sandbox has used so far — container, CPU and GPU
 // seconds and each job's wall and CPU seconds, from its agent's own clock and
 // accounting (sys.usage) — beside the resources it was created with, so a
-// user can price a run (docs/modal.md, "Usage and pricing"). `gpubox info`
+// user can price a run (the priced backend's page of docs/, "Usage and pricing"). `gpubox info`
 // shows the same through sandbox_usage().
 #include <cstdio>
 #include <ctime>
@@ -10,6 +10,7 @@
 #include "base/terminal_text.h"
 #include "host/backends/registry.h"
 #include "host/cli/cli.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host::cli {
 namespace {
@@ -100,23 +101,25 @@ void print_requested(const nlohmann::json& requested) {
 }
 
 int run_usage(const std::vector<std::string>& raw, const Global& global) {
-  constexpr char kUsage[] =
+  auto priced = control_plane_backend();
+  const std::string kUsage =
       "usage: gpubox usage ID|NAME [--json]\n"
       "  container seconds (the agent's own clock), CPU seconds, GPU type, count and GPU-seconds, each job's\n"
-      "  wall and CPU seconds, and the resources the sandbox was created with (to price a run: docs/modal.md).\n";
+      "  wall and CPU seconds, and the resources the sandbox was created with" +
+      (priced ? " (to price a run: " + (*priced)->control_plane()->doc + ")" : std::string()) + ".\n";
   auto args = parse_args(raw, {}, {});
   if (!args) return fail_usage("usage", args.status());
-  if (args->flag("--help")) return show_usage(kUsage);
+  if (args->flag("--help")) return show_usage(kUsage.c_str());
   if (args->positional.size() != 1) return fail_usage("usage", "expected one sandbox id or name");
   auto record = find_sandbox_with_state("usage", args->positional[0]);
   if (!record) return fail("usage", record.status(), exit_code_for(record.status()));
   nlohmann::json report = {{"id", record->id},
                            {"backend", record->backend},
-                           {"state", record->state()},
+                           {"state", sandbox_state(*record)},
                            {"since_create_s", static_cast<double>(::time(nullptr)) - record->created_at},
                            {"requested", requested_resources(*record)}};
-  Status reached = Status(ErrorCode::unavailable, "sandbox " + record->id + " is " + record->state() + ": its agent cannot report usage");
-  if (record->state() == "running") {
+  Status reached = Status(ErrorCode::unavailable, "sandbox " + record->id + " is " + sandbox_state(*record) + ": its agent cannot report usage");
+  if (sandbox_state(*record) == "running") {
     auto client = connect_sandbox(*record);
     auto usage = client ? sandbox_usage(**client) : Result<nlohmann::json>(client.status());
     if (usage) {
@@ -133,7 +136,7 @@ int run_usage(const std::vector<std::string>& raw, const Global& global) {
     return code;
   }
   std::printf("sandbox:     %s (%s, %s)\n", escape_for_terminal(record->id).c_str(), escape_for_terminal(record->backend).c_str(),
-              escape_for_terminal(record->state()).c_str());
+              escape_for_terminal(sandbox_state(*record)).c_str());
   print_requested(report["requested"]);
   if (report.contains("usage")) {
     print_usage_table(report["usage"]);

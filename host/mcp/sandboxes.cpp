@@ -1,6 +1,7 @@
 #include "host/mcp/sandboxes.h"
 
 #include "host/sandbox_keys.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::mcp {
 
@@ -31,7 +32,7 @@ Result<host::SandboxRecord> Sandboxes::resolve(const nlohmann::json& arguments) 
 }
 
 Result<Lease> Sandboxes::connect(const host::SandboxRecord& record) {
-  std::string state = record.state();
+  std::string state = sandbox_state(record);
   if (state != "running") return Status(ErrorCode::unavailable, "sandbox " + record.id + " is " + state);
   {
     MutexLock lock(mutex_);

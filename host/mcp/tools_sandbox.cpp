@@ -16,6 +16,8 @@
 #include "host/kernelspecs.h"
 #include "host/mcp/tools.h"
 #include "host/sandbox_end.h"
+#include "host/sandboxes/state.h"
+#include "host/sandboxes/terminate.h"
 
 extern char** environ;
 
@@ -173,7 +175,7 @@ ToolResult show_budget(ToolEnv& env) {
 
 json summary(const host::SandboxRecord& record) {
   json entry = {{"sandbox_id", record.id}, {"name", record.name}, {"backend", record.backend},
-                {"state", record.state()}, {"created_at", record.created_at}};
+                {"state", sandbox_state(record)}, {"created_at", record.created_at}};
   if (entry["state"] == "dead") entry["ended"] = host::sandbox_end(record).message;
   return entry;
 }
@@ -193,7 +195,7 @@ ToolResult terminate(ToolEnv& env, const json& args) {
   if (!record) return ToolResult::from(record.status());
   auto store = host::SandboxStore::open_default();
   if (!store) return ToolResult::from(store.status());
-  std::string was = record->state();
+  std::string was = sandbox_state(*record);
   env.sandboxes.forget(record->id);
   auto grace = std::chrono::milliseconds(static_cast<long long>(record->spec.value("grace_s", 10.0) * 1000));
   bool killed = false;

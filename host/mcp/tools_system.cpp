@@ -2,6 +2,7 @@
 // processes (proc.list) and snapshot (the sandbox's files and settings).
 #include "host/mcp/tools.h"
 #include "host/snapshot.h"
+#include "host/sandboxes/snapshots.h"
 
 namespace gpubox::mcp {
 namespace {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "host/backends/registry.h"
+#include "host/sandboxes/state.h"
+#include "host/sandboxes/terminate.h"
 
 namespace gpubox::host {
 namespace {
@@ -73,11 +75,11 @@ TEST(BackendRegistry, TheAgentsLogComesFromWhereSandboxCodeCannotWrite) {
 TEST(BackendRegistry, ModalsStateIsWhatModalSaidLast) {
   SandboxRecord record;
   record.backend = "modal";
-  EXPECT_EQ(record.state(), "creating");
+  EXPECT_EQ(sandbox_state(record), "creating");
   record.spec["modal_id"] = "sb-1";
-  EXPECT_EQ(record.state(), "running");
+  EXPECT_EQ(sandbox_state(record), "running");
   record.spec["modal_ended"] = {{"reason", "timeout"}, {"exit_code", 137}};
-  EXPECT_EQ(record.state(), "dead");
+  EXPECT_EQ(sandbox_state(record), "dead");
   SandboxEnd end = sandbox_end(record);
   EXPECT_EQ(end.reason, "ended_on_modal");
   EXPECT_EQ(end.message, "Modal ended it: timeout");

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "tests/unit/temp_dir.h"
+#include "host/sandboxes/state.h"
 
 namespace gpubox::host {
 namespace {
@@ -41,7 +42,7 @@ TEST(SandboxStore, ReservesWithPrivateModesAndResolvesByIdNameAndPrefix) {
   auto first = store.reserve("alpha", {{"network", "none"}});
   ASSERT_TRUE(first) << first.status().to_string();
   EXPECT_EQ(first->id.size(), 12u);
-  EXPECT_EQ(first->state(), "creating");
+  EXPECT_EQ(sandbox_state(*first), "creating");
   EXPECT_EQ(first->endpoint, "ipc://" + first->dir + "/agent/rpc.sock");
   struct stat st {};
   ASSERT_EQ(::stat((first->dir + "/sandbox.json").c_str(), &st), 0);
@@ -112,9 +113,9 @@ TEST(SandboxStore, RecordsSurviveARoundTripAndRemoveStaysInTheStore) {
   auto loaded = store.resolve(record->id);
   ASSERT_TRUE(loaded);
   EXPECT_EQ(loaded->agent.pid, ::getpid());
-  EXPECT_EQ(loaded->state(), "running");
+  EXPECT_EQ(sandbox_state(*loaded), "running");
   loaded->agent.start_time += 1;
-  EXPECT_EQ(loaded->state(), "dead");
+  EXPECT_EQ(sandbox_state(*loaded), "dead");
   SandboxRecord outside = *record;
   outside.dir = dir.path();
   EXPECT_FALSE(store.remove(outside)) << "remove must refuse a directory outside the store";

@@ -3,8 +3,8 @@
 #include <cstdlib>
 
 #include "host/backends/container/container_backend.h"
+#include "host/backends/host_process_info.h"
 #include "host/program_run.h"
-#include "host/backends/local/local.h"
 #include "host/snapshot.h"
 
 namespace gpubox::host {
@@ -17,11 +17,25 @@ class ContainerBackend final : public Backend {
 
   const std::string& name() const override { return engine_; }
 
+  std::vector<BackendFlag> own_flags() const override { return {{"--image"}, {"--publish"}, {"--ready-timeout"}}; }
+
+  // One synopsis and one help for both engines.
+  std::string create_synopsis() const override {
+    return "       podman|docker: [--image IMAGE] [--publish IP[:PORT]] [--ready-timeout S]\n";
+  }
+
+  std::string create_options_help() const override {
+    return "  --network   podman|docker: none (loopback only, default; the agent's port is relayed) or bridge\n"
+           "              (the engine's network, outbound allowed)\n"
+           "  --gpu       podman|docker: all, or a number N of GPUs (docker --gpus; podman CDI nvidia.com/gpu=0..N-1)\n"
+           "  --seccomp   podman|docker: the engine's default profile, or unconfined\n"
+           "  --image     an image built from image/Dockerfile (default gpubox:latest)\n"
+           "  --publish   where the agent's port is published on the host (default 127.0.0.1, any free port)\n";
+  }
+
   Status check_flags(const Args& flags) const override {
     ContainerSandboxSpec spec;
-    Status checked = parse_container_flags(flags, true, &spec);
-    if (checked) checked = refuse_flags(flags, {"--app", "--region", "--volume", "--modal-secret", "--tag"}, "only with --backend modal");
-    return checked;
+    return parse_container_flags(flags, true, &spec);
   }
 
   Status check_create(const CreateRequest& request) const override {
@@ -52,6 +66,15 @@ class ContainerBackend final : public Backend {
     box.public_spec["gpu"] = box.gpus;
     box.public_spec["publish"] = box.publish_ip + ":" + std::to_string(box.publish_port);
     return create_container_sandbox(store, box);
+  }
+
+  std::vector<std::string> unsnapshotted_spec_keys() const override {
+    return {"relay", "container", "server_key", "limits_enforced_by"};
+  }
+
+  // The committed image is the snapshot's files.
+  void add_snapshot_create_args(const Snapshot& snapshot, std::vector<std::string>* args) const override {
+    if (snapshot.kind == "image") args->insert(args->end(), {"--image", snapshot.image});
   }
 
   // `ENGINE commit`: the container's file system as localhost/gpubox-snapshot:NAME.

@@ -369,7 +369,7 @@ Status terminate_container_sandbox(const SandboxStore& store, const SandboxRecor
   auto missing = [](const ProgramRun& run) {
     return run.err.find("no such container") != std::string::npos || run.err.find("No such container") != std::string::npos;
   };
-  if (record.state() == "running") {
+  if (state_of_agent_process(record) == "running") {
     long long seconds = static_cast<long long>(std::ceil(static_cast<double>(grace.count()) / 1000.0)) + 1;
     auto stopped = run_program(engine, {"stop", "--time", std::to_string(seconds), name}, grace + std::chrono::seconds(60));
     if (!stopped) return stopped.status();

@@ -1,5 +1,6 @@
 #include "host/backends/local/local.h"
 
+#include "host/backends/host_process_info.h"
 #include "host/backends/local/local_backend.h"
 #include "host/backends/local/local_snapshot.h"
 
@@ -42,10 +43,14 @@ class LocalBackend final : public Backend {
  public:
   const std::string& name() const override { return name_; }
 
-  Status check_flags(const Args& flags) const override {
-    Status refused = refuse_flags(flags, {"--image", "--publish", "--ready-timeout"}, "only with --backend podman or docker");
-    if (refused) refused = refuse_flags(flags, {"--app", "--region", "--volume", "--modal-secret", "--tag"}, "only with --backend modal");
-    return refused;
+  std::string create_synopsis() const override { return "       local:         [--userns]\n"; }
+
+  std::string create_options_help() const override {
+    return "  --network   local: none (loopback only, default) or host\n"
+           "  --gpu       local: all or GPU numbers N[,N...] (the host's /dev/nvidia* and driver files bound in)\n"
+           "  --seccomp   local: default (gpubox's syscall filter, Docker's default profile; docs/security.md) or\n"
+           "              unconfined (none; info warns)\n"
+           "  --userns    root inside maps to an unprivileged uid range of the host (idmapped mounts)\n";
   }
 
   Status check_create(const CreateRequest& request) const override {
@@ -92,6 +97,21 @@ class LocalBackend final : public Backend {
     return " (a host path the sandbox does not see must be mounted: --mount HOST:SANDBOX[:ro])";
   }
 
+  std::vector<std::string> unsnapshotted_spec_keys() const override {
+    return {"limit_plan", "limits_enforced_by", "root_mount_points"};
+  }
+
+  Status restore_snapshot_files(const Snapshot& snapshot, const SandboxRecord& record) const override {
+    return restore_work_dir(snapshot, record);
+  }
+
+  std::string snapshot_contents(const Snapshot& snapshot) const override {
+    return snapshot.has_layer() ? "work dir and root layer archives" : "work dir archive";
+  }
+
+  // Snapshots from before the root's layer was kept hold the work dir alone.
+  bool snapshot_keeps_packages(const Snapshot& snapshot) const override { return snapshot.has_layer(); }
+
   Status take_snapshot(const SandboxStore& store, const SandboxRecord& record, Snapshot* snapshot) const override {
     return snapshot_local_sandbox(store, record, *snapshot);
   }
@@ -121,33 +141,6 @@ class LocalBackend final : public Backend {
 const Backend& local_backend() {
   static const LocalBackend backend;
   return backend;
-}
-
-std::vector<InfoLine> describe_host_process(const SandboxRecord& record) {
-  const auto& spec = record.spec;
-  std::vector<InfoLine> lines = {{"agent pid:", std::to_string(record.agent.pid) + " (host)"},
-                                 {"network:", spec.value("network", "none")}};
-  if (spec.contains("image")) {
-    lines.push_back({"image:", text_of(spec["image"]) + " (" + record.backend + " container " +
-                                   text_of(spec.value("container", nlohmann::json(""))) + ")"});
-  }
-  return lines;
-}
-
-void add_requested_on_host(const SandboxRecord& record, nlohmann::json* requested) {
-  const auto& spec = record.spec;
-  (*requested)["pids"] = spec.value("pids", 0ULL) ? nlohmann::json(spec.value("pids", 0ULL)) : nlohmann::json();
-  (*requested)["idle_timeout_s"] =
-      spec.value("idle_timeout_s", 0.0) > 0 ? nlohmann::json(spec.value("idle_timeout_s", 0.0)) : nlohmann::json();
-  // local: host GPU indices; podman/docker: the --gpu text given to the engine.
-  (*requested)["gpus"] = spec.contains("gpu") ? spec["gpu"] : spec.value("gpus", nlohmann::json::array());
-}
-
-InfoLine seccomp_line(const SandboxRecord& record, const std::string& default_text) {
-  if (record.spec.value("seccomp", "default") == "unconfined") {
-    return {"seccomp:", "unconfined -- WARNING: no syscall filter (created with --seccomp unconfined)"};
-  }
-  return {"seccomp:", default_text};
 }
 
 }  // namespace gpubox::host

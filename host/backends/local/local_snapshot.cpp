@@ -3,10 +3,13 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <fstream>
+#include <filesystem>
 
 #include "host/backends/backend.h"
 #include "host/backends/local/layer_archive.h"
 #include "host/backends/local/sandbox_root.h"
+#include "base/safe_extractor.h"
 #include "base/stager.h"
 
 namespace gpubox::host {
@@ -79,6 +82,26 @@ Status snapshot_local_sandbox(const SandboxStore& store, const SandboxRecord& re
   struct stat st {};
   if (taken && ::lstat(upper_dir(record.dir + "/root").c_str(), &st) == 0) taken = archive_upper_layer(store, record, snapshot);
   return taken;
+}
+
+Status restore_work_dir(const Snapshot& snapshot, const SandboxRecord& record) {
+  std::ifstream in(snapshot.dir + "/manifest.json");
+  auto manifest = nlohmann::json::parse(in, nullptr, false);
+  if (!in || manifest.is_discarded()) return Status(ErrorCode::internal, "snapshot " + snapshot.name + ": its manifest is unreadable");
+  std::string staging = record.work_dir() + "/.gpubox-restore";
+  auto extracted = harvest::extract_archive(snapshot.archive_path(), staging);
+  if (!extracted) return extracted.status();
+  Status checked = harvest::verify_manifest(staging, manifest);
+  std::error_code error;
+  if (checked) {
+    for (const auto& entry : std::filesystem::directory_iterator(staging + "/out", error)) {
+      std::filesystem::rename(entry.path(), std::filesystem::path(record.work_dir()) / entry.path().filename(), error);
+      if (error) break;
+    }
+    if (error) checked = Status(ErrorCode::internal, "restoring the work dir: " + error.message());
+  }
+  std::filesystem::remove_all(staging, error);
+  return checked;
 }
 
 Status restore_snapshot_layer(const Snapshot& snapshot, const std::string& upper, const harvest::LayerIds& ids) {

@@ -13,6 +13,10 @@ namespace gpubox::host {
 // Sets snapshot.kind to "archive" and writes the archives into snapshot.dir.
 Status snapshot_local_sandbox(const SandboxStore& store, const SandboxRecord& record, Snapshot& snapshot);
 
+// Puts the snapshot's work dir archive into a new sandbox's work dir, checked
+// against its manifest (the upper layer went in before its root was mounted).
+Status restore_work_dir(const Snapshot& snapshot, const SandboxRecord& record);
+
 // Extracts an archive snapshot's upper layer at upper (which must not exist)
 // with the hardened extractor (extract_layer), once its sha256 matches the
 // record's: for LocalSandboxSpec::seed_upper, before the overlay is mounted.

@@ -29,6 +29,18 @@ class ModalBackend final : public Backend {
  public:
   const std::string& name() const override { return name_; }
 
+  std::vector<BackendFlag> own_flags() const override {
+    return {{"--app"}, {"--region"}, {"--volume"}, {"--modal-secret"}, {"--tag"}};
+  }
+
+  std::vector<std::string> borrowed_flags() const override { return {"--image", "--ready-timeout"}; }
+
+  std::string create_synopsis() const override {
+    return "       modal:         [--app NAME] [--image REF] [--gpu TYPE[:N]] [--region R[,R...]] [--volume NAME:/path]...\n"
+           "                      [--modal-secret NAME]... [--tag K=V]... [--network none|open|allow:CIDR,...] [--ready-timeout S]\n"
+           "                      (no --mount, --publish, --pids; docs/modal.md)\n";
+  }
+
   Status check_flags(const Args& flags) const override {
     ModalSandboxSpec spec;
     return parse_modal_flags(flags, true, &spec);
@@ -54,6 +66,8 @@ class ModalBackend final : public Backend {
   }
 
   double timeout_asked(const CreateRequest& request) const override { return timeout_of(request); }
+
+  std::string group_recorded(const SandboxRecord& record) const override { return record.spec.value("app", ""); }
 
   std::string group_asked(const CreateRequest& request) const override {
     ModalSandboxSpec cloud;
@@ -90,12 +104,19 @@ class ModalBackend final : public Backend {
   }
 
   // What refresh_states saved last (spec.modal_ended); running once Modal gave it an id.
-  std::string state(const SandboxRecord& record) const override {
-    if (record.spec.contains("modal_ended")) return "dead";
-    return record.spec.value("modal_id", "").empty() ? "creating" : "running";
-  }
+  std::string state(const SandboxRecord& record) const override { return modal_state(record); }
 
   bool state_is_remote() const override { return true; }
+
+  const ControlPlane* control_plane() const override { return &plane_; }
+
+  // Its id is kept twice: spec.modal_id, and in spec.modal beside the tunnel.
+  void link_remote_id(SandboxRecord* record, const std::string& id) const override {
+    record->spec["modal_id"] = id;
+    record->spec["modal"]["modal_id"] = id;
+  }
+
+  std::string own_end_reason() const override { return "ended_on_modal"; }
 
   Status refresh_states(const SandboxStore& store, std::vector<SandboxRecord*> records) const override {
     return refresh_modal_states(store, std::move(records));
@@ -103,13 +124,28 @@ class ModalBackend final : public Backend {
 
   SandboxEnd end(const SandboxRecord& record) const override {
     const auto& ended = record.spec.value("modal_ended", nlohmann::json::object());
-    SandboxEnd how{"ended_on_modal", "Modal ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
+    SandboxEnd how{own_end_reason(), "Modal ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
     if (ended.value("exit_code", nlohmann::json()).is_number_integer()) how.exit_code = ended["exit_code"].get<int>();
     return how;
   }
 
   Result<nlohmann::json> list_remote(const std::string& app) const override {
     return modal_call("ls", {{"app", app}}, std::chrono::seconds(60));
+  }
+
+  std::vector<std::string> unsnapshotted_spec_keys() const override {
+    return {"server_key", "limits_enforced_by", "modal_id", "modal", "modal_ended", "adopted_tags"};
+  }
+
+  // The Modal flags; the image is the snapshot's own (create_sandbox).
+  void add_snapshot_create_args(const Snapshot& snapshot, std::vector<std::string>* args) const override {
+    const nlohmann::json& spec = snapshot.spec;
+    if (!spec.value("app", "").empty()) args->insert(args->end(), {"--app", spec.value("app", "")});
+    if (!spec.value("region", "").empty()) args->insert(args->end(), {"--region", spec.value("region", "")});
+    for (const auto& volume : spec.value("volumes", nlohmann::json::array())) args->insert(args->end(), {"--volume", volume});
+    for (const auto& name : spec.value("modal_secrets", nlohmann::json::array())) args->insert(args->end(), {"--modal-secret", name});
+    const nlohmann::json tags = spec.value("tags", nlohmann::json::object());  // held: items() refers into it
+    for (const auto& [key, value] : tags.items()) args->insert(args->end(), {"--tag", key + "=" + value.get<std::string>()});
   }
 
   // Modal's snapshot_filesystem: the sandbox's files as a Modal image (Volumes excluded), kept by Modal.
@@ -157,6 +193,7 @@ class ModalBackend final : public Backend {
 
  private:
   const std::string name_ = kModalBackend;
+  const ControlPlane plane_{"Modal", "modal_id", "sb-", "modal sandbox terminate", "docs/modal.md"};
 };
 
 }  // namespace

@@ -193,7 +193,7 @@ Status terminate_modal_sandbox(const SandboxStore& store, const SandboxRecord& r
   std::string modal_id = record.spec.value("modal_id", "");
   if (modal_id.empty()) return store.remove(record);  // its create never reached Modal
   bool asked = false;
-  if (record.state() == "running") {
+  if (modal_state(record) == "running") {
     if (auto options = client_options_for(record)) {
       options->connect_timeout = std::chrono::milliseconds(5'000);
       if (auto client = rpc::Client::connect(*options)) asked = static_cast<bool>((*client)->call("sys.shutdown"));
@@ -207,10 +207,15 @@ Status terminate_modal_sandbox(const SandboxStore& store, const SandboxRecord& r
   return store.remove(record);
 }
 
+std::string modal_state(const SandboxRecord& record) {
+  if (record.spec.contains("modal_ended")) return "dead";
+  return record.spec.value("modal_id", "").empty() ? "creating" : "running";
+}
+
 Status refresh_modal_states(const SandboxStore& store, std::vector<SandboxRecord*> records) {
   nlohmann::json ids = nlohmann::json::array();
   for (const auto* record : records) {
-    if (record->backend == kModalBackend && record->state() == "running") ids.push_back(record->spec.value("modal_id", ""));
+    if (record->backend == kModalBackend && modal_state(*record) == "running") ids.push_back(record->spec.value("modal_id", ""));
   }
   if (ids.empty()) return Status::ok();
   auto states = modal_call("info", {{"modal_ids", ids}}, std::chrono::seconds(60));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "host/args.h"
+#include "host/backends/backend.h"
 #include "host/sandbox_store.h"
 #include "rpc/keys.h"
 #include "base/status.h"
@@ -23,8 +24,6 @@ namespace gpubox::host {
 
 // The backend's name, as records keep it (modal.h registers it).
 inline constexpr char kModalBackend[] = "modal";
-// The Modal tag holding the budget reservation a sandbox's create made (host/budget/).
-inline constexpr char kReservationTag[] = "gpubox.reservation";
 
 struct ModalVolume {
   std::string name;  // a Modal Volume, created when missing
@@ -85,9 +84,13 @@ Status terminate_modal_sandbox(const SandboxStore& store, const SandboxRecord& r
 Result<SandboxRecord> adopt_modal_sandbox(SandboxStore& store, const std::string& modal_id, const rpc::KeyPair& client_keys,
                                           const std::string& server_key, const std::string& name, const std::string& app);
 
+// What refresh_modal_states saved last (spec.modal_ended: dead); running once
+// Modal gave the sandbox an id, creating before.
+std::string modal_state(const SandboxRecord& record);
+
 // Asks Modal about the running records among these; records it reports
 // ended get spec.modal_ended ({exit_code, reason}) saved, so that their
-// state() is "dead". An unreachable Modal leaves the records as they were.
+// state is "dead". An unreachable Modal leaves the records as they were.
 Status refresh_modal_states(const SandboxStore& store, std::vector<SandboxRecord*> records);
 
 }  // namespace gpubox::host

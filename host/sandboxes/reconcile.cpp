@@ -1,16 +1,23 @@
-#include "host/budget/reconcile.h"
+#include "host/sandboxes/reconcile.h"
 
 #include <algorithm>
 #include <ctime>
 #include <map>
 
-#include "host/backends/modal/modal_backend.h"
 #include "host/backends/registry.h"
 #include "host/budget/book.h"
 #include "host/budget/sandbox_budget.h"
-#include "host/sandbox_end.h"
+#include "host/sandboxes/state.h"
 
-namespace gpubox::host::budget {
+namespace gpubox::host {
+
+using budget::BudgetBook;
+using budget::InFlight;
+using budget::Ledger;
+using budget::Reservation;
+using budget::record_budget;
+using budget::settle_ended_sandbox;
+
 namespace {
 
 // The store's record a reservation belongs to: by its confirmed sandbox, or by the reservation its create kept.
@@ -24,7 +31,7 @@ SandboxRecord* record_of(std::vector<SandboxRecord>& records, const Reservation&
 
 }  // namespace
 
-Result<nlohmann::json> reconcile(const SandboxStore& store) {
+Result<nlohmann::json> reconcile_reservations(const SandboxStore& store) {
   BudgetBook book(store.root());
   auto contents = book.read();
   if (!contents) return contents.status();
@@ -46,9 +53,9 @@ Result<nlohmann::json> reconcile(const SandboxStore& store) {
     const Backend* backend = find_backend(reservation.reserved.backend);
     SandboxRecord* record = record_of(records, reservation);
     if (record && backend && backend->state_is_remote()) (void)backend->refresh_states(store, {record});
-    std::string state = record ? record->state() : "";
+    std::string state = record ? sandbox_state(*record) : "";
     if (state == "running") {
-      if (reservation.sandbox.empty()) (void)book.confirm(reservation.reserved.reservation, record->id, record->spec.value("modal_id", ""));
+      if (reservation.sandbox.empty()) (void)book.confirm(reservation.reserved.reservation, record->id, backend ? backend->remote_id(*record) : "");
       report(reservation, "live", "sandbox " + record->id + " runs; `gpubox terminate " + record->id + "` ends and settles it");
       continue;
     }
@@ -61,7 +68,8 @@ Result<nlohmann::json> reconcile(const SandboxStore& store) {
       continue;
     }
     // No record, or one its create never finished: ask the control plane by the reservation's tag.
-    if (backend && backend->state_is_remote()) {
+    const ControlPlane* plane = backend ? backend->control_plane() : nullptr;
+    if (plane && backend->state_is_remote()) {
       std::string key = backend->name() + "/" + reservation.reserved.app;
       if (!remote_by_app.count(key)) {
         auto listed = backend->list_remote(reservation.reserved.app.empty() ? "gpubox" : reservation.reserved.app);
@@ -69,34 +77,33 @@ Result<nlohmann::json> reconcile(const SandboxStore& store) {
       }
       const nlohmann::json& listed = remote_by_app[key];
       if (listed.contains("error")) {
-        errors.push_back("Modal could not be asked about app " + reservation.reserved.app + ": " + listed["error"].get<std::string>());
-        report(reservation, "left", "Modal could not be asked; the reservation stays held");
+        errors.push_back(plane->name + " could not be asked about app " + reservation.reserved.app + ": " + listed["error"].get<std::string>());
+        report(reservation, "left", plane->name + " could not be asked; the reservation stays held");
         continue;
       }
-      std::string modal_id;  // of the sandbox that carries the reservation's tag, if one runs
+      std::string remote_id;  // of the sandbox that carries the reservation's tag, if one runs
       const nlohmann::json sandboxes = listed.value("sandboxes", nlohmann::json::array());
       for (const auto& sandbox : sandboxes) {
         if (sandbox.value("tags", nlohmann::json::object()).value(kReservationTag, "") == reservation.reserved.reservation) {
-          modal_id = sandbox.value("modal_id", "");
+          remote_id = sandbox.value(plane->id_key, "");
         }
       }
-      if (!modal_id.empty()) {
+      if (!remote_id.empty()) {
         if (record) {
-          record->spec["modal_id"] = modal_id;
-          record->spec["modal"]["modal_id"] = modal_id;
+          backend->link_remote_id(record, remote_id);
           (void)store.save(*record);
-          (void)book.confirm(reservation.reserved.reservation, record->id, modal_id);
-          report(reservation, "linked", "running on Modal as " + modal_id + "; its record " + record->id +
+          (void)book.confirm(reservation.reserved.reservation, record->id, remote_id);
+          report(reservation, "linked", "running on " + plane->name + " as " + remote_id + "; its record " + record->id +
                                             " now knows it: `gpubox terminate " + record->id + "` ends and settles it");
         } else {
-          report(reservation, "live", "running on Modal as " + modal_id + " with no record here; end it (modal sandbox terminate " +
-                                          modal_id + ") and reconcile again");
+          report(reservation, "live", "running on " + plane->name + " as " + remote_id + " with no record here; end it (" +
+                                          plane->end_command + " " + remote_id + ") and reconcile again");
         }
         continue;
       }
     }
     // Nowhere: it ran at most from its reserve until its failure (or until now).
-    double until = reservation.failed_at > 0 ? reservation.failed_at : now_seconds();
+    double until = reservation.failed_at > 0 ? reservation.failed_at : budget::now_seconds();
     double seconds = std::max(0.0, until - reservation.reserved.time);
     if (Status settled = book.settle_reservation(reservation.reserved.reservation, seconds,
                                                  "reconcile: not running anywhere; charged for at most " +
@@ -112,4 +119,4 @@ Result<nlohmann::json> reconcile(const SandboxStore& store) {
   return nlohmann::json{{"reservations", done}, {"errors", errors}};
 }
 
-}  // namespace gpubox::host::budget
+}  // namespace gpubox::host
