@@ -59,6 +59,7 @@ usage: build/venv/bin/python tests/bench/model_bench.py [--repeat 3] [--arch lla
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -108,8 +109,7 @@ def write_random_llama(directory, config, dtype=torch.bfloat16):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     cfg = tf.LlamaConfig(**config)
     cfg.torch_dtype = "bfloat16"
-    partial = directory + ".partial"
-    os.makedirs(partial, exist_ok=True)
+    partial = fresh_partial(directory)
     cfg.save_pretrained(partial)
     h, inner, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
     head_dim = h // cfg.num_attention_heads
@@ -172,6 +172,15 @@ def default_model_dir(arch, layers=None, hidden=None):
     return os.path.join(ROOT, "build", "bench-models", name)
 
 
+def fresh_partial(directory):
+    """An empty DIRECTORY.partial to write into: what a run killed while writing left there is removed
+    first (transformers' save_pretrained trips over a half-written shard of another run)."""
+    partial = directory + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    return partial
+
+
 def save_random(model, directory):
     """Saves model to directory (written beside it, then renamed) with random norms too,
     so that nothing is an identity by accident."""
@@ -179,7 +188,7 @@ def save_random(model, directory):
         for p in model.parameters():
             if p.dim() == 1:
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
-    partial = directory + ".partial"
+    partial = fresh_partial(directory)
     model.save_pretrained(partial)
     os.replace(partial, directory)
     return directory
