@@ -171,14 +171,19 @@ class TextStreamer {
   std::size_t emitted_ = 0;
 };
 
-Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
-  rpc::ParamReader params(ctx.params());
-  auto request = read_prompt_request(registry, params);
-  if (!request) return request.status();
-  const LoadedModel& m = *request->model;
-  const auto& prompts = request->prompts;
-  bool batched = request->batched;
+// What a generate request asks besides its model and prompts.
+struct GenerateParams {
   SamplingOptions options;
+  bool stream = false;
+  const json* ops = nullptr;
+  std::string session;  // whose function names the fn ops name (fn_set.h)
+  std::vector<std::string> stop_strings;
+};
+
+// Reads the rest of generate's params and finishes them (unknown keys refused).
+Result<GenerateParams> read_generate_params(rpc::ParamReader& params, const LoadedModel& m) {
+  GenerateParams p;
+  SamplingOptions& options = p.options;
   options.max_new_tokens = params.integer("max_new_tokens", 0, 1 << 20).value_or(32);
   options.temperature = params.number("temperature", 0, 100).value_or(0);
   options.top_k = params.integer("top_k", 0, 1 << 30).value_or(0);
@@ -196,10 +201,10 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
     }
     options.steps = kind->second;
   }
-  bool stream = params.boolean("stream").value_or(false);
-  const json* ops = params.raw("ops");
-  std::string session = params.string("session").value_or("");  // whose function names the fn ops name (fn_set.h)
-  auto stop_strings = params.string_list("stop").value_or(std::vector<std::string>{});
+  p.stream = params.boolean("stream").value_or(false);
+  p.ops = params.raw("ops");
+  p.session = params.string("session").value_or("");
+  p.stop_strings = params.string_list("stop").value_or(std::vector<std::string>{});
   if (const json* stop_ids = params.raw("stop_ids")) {
     if (!stop_ids->is_array()) return Status(ErrorCode::invalid_request, "params.stop_ids: expected a list of token ids");
     for (const auto& id : *stop_ids) {
@@ -208,96 +213,147 @@ Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
     }
   }
   if (Status s = params.finish(); !s) return s;
-  if (Status s = check_session(session); !s) return s;
-  if (!stop_strings.empty()) {
+  if (Status s = check_session(p.session); !s) return s;
+  if (!p.stop_strings.empty()) {
     if (Status s = need_tokenizer(m); !s) return s;
   }
-  if (Status s = check_prompts(m.architecture, prompts); !s) return s;
-  std::size_t rows = prompts.size();
-  RequestSaes saes = m.saes->snapshot();
-  std::unique_ptr<GenerationInterventions> interventions;
-  if (ops) {
-    std::int64_t length = 0;
-    for (const auto& p : prompts) length = std::max(length, static_cast<std::int64_t>(p.size()));
-    auto sink = [&ctx](std::int64_t pass, const std::string& hook, const at::Tensor& value) {
-      std::vector<zmq::message_t> attachments;
-      json item = tensor_to_wire(value, attachments);
-      item["name"] = hook;
-      item["step"] = pass;
-      return ctx.send_data(item, std::move(attachments));
-    };
-    auto made = GenerationInterventions::make(*ops, m.architecture, static_cast<std::int64_t>(rows), length,
-                                              std::max<std::int64_t>(1, new_token_limit(m.architecture, options, length)),
-                                              ctx.attachments(), m.decoder->device(), sink, &saes, FnScope{m.fns.get(), session},
-                                              [&ctx] { return ctx.stop_reason(); });
-    if (!made) return made.status();
-    interventions = std::move(*made);
-  }
-  std::vector<std::vector<std::int64_t>> so_far(rows);
-  std::vector<TextStreamer> streamers(rows, TextStreamer(m));
-  std::vector<std::size_t> stop_cut(rows, std::string::npos);
-  std::int64_t step = 0;
-  Status stream_error;
-  auto on_step = [&](const std::vector<std::int64_t>& tokens, std::vector<bool>& finished) {
-    if (ctx.stopped()) return false;
-    json texts = json::array();
-    for (std::size_t r = 0; r < rows; ++r) {
-      if (tokens[r] >= 0) so_far[r].push_back(tokens[r]);
-      if (!m.tokenizer) continue;
-      if (!stop_strings.empty() && tokens[r] >= 0 && stop_cut[r] == std::string::npos) {
-        std::string text = decode(m, so_far[r], true);
-        for (const auto& stop : stop_strings) {
-          if (std::size_t at = text.find(stop); at != std::string::npos) {
-            stop_cut[r] = std::min(stop_cut[r], at);
-            finished[r] = true;
-          }
-        }
-      }
-      texts.push_back(stream && tokens[r] >= 0 ? streamers[r].delta(so_far[r]) : "");
-    }
-    if (stream) {
-      json item = {{"step", step}, {"tokens", tokens}};
-      if (m.tokenizer) item["text"] = texts;
-      stream_error = ctx.send_data(item);
-      if (!stream_error) return false;
-    }
-    ++step;
-    return !ctx.stopped();
+  return p;
+}
+
+std::int64_t longest_prompt(const std::vector<std::vector<std::int64_t>>& prompts) {
+  std::int64_t length = 0;
+  for (const auto& p : prompts) length = std::max(length, static_cast<std::int64_t>(p.size()));
+  return length;
+}
+
+// generate's ops as the passes' interventions, their captures sent as DATA; null without ops.
+Result<std::unique_ptr<GenerationInterventions>> generation_interventions(rpc::CallContext& ctx, const LoadedModel& m,
+                                                                          const GenerateParams& p,
+                                                                          const std::vector<std::vector<std::int64_t>>& prompts,
+                                                                          const RequestSaes& saes) {
+  if (!p.ops) return std::unique_ptr<GenerationInterventions>();
+  std::int64_t length = longest_prompt(prompts);
+  auto sink = [&ctx](std::int64_t pass, const std::string& hook, const at::Tensor& value) {
+    std::vector<zmq::message_t> attachments;
+    json item = tensor_to_wire(value, attachments);
+    item["name"] = hook;
+    item["step"] = pass;
+    return ctx.send_data(item, std::move(attachments));
   };
-  // A request whose stream is behind sits out steps (unless it stopped: then its next step ends it).
-  bool sends = stream || ops;
-  SchedulerCaller caller{[&ctx] { return ctx.stopped(); },
-                         [&ctx, sends] { return !sends || ctx.data_credit() > 0 || ctx.stopped(); }};
-  // Static steps run alone: their shapes (and CUDA graph) are fixed for one request.
-  Result<Generated> generated =
-      options.steps == DecodeSteps::dynamic
-          ? m.scheduler->generate(prompts, options, on_step, interventions.get(), caller)
-          : m.scheduler->generate_alone(prompts, options, on_step, interventions.get(), caller);
-  if (!generated) return generated.status();
-  if (Status stopped = ctx.stop_reason(); !stopped) return stopped;
-  if (!stream_error) return stream_error;
+  return GenerationInterventions::make(*p.ops, m.architecture, static_cast<std::int64_t>(prompts.size()), length,
+                                       std::max<std::int64_t>(1, new_token_limit(m.architecture, p.options, length)),
+                                       ctx.attachments(), m.decoder->device(), sink, &saes, FnScope{m.fns.get(), p.session},
+                                       [&ctx] { return ctx.stop_reason(); });
+}
+
+// What generate does after each step: keeps each row's tokens, finishes a row at
+// its first stop string, and streams the step when asked. The scheduler's thread.
+class GenerateSteps {
+ public:
+  GenerateSteps(rpc::CallContext& ctx, const LoadedModel& m, const GenerateParams& p, std::size_t rows)
+      : ctx_(ctx), m_(m), p_(p), rows_(rows), so_far_(rows), streamers_(rows, TextStreamer(m)),
+        stop_cut_(rows, std::string::npos) {}
+
+  bool on_step(const std::vector<std::int64_t>& tokens, std::vector<bool>& finished) {
+    if (ctx_.stopped()) return false;
+    json texts = json::array();
+    for (std::size_t r = 0; r < rows_; ++r) {
+      if (tokens[r] >= 0) so_far_[r].push_back(tokens[r]);
+      if (!m_.tokenizer) continue;
+      if (!p_.stop_strings.empty() && tokens[r] >= 0 && stop_cut_[r] == std::string::npos) cut_at_stop(r, finished);
+      texts.push_back(p_.stream && tokens[r] >= 0 ? streamers_[r].delta(so_far_[r]) : "");
+    }
+    if (p_.stream) {
+      json item = {{"step", step_}, {"tokens", tokens}};
+      if (m_.tokenizer) item["text"] = texts;
+      stream_error_ = ctx_.send_data(item);
+      if (!stream_error_) return false;
+    }
+    ++step_;
+    return !ctx_.stopped();
+  }
+
+  // Where each row's text ends (npos: no stop string in it).
+  const std::vector<std::size_t>& stop_cut() const { return stop_cut_; }
+  const Status& stream_error() const { return stream_error_; }
+
+ private:
+  void cut_at_stop(std::size_t r, std::vector<bool>& finished) {
+    std::string text = decode(m_, so_far_[r], true);
+    for (const auto& stop : p_.stop_strings) {
+      if (std::size_t at = text.find(stop); at != std::string::npos) {
+        stop_cut_[r] = std::min(stop_cut_[r], at);
+        finished[r] = true;
+      }
+    }
+  }
+
+  rpc::CallContext& ctx_;
+  const LoadedModel& m_;
+  const GenerateParams& p_;
+  std::size_t rows_;
+  std::vector<std::vector<std::int64_t>> so_far_;
+  std::vector<TextStreamer> streamers_;
+  std::vector<std::size_t> stop_cut_;
+  std::int64_t step_ = 0;
+  Status stream_error_;
+};
+
+// generate's RESULT: tokens, finish reasons, prompt lengths and text (lists when batched).
+json generate_result(const LoadedModel& m, const PromptRequest& request, const SamplingOptions& options,
+                     const Generated& generated, const std::vector<std::size_t>& stop_cut) {
+  const auto& prompts = request.prompts;
+  bool batched = request.batched;
   json tokens = json::array(), texts = json::array();
-  for (std::size_t r = 0; r < rows; ++r) {
-    tokens.push_back(generated->tokens[r]);
+  for (std::size_t r = 0; r < prompts.size(); ++r) {
+    tokens.push_back(generated.tokens[r]);
     if (m.tokenizer) {
-      std::string text = decode(m, generated->tokens[r], true);
+      std::string text = decode(m, generated.tokens[r], true);
       if (stop_cut[r] != std::string::npos) text.resize(stop_cut[r]);
       texts.push_back(text);
     }
   }
-  json result = {{"tokens", batched ? tokens : tokens[0]}, {"finish_reason", batched ? json(generated->finish_reasons) : json(generated->finish_reasons[0])},
+  json result = {{"tokens", batched ? tokens : tokens[0]}, {"finish_reason", batched ? json(generated.finish_reasons) : json(generated.finish_reasons[0])},
                  {"prompt_tokens", json::array()}};
   for (const auto& p : prompts) result["prompt_tokens"].push_back(p.size());
   if (!batched) result["prompt_tokens"] = result["prompt_tokens"][0];
   if (m.tokenizer) result["text"] = batched ? texts : texts[0];
-  std::int64_t longest = 0;
-  for (const auto& p : prompts) longest = std::max(longest, static_cast<std::int64_t>(p.size()));
-  if (std::int64_t allowed = new_token_limit(m.architecture, options, longest); allowed < options.max_new_tokens) {
+  if (std::int64_t allowed = new_token_limit(m.architecture, options, longest_prompt(prompts)); allowed < options.max_new_tokens) {
     // The context, not max_new_tokens, ended the generation: say so rather than let "length" hide it.
     result["max_new_tokens_cut"] = {{"asked", options.max_new_tokens}, {"allowed", std::max<std::int64_t>(allowed, 0)},
                                     {"context_length", m.architecture.max_positions}};
   }
   return result;
+}
+
+Result<json> generate_method(ModelRegistry& registry, rpc::CallContext& ctx) {
+  rpc::ParamReader params(ctx.params());
+  auto request = read_prompt_request(registry, params);
+  if (!request) return request.status();
+  const LoadedModel& m = *request->model;
+  auto p = read_generate_params(params, m);
+  if (!p) return p.status();
+  if (Status s = check_prompts(m.architecture, request->prompts); !s) return s;
+  RequestSaes saes = m.saes->snapshot();
+  auto interventions = generation_interventions(ctx, m, *p, request->prompts, saes);
+  if (!interventions) return interventions.status();
+  GenerateSteps steps(ctx, m, *p, request->prompts.size());
+  auto on_step = [&steps](const std::vector<std::int64_t>& tokens, std::vector<bool>& finished) {
+    return steps.on_step(tokens, finished);
+  };
+  // A request whose stream is behind sits out steps (unless it stopped: then its next step ends it).
+  bool sends = p->stream || p->ops;
+  SchedulerCaller caller{[&ctx] { return ctx.stopped(); },
+                         [&ctx, sends] { return !sends || ctx.data_credit() > 0 || ctx.stopped(); }};
+  // Static steps run alone: their shapes (and CUDA graph) are fixed for one request.
+  Result<Generated> generated =
+      p->options.steps == DecodeSteps::dynamic
+          ? m.scheduler->generate(request->prompts, p->options, on_step, interventions->get(), caller)
+          : m.scheduler->generate_alone(request->prompts, p->options, on_step, interventions->get(), caller);
+  if (!generated) return generated.status();
+  if (Status stopped = ctx.stop_reason(); !stopped) return stopped;
+  if (!steps.stream_error()) return steps.stream_error();
+  return generate_result(m, *request, p->options, *generated, steps.stop_cut());
 }
 
 // Sends one tensor as a DATA message named name (a RESULT carries no attachments).
@@ -308,54 +364,34 @@ Status send_tensor(rpc::CallContext& ctx, const at::Tensor& tensor, const std::s
   return ctx.send_data(item, std::move(attachments));
 }
 
-// model.forward, and model.run (with_ops): a forward pass with the spec's
-// operations; with none it is the plain forward, without a Hooks object.
-Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool with_ops) {
+// model.forward takes no ops nor grad_of: model.run is the pass that does.
+Status forward_takes_no_ops(rpc::CallContext& ctx, bool with_ops) {
   for (const char* key : {"ops", "grad_of"}) {
     if (!with_ops && ctx.params().is_object() && ctx.params().contains(key)) {
       return Status(ErrorCode::invalid_request, std::string("params.") + key +
                                                     ": model.forward is the pass without ops; model.run is the forward pass that takes them");
     }
   }
-  rpc::ParamReader params(ctx.params());
-  auto request = read_prompt_request(registry, params);
-  if (!request) return request.status();
-  const LoadedModel& m = *request->model;
-  const auto& prompts = request->prompts;
-  bool last_only = params.boolean("last_only").value_or(false);
-  std::string logits_dtype = params.string("logits_dtype").value_or("float32");
-  const json* ops = with_ops ? params.raw("ops") : nullptr;
-  const json* grad_of = with_ops ? params.raw("grad_of") : nullptr;
-  std::string session = with_ops ? params.string("session").value_or("") : "";  // whose function names the fn ops name
-  if (Status s = params.finish(); !s) return s;
-  if (Status s = check_session(session); !s) return s;
-  if (logits_dtype != "float32" && logits_dtype != "model") {
-    return Status(ErrorCode::invalid_request, "params.logits_dtype: expected \"float32\" or \"model\"");
-  }
-  if (Status s = check_prompts(m.architecture, prompts); !s) return s;
-  std::int64_t tokens = 0;
-  for (const auto& p : prompts) tokens = std::max(tokens, static_cast<std::int64_t>(p.size()));
-  std::vector<HookPointInfo> points;
-  hooks::Plan plan;
-  RequestSaes saes = m.saes->snapshot();
-  if (ops) {
-    points = hook_points(m.architecture);
-    std::vector<std::size_t> attachment_bytes;
-    for (const auto& frame : ctx.attachments()) attachment_bytes.push_back(frame.size());
-    auto shapes = request_shapes(points, static_cast<std::int64_t>(prompts.size()), tokens, tokens);
-    if (last_only) keep_last_position_after_blocks(shapes);
-    auto decoded = hooks::decode_plan(*ops, shapes, attachment_bytes, {}, saes.shapes);
-    if (!decoded) return decoded.status();
-    if (Status s = hooks::check_finite(*decoded, byte_views(ctx.attachments())); !s) return s;
-    plan = std::move(*decoded);
-  }
-  std::vector<FnBinding> fns;  // loaded here, on the caller's thread: the scheduler's runs only the pass
-  if (!plan.empty()) {
-    auto bound = FnBinder(FnScope{m.fns.get(), session}, ctx.attachments(), m.decoder->device()).bind(plan);
-    if (!bound) return bound.status();
-    fns = std::move(*bound);
-  }
-  std::optional<GradientTarget> target;
+  return Status::ok();
+}
+
+// model.run's ops decoded against the request's shapes (an empty plan without ops).
+Result<hooks::Plan> decode_run_plan(rpc::CallContext& ctx, const json* ops, const std::vector<HookPointInfo>& points,
+                                    std::size_t rows, std::int64_t tokens, bool last_only, const RequestSaes& saes) {
+  if (!ops) return hooks::Plan();
+  std::vector<std::size_t> attachment_bytes;
+  for (const auto& frame : ctx.attachments()) attachment_bytes.push_back(frame.size());
+  auto shapes = request_shapes(points, static_cast<std::int64_t>(rows), tokens, tokens);
+  if (last_only) keep_last_position_after_blocks(shapes);
+  auto decoded = hooks::decode_plan(*ops, shapes, attachment_bytes, {}, saes.shapes);
+  if (!decoded) return decoded.status();
+  if (Status s = hooks::check_finite(*decoded, byte_views(ctx.attachments())); !s) return s;
+  return std::move(*decoded);
+}
+
+// The scalar model.run's capture_grad ops differentiate (params.grad_of), checked against the plan.
+Result<std::optional<GradientTarget>> read_gradient_target(const json* grad_of, bool last_only, const hooks::Plan& plan,
+                                                           const LoadedModel& m, std::int64_t tokens) {
   if (grad_of && last_only) {
     return Status(ErrorCode::invalid_request, "params.last_only: not with grad_of (its positions index every position's logits)");
   }
@@ -363,45 +399,37 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
     if (plan.grad_count() == 0) return Status(ErrorCode::invalid_request, "params.grad_of: no capture_grad op asks for a gradient");
     auto decoded = decode_gradient_target(*grad_of, m.architecture.vocab_size, tokens);
     if (!decoded) return decoded.status();
-    target = *decoded;
-  } else if (plan.grad_count() > 0) {
+    return std::optional<GradientTarget>(*decoded);
+  }
+  if (plan.grad_count() > 0) {
     return Status(ErrorCode::invalid_request, "params.grad_of: capture_grad needs the scalar to differentiate "
                                               "({\"logit_diff\": {\"tokens\": [a, b]}}, {\"logit\": ...} or {\"loss\": {}})");
   }
-  // The pass itself runs on the model's scheduler, alone between two decode steps of its batch.
-  auto pass = [&]() -> Result<json> {
-  ForwardInput input = left_padded_batch(prompts, m.decoder->device());
-  std::optional<InterventionHooks> interventions;
-  if (!plan.empty()) {
-    std::vector<at::Tensor> op_tensors;
-    for (const auto& op : plan.ops) {
-      op_tensors.push_back(op.tensor ? tensor_from_wire(*op.tensor, ctx.attachments()[op.tensor->attachment],
-                                                        m.decoder->device())
-                                     : at::Tensor());
-    }
-    interventions.emplace(plan, points, op_tensors, &saes);
-    interventions->bind_fns(std::move(fns), [&ctx] { return ctx.stop_reason(); });
-  }
-  at::Tensor logits = m.decoder->forward(input, nullptr, last_only, interventions ? &*interventions : nullptr, target.has_value());
-  if (interventions && !interventions->failure()) return interventions->failure();
-  std::vector<at::Tensor> gradients;
-  double scalar = 0;
-  if (target) {
-    at::Tensor value = gradient_scalar(*target, logits, input);
-    value.backward();
-    scalar = value.item<double>();
-    gradients = interventions->gradients();
-    logits = logits.detach();
-  }
-  if (logits_dtype == "float32") logits = logits.to(at::kFloat);
-  json names = {"logits"};
-  if (Status sent = send_tensor(ctx, logits, "logits"); !sent) return sent;
+  return std::optional<GradientTarget>();
+}
+
+// A forward or run request, checked, ready for its pass.
+struct ForwardRequest {
+  const LoadedModel& m;
+  const std::vector<std::vector<std::int64_t>>& prompts;
+  bool last_only = false;
+  std::string logits_dtype;
+  std::vector<HookPointInfo> points;
+  hooks::Plan plan;
+  RequestSaes saes;
+  std::vector<FnBinding> fns;
+  std::optional<GradientTarget> target;
+};
+
+// Sends the pass's captures, fn captures and gradients as DATA, appending their names.
+Status send_pass_outputs(rpc::CallContext& ctx, const ForwardRequest& r, const InterventionHooks* interventions,
+                         const std::vector<at::Tensor>& gradients, json& names) {
   std::size_t capture = 0;
-  for (const auto& op : plan.ops) {
+  for (const auto& op : r.plan.ops) {
     for (std::size_t output = 0; output < op.capture_outputs(); ++output) {
       const at::Tensor& captured = interventions->captured()[capture++];
       if (!captured.defined()) continue;
-      std::string name = hooks::capture_name(op, saes.shapes, output);
+      std::string name = hooks::capture_name(op, r.saes.shapes, output);
       if (Status sent = send_tensor(ctx, captured.detach(), name); !sent) return sent;
       names.push_back(name);
     }
@@ -411,19 +439,89 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
     names.push_back(name);
   }
   std::size_t gradient = 0;
-  for (const auto& op : plan.ops) {
+  for (const auto& op : r.plan.ops) {
     if (op.kind != hooks::OpKind::capture_grad) continue;
     const at::Tensor& grad = gradients[gradient++];
     if (!grad.defined()) continue;
     if (Status sent = send_tensor(ctx, grad, "grad:" + op.hook); !sent) return sent;
     names.push_back("grad:" + op.hook);
   }
+  return Status::ok();
+}
+
+// The pass itself, on the model's scheduler: logits, then every output, as DATA; the RESULT names them.
+Result<json> run_forward_pass(rpc::CallContext& ctx, ForwardRequest& r) {
+  const LoadedModel& m = r.m;
+  ForwardInput input = left_padded_batch(r.prompts, m.decoder->device());
+  std::optional<InterventionHooks> interventions;
+  if (!r.plan.empty()) {
+    std::vector<at::Tensor> op_tensors;
+    for (const auto& op : r.plan.ops) {
+      op_tensors.push_back(op.tensor ? tensor_from_wire(*op.tensor, ctx.attachments()[op.tensor->attachment],
+                                                        m.decoder->device())
+                                     : at::Tensor());
+    }
+    interventions.emplace(r.plan, r.points, op_tensors, &r.saes);
+    interventions->bind_fns(std::move(r.fns), [&ctx] { return ctx.stop_reason(); });
+  }
+  at::Tensor logits = m.decoder->forward(input, nullptr, r.last_only, interventions ? &*interventions : nullptr, r.target.has_value());
+  if (interventions && !interventions->failure()) return interventions->failure();
+  std::vector<at::Tensor> gradients;
+  double scalar = 0;
+  if (r.target) {
+    at::Tensor value = gradient_scalar(*r.target, logits, input);
+    value.backward();
+    scalar = value.item<double>();
+    gradients = interventions->gradients();
+    logits = logits.detach();
+  }
+  if (r.logits_dtype == "float32") logits = logits.to(at::kFloat);
+  json names = {"logits"};
+  if (Status sent = send_tensor(ctx, logits, "logits"); !sent) return sent;
+  if (Status sent = send_pass_outputs(ctx, r, interventions ? &*interventions : nullptr, gradients, names); !sent) return sent;
   json lengths = json::array();
-  for (const auto& p : prompts) lengths.push_back(p.size());
+  for (const auto& p : r.prompts) lengths.push_back(p.size());
   json result = {{"tensors", names}, {"lengths", lengths}, {"padding", "left"}};
-  if (target) result["grad_of_value"] = scalar;
+  if (r.target) result["grad_of_value"] = scalar;
   return result;
-  };
+}
+
+// model.forward, and model.run (with_ops): a forward pass with the spec's
+// operations; with none it is the plain forward, without a Hooks object.
+Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool with_ops) {
+  if (Status s = forward_takes_no_ops(ctx, with_ops); !s) return s;
+  rpc::ParamReader params(ctx.params());
+  auto request = read_prompt_request(registry, params);
+  if (!request) return request.status();
+  const LoadedModel& m = *request->model;
+  ForwardRequest r{m, request->prompts};
+  r.last_only = params.boolean("last_only").value_or(false);
+  r.logits_dtype = params.string("logits_dtype").value_or("float32");
+  const json* ops = with_ops ? params.raw("ops") : nullptr;
+  const json* grad_of = with_ops ? params.raw("grad_of") : nullptr;
+  std::string session = with_ops ? params.string("session").value_or("") : "";  // whose function names the fn ops name
+  if (Status s = params.finish(); !s) return s;
+  if (Status s = check_session(session); !s) return s;
+  if (r.logits_dtype != "float32" && r.logits_dtype != "model") {
+    return Status(ErrorCode::invalid_request, "params.logits_dtype: expected \"float32\" or \"model\"");
+  }
+  if (Status s = check_prompts(m.architecture, r.prompts); !s) return s;
+  std::int64_t tokens = longest_prompt(r.prompts);
+  r.saes = m.saes->snapshot();
+  if (ops) r.points = hook_points(m.architecture);
+  auto plan = decode_run_plan(ctx, ops, r.points, r.prompts.size(), tokens, r.last_only, r.saes);
+  if (!plan) return plan.status();
+  r.plan = std::move(*plan);
+  if (!r.plan.empty()) {  // loaded here, on the caller's thread: the scheduler's runs only the pass
+    auto bound = FnBinder(FnScope{m.fns.get(), session}, ctx.attachments(), m.decoder->device()).bind(r.plan);
+    if (!bound) return bound.status();
+    r.fns = std::move(*bound);
+  }
+  auto target = read_gradient_target(grad_of, r.last_only, r.plan, m, tokens);
+  if (!target) return target.status();
+  r.target = *target;
+  // The pass runs on the model's scheduler, alone between two decode steps of its batch.
+  auto pass = [&]() -> Result<json> { return run_forward_pass(ctx, r); };
   return m.scheduler->run_alone([&] { return guarded(with_ops ? "model.run" : "model.forward", pass); },
                                 {[&ctx] { return ctx.stopped(); }, nullptr});
 }
