@@ -44,6 +44,10 @@ class Agent {
   int run();
 
  private:
+  // The wiring (agent.cpp). Constructs the supervisor, jobs and watchdogs,
+  // kernel, model host and RPC server, in that order, and connects them:
+  // kExitClean, or the status to exit with when jobs or RPC cannot start.
+  int wire_parts();
   // Builds the seccomp filter of the config and hands it to the process table.
   Status filter_children();
   // As PID 1: the OOM killer chooses a child, never the agent (oom_score_adj).
