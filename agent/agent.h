@@ -1,7 +1,8 @@
 // Agent: the PID-1 core of a sandbox. Reaps every child, forwards signals by
 // the policy in signals.h, supervises the configured children, runs the main
 // command when given one, and shuts down in order on SIGTERM. run() is called
-// once, on the main thread, which then is the event-loop thread.
+// once, on the main thread, which then is the event-loop thread. The wiring of
+// its parts is agent.cpp; the PID-1 loop (signals, shutdown, exit record) pid1_loop.cpp.
 #pragma once
 
 #include <atomic>
