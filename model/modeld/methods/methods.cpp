@@ -526,9 +526,8 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
                                 {[&ctx] { return ctx.stopped(); }, nullptr});
 }
 
-}  // namespace
-
-void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe) {
+// modeld.status and the models' descriptions: model.list, model.info, model.stats.
+void add_status_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe) {
   methods.add("modeld.status", [&registry, &probe](rpc::CallContext&) -> Result<json> {
     json status = registry.status();
     status["pid"] = ::getpid();
@@ -568,6 +567,10 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
                 {"functions_abandoned_running", FnRunner::abandoned_running()},
                 {"kv_budget", registry.kv_budget()}};
   });
+}
+
+// Text and token ids: model.chat_template, model.tokenize, model.detokenize.
+void add_text_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
   methods.add("model.chat_template", [&registry](rpc::CallContext& ctx) -> Result<json> {
     rpc::ParamReader params(ctx.params());
     auto model = find_model(registry, params);
@@ -618,6 +621,10 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
     }
     return json{{"text", decode(**model, list, skip.value_or(false))}};
   });
+}
+
+// Forward passes: model.forward, model.run, model.hooks (the points run names), model.generate.
+void add_pass_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
   methods.add("model.forward", [&registry](rpc::CallContext& ctx) { return guarded("model.forward", [&] { return forward_method(registry, ctx, false); }); });
   methods.add("model.run", [&registry](rpc::CallContext& ctx) { return guarded("model.run", [&] { return forward_method(registry, ctx, true); }); });
   methods.add("model.hooks", [&registry](rpc::CallContext& ctx) -> Result<json> {
@@ -634,6 +641,10 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
     return json{{"hooks", list}};
   });
   methods.add("model.generate", [&registry](rpc::CallContext& ctx) { return guarded("model.generate", [&] { return generate_method(registry, ctx); }); });
+}
+
+// model.load and model.unload.
+void add_load_methods(rpc::MethodRegistry& methods, ModelRegistry& registry) {
   methods.add("model.load", [&registry](rpc::CallContext& ctx) -> Result<json> {
     auto spec = parse_model_load_spec(ctx.params(), "params");
     if (!spec) return spec.status();
@@ -660,6 +671,14 @@ void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
                                         "when that call ends (a function that never returns holds it until modeld restarts)",
                                         *name)}};
   });
+}
+}  // namespace
+
+void add_modeld_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, StartupProbe& probe) {
+  add_status_methods(methods, registry, probe);
+  add_text_methods(methods, registry);
+  add_pass_methods(methods, registry);
+  add_load_methods(methods, registry);
   add_sae_methods(methods, registry);
   add_fn_methods(methods, registry);
   add_weight_methods(methods, registry);
