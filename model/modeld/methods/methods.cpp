@@ -410,6 +410,9 @@ Result<std::optional<GradientTarget>> read_gradient_target(const json* grad_of, 
 
 // A forward or run request, checked, ready for its pass.
 struct ForwardRequest {
+  ForwardRequest(const LoadedModel& model, const std::vector<std::vector<std::int64_t>>& prompts_)
+      : m(model), prompts(prompts_) {}
+
   const LoadedModel& m;
   const std::vector<std::vector<std::int64_t>>& prompts;
   bool last_only = false;
@@ -494,7 +497,7 @@ Result<json> forward_method(ModelRegistry& registry, rpc::CallContext& ctx, bool
   auto request = read_prompt_request(registry, params);
   if (!request) return request.status();
   const LoadedModel& m = *request->model;
-  ForwardRequest r{m, request->prompts};
+  ForwardRequest r(m, request->prompts);
   r.last_only = params.boolean("last_only").value_or(false);
   r.logits_dtype = params.string("logits_dtype").value_or("float32");
   const json* ops = with_ops ? params.raw("ops") : nullptr;
