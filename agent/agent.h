@@ -1,7 +1,8 @@
 // Agent: the PID-1 core of a sandbox. Reaps every child, forwards signals by
 // the policy in signals.h, supervises the configured children, runs the main
 // command when given one, and shuts down in order on SIGTERM. run() is called
-// once, on the main thread, which then is the event-loop thread.
+// once, on the main thread, which then is the event-loop thread. The wiring of
+// its parts is agent.cpp; the PID-1 loop (signals, shutdown, exit record) pid1_loop.cpp.
 #pragma once
 
 #include <atomic>
@@ -44,6 +45,10 @@ class Agent {
   int run();
 
  private:
+  // The wiring (agent.cpp). Constructs the supervisor, jobs and watchdogs,
+  // kernel, model host and RPC server, in that order, and connects them:
+  // kExitClean, or the status to exit with when jobs or RPC cannot start.
+  int wire_parts();
   // Builds the seccomp filter of the config and hands it to the process table.
   Status filter_children();
   // As PID 1: the OOM killer chooses a child, never the agent (oom_score_adj).

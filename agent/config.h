@@ -94,7 +94,7 @@ struct HostedModel {
   std::string device = "cpu";    // "cpu", "cuda" or "cuda:N"
   bool hidden = false;           // the path never shows in sys.info, logs or model.* errors
   bool cuda_graphs = false;      // decode steps replayed as a CUDA graph (on cuda; opt-in until a GPU run proves them)
-  // The continuous-batching scheduler's limits (model/modeld/batch_scheduler.h), passed to modeld as they are.
+  // The continuous-batching scheduler's limits (model/modeld/scheduler/batch_scheduler.h), passed to modeld as they are.
   int max_batch = 32;            // rows (prompts) decoded together in the running batch: 1..4096
   int max_queue = 256;           // requests waiting for admission (a full queue refuses with unavailable): 0..100000
   std::optional<int> kv_cache_mb;  // the preallocated KV cache pool, MiB (1..1048576); none: automatic

@@ -28,7 +28,7 @@ struct HookShape {
 
 enum class OpKind {
   capture, set, add, scale, zero, mean, project_out, patch, capture_grad,
-  fn,           // the caller's TorchScript function (model/modeld/user_fn.h) on the selected part
+  fn,           // the caller's TorchScript function (model/modeld/interventions/user_fn.h) on the selected part
   // On a loaded SAE's features (saes given to decode_plan):
   sae_capture,  // feature activations, dense or the top k per position
   sae_steer,    // add scale × W_dec[f] for each feature f

@@ -15,12 +15,12 @@
 #include <thread>
 
 #include "base/thread_annotations.h"
-#include "model/modeld/decode_profile.h"
-#include "model/modeld/gpu_info.h"
-#include "model/modeld/gpu_probe.h"
-#include "model/modeld/host_config.h"
-#include "model/modeld/methods.h"
-#include "model/modeld/model_registry.h"
+#include "model/modeld/scheduler/decode_profile.h"
+#include "model/modeld/gpu/gpu_info.h"
+#include "model/modeld/gpu/gpu_probe.h"
+#include "model/modeld/config/host_config.h"
+#include "model/modeld/methods/methods.h"
+#include "model/modeld/registry/model_registry.h"
 #include "rpc/server.h"
 #include "torch/csrc/api/include/torch/version.h"  // macros only: TORCH_VERSION
 

@@ -16,7 +16,7 @@
 #include <functional>
 #include <vector>
 
-#include "model/modeld/cpu_linear.h"
+#include "model/modeld/decoder/cpu_linear.h"
 
 namespace {
 

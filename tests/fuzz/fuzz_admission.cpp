@@ -1,4 +1,4 @@
-// The model host's admission (model/modeld/admission.h) driven by random
+// The model host's admission (model/modeld/scheduler/admission.h) driven by random
 // arrivals, sizes, cancellations and ends, each input byte pair one event,
 // checked after every event against a model of what it must hold: the blocks
 // and rows of the started requests and nothing else are taken (no leak), the
@@ -10,7 +10,7 @@
 #include <deque>
 #include <map>
 
-#include "model/modeld/admission.h"
+#include "model/modeld/scheduler/admission.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
-#include "model/modeld/architecture.h"
-#include "model/modeld/host_config.h"
+#include "model/modeld/decoder/architecture.h"
+#include "model/modeld/config/host_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto json = nlohmann::json::parse(data, data + size, nullptr, false);

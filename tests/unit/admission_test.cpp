@@ -1,7 +1,7 @@
-// The model host's admission (model/modeld/admission.h) and its block arena:
+// The model host's admission (model/modeld/scheduler/admission.h) and its block arena:
 // first come first served within max_batch and the pool, the refusals, and
 // blocks given back whole. (tests/fuzz/fuzz_admission.cpp drives it at random.)
-#include "model/modeld/admission.h"
+#include "model/modeld/scheduler/admission.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// FnRunner (model/modeld/fn_runner.h): work that ends is waited for; work
+// FnRunner (model/modeld/interventions/fn_runner.h): work that ends is waited for; work
 // that does not end by its stop or limit is abandoned, its caller answered at
 // once, and the next run gets a thread of its own.
-#include "model/modeld/fn_runner.h"
+#include "model/modeld/interventions/fn_runner.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// The fn op's registry of names (model/modeld/fn_set.h) and the caps on what
+// The fn op's registry of names (model/modeld/interventions/fn_set.h) and the caps on what
 // callers load into a model (load_cap.h): content names checked against the
 // archive, names per session, shared names and their owner, holds on content
 // names, and the refusals, each naming what was refused and why. The same
 // rules through a real gpubox-modeld: tests/model/modeld/test_modeld_fn.py.
-#include "model/modeld/fn_set.h"
+#include "model/modeld/interventions/fn_set.h"
 
 #include <gtest/gtest.h>
 

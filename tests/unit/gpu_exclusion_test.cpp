@@ -1,6 +1,6 @@
-// GpuWork and GpuExclusive (model/modeld/gpu_exclusion.h): a capture waits
+// GpuWork and GpuExclusive (model/modeld/gpu/gpu_exclusion.h): a capture waits
 // for the passes running, holds new ones off, and its own step passes.
-#include "model/modeld/gpu_exclusion.h"
+#include "model/modeld/gpu/gpu_exclusion.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // hooks/' intervention spec decoder (decode_plan) and the hook points an
-// architecture has (model/modeld/hook_points.h): what is accepted, normalized
+// architecture has (model/modeld/decoder/hook_points.h): what is accepted, normalized
 // and refused, with the field and a few valid names in the message.
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "hooks/spec.h"
-#include "model/modeld/hook_points.h"
+#include "model/modeld/decoder/hook_points.h"
 
 namespace gpubox {
 namespace {

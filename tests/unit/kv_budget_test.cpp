@@ -1,7 +1,7 @@
-// The KV caches' budget of a GPU (model/modeld/kv_budget.h) on a fake 80 GB
+// The KV caches' budget of a GPU (model/modeld/scheduler/kv_budget.h) on a fake 80 GB
 // device that refuses any allocation past its memory, as a GPU's allocator
 // would: models loading together all fit, and the refusals name their numbers.
-#include "model/modeld/kv_budget.h"
+#include "model/modeld/scheduler/kv_budget.h"
 #include "base/thread_annotations.h"
 
 #include <gtest/gtest.h>

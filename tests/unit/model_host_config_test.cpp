@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/config.h"
-#include "model/modeld/host_config.h"
+#include "model/modeld/config/host_config.h"
 #include "rpc/server.h"
 #include "tests/unit/temp_dir.h"
 

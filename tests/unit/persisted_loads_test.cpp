@@ -1,9 +1,9 @@
-// What modeld keeps for a restart (model/modeld/persisted_loads.h, FnSet::records):
+// What modeld keeps for a restart (model/modeld/registry/persisted_loads.h, FnSet::records):
 // the records read back as written, private file modes, archives checked
 // against their names and removed once no model names them, and damaged files
 // or entries dropped naming the file and entry. Through a real gpubox-modeld
 // killed and restarted: tests/model/modeld/test_modeld_persist.py.
-#include "model/modeld/persisted_loads.h"
+#include "model/modeld/registry/persisted_loads.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "base/sha256.h"
-#include "model/modeld/fn_set.h"
+#include "model/modeld/interventions/fn_set.h"
 
 namespace gpubox::modeld {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "model/chat/chat_template.h"
-#include "model/modeld/chat_request.h"
+#include "model/modeld/methods/chat_request.h"
 
 namespace gpubox::chat {
 namespace {

@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "model/modeld/cpu_linear.h"
+#include "model/modeld/decoder/cpu_linear.h"
 
 namespace gpubox::modeld {
 namespace {

@@ -1,8 +1,8 @@
-// folded_decode_attention (model/modeld/grouped_attention.h) against
+// folded_decode_attention (model/modeld/decoder/grouped_attention.h) against
 // LibTorch's own grouped-query attention (enable_gqa, the math kernel on the
 // CPU), in float64: the same products and softmax, so equal to rounding
 // (1e-12: the sums run in another order at most).
-#include "model/modeld/grouped_attention.h"
+#include "model/modeld/decoder/grouped_attention.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
