@@ -2,9 +2,10 @@
 #
 # A clang build compiles every target with -Werror=thread-safety
 # (CompilerWarnings.cmake). The default build is gcc, which has no such
-# analysis: there gpubox_check_thread_safety(TARGET) has clang++ parse, with
-# -fsyntax-only, each source of TARGET that uses the annotations (it, or a
-# header of the project it includes, says GUARDED_BY or REQUIRES), and fails
+# analysis: there gpubox_check_thread_safety_everywhere(), called once after
+# every directory, has clang++ parse, with -fsyntax-only, each source of every
+# C++ target that uses the annotations (it, or a header of the project it
+# includes, says GUARDED_BY, REQUIRES, EXCLUDES, ACQUIRE or MutexLock), and fails
 # the build on any finding. Only those files, and only parsed: the check costs
 # seconds, not a second build. Each file is checked again when it or a header
 # it includes changes.
