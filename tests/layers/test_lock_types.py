@@ -13,15 +13,12 @@ CHECKER = os.path.join(HERE, "lock_types.py")
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+sys.path.insert(0, HERE)
+from test_include_layers import write  # noqa: E402  (the made-up trees' writer; only the function)
+
+
 def check(root):
     return subprocess.run([sys.executable, CHECKER, root], capture_output=True, text=True, timeout=60)
-
-
-def write(root, path, text):
-    full = os.path.join(root, path)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w") as f:
-        f.write(text)
 
 
 class LockTypesTest(unittest.TestCase):
