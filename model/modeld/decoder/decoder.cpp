@@ -1,3 +1,4 @@
+// Over 600 lines: the one forward pass every architecture is (embeddings, attention with its masks and batch parts, MLP, norms), whose pieces share the bound weights and the pass's hooks.
 #include "model/modeld/decoder/decoder.h"
 
 #include <ATen/ATen.h>
