@@ -74,9 +74,17 @@ if [[ "${1:-}" == "--inside" ]]; then
     grep -q '^setup  *pass' "$cut/summary.txt" 2>/dev/null && break
     sleep 0.1
   done
-  # Every process of its session, the step's too (timeout puts a step in a process group of its own).
-  for proc in /proc/[0-9]*; do
-    [[ $(sed 's/^.*) //' "$proc/stat" 2>/dev/null | cut -d' ' -f4) == "$run" ]] && kill -KILL "${proc#/proc/}" 2>/dev/null
+  # Every process of its session, the step's too (timeout puts a step in a process group of its own),
+  # swept until none is left: a child forked while a sweep ran is not in that sweep's listing.
+  for _ in $(seq 100); do
+    left=0
+    for proc in /proc/[0-9]*; do
+      if [[ $(sed 's/^.*) //' "$proc/stat" 2>/dev/null | cut -d' ' -f4) == "$run" ]]; then
+        kill -KILL "${proc#/proc/}" 2>/dev/null && left=1
+      fi
+    done
+    ((left)) || break
+    sleep 0.05
   done
   wait "$run" 2>/dev/null || true
   grep -q '^setup  *pass' "$cut/summary.txt" || { cat "$cut.log"; fail "no summary with setup passed before the cut"; }
