@@ -116,6 +116,12 @@ Result<ProgramRun> run_program(const std::string& name, const std::vector<std::s
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe2");
   Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
 
+  // fd3 duplicated above 3 first: dup2 onto itself would leave its close-on-exec flag set.
+  Fd passed;
+  if (fd3 >= 0) {
+    passed = Fd(::fcntl(fd3, F_DUPFD_CLOEXEC, 10));
+    if (!passed.valid()) return Status::from_errno(errno, "fcntl(F_DUPFD_CLOEXEC)");
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (input) {
@@ -125,13 +131,7 @@ Result<ProgramRun> run_program(const std::string& name, const std::vector<std::s
   }
   posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
   posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
-  // Duplicated above 3 first: dup2 onto itself would leave its close-on-exec flag set.
-  Fd passed;
-  if (fd3 >= 0) {
-    passed = Fd(::fcntl(fd3, F_DUPFD_CLOEXEC, 10));
-    if (!passed.valid()) return Status::from_errno(errno, "fcntl(F_DUPFD_CLOEXEC)");
-    posix_spawn_file_actions_adddup2(&actions, passed.get(), 3);
-  }
+  if (passed.valid()) posix_spawn_file_actions_adddup2(&actions, passed.get(), 3);
   auto spawned = spawn(program, args, &actions);
   posix_spawn_file_actions_destroy(&actions);
   if (!spawned) return spawned.status();
