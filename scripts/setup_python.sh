@@ -9,9 +9,13 @@
 #   build/venv-saelens  scripts/python/requirements-saelens.lock: sae-lens and
 #                       the transformer-lens 3 it requires; torch and its CUDA
 #                       wheels are build/venv's, linked in, not installed again
-# Usage: setup_python.sh [venv|venv-saelens]... (none: both; the demo needs venv).
+#   build/venv-inspect  scripts/python/requirements-inspect.lock: inspect_ai and
+#                       pytest, and this checkout's python/ installed editable
+#                       with its [inspect] extra (the `gpubox` sandbox entry point)
+# Usage: setup_python.sh [venv|venv-saelens|venv-inspect]... (none: all; the demo needs venv).
 # Idempotent: a venv is left alone while its stamp (its lock's hash; for
-# venv-saelens both locks') matches, or its installed versions equal its lock.
+# venv-saelens both locks'; for venv-inspect also the checkout's path, which its
+# editable install names) matches, or its installed versions equal its lock.
 # A venv that is a symlink (a worktree sharing the main checkout's) is never
 # deleted: out of date, it is an error.
 set -euo pipefail
@@ -33,7 +37,9 @@ for line in open(sys.argv[1]):
 ensure_venv() {
   local name=$1 lock=$2 stamp=$3 venv="$root/build/$1"
   shift 3
-  if [ -x "$venv/bin/python" ] && { [ "$(cat "$venv/.gpubox-lock" 2>/dev/null)" = "$stamp" ] || matches_lock "$venv" "$lock"; }; then
+  # venv-inspect's stamp alone says whether its editable install names this checkout.
+  if [ -x "$venv/bin/python" ] && { [ "$(cat "$venv/.gpubox-lock" 2>/dev/null)" = "$stamp" ] ||
+                                    { [ "$name" != venv-inspect ] && matches_lock "$venv" "$lock"; }; }; then
     echo "setup_python: ok (build/$name)"
     return
   fi
@@ -74,16 +80,24 @@ print("\n".join(sorted(entries)))' "$from" | while read -r entry; do ln -s "$fro
   "$venv/bin/pip" install -q --no-input -r "$locks/requirements-saelens.lock"
 }
 
+# The lock, then gpubox itself: editable, so the entry point Inspect finds is this checkout's code.
+install_inspect() {
+  "$root/build/venv-inspect/bin/pip" install -q --no-input -r "$locks/requirements-inspect.lock"
+  "$root/build/venv-inspect/bin/pip" install -q --no-input --no-deps --no-build-isolation -e "$root/python"
+}
+
 test_stamp=$(sha256sum "$locks/requirements-test.lock" | cut -c1-16)
 saelens_stamp=$(cat "$locks/requirements-test.lock" "$locks/requirements-saelens.lock" | sha256sum | cut -c1-16)
+inspect_stamp=$( (cat "$locks/requirements-inspect.lock" "$root/python/pyproject.toml"; echo "$root") | sha256sum | cut -c1-16)
 names=("$@")
-[ $# -gt 0 ] || names=(venv-saelens)  # build/venv first, then build/venv-saelens
+[ $# -gt 0 ] || names=(venv-saelens venv-inspect)  # build/venv first, then build/venv-saelens
 for name in "${names[@]}"; do
   case $name in
     venv) ensure_venv venv "$locks/requirements-test.lock" "$test_stamp" install_test ;;
     venv-saelens)
       ensure_venv venv "$locks/requirements-test.lock" "$test_stamp" install_test  # its torch is build/venv's
       ensure_venv venv-saelens "$locks/requirements-saelens.lock" "$saelens_stamp" install_saelens ;;
-    *) echo "setup_python: unknown venv '$name' (venv, venv-saelens)" >&2; exit 2 ;;
+    venv-inspect) ensure_venv venv-inspect "$locks/requirements-inspect.lock" "$inspect_stamp" install_inspect ;;
+    *) echo "setup_python: unknown venv '$name' (venv, venv-saelens, venv-inspect)" >&2; exit 2 ;;
   esac
 done

@@ -64,10 +64,12 @@ class Snapshot:
     record: dict = field(default_factory=dict)
 
 
-def run_cli(*args: str, timeout: float = 600, stdin: Optional[str] = None) -> dict:
-    """Runs `gpubox --json ARGS` (stdin: text fed to it); its JSON answer, or SandboxError with the CLI's message."""
+def run_cli(*args: str, timeout: float = 600, stdin: Optional[str] = None, own_session: bool = False) -> dict:
+    """Runs `gpubox --json ARGS` (stdin: text fed to it); its JSON answer, or SandboxError with the CLI's message.
+    own_session: in a session of its own, out of reach of a Ctrl-C at this process's terminal."""
     done = subprocess.run([find_cli(), "--json", *args], capture_output=True, text=True, timeout=timeout,
-                          input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
+                          input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+                          start_new_session=own_session)
     try:
         answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
     except ValueError:

@@ -1,0 +1,249 @@
+"""GpuboxSandboxEnvironment: Inspect's sandbox interface (`--sandbox gpubox`) on
+gpubox sandboxes. A sample's sandboxes are made and ended with the `gpubox`
+CLI; everything in between (exec, files) goes over the sandbox's one RPC
+connection, shared by the sample's concurrent calls, each on a worker thread:
+no process starts per call."""
+
+import atexit
+import json
+import os
+import re
+import secrets
+import threading
+from typing import Dict, List, Optional, Union
+
+import anyio
+from inspect_ai.util import (
+    ExecResult,
+    OutputLimitExceededError,
+    SandboxConnection,
+    SandboxEnvironment,
+    SandboxEnvironmentLimits,
+    concurrency as inspect_concurrency,
+    sandboxenv,
+)
+from inspect_ai.util._sandbox.environment import SandboxUnavailableError
+
+from ..client import Client, RpcError
+from ..sandboxes import connect
+from . import files, process
+from ._cli import ended_message, run_cli
+from .config import GpuboxSandboxConfig
+
+# Names of the sandboxes this provider makes: `inspect sandbox cleanup gpubox` ends every one of them.
+NAME_PREFIX = "inspect-"
+
+
+class _Live:
+    """The sandboxes this process created and has not ended (id -> task), and the creates in flight.
+    A create cancelled halfway still finishes on its thread and lands here, so task_cleanup, or
+    this process's exit, ends it."""
+
+    def __init__(self):
+        self._changed = threading.Condition()  # thread-safety exception: Python
+        self._ids: Dict[str, str] = {}
+        self._creating = 0
+
+    def begin_create(self):
+        with self._changed:
+            self._creating += 1
+
+    def end_create(self, sandbox_id: Optional[str], task: str):
+        with self._changed:
+            self._creating -= 1
+            if sandbox_id:
+                self._ids[sandbox_id] = task
+            self._changed.notify_all()
+
+    def forget(self, sandbox_id: str):
+        with self._changed:
+            self._ids.pop(sandbox_id, None)
+
+    def settle(self, task: Optional[str], timeout: float = 900) -> List[str]:
+        """Waits until no create is in flight; the live ids (of task, or all)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._creating == 0, timeout)
+            return [i for i, t in self._ids.items() if task is None or t == task]
+
+
+_live = _Live()
+
+
+def _terminate(ids: List[str]) -> None:
+    if ids:
+        run_cli("terminate", *ids, timeout=300)
+    for sandbox_id in ids:
+        _live.forget(sandbox_id)
+
+
+@atexit.register
+def _end_leftovers():
+    try:
+        _terminate(_live.settle(None, timeout=60))
+    except Exception:
+        pass  # `inspect sandbox cleanup gpubox` still finds them by name
+
+
+@sandboxenv(name="gpubox")
+class GpuboxSandboxEnvironment(SandboxEnvironment):
+    """One gpubox sandbox of a sample; exec, read_file and write_file with Inspect's semantics."""
+
+    def __init__(self, sandbox_id: str, name: str, config: GpuboxSandboxConfig, client: Client):
+        super().__init__()
+        self.sandbox_id = sandbox_id
+        self.name = name
+        self.config = config
+        self.client = client
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def config_deserialize(cls, config: dict) -> GpuboxSandboxConfig:
+        return GpuboxSandboxConfig(**config)
+
+    @classmethod
+    def default_concurrency(cls) -> Optional[int]:
+        return None
+
+    @classmethod
+    async def task_init(cls, task_name: str, config) -> None:
+        """Checks what the config needs before any sample starts: the CLI, and a container image
+        (pulled once when the engine does not have it)."""
+        settings = GpuboxSandboxConfig.of(config)
+        await anyio.to_thread.run_sync(process.check_prerequisites, settings)
+
+    @classmethod
+    async def sample_init(cls, task_name: str, config, metadata: Dict[str, str]) -> Dict[str, SandboxEnvironment]:
+        """The sample's sandboxes, made together: "default" (config), then config.environments' names.
+        One that cannot be made fails the sample with gpubox's message, and ends the others."""
+        settings = GpuboxSandboxConfig.of(config)
+        wanted = [("default", settings)] + list(settings.environments.items())
+        made: Dict[str, SandboxEnvironment] = {}
+        failures: List[BaseException] = []
+
+        async def make(env_name: str, env_config: GpuboxSandboxConfig):
+            try:
+                made[env_name] = await anyio.to_thread.run_sync(cls._create, task_name, env_name, env_config)
+            except Exception as error:
+                failures.append(error)
+
+        async with anyio.create_task_group() as group:
+            for env_name, env_config in wanted:
+                group.start_soon(make, env_name, env_config)
+        if failures:
+            await anyio.to_thread.run_sync(_terminate, [e.sandbox_id for e in made.values()])
+            raise failures[0]
+        return {env_name: made[env_name] for env_name, _ in wanted}
+
+    @classmethod
+    def _create(cls, task_name: str, env_name: str, config: GpuboxSandboxConfig) -> "GpuboxSandboxEnvironment":
+        name = "%s%s-%s" % (NAME_PREFIX, _slug("%s-%s" % (task_name, env_name)), secrets.token_hex(4))
+        args = ["create", *config.create_args(), "--name", name]
+        agent_config = config.agent_config()
+        stdin = None
+        if agent_config is not None:
+            args += ["--config", "/dev/stdin"]
+            stdin = json.dumps(agent_config)
+        _live.begin_create()
+        sandbox_id = None
+        try:
+            sandbox_id = run_cli(*args, stdin=stdin)["id"]
+        finally:
+            _live.end_create(sandbox_id, task_name)
+        try:
+            return cls(sandbox_id, name, config, connect(sandbox_id))
+        except BaseException:
+            _terminate([sandbox_id])
+            raise
+
+    @classmethod
+    async def sample_cleanup(cls, task_name: str, config, environments: Dict[str, SandboxEnvironment],
+                             interrupted: bool) -> None:
+        """Harvests job outputs (config.harvest, unless interrupted), then ends the sample's sandboxes."""
+        sandboxes = [env.as_type(GpuboxSandboxEnvironment) for env in environments.values()]
+        for sandbox in sandboxes:
+            sandbox.client.close()
+        settings = GpuboxSandboxConfig.of(config)
+        try:
+            if settings.harvest and not interrupted:
+                for sandbox in sandboxes:
+                    await anyio.to_thread.run_sync(process.harvest_jobs, sandbox.sandbox_id,
+                                                   os.path.join(settings.harvest, sandbox.sandbox_id))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_terminate, [s.sandbox_id for s in sandboxes])
+
+    @classmethod
+    async def task_cleanup(cls, task_name: str, config, cleanup: bool) -> None:
+        """Ends what a sample left: a create that finished after its sample was cancelled."""
+        if cleanup:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(lambda: _terminate(_live.settle(task_name)))
+
+    @classmethod
+    async def cli_cleanup(cls, id: Optional[str]) -> None:
+        """`inspect sandbox cleanup gpubox [ID]`: ends that sandbox, or every one this provider made."""
+        if id:
+            await anyio.to_thread.run_sync(lambda: run_cli("terminate", id))
+            return
+        listed = await anyio.to_thread.run_sync(lambda: run_cli("ls"))
+        ids = [s["id"] for s in listed if (s.get("name") or "").startswith(NAME_PREFIX)]
+        await anyio.to_thread.run_sync(_terminate, ids)
+
+    # ------------------------------------------------------------------ commands and files
+
+    async def exec(self, cmd: List[str], input: Union[str, bytes, None] = None, cwd: Optional[str] = None,
+                   env: Optional[Dict[str, str]] = None, user: Optional[str] = None, timeout: Optional[int] = None,
+                   timeout_retry: bool = True, concurrency: bool = True) -> ExecResult[str]:
+        """Runs cmd to its end: in cwd (relative: under /workspace), as user (runuser), killed with its
+        process group after timeout s (TimeoutError). Output past Inspect's limit raises
+        OutputLimitExceededError; a program that is not there is a failed result (127)."""
+        request = process.ExecRequest(cmd, input, files.sandbox_path(cwd) if cwd else files.WORKSPACE, env, user,
+                                      timeout, SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE)
+        if concurrency and self.config.backend != "modal":  # it runs on this machine: Inspect's subprocess limit
+            from inspect_ai.util._subprocess import max_subprocesses_context_var
+            async with inspect_concurrency("subprocesses", max_subprocesses_context_var.get(), resizable=True):
+                outcome = await self._call(process.run, self.client, request)
+        else:
+            outcome = await self._call(process.run, self.client, request)
+        if outcome.timed_out:
+            raise TimeoutError("%s timed out after %s s" % (cmd[0] if cmd else "command", timeout))
+        if outcome.truncated:
+            raise OutputLimitExceededError(SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE_STR, outcome.stdout)
+        return ExecResult(outcome.returncode == 0, outcome.returncode, outcome.stdout, outcome.stderr)
+
+    async def write_file(self, file: str, contents: Union[str, bytes]) -> None:
+        """Writes file (relative: under /workspace), parents created; IsADirectoryError, PermissionError."""
+        await self._call(files.write, self.client, file, contents)
+
+    async def read_file(self, file: str, text: bool = True) -> Union[str, bytes]:
+        """file's content; FileNotFoundError, IsADirectoryError, PermissionError, OutputLimitExceededError past
+        Inspect's read limit, UnicodeDecodeError for text that is not UTF-8."""
+        data = await self._call(files.read, self.client, file, SandboxEnvironmentLimits.MAX_READ_FILE_SIZE,
+                                SandboxEnvironmentLimits.MAX_READ_FILE_SIZE_STR)
+        return data.decode("utf-8") if text else data
+
+    async def connection(self, *, user: Optional[str] = None) -> SandboxConnection:
+        """The command that opens a shell in the sandbox."""
+        if ended_message(self.sandbox_id) is not None:
+            raise ConnectionError("sandbox %s is not running" % self.sandbox_id)
+        command = "gpubox exec -it %s bash" % self.sandbox_id
+        if user:
+            command = "gpubox exec -it %s -- runuser -u %s -- bash" % (self.sandbox_id, user)
+        return SandboxConnection(type="gpubox", command=command, container=self.sandbox_id)
+
+    async def _call(self, fn, *args):
+        """fn(*args) on a worker thread; a sandbox that has ended raises SandboxUnavailableError saying how."""
+        try:
+            return await anyio.to_thread.run_sync(fn, *args)
+        except RpcError as error:
+            if error.code not in ("unavailable", "cancelled", "internal"):
+                raise
+            ended = await anyio.to_thread.run_sync(ended_message, self.sandbox_id)
+            if ended is None:
+                raise
+            raise SandboxUnavailableError("gpubox sandbox %s has ended (%s)" % (self.sandbox_id, ended)) from error
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:40] or "task"
