@@ -3,16 +3,29 @@ backend for the whole module (made by the provider's own sample_init, ended by
 its sample_cleanup), and each check's known failure marked xfail with its reason.
 
 GPUBOX_INSPECT_BACKENDS (comma-separated; default "local") picks the backends:
-local (needs root), podman (the test image), modal (the fake control plane)."""
+local (needs root), podman (the test image: tests/image), modal (the fake control
+plane of tests/modal, whose sandboxes are podman containers of the test image)."""
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import anyio
-
 import pytest
 
 from gpubox.inspect import GpuboxSandboxConfig, GpuboxSandboxEnvironment
 
+from gpubox.sandbox import run_cli
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from local_children import become_subreaper, reap_orphans  # noqa: E402
+from prerequisite import missing  # noqa: E402
+
+# The image the podman tests build (the CTest fixture test_images).
+TEST_IMAGE = "localhost/gpubox-test-python:" + (os.environ.get("GPUBOX_TEST_IMAGE_VERSION") or "latest")
 BACKENDS = [b for b in os.environ.get("GPUBOX_INSPECT_BACKENDS", "local").split(",") if b]
 
 # Checks that cannot pass, by backend ("*": all), and why.
@@ -28,9 +41,51 @@ KNOWN_FAILURES = {
 
 
 def config_for(backend: str) -> GpuboxSandboxConfig:
-    if backend == "podman":
-        return GpuboxSandboxConfig(backend="podman", image=os.environ["GPUBOX_TEST_IMAGE"], timeout=1800)
+    if backend in ("podman", "modal"):
+        return GpuboxSandboxConfig(backend=backend, image=TEST_IMAGE, timeout=1800)
     return GpuboxSandboxConfig(backend=backend, timeout=1800)
+
+
+class FakeModalEnvironment:
+    """The fake Modal control plane of tests/modal (the real SDK pointed at it), and this process's
+    environment set as a user of the Modal backend has it, until end()."""
+
+    def __init__(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "modal"))
+        from modal_harness import VENV_PYTHON, FakeModal
+
+        self.work = tempfile.mkdtemp(prefix="gpubox-inspect-modal-")
+        self.fake = FakeModal(self.work)
+        self.saved = dict(os.environ)
+        os.environ.update(MODAL_SERVER_URL=self.fake.url, MODAL_TOKEN_ID="ak-gpubox-test",
+                          MODAL_TOKEN_SECRET="as-gpubox-test", GPUBOX_PYTHON=VENV_PYTHON,
+                          HOME=os.path.join(self.work, "home"))
+
+    def end(self):
+        os.environ.clear()
+        os.environ.update(self.saved)
+        self.fake.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_store():
+    """A CLI store of this run's own; at the end it must be empty (the provider ended every sandbox)."""
+    become_subreaper()
+    root = tempfile.mkdtemp(prefix="gpubox-inspect-store-")
+    saved = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = root
+    yield root
+    left = run_cli("ls")
+    if left:
+        run_cli("terminate", "--all")
+    reap_orphans()
+    if saved is None:
+        os.environ.pop("XDG_STATE_HOME")
+    else:
+        os.environ["XDG_STATE_HOME"] = saved
+    shutil.rmtree(root, ignore_errors=True)
+    assert not left, "sandboxes the provider left: %s" % left
 
 
 @pytest.fixture
@@ -40,10 +95,19 @@ def anyio_backend():
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def shared_sandbox(request):
+    if request.param == "local" and os.geteuid() != 0:
+        missing("the local backend needs root")
+    if request.param != "local" and subprocess.run(["podman", "image", "exists", TEST_IMAGE]).returncode != 0:
+        missing("the image %s is missing (ctest -R image_build_test_images builds it)" % TEST_IMAGE)
     config = config_for(request.param)
-    environments = anyio.run(GpuboxSandboxEnvironment.sample_init, "self_check", config, {})
-    yield request.param, environments["default"]
-    anyio.run(GpuboxSandboxEnvironment.sample_cleanup, "self_check", config, environments, False)
+    modal = FakeModalEnvironment() if request.param == "modal" else None
+    try:
+        environments = anyio.run(GpuboxSandboxEnvironment.sample_init, "self_check", config, {})
+        yield request.param, environments["default"]
+        anyio.run(GpuboxSandboxEnvironment.sample_cleanup, "self_check", config, environments, False)
+    finally:
+        if modal:
+            modal.end()
 
 
 @pytest.fixture

@@ -77,6 +77,7 @@ PYTHON_LAYERS = [
     ("client", ["user_fn", "interventions", "models", "client"]),
     ("sandboxes", ["sandboxes", "modal_backend", "served", "sandbox", "workspace", "notebook", "scoped"]),
     ("toolkit", ["hook_engine", "hook_client", "hooks"]),  # gpubox.hooks, in a kernel
+    ("integrations", ["inspect"]),  # gpubox.inspect: Inspect's sandbox provider
     ("package", ["__init__"]),
 ]
 
@@ -135,32 +136,47 @@ def room_arrows(root, folder):
 
 
 def python_imports(root):
-    """{module: {module it imports: line}} for the modules of python/gpubox (imports anywhere in a module)."""
+    """{module: {module it imports: line}} for the modules of python/gpubox (imports anywhere in a module);
+    a subpackage (gpubox/inspect/) is one module, its files' imports together."""
     package = os.path.join(root, PYTHON_PACKAGE)
     found = {}
     if not os.path.isdir(package):
         return found
     for name in sorted(os.listdir(package)):
-        if not name.endswith(".py"):
+        if name.endswith(".py"):
+            module, files, depth = name[:-3], [os.path.join(package, name)], 1
+        elif os.path.isfile(os.path.join(package, name, "__init__.py")):
+            files = sorted(os.path.join(package, name, f) for f in os.listdir(os.path.join(package, name))
+                           if f.endswith(".py"))
+            module, depth = name, 2
+        else:
             continue
-        module = name[:-3]
-        with open(os.path.join(package, name), encoding="utf-8") as f:
-            tree = ast.parse(f.read())
         targets = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                names = [node.module] if node.module else [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "gpubox":
-                names = [node.module[len("gpubox."):] if "." in node.module else "__init__"]
-            elif isinstance(node, ast.Import):
-                names = [alias.name[len("gpubox."):] for alias in node.names if alias.name.startswith("gpubox.")]
-            else:
-                continue
-            for target in names:
-                targets.setdefault(target.split(".")[0], node.lineno)
+        for path in files:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for target, line in _gpubox_imports(tree, depth):
+                targets.setdefault(target, line)
         targets.pop(module, None)
         found[module] = targets
     return found
+
+
+def _gpubox_imports(tree, depth):
+    """(module of the package, line) for each import in tree, a file `depth` folders below gpubox/'s parent."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == depth:
+            names = [node.module] if node.module else [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and 0 < node.level < depth:
+            continue  # within the subpackage
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "gpubox":
+            names = [node.module[len("gpubox."):] if "." in node.module else "__init__"]
+        elif isinstance(node, ast.Import):
+            names = [alias.name[len("gpubox."):] for alias in node.names if alias.name.startswith("gpubox.")]
+        else:
+            continue
+        for target in names:
+            yield target.split(".")[0], node.lineno
 
 
 def check_folders(root, out, problems):

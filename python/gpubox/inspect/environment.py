@@ -40,7 +40,7 @@ class _Live:
     this process's exit, ends it."""
 
     def __init__(self):
-        self._changed = threading.Condition()  # thread-safety exception: Python
+        self._changed = threading.Condition()
         self._ids: Dict[str, str] = {}
         self._creating = 0
 
