@@ -4,8 +4,10 @@
 # the container tests: image/Dockerfile built and run with podman on the local
 # bases of setup_images.sh; gpubox-modeld against transformers and the
 # tokenizer against Hugging Face's tokenizers, from build/venv and
-# tests/assets), the suite under ASan+UBSan (without the container tests,
-# gpubox-modeld and the suites labelled release_only: docs/build.md says why),
+# tests/assets; the Inspect provider against inspect_ai, from
+# build/venv-inspect), the suite under ASan+UBSan (without the container
+# tests, gpubox-modeld and the suites labelled release_only: docs/build.md
+# says why),
 # then a short run of every libFuzzer target. Prints each phase's time.
 # Exits non-zero on any failure.
 set -euo pipefail

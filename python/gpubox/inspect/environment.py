@@ -105,6 +105,10 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
     def default_concurrency(cls) -> Optional[int]:
         return None
 
+    def default_polling_interval(self) -> float:
+        """How often exec_remote's streaming polls Inspect's sandbox tools: each poll is one RPC call."""
+        return 0.5
+
     @classmethod
     async def task_init(cls, task_name: str, config) -> None:
         """Checks what the config needs before any sample starts: the CLI, and a container image
