@@ -25,11 +25,14 @@ from inspect_ai.util import (
 from inspect_ai.util._sandbox.environment import SandboxUnavailableError
 
 from ..client import Client, RpcError
-from ..sandboxes import connect
+from ..sandboxes import connect, find
 from . import files, process
 from ._cli import ended_message, run_cli
 from .config import GpuboxSandboxConfig
 
+# A call that runs longer than this has the agent pinged, with this deadline, every WATCH_S.
+WATCH_S = 2.0
+WATCH_PING_S = 3.0
 # Names of the sandboxes this provider makes: `inspect sandbox cleanup gpubox` ends every one of them.
 NAME_PREFIX = "inspect-"
 
@@ -237,16 +240,45 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         return SandboxConnection(type="gpubox", command=command, container=self.sandbox_id)
 
     async def _call(self, fn, *args):
-        """fn(*args) on a worker thread; a sandbox that has ended raises SandboxUnavailableError saying how."""
+        """fn(*args) on a worker thread, watched: while it runs, the agent is pinged every WATCH_S, and a
+        sandbox that stopped answering because it ended raises SandboxUnavailableError saying how (a call
+        to a dead agent would otherwise wait for an answer forever)."""
+        box = {}
+        async with anyio.create_task_group() as group:
+            async def watch():
+                while True:
+                    await anyio.sleep(WATCH_S)
+                    ended = await anyio.to_thread.run_sync(self._ended_if_unanswered)
+                    if ended is not None:
+                        box["ended"] = ended
+                        group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(watch)
+            try:
+                box["value"] = await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+            except Exception as error:
+                box["error"] = error
+            group.cancel_scope.cancel()
+        error = box.get("error")
+        if isinstance(error, RpcError) and error.code in ("unavailable", "cancelled", "internal"):
+            box["ended"] = await anyio.to_thread.run_sync(ended_message, self.sandbox_id)
+        if box.get("ended") is not None:
+            raise SandboxUnavailableError("gpubox sandbox %s has ended (%s)" % (self.sandbox_id, box["ended"]))
+        if error is not None:
+            raise error
+        return box["value"]
+
+    def _ended_if_unanswered(self) -> Optional[str]:
+        """None while the agent runs (its record says so, at once, for a host process or container) and
+        answers a ping, or has not ended; else how the sandbox ended."""
         try:
-            return await anyio.to_thread.run_sync(fn, *args)
-        except RpcError as error:
-            if error.code not in ("unavailable", "cancelled", "internal"):
-                raise
-            ended = await anyio.to_thread.run_sync(ended_message, self.sandbox_id)
-            if ended is None:
-                raise
-            raise SandboxUnavailableError("gpubox sandbox %s has ended (%s)" % (self.sandbox_id, ended)) from error
+            if find(self.sandbox_id)["state"] == "dead":
+                return ended_message(self.sandbox_id)
+            self.client.call("sys.ping", timeout=WATCH_PING_S)
+            return None
+        except (RpcError, LookupError):
+            return ended_message(self.sandbox_id)
 
 
 def _slug(text: str) -> str:
