@@ -4,12 +4,10 @@ CLI; everything in between (exec, files) goes over the sandbox's one RPC
 connection, shared by the sample's concurrent calls, each on a worker thread:
 no process starts per call."""
 
-import atexit
 import json
 import os
 import re
 import secrets
-import threading
 from typing import Dict, List, Optional, Union
 
 import anyio
@@ -28,6 +26,7 @@ from ..client import Client, RpcError
 from ..sandboxes import connect, find
 from . import files, process
 from ._cli import ended_message, run_cli
+from ._live import live, terminate
 from .config import GpuboxSandboxConfig
 
 # A call that runs longer than this has the agent pinged, with this deadline, every WATCH_S.
@@ -35,56 +34,6 @@ WATCH_S = 2.0
 WATCH_PING_S = 3.0
 # Names of the sandboxes this provider makes: `inspect sandbox cleanup gpubox` ends every one of them.
 NAME_PREFIX = "inspect-"
-
-
-class _Live:
-    """The sandboxes this process created and has not ended (id -> task), and the creates in flight.
-    A create cancelled halfway still finishes on its thread and lands here, so task_cleanup, or
-    this process's exit, ends it."""
-
-    def __init__(self):
-        self._changed = threading.Condition()
-        self._ids: Dict[str, str] = {}
-        self._creating = 0
-
-    def begin_create(self):
-        with self._changed:
-            self._creating += 1
-
-    def end_create(self, sandbox_id: Optional[str], task: str):
-        with self._changed:
-            self._creating -= 1
-            if sandbox_id:
-                self._ids[sandbox_id] = task
-            self._changed.notify_all()
-
-    def forget(self, sandbox_id: str):
-        with self._changed:
-            self._ids.pop(sandbox_id, None)
-
-    def settle(self, task: Optional[str], timeout: float = 900) -> List[str]:
-        """Waits until no create is in flight; the live ids (of task, or all)."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._creating == 0, timeout)
-            return [i for i, t in self._ids.items() if task is None or t == task]
-
-
-_live = _Live()
-
-
-def _terminate(ids: List[str]) -> None:
-    if ids:
-        run_cli("terminate", *ids, timeout=300)
-    for sandbox_id in ids:
-        _live.forget(sandbox_id)
-
-
-@atexit.register
-def _end_leftovers():
-    try:
-        _terminate(_live.settle(None, timeout=60))
-    except Exception:
-        pass  # `inspect sandbox cleanup gpubox` still finds them by name
 
 
 @sandboxenv(name="gpubox")
@@ -138,7 +87,7 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
             for env_name, env_config in wanted:
                 group.start_soon(make, env_name, env_config)
         if failures:
-            await anyio.to_thread.run_sync(_terminate, [e.sandbox_id for e in made.values()])
+            await anyio.to_thread.run_sync(terminate, [e.sandbox_id for e in made.values()])
             raise failures[0]
         return {env_name: made[env_name] for env_name, _ in wanted}
 
@@ -151,16 +100,16 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         if agent_config is not None:
             args += ["--config", "/dev/stdin"]
             stdin = json.dumps(agent_config)
-        _live.begin_create()
+        live.begin_create()
         sandbox_id = None
         try:
             sandbox_id = run_cli(*args, stdin=stdin)["id"]
         finally:
-            _live.end_create(sandbox_id, task_name)
+            live.end_create(sandbox_id, task_name)
         try:
             return cls(sandbox_id, name, config, connect(sandbox_id))
         except BaseException:
-            _terminate([sandbox_id])
+            terminate([sandbox_id])
             raise
 
     @classmethod
@@ -178,14 +127,14 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
                                                    os.path.join(settings.harvest, sandbox.sandbox_id))
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_terminate, [s.sandbox_id for s in sandboxes])
+                await anyio.to_thread.run_sync(terminate, [s.sandbox_id for s in sandboxes])
 
     @classmethod
     async def task_cleanup(cls, task_name: str, config, cleanup: bool) -> None:
         """Ends what a sample left: a create that finished after its sample was cancelled."""
         if cleanup:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(lambda: _terminate(_live.settle(task_name)))
+                await anyio.to_thread.run_sync(lambda: terminate(live.settle(task_name)))
 
     @classmethod
     async def cli_cleanup(cls, id: Optional[str]) -> None:
@@ -195,7 +144,7 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
             return
         listed = await anyio.to_thread.run_sync(lambda: run_cli("ls"))
         ids = [s["id"] for s in listed if (s.get("name") or "").startswith(NAME_PREFIX)]
-        await anyio.to_thread.run_sync(_terminate, ids)
+        await anyio.to_thread.run_sync(terminate, ids)
 
     # ------------------------------------------------------------------ commands and files
 

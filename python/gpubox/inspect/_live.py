@@ -1,0 +1,77 @@
+"""The sandboxes this process's provider made and has not ended, so that none
+outlives an eval: task_cleanup ends a sample's leftovers, and this process's
+exit ends the rest (`inspect sandbox cleanup gpubox` finds any still left by
+name)."""
+
+import atexit
+import threading
+from typing import Dict, List, Optional
+
+from ..sandbox import SandboxError
+from ..sandboxes import find
+from ._cli import run_cli
+
+
+class Live:
+    """The sandboxes this process created and has not ended (id -> task), and the creates in flight.
+    A create cancelled halfway still finishes on its thread and lands here, so task_cleanup, or
+    this process's exit, ends it."""
+
+    def __init__(self):
+        self._changed = threading.Condition()
+        self._ids: Dict[str, str] = {}
+        self._creating = 0
+
+    def begin_create(self):
+        with self._changed:
+            self._creating += 1
+
+    def end_create(self, sandbox_id: Optional[str], task: str):
+        with self._changed:
+            self._creating -= 1
+            if sandbox_id:
+                self._ids[sandbox_id] = task
+            self._changed.notify_all()
+
+    def forget(self, sandbox_id: str):
+        with self._changed:
+            self._ids.pop(sandbox_id, None)
+
+    def settle(self, task: Optional[str], timeout: float = 900) -> List[str]:
+        """Waits until no create is in flight; the live ids (of task, or all)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._creating == 0, timeout)
+            return [i for i, t in self._ids.items() if task is None or t == task]
+
+
+live = Live()
+
+
+def terminate(ids: List[str]) -> None:
+    """Ends these sandboxes; one already gone is fine (the CLI ends the others, then names it)."""
+    if not ids:
+        return
+    try:
+        run_cli("terminate", *ids, timeout=300)
+    except SandboxError:
+        if any(_recorded(sandbox_id) for sandbox_id in ids):
+            raise
+    finally:
+        for sandbox_id in ids:
+            live.forget(sandbox_id)
+
+
+def _recorded(sandbox_id: str) -> bool:
+    try:
+        find(sandbox_id)
+        return True
+    except LookupError:
+        return False
+
+
+@atexit.register
+def _end_leftovers():
+    try:
+        terminate(live.settle(None, timeout=60))
+    except Exception:
+        pass  # `inspect sandbox cleanup gpubox` still finds them by name
