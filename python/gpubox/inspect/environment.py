@@ -94,6 +94,9 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         self.name = name
         self.config = config
         self.client = client
+        # What exec gives its commands as GPUBOX_ENDPOINT, so that gpubox.Client() there reaches this
+        # sandbox's agent and its model host (as in the agent's kernel).
+        self.endpoint = process.inner_endpoint(client, sandbox_id)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -182,7 +185,8 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
 
     @classmethod
     async def cli_cleanup(cls, id: Optional[str]) -> None:
-        """`inspect sandbox cleanup gpubox [ID]`: ends that sandbox, or every one this provider made."""
+        """`inspect sandbox cleanup gpubox [ID]`: ends that sandbox, or every one this provider made.
+        An ID that names no sandbox raises SandboxError ("no sandbox with id or name 'ID'")."""
         if id:
             await anyio.to_thread.run_sync(lambda: run_cli("terminate", id))
             return
@@ -196,8 +200,10 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
                    env: Optional[Dict[str, str]] = None, user: Optional[str] = None, timeout: Optional[int] = None,
                    timeout_retry: bool = True, concurrency: bool = True) -> ExecResult[str]:
         """Runs cmd to its end: in cwd (relative: under /workspace), as user (runuser), killed with its
-        process group after timeout s (TimeoutError). Output past Inspect's limit raises
+        process group after timeout s (TimeoutError); GPUBOX_ENDPOINT is the agent's, unless env says otherwise. Output past Inspect's limit raises
         OutputLimitExceededError; a program that is not there is a failed result (127)."""
+        if self.endpoint:
+            env = {"GPUBOX_ENDPOINT": self.endpoint, **(env or {})}
         request = process.ExecRequest(cmd, input, files.sandbox_path(cwd) if cwd else files.WORKSPACE, env, user,
                                       timeout, SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE)
         if concurrency and self.config.backend != "modal":  # it runs on this machine: Inspect's subprocess limit
