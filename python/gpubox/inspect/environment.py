@@ -134,7 +134,10 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
             for env_name, env_config in wanted:
                 group.start_soon(make, env_name, env_config)
         if failures:
-            await anyio.to_thread.run_sync(_terminate, [e.sandbox_id for e in made.values()])
+            sandboxes = [env.as_type(GpuboxSandboxEnvironment) for env in made.values()]
+            for sandbox in sandboxes:
+                sandbox.client.close()  # a Client left to the garbage collector can hang its process there
+            await anyio.to_thread.run_sync(_terminate, [s.sandbox_id for s in sandboxes])
             raise failures[0]
         return {env_name: made[env_name] for env_name, _ in wanted}
 
@@ -153,9 +156,13 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
             sandbox_id = run_cli(*args, stdin=stdin)["id"]
         finally:
             _live.end_create(sandbox_id, task_name)
+        client = None
         try:
-            return cls(sandbox_id, name, config, connect(sandbox_id))
+            client = connect(sandbox_id)
+            return cls(sandbox_id, name, config, client)
         except BaseException:
+            if client is not None:
+                client.close()
             _terminate([sandbox_id])
             raise
 
