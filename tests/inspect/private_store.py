@@ -49,8 +49,3 @@ def store():
             else:
                 os.environ["XDG_STATE_HOME"] = old
             shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from gpubox.inspect import GpuboxSandboxConfig, GpuboxSandboxEnvironment
 from gpubox.sandbox import BudgetExceeded, SandboxError, run_cli
-from private_store import anyio_backend, running, store  # noqa: F401
+from private_store import running, store  # noqa: F401
 
 PRICES = "# test prices\ngpu_hour.H100 = 1\ncreate = 0\n"  # an H100 for the default hour: $1
 

@@ -11,7 +11,7 @@ import pytest
 from inspect_ai import eval as inspect_eval
 
 from gpubox.inspect import GpuboxSandboxConfig, GpuboxSandboxEnvironment
-from private_store import REPO, anyio_backend, missing, running, store  # noqa: F401
+from private_store import REPO, missing, running, store  # noqa: F401
 from tasks.steering_example import steering
 
 FIXTURE = os.environ.get("GPUBOX_MODEL_FIXTURE") or os.path.join(REPO, "build", "tests", "model_client_fixture")
@@ -37,6 +37,13 @@ def model_path():
         missing("no gpubox-modeld beside the agent (built only with the venv's torch)")
     with open(refs) as f:
         return json.load(f)["llama"]
+
+
+def test_docs_show_the_example_task_as_it_is():
+    with open(os.path.join(REPO, "docs", "inspect.md")) as f:
+        doc = f.read()
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tasks", "steering_example.py")) as f:
+        assert "```python\n" + f.read() + "```\n" in doc
 
 
 def test_the_example_task_steers_the_model_from_inside_its_sample(store, tmp_path):

@@ -207,8 +207,9 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
                    env: Optional[Dict[str, str]] = None, user: Optional[str] = None, timeout: Optional[int] = None,
                    timeout_retry: bool = True, concurrency: bool = True) -> ExecResult[str]:
         """Runs cmd to its end: in cwd (relative: under /workspace), as user (runuser), killed with its
-        process group after timeout s (TimeoutError); GPUBOX_ENDPOINT is the agent's, unless env says otherwise. Output past Inspect's limit raises
-        OutputLimitExceededError; a program that is not there is a failed result (127)."""
+        process group after timeout s (TimeoutError). Output past Inspect's limit raises
+        OutputLimitExceededError; a program that is not there is a failed result (127). GPUBOX_ENDPOINT
+        is the agent's in-sandbox socket (gpubox.Client() reaches it), unless env says otherwise."""
         if self.endpoint:
             env = {"GPUBOX_ENDPOINT": self.endpoint, **(env or {})}
         request = process.ExecRequest(cmd, input, files.sandbox_path(cwd) if cwd else files.WORKSPACE, env, user,
