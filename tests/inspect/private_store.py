@@ -31,7 +31,7 @@ def store():
     if os.geteuid() != 0 or not os.environ.get("GPUBOX_CLI") or not os.environ.get("GPUBOX_AGENT"):
         missing("needs root (local sandboxes), GPUBOX_CLI and GPUBOX_AGENT")
     become_subreaper()
-    root = tempfile.mkdtemp(prefix="gpubox-inspect-")
+    root = tempfile.mkdtemp(prefix="gpubox-inspect-extras-")
     old = os.environ.get("XDG_STATE_HOME")
     os.environ["XDG_STATE_HOME"] = root
     try:
