@@ -25,7 +25,8 @@ model = client.model("tiny")
 model.wait_ready(timeout=120)
 model.forward(ids=[1, 72, 101])
 host = client.call("sys.info")["model_host"]
-print(json.dumps({"pid": host["pid"], "restarts": host["restarts"], "served": model.stats()["batching"]["requests_done"]}))
+served = model.stats()["batching"]["requests_done"]
+print(json.dumps({"pid": host["pid"], "restarts": host["restarts"], "served": served}))
 """
 
 
