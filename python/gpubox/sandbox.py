@@ -70,12 +70,17 @@ def run_cli(*args: str, timeout: float = 600, stdin: Optional[str] = None, own_s
     done = subprocess.run([find_cli(), "--json", *args], capture_output=True, text=True, timeout=timeout,
                           input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
                           start_new_session=own_session)
-    try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
-    except ValueError:
-        answer = {}
+    answers = []
+    for line in done.stdout.strip().splitlines():
+        try:
+            answers.append(json.loads(line))
+        except ValueError:
+            pass
+    answer = answers[-1] if answers else {}
     if done.returncode != 0:
-        error = answer.get("error", {}) if isinstance(answer, dict) else {}
+        # A command over several ids (terminate) may print the error of one and then its result.
+        errors = [a["error"] for a in answers if isinstance(a, dict) and isinstance(a.get("error"), dict)]
+        error = errors[0] if errors else {}
         message = error.get("message") or done.stderr.strip() or "exit code %d" % done.returncode
         kind = BudgetExceeded if error.get("code") == "budget_exceeded" else SandboxError
         raise kind("gpubox %s: %s" % (args[0], message))

@@ -16,13 +16,7 @@ import anyio
 import pytest
 
 from gpubox.inspect import GpuboxSandboxConfig, GpuboxSandboxEnvironment
-
-from gpubox.sandbox import run_cli
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from local_children import become_subreaper, reap_orphans  # noqa: E402
-from prerequisite import missing  # noqa: E402
+from private_store import missing, store  # noqa: F401 (the private store every sandbox here is made in)
 
 # The image the podman tests build (the CTest fixture test_images).
 TEST_IMAGE = "localhost/gpubox-test-python:" + (os.environ.get("GPUBOX_TEST_IMAGE_VERSION") or "latest")
@@ -68,33 +62,13 @@ class FakeModalEnvironment:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def private_store():
-    """A CLI store of this run's own; at the end it must be empty (the provider ended every sandbox)."""
-    become_subreaper()
-    root = tempfile.mkdtemp(prefix="gpubox-inspect-store-")
-    saved = os.environ.get("XDG_STATE_HOME")
-    os.environ["XDG_STATE_HOME"] = root
-    yield root
-    left = run_cli("ls")
-    if left:
-        run_cli("terminate", "--all")
-    reap_orphans()
-    if saved is None:
-        os.environ.pop("XDG_STATE_HOME")
-    else:
-        os.environ["XDG_STATE_HOME"] = saved
-    shutil.rmtree(root, ignore_errors=True)
-    assert not left, "sandboxes the provider left: %s" % left
-
-
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def shared_sandbox(request):
+def shared_sandbox(request, store):
     if request.param == "local" and os.geteuid() != 0:
         missing("the local backend needs root")
     if request.param != "local" and subprocess.run(["podman", "image", "exists", TEST_IMAGE]).returncode != 0:

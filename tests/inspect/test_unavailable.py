@@ -12,7 +12,7 @@ from inspect_ai.util._sandbox.environment import SandboxUnavailableError
 from gpubox import find
 from gpubox.inspect import GpuboxSandboxConfig, GpuboxSandboxEnvironment
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store")]
 
 
 async def _ended_sandbox_refuses(config, end, expected):

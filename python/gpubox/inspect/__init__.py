@@ -12,5 +12,6 @@ registers it too.
 
 from .config import GpuboxSandboxConfig
 from .environment import GpuboxSandboxEnvironment
+from .harvest import harvest_outputs
 
-__all__ = ["GpuboxSandboxConfig", "GpuboxSandboxEnvironment"]
+__all__ = ["GpuboxSandboxConfig", "GpuboxSandboxEnvironment", "harvest_outputs"]

@@ -47,6 +47,10 @@ class GpuboxSandboxConfig(BaseModel):
     """A local directory: at sample_cleanup every job's outputs are downloaded into
     HARVEST/SANDBOX_ID/JOB_ID before the sandbox ends."""
 
+    def __hash__(self) -> int:
+        # Inspect keys its sandbox cache by the config: pydantic's frozen hash fails on the dict and list fields.
+        return hash(self.model_dump_json())
+
     @field_validator("memory")
     @classmethod
     def _memory(cls, value):

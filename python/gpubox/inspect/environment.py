@@ -46,6 +46,9 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         self.name = name
         self.config = config
         self.client = client
+        # What exec gives its commands as GPUBOX_ENDPOINT, so that gpubox.Client() there reaches this
+        # sandbox's agent and its model host (as in the agent's kernel).
+        self.endpoint = process.inner_endpoint(client, sandbox_id)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -87,7 +90,10 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
             for env_name, env_config in wanted:
                 group.start_soon(make, env_name, env_config)
         if failures:
-            await anyio.to_thread.run_sync(terminate, [e.sandbox_id for e in made.values()])
+            sandboxes = [env.as_type(GpuboxSandboxEnvironment) for env in made.values()]
+            for sandbox in sandboxes:
+                sandbox.client.close()  # a Client left to the garbage collector can hang its process there
+            await anyio.to_thread.run_sync(terminate, [s.sandbox_id for s in sandboxes])
             raise failures[0]
         return {env_name: made[env_name] for env_name, _ in wanted}
 
@@ -106,9 +112,13 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
             sandbox_id = run_cli(*args, stdin=stdin)["id"]
         finally:
             live.end_create(sandbox_id, task_name)
+        client = None
         try:
-            return cls(sandbox_id, name, config, connect(sandbox_id))
+            client = connect(sandbox_id)
+            return cls(sandbox_id, name, config, client)
         except BaseException:
+            if client is not None:
+                client.close()
             terminate([sandbox_id])
             raise
 
@@ -138,7 +148,8 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
 
     @classmethod
     async def cli_cleanup(cls, id: Optional[str]) -> None:
-        """`inspect sandbox cleanup gpubox [ID]`: ends that sandbox, or every one this provider made."""
+        """`inspect sandbox cleanup gpubox [ID]`: ends that sandbox, or every one this provider made.
+        An ID that names no sandbox raises SandboxError ("no sandbox with id or name 'ID'")."""
         if id:
             await anyio.to_thread.run_sync(lambda: run_cli("terminate", id))
             return
@@ -153,7 +164,10 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
                    timeout_retry: bool = True, concurrency: bool = True) -> ExecResult[str]:
         """Runs cmd to its end: in cwd (relative: under /workspace), as user (runuser), killed with its
         process group after timeout s (TimeoutError). Output past Inspect's limit raises
-        OutputLimitExceededError; a program that is not there is a failed result (127)."""
+        OutputLimitExceededError; a program that is not there is a failed result (127). GPUBOX_ENDPOINT
+        is the agent's in-sandbox socket (gpubox.Client() reaches it), unless env says otherwise."""
+        if self.endpoint:
+            env = {"GPUBOX_ENDPOINT": self.endpoint, **(env or {})}
         request = process.ExecRequest(cmd, input, files.sandbox_path(cwd) if cwd else files.WORKSPACE, env, user,
                                       timeout, SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE)
         if concurrency and self.config.backend != "modal":  # it runs on this machine: Inspect's subprocess limit

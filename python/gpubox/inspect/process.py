@@ -145,16 +145,36 @@ def check_prerequisites(config: GpuboxSandboxConfig) -> None:
                                                                        pulled.stderr.strip()[-500:]))
 
 
-def harvest_jobs(sandbox_id: str, into: str) -> List[str]:
-    """Downloads every job's outputs and logs into INTO/JOB_ID (gpubox result); the job ids harvested."""
-    jobs = run_cli("jobs", sandbox_id).get("jobs", [])
-    harvested = []
-    for job in jobs:
-        job_id = job.get("id") or job.get("job_id")
-        if not job_id or job.get("state") in ("queued", "running"):
+def harvest_jobs(sandbox_id: str, into: str) -> Dict[str, str]:
+    """Downloads each finished job's outputs and logs into INTO/JOB_ID (`gpubox result`: out/, stdout.log,
+    stderr.log); a job already there is not downloaded again. {JOB_ID: its status ("succeeded", "failed",
+    "timed_out", ...)} of the jobs now in INTO, in submission order."""
+    harvested = {}
+    for job in run_cli("jobs", sandbox_id):  # a list of job records: {"job_id", "state", "status", ...}
+        job_id = job["job_id"]
+        if job.get("state") != "finished":
             continue
         target = os.path.join(into, job_id)
-        os.makedirs(target, exist_ok=True)
-        run_cli("result", sandbox_id, job_id, "--out", target, timeout=1800)
-        harvested.append(job_id)
+        if not os.path.isdir(target):
+            os.makedirs(into, exist_ok=True)
+            try:
+                run_cli("result", sandbox_id, job_id, "--out", target, timeout=1800)  # target must not exist yet
+            except BaseException:
+                shutil.rmtree(target, ignore_errors=True)  # half a download is not a harvest: the next one retries
+                raise
+        harvested[job_id] = job.get("status", "")
     return harvested
+
+
+# Where code in the sandbox reaches its agent (GPUBOX_ENDPOINT): the agent's state dir is /run/gpubox, or on
+# Modal /run/gpubox/ID; container and Modal agents listen there only with a model host.
+def inner_endpoint(client: Client, sandbox_id: str) -> Optional[str]:
+    """The agent's ipc:// endpoint as the sandbox's own processes see it, or None when it has none."""
+    for path in ("/run/gpubox/rpc.sock", "/run/gpubox/%s/rpc.sock" % sandbox_id):
+        try:
+            if client.call("fs.stat", path=path).get("type") == "other":  # a socket
+                return "ipc://" + path
+        except RpcError as error:
+            if error.code not in ("not_found", "permission_denied"):
+                raise
+    return None
