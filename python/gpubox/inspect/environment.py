@@ -23,6 +23,7 @@ from inspect_ai.util import (
     sandboxenv,
 )
 from inspect_ai.util._sandbox.environment import SandboxUnavailableError
+from inspect_ai.util._sandbox.lifecycle import sandbox_lifecycle_state
 
 from ..client import Client, RpcError
 from ..sandboxes import connect
@@ -32,38 +33,41 @@ from .config import GpuboxSandboxConfig
 
 # Names of the sandboxes this provider makes: `inspect sandbox cleanup gpubox` ends every one of them.
 NAME_PREFIX = "inspect-"
+ANY_SCOPE = object()
 
 
 class _Live:
-    """The sandboxes this process created and has not ended (id -> task), and the creates in flight.
-    A create cancelled halfway still finishes on its thread and lands here, so task_cleanup, or
-    this process's exit, ends it."""
+    """The sandboxes this process created and has not ended (id -> the sandbox lifecycle scope of the
+    eval batch that made it), and the creates in flight. A create cancelled halfway still finishes on its
+    thread and lands here, so the batch's task_cleanup, or this process's exit, ends it. Keyed by scope,
+    not task name: Inspect's run calls task_cleanup once per config at the batch's end, as task "shutdown"."""
 
     def __init__(self):
         self._changed = threading.Condition()  # thread-safety exception: Python
-        self._ids: Dict[str, str] = {}
+        self._ids: Dict[str, object] = {}
         self._creating = 0
 
     def begin_create(self):
         with self._changed:
             self._creating += 1
 
-    def end_create(self, sandbox_id: Optional[str], task: str):
+    def end_create(self, sandbox_id: Optional[str], scope: object):
         with self._changed:
             self._creating -= 1
             if sandbox_id:
-                self._ids[sandbox_id] = task
+                self._ids[sandbox_id] = scope
             self._changed.notify_all()
 
-    def forget(self, sandbox_id: str):
+    def forget(self, sandbox_ids: List[str]):
         with self._changed:
-            self._ids.pop(sandbox_id, None)
+            for sandbox_id in sandbox_ids:
+                self._ids.pop(sandbox_id, None)
 
-    def settle(self, task: Optional[str], timeout: float = 900) -> List[str]:
-        """Waits until no create is in flight; the live ids (of task, or all)."""
+    def settle(self, scope: object = ANY_SCOPE, timeout: float = 900) -> List[str]:
+        """Waits until no create is in flight; the live ids (of scope, or all)."""
         with self._changed:
             self._changed.wait_for(lambda: self._creating == 0, timeout)
-            return [i for i, t in self._ids.items() if task is None or t == task]
+            return [i for i, s in self._ids.items() if scope is ANY_SCOPE or s is scope]
 
 
 _live = _Live()
@@ -72,14 +76,13 @@ _live = _Live()
 def _terminate(ids: List[str]) -> None:
     if ids:
         run_cli("terminate", *ids, timeout=300)
-    for sandbox_id in ids:
-        _live.forget(sandbox_id)
+    _live.forget(ids)
 
 
 @atexit.register
 def _end_leftovers():
     try:
-        _terminate(_live.settle(None, timeout=60))
+        _terminate(_live.settle(timeout=60))
     except Exception:
         pass  # `inspect sandbox cleanup gpubox` still finds them by name
 
@@ -120,10 +123,11 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         wanted = [("default", settings)] + list(settings.environments.items())
         made: Dict[str, SandboxEnvironment] = {}
         failures: List[BaseException] = []
+        scope = sandbox_lifecycle_state()  # None: the provider driven directly, outside an eval batch
 
         async def make(env_name: str, env_config: GpuboxSandboxConfig):
             try:
-                made[env_name] = await anyio.to_thread.run_sync(cls._create, task_name, env_name, env_config)
+                made[env_name] = await anyio.to_thread.run_sync(cls._create, task_name, env_name, env_config, scope)
             except Exception as error:
                 failures.append(error)
 
@@ -136,7 +140,8 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         return {env_name: made[env_name] for env_name, _ in wanted}
 
     @classmethod
-    def _create(cls, task_name: str, env_name: str, config: GpuboxSandboxConfig) -> "GpuboxSandboxEnvironment":
+    def _create(cls, task_name: str, env_name: str, config: GpuboxSandboxConfig,
+                scope: object) -> "GpuboxSandboxEnvironment":
         name = "%s%s-%s" % (NAME_PREFIX, _slug("%s-%s" % (task_name, env_name)), secrets.token_hex(4))
         args = ["create", *config.create_args(), "--name", name]
         agent_config = config.agent_config()
@@ -149,7 +154,7 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         try:
             sandbox_id = run_cli(*args, stdin=stdin)["id"]
         finally:
-            _live.end_create(sandbox_id, task_name)
+            _live.end_create(sandbox_id, scope)
         try:
             return cls(sandbox_id, name, config, connect(sandbox_id))
         except BaseException:
@@ -175,10 +180,18 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
 
     @classmethod
     async def task_cleanup(cls, task_name: str, config, cleanup: bool) -> None:
-        """Ends what a sample left: a create that finished after its sample was cancelled."""
-        if cleanup:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(lambda: _terminate(_live.settle(task_name)))
+        """Ends what the eval batch's samples left (a create that finished after its sample was cancelled);
+        with --no-sandbox-cleanup, keeps it and says how to end it, as Inspect's docker provider does."""
+        scope = sandbox_lifecycle_state()
+        with anyio.CancelScope(shield=True):
+            left = await anyio.to_thread.run_sync(_live.settle, scope)
+            if cleanup:
+                await anyio.to_thread.run_sync(_terminate, left)
+                return
+            _live.forget(left)  # not this process's to end at its exit either
+        if left:
+            print("\ngpubox sandboxes not cleaned up: %s\nend them with `inspect sandbox cleanup gpubox` "
+                  "(or `gpubox terminate ID`)" % " ".join(left))
 
     @classmethod
     async def cli_cleanup(cls, id: Optional[str]) -> None:
@@ -233,9 +246,11 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         return SandboxConnection(type="gpubox", command=command, container=self.sandbox_id)
 
     async def _call(self, fn, *args):
-        """fn(*args) on a worker thread; a sandbox that has ended raises SandboxUnavailableError saying how."""
+        """fn(*args) on a worker thread; a sandbox that has ended raises SandboxUnavailableError saying how.
+        A cancelled sample (Ctrl-C) does not wait for the call: its thread is abandoned, and ends when
+        sample_cleanup closes the client (a `sleep 300` in the sandbox would otherwise hold the exit)."""
         try:
-            return await anyio.to_thread.run_sync(fn, *args)
+            return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
         except RpcError as error:
             if error.code not in ("unavailable", "cancelled", "internal"):
                 raise
