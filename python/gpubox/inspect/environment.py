@@ -125,16 +125,28 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         failures: List[BaseException] = []
         scope = sandbox_lifecycle_state()  # None: the provider driven directly, outside an eval batch
 
+        def create(env_name: str, env_config: GpuboxSandboxConfig):
+            made[env_name] = cls._create(task_name, env_name, env_config, scope)  # kept even if the sample is cancelled
+
         async def make(env_name: str, env_config: GpuboxSandboxConfig):
             try:
-                made[env_name] = await anyio.to_thread.run_sync(cls._create, task_name, env_name, env_config, scope)
+                await anyio.to_thread.run_sync(create, env_name, env_config)
             except Exception as error:
                 failures.append(error)
 
-        async with anyio.create_task_group() as group:
-            for env_name, env_config in wanted:
-                group.start_soon(make, env_name, env_config)
+        try:
+            async with anyio.create_task_group() as group:
+                for env_name, env_config in wanted:
+                    group.start_soon(make, env_name, env_config)
+        except BaseException:
+            # Cancelled (Ctrl-C): task_cleanup ends the sandboxes; their clients are closed here, never left to
+            # the garbage collector, whose zmq Context.__del__ can block in term() for good (a socket in its cycle).
+            for environment in made.values():
+                environment.client.close()
+            raise
         if failures:
+            for environment in made.values():
+                environment.client.close()
             await anyio.to_thread.run_sync(_terminate, [e.sandbox_id for e in made.values()])
             raise failures[0]
         return {env_name: made[env_name] for env_name, _ in wanted}
