@@ -21,6 +21,7 @@ from inspect_ai.util import (
     sandboxenv,
 )
 from inspect_ai.util._sandbox.environment import SandboxUnavailableError
+from inspect_ai.util._sandbox.lifecycle import sandbox_lifecycle_state
 
 from ..client import Client, RpcError
 from ..sandboxes import connect, find
@@ -77,28 +78,39 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         One that cannot be made fails the sample with gpubox's message, and ends the others."""
         settings = GpuboxSandboxConfig.of(config)
         wanted = [("default", settings)] + list(settings.environments.items())
-        made: Dict[str, SandboxEnvironment] = {}
+        made: Dict[str, GpuboxSandboxEnvironment] = {}
         failures: List[BaseException] = []
+        scope = sandbox_lifecycle_state()  # None: the provider driven directly, outside an eval batch
+
+        def create(env_name: str, env_config: GpuboxSandboxConfig):
+            made[env_name] = cls._create(task_name, env_name, env_config, scope)  # kept even if the sample is cancelled
 
         async def make(env_name: str, env_config: GpuboxSandboxConfig):
             try:
-                made[env_name] = await anyio.to_thread.run_sync(cls._create, task_name, env_name, env_config)
+                await anyio.to_thread.run_sync(create, env_name, env_config)
             except Exception as error:
                 failures.append(error)
 
-        async with anyio.create_task_group() as group:
-            for env_name, env_config in wanted:
-                group.start_soon(make, env_name, env_config)
+        try:
+            async with anyio.create_task_group() as group:
+                for env_name, env_config in wanted:
+                    group.start_soon(make, env_name, env_config)
+        except BaseException:
+            # Cancelled (Ctrl-C): task_cleanup ends the sandboxes; their clients are closed here, never left to
+            # the garbage collector, whose zmq Context.__del__ can block in term() for good (a socket in its cycle).
+            for environment in made.values():
+                environment.client.close()
+            raise
         if failures:
-            sandboxes = [env.as_type(GpuboxSandboxEnvironment) for env in made.values()]
-            for sandbox in sandboxes:
-                sandbox.client.close()  # a Client left to the garbage collector can hang its process there
-            await anyio.to_thread.run_sync(terminate, [s.sandbox_id for s in sandboxes])
+            for environment in made.values():
+                environment.client.close()
+            await anyio.to_thread.run_sync(terminate, [e.sandbox_id for e in made.values()])
             raise failures[0]
         return {env_name: made[env_name] for env_name, _ in wanted}
 
     @classmethod
-    def _create(cls, task_name: str, env_name: str, config: GpuboxSandboxConfig) -> "GpuboxSandboxEnvironment":
+    def _create(cls, task_name: str, env_name: str, config: GpuboxSandboxConfig,
+                scope: object) -> "GpuboxSandboxEnvironment":
         name = "%s%s-%s" % (NAME_PREFIX, _slug("%s-%s" % (task_name, env_name)), secrets.token_hex(4))
         args = ["create", *config.create_args(), "--name", name]
         agent_config = config.agent_config()
@@ -111,7 +123,7 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
         try:
             sandbox_id = run_cli(*args, stdin=stdin)["id"]
         finally:
-            live.end_create(sandbox_id, task_name)
+            live.end_create(sandbox_id, scope)
         client = None
         try:
             client = connect(sandbox_id)
@@ -141,10 +153,18 @@ class GpuboxSandboxEnvironment(SandboxEnvironment):
 
     @classmethod
     async def task_cleanup(cls, task_name: str, config, cleanup: bool) -> None:
-        """Ends what a sample left: a create that finished after its sample was cancelled."""
-        if cleanup:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(lambda: terminate(live.settle(task_name)))
+        """Ends what the eval batch's samples left (a create that finished after its sample was cancelled);
+        with --no-sandbox-cleanup, keeps it and says how to end it, as Inspect's docker provider does."""
+        scope = sandbox_lifecycle_state()
+        with anyio.CancelScope(shield=True):
+            left = await anyio.to_thread.run_sync(live.settle, scope)
+            if cleanup:
+                await anyio.to_thread.run_sync(terminate, left)
+                return
+            live.forget(left)  # not this process's to end at its exit either
+        if left:
+            print("\ngpubox sandboxes not cleaned up: %s\nend them with `inspect sandbox cleanup gpubox` "
+                  "(or `gpubox terminate ID`)" % " ".join(left))
 
     @classmethod
     async def cli_cleanup(cls, id: Optional[str]) -> None:
