@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/phases.sh
 phase setup scripts/setup.sh
-phase setup_python scripts/setup_python.sh venv   # torch's wheel (LibTorch for gpubox-modeld) and transformers, in build/venv
+phase setup_python scripts/setup_python.sh venv venv-inspect   # torch's wheel (LibTorch for gpubox-modeld) and transformers, in build/venv; inspect_ai in build/venv-inspect
 phase setup_npm scripts/setup_npm.sh         # real tokenizer.json files
 # Only what the demo runs (scripts/test.sh builds the tests too).
 build_demo() { scripts/build.sh default gpubox gpubox-agent gpubox-modeld >/dev/null; }

@@ -2,7 +2,8 @@
 # Demo: a local sandbox through the gpubox CLI — create it, run commands in it,
 # copy files in and out, look at it, run a batch job and harvest its outputs,
 # run cells in its Jupyter kernel, serve a model from its native model host
-# (interventions included), call functions served from it, and terminate it, saying what each step shows.
+# (interventions included), call functions served from it, and terminate it, saying what each step shows;
+# then, when build/venv-inspect exists, an Inspect evaluation whose samples each get a sandbox.
 # Usage: demo_sandbox.sh PATH/TO/gpubox   (gpubox-agent, and gpubox-modeld when
 # DEMO_MODEL names a model directory, must sit beside it)
 set -euo pipefail
@@ -165,3 +166,21 @@ say "9. Terminate: SIGTERM to the agent, a grace period, then its cgroups and st
 run "$gpubox" terminate "$id"
 id=""
 run "$gpubox" ls
+
+inspect_dir="$root/build/venv-inspect/bin"
+if [ -x "$inspect_dir/inspect" ]; then
+  say "10. An evaluation: Inspect runs 8 samples of an agent with bash() and python() tools (a scripted"
+  echo "    mockllm model), each sample in a gpubox sandbox of its own, all at once (docs/inspect.md)."
+  (cd "$root/tests/inspect" && GPUBOX_CLI="$gpubox" PYTHONPATH="$root/python" run "$inspect_dir/inspect" eval \
+     tasks/gpubox_tools.py --model mockllm/model --sandbox gpubox --max-samples 8 --max-sandboxes 8 \
+     -T samples=8 --display none --log-dir "$work/inspect-logs")
+  "$inspect_dir/python" - "$work/inspect-logs" <<'PY'
+import glob, sys
+from inspect_ai.log import read_eval_log
+log = read_eval_log(glob.glob(sys.argv[1] + "/*.eval")[0])
+scores = "".join(str(s.scores["reversed_token"].value) for s in log.samples)
+print("    the eval %s: %d samples scored %s (C: correct)" % (log.status, len(log.samples), scores))
+PY
+  echo "    Every sample's sandbox was ended with it:"
+  run "$gpubox" ls
+fi
