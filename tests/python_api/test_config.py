@@ -316,11 +316,18 @@ class PackagingTest(unittest.TestCase):
             with zipfile.ZipFile(wheel) as archive:
                 names = set(archive.namelist())
                 metadata = archive.read([n for n in names if n.endswith(".dist-info/METADATA")][0]).decode()
+                entry_points = archive.read([n for n in names if n.endswith(".dist-info/entry_points.txt")][0]).decode()
             modules = {"gpubox/" + n for n in os.listdir(os.path.join(source, "gpubox")) if n.endswith(".py")}
+            modules |= {"gpubox/inspect/" + n for n in os.listdir(os.path.join(source, "gpubox", "inspect"))
+                        if n.endswith(".py")}
             self.assertLessEqual(modules, names)
             requires = sorted(l.split(":", 1)[1].strip() for l in metadata.splitlines() if l.startswith("Requires-Dist:"))
-            self.assertEqual(requires, ["modal (<1.7,>=1.6) ; extra == 'modal'", "msgpack (>=1.0)",
-                                        "numpy ; extra == 'numpy'", "pyzmq (>=23)", "torch ; extra == 'torch'"])
+            self.assertEqual(requires, ["inspect-ai (>=0.3.285) ; extra == 'inspect'",
+                                        "modal (<1.7,>=1.6) ; extra == 'modal'", "msgpack (>=1.0)",
+                                        "numpy ; extra == 'numpy'", "pydantic (>=2) ; extra == 'inspect'",
+                                        "pyzmq (>=23)", "torch ; extra == 'torch'"])
+            # Inspect finds `--sandbox gpubox` through this entry point (docs/inspect.md).
+            self.assertIn("[inspect_ai]\ngpubox = gpubox.inspect._registry", entry_points)
             target = os.path.join(scratch, "site")
             installed = subprocess.run(pip + ["install", "--no-deps", "--no-index", "-q", "--target", target, wheel],
                                        capture_output=True, text=True)
