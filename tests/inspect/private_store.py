@@ -15,9 +15,14 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 from local_children import become_subreaper, reap_orphans  # noqa: E402
 from prerequisite import missing  # noqa: E402
 
+import gpubox  # noqa: E402
 from gpubox.sandbox import run_cli  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
+# A local sandbox hides /root and /home (where a checkout may be): the gpubox package this process runs,
+# mounted read-only into a sample's sandbox, and the PYTHONPATH that makes its python3 import it.
+PACKAGE_MOUNT = {"/opt/gpubox-python/gpubox": os.path.dirname(os.path.abspath(gpubox.__file__)) + ":ro"}
+PACKAGE_ENV = {"PYTHONPATH": "/opt/gpubox-python"}
 
 
 def running():

@@ -5,14 +5,13 @@ sample_cleanup into the config's harvest=DIR, as DIR/SANDBOX_ID/JOB_ID."""
 import json
 import os
 
-import gpubox
 from inspect_ai import Task, eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.solver import solver
 from inspect_ai.util import sandbox
 
 from gpubox.inspect import GpuboxSandboxConfig, harvest_outputs
-from private_store import running, store  # noqa: F401
+from private_store import PACKAGE_ENV, PACKAGE_MOUNT, running, store  # noqa: F401
 
 # Submits a job through the agent's RPC from inside the sandbox and waits for it; prints its record.
 SUBMIT = """
@@ -44,8 +43,7 @@ def two_jobs():
 
 def test_jobs_are_harvested_into_the_store_and_the_harvest_dir(store, tmp_path):
     harvest = tmp_path / "harvest"
-    python_dir = os.path.dirname(os.path.dirname(os.path.abspath(gpubox.__file__)))
-    config = GpuboxSandboxConfig(harvest=str(harvest), env={"PYTHONPATH": python_dir}, timeout=600)
+    config = GpuboxSandboxConfig(harvest=str(harvest), mounts=PACKAGE_MOUNT, env=PACKAGE_ENV, timeout=600)
     task = Task(dataset=[Sample(input="x")], solver=two_jobs(), sandbox=("gpubox", config))
     [log] = inspect_eval(task, model="mockllm/model", log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success", log.error

@@ -6,12 +6,11 @@ task (tasks/steering_example.py) runs as written."""
 import json
 import os
 
-import gpubox
 import pytest
 from inspect_ai import eval as inspect_eval
 
 from gpubox.inspect import GpuboxSandboxConfig, GpuboxSandboxEnvironment
-from private_store import REPO, missing, running, store  # noqa: F401
+from private_store import PACKAGE_ENV, PACKAGE_MOUNT, REPO, missing, running, store  # noqa: F401
 from tasks.steering_example import steering
 
 FIXTURE = os.environ.get("GPUBOX_MODEL_FIXTURE") or os.path.join(REPO, "build", "tests", "model_client_fixture")
@@ -62,10 +61,10 @@ def test_the_example_task_steers_the_model_from_inside_its_sample(store, tmp_pat
 
 @pytest.mark.anyio
 async def test_two_execs_share_one_loaded_model(store):
-    python_dir = os.path.dirname(os.path.dirname(os.path.abspath(gpubox.__file__)))
-    config = GpuboxSandboxConfig(config={"model_host": {"models": [{"name": "tiny", "path": model_path()}]},
+    config = GpuboxSandboxConfig(config={"model_host": {"models": [{"name": "tiny", "path": "/models/tiny"}]},
                                          "kernel": {"enabled": False}},
-                                 env={"PYTHONPATH": python_dir}, timeout=600)
+                                 mounts={"/models/tiny": model_path() + ":ro", **PACKAGE_MOUNT},
+                                 env=PACKAGE_ENV, timeout=600)
     environments = await GpuboxSandboxEnvironment.sample_init("models", config, {})
     try:
         sandbox = environments["default"]

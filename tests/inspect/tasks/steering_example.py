@@ -67,10 +67,12 @@ def steering(model_path: str):
     """model_path: a model directory the model host can load (safetensors + config.json + tokenizer)."""
     config = GpuboxSandboxConfig(
         backend="local",
-        config={"model_host": {"models": [{"name": "tiny", "path": model_path}]}, "kernel": {"enabled": False}},
-        # A local sandbox sees this machine's files read-only: its python3 imports the gpubox package
-        # from where this process found it (an image or a Modal sandbox has it installed instead).
-        env={"PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(gpubox.__file__)))},
+        config={"model_host": {"models": [{"name": "tiny", "path": "/models/tiny"}]}, "kernel": {"enabled": False}},
+        # A local sandbox sees neither /root nor /home: the model and the gpubox package this process
+        # runs are mounted in, read-only (an image or a Modal sandbox has the package installed instead).
+        mounts={"/models/tiny": model_path + ":ro",
+                "/opt/gpubox-python/gpubox": os.path.dirname(os.path.abspath(gpubox.__file__)) + ":ro"},
+        env={"PYTHONPATH": "/opt/gpubox-python"},
         timeout=900,
     )
     return Task(dataset=[Sample(input="steer the model")], solver=steer(), scorer=steered(),
