@@ -64,6 +64,34 @@ class Snapshot:
     record: dict = field(default_factory=dict)
 
 
+def write_bytes(client: Client, path: str, data: bytes, mode: int = 0o644, parents: bool = True) -> None:
+    """fs.write of data to the sandbox path `path` (absolute), checked by size and sha256: in the call's body up to
+    INLINE_BYTES, else as attachments (ValueError past the 64 one call carries)."""
+    params = {"path": path, "mode": mode, "parents": parents, "size": len(data),
+              "sha256": hashlib.sha256(data).hexdigest()}
+    if len(data) <= INLINE_BYTES:
+        client.call("fs.write", params=dict(params, data=data))
+        return
+    chunks = [data[at:at + ATTACHMENT_BYTES] for at in range(0, len(data), ATTACHMENT_BYTES)]
+    if len(chunks) > 64:
+        raise ValueError("write_file: %d bytes is more than one call carries; use upload()" % len(data))
+    client.call("fs.write", params=params, attachments=chunks)
+
+
+def read_bytes(client: Client, path: str, **params) -> bytes:
+    """fs.read of the sandbox path `path` (absolute; params: offset, length), its streamed chunks joined;
+    SandboxError when the content does not match the agent's sha256."""
+    out = client.call("fs.read", path=path, **params)
+    if "data" in out:
+        data = bytes(out["data"])
+    else:
+        parts = sorted((item["offset"], b"".join(item.get("attachments", []))) for item in out.get("outputs", []))
+        data = b"".join(part for _, part in parts)
+    if hashlib.sha256(data).hexdigest() != out["sha256"]:
+        raise SandboxError("read_file %s: the content does not match its sha256" % path)
+    return data
+
+
 def run_cli(*args: str, timeout: float = 600, stdin: Optional[str] = None, own_session: bool = False) -> dict:
     """Runs `gpubox --json ARGS` (stdin: text fed to it); its JSON answer, or SandboxError with the CLI's message.
     own_session: in a session of its own, out of reach of a Ctrl-C at this process's terminal."""
@@ -276,26 +304,11 @@ class Sandbox:
     def write_file(self, path: str, content: Union[str, bytes], mode: int = 0o644) -> None:
         """Writes a file (atomically; parent directories created). A relative path is under /workspace."""
         data = content.encode() if isinstance(content, str) else bytes(content)
-        params = {"path": sandbox_path(path), "mode": mode, "parents": True, "size": len(data),
-                  "sha256": hashlib.sha256(data).hexdigest()}
-        if len(data) <= INLINE_BYTES:
-            self._require().call("fs.write", params=dict(params, data=data))
-            return
-        chunks = [data[at:at + ATTACHMENT_BYTES] for at in range(0, len(data), ATTACHMENT_BYTES)]
-        if len(chunks) > 64:
-            raise ValueError("write_file: %d bytes is more than one call carries; use upload()" % len(data))
-        self._require().call("fs.write", params=params, attachments=chunks)
+        write_bytes(self._require(), sandbox_path(path), data, mode)
 
     def read_file(self, path: str, binary: bool = False) -> Union[str, bytes]:
         """A file's content: text (UTF-8), or bytes with binary=True. A relative path is under /workspace."""
-        out = self._require().call("fs.read", path=sandbox_path(path))
-        if "data" in out:
-            data = out["data"]
-        else:
-            parts = sorted((item["offset"], b"".join(item.get("attachments", []))) for item in out.get("outputs", []))
-            data = b"".join(part for _, part in parts)
-        if hashlib.sha256(data).hexdigest() != out["sha256"]:
-            raise SandboxError("read_file %s: the content does not match its sha256" % path)
+        data = read_bytes(self._require(), sandbox_path(path))
         return data if binary else data.decode()
 
     def ensure_dir(self, path: str) -> None:

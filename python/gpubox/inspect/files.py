@@ -3,14 +3,13 @@ Python errors Inspect's interface names (blocking: the provider calls them on
 worker threads)."""
 
 import errno
-import hashlib
 import posixpath
 from typing import Union
 
 from inspect_ai.util import OutputLimitExceededError
 
 from ..client import Client, RpcError
-from ..sandbox import ATTACHMENT_BYTES, INLINE_BYTES, WORKSPACE, sandbox_path
+from ..sandbox import WORKSPACE, SandboxError, read_bytes, sandbox_path, write_bytes
 
 __all__ = ["WORKSPACE", "sandbox_path", "read", "write"]
 
@@ -44,18 +43,13 @@ def read(client: Client, file: str, limit: int, limit_text: str) -> bytes:
     if stat["type"] == "file" and stat["size"] > limit:
         raise OutputLimitExceededError(limit_text, None)
     try:
-        out = client.call("fs.read", path=path, length=limit + 1)
+        data = read_bytes(client, path, length=limit + 1)
     except RpcError as error:
         raise _os_error(error, file) from None
-    if "data" in out:
-        data = bytes(out["data"])
-    else:
-        parts = sorted((item["offset"], b"".join(item.get("attachments", []))) for item in out.get("outputs", []))
-        data = b"".join(part for _, part in parts)
+    except SandboxError as error:
+        raise OSError(errno.EIO, str(error), file) from None
     if len(data) > limit:  # it grew after the stat, or it is a symlink to a large file
         raise OutputLimitExceededError(limit_text, None)
-    if hashlib.sha256(data).hexdigest() != out["sha256"]:
-        raise OSError(errno.EIO, "the content read does not match its sha256", file)
     return data
 
 
@@ -66,14 +60,8 @@ def write(client: Client, file: str, contents: Union[str, bytes]) -> None:
     stat = _stat(client, path, file)
     if stat is not None and stat["type"] == "dir":
         raise IsADirectoryError(errno.EISDIR, "Is a directory", file)
-    params = {"path": path, "mode": 0o644, "parents": True, "size": len(data),
-              "sha256": hashlib.sha256(data).hexdigest()}
     try:
-        if len(data) <= INLINE_BYTES:
-            client.call("fs.write", params=dict(params, data=data))
-        else:
-            client.call("fs.write", params=params,
-                        attachments=[data[at:at + ATTACHMENT_BYTES] for at in range(0, len(data), ATTACHMENT_BYTES)])
+        write_bytes(client, path, data)
     except RpcError as error:
         if error.code == "invalid_request" and "not a directory" in error.message:
             raise NotADirectoryError(errno.ENOTDIR, "Not a directory", posixpath.dirname(file)) from None

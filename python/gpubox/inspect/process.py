@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Union
 
 from ..cli_path import find_cli
 from ..client import Client, RpcError
-from ..sandbox import ATTACHMENT_BYTES, INLINE_BYTES
+from ..sandbox import INLINE_BYTES, write_bytes
 from ._cli import run_cli
 from .config import GpuboxSandboxConfig
 
@@ -96,9 +96,7 @@ def run(client: Client, request: ExecRequest) -> ExecOutcome:
 def _argv_through_file(client: Client, argv: List[str]) -> List[str]:
     """An argv for the agent that runs argv, which is too long for one message, from a file."""
     path = "/tmp/.gpubox-inspect-argv-%s" % secrets.token_hex(8)
-    data = b"".join(a.encode() + b"\0" for a in argv)
-    client.call("fs.write", params={"path": path, "mode": 0o600, "size": len(data)},
-                attachments=[data[at:at + ATTACHMENT_BYTES] for at in range(0, len(data), ATTACHMENT_BYTES)])
+    write_bytes(client, path, b"".join(a.encode() + b"\0" for a in argv), mode=0o600, parents=False)
     return ["/bin/bash", "-c", _ARGV_FROM_FILE, path]
 
 
