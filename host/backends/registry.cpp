@@ -1,6 +1,7 @@
 #include "host/backends/registry.h"
 
 #include "host/backends/container/container.h"
+#include "host/backends/kubernetes/kubernetes.h"
 #include "host/backends/local/local.h"
 #include "host/backends/modal/modal.h"
 
@@ -13,6 +14,7 @@ const std::vector<const Backend*>& all_backends() {
       &podman_backend(),
       &docker_backend(),
       &modal_backend(),
+      &kubernetes_backend(),
   };
   return backends;
 }
@@ -38,11 +40,23 @@ Result<const Backend*> backend_named(const std::string& name) {
   return Status(ErrorCode::invalid_request, "'" + name + "' is not available; this build has " + backend_names_text());
 }
 
-Result<const Backend*> control_plane_backend() {
+std::vector<const Backend*> control_plane_backends() {
+  std::vector<const Backend*> planes;
   for (const Backend* backend : all_backends()) {
-    if (backend->control_plane()) return backend;
+    if (backend->control_plane()) planes.push_back(backend);
   }
-  return Status(ErrorCode::invalid_request, "this build has no backend with a control plane (it has " + backend_names_text() + ")");
+  return planes;
+}
+
+Result<const Backend*> control_plane_backend(const std::string& name) {
+  for (const Backend* backend : control_plane_backends()) {
+    if (name.empty() || backend->name() == name) return backend;
+  }
+  if (!name.empty() && find_backend(name)) {
+    return Status(ErrorCode::invalid_request, "--backend " + name + ": its sandboxes run on this host, with no control plane to ask");
+  }
+  return Status(ErrorCode::invalid_request, name.empty() ? "this build has no backend with a control plane (it has " + backend_names_text() + ")"
+                                                         : "--backend: '" + name + "' is not available; this build has " + backend_names_text());
 }
 
 Result<const Backend*> backend_of(const SandboxRecord& record) {

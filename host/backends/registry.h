@@ -20,9 +20,11 @@ const Backend* find_backend(const std::string& name);
 // The backend of that name; invalid_request naming the known ones otherwise
 // ("'kubernetes' is not available; this build has local, podman and docker").
 Result<const Backend*> backend_named(const std::string& name);
-// The first backend whose sandboxes run on a control plane that lists and adopts them (`gpubox ls
-// --remote`, `gpubox adopt`); invalid_request when this build has none.
-Result<const Backend*> control_plane_backend();
+// The backends whose sandboxes run on a control plane that lists and adopts them (`gpubox ls
+// --remote`, `gpubox adopt`), in registration order.
+std::vector<const Backend*> control_plane_backends();
+// The one named so ("": the first of them); invalid_request when it has no control plane or this build none.
+Result<const Backend*> control_plane_backend(const std::string& name = "");
 // The backend a record was created with; invalid_request as above, prefixed by the sandbox's id.
 Result<const Backend*> backend_of(const SandboxRecord& record);
 // "local, podman and docker": every name, in registration order.

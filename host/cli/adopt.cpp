@@ -1,8 +1,7 @@
-// `gpubox adopt REMOTE_ID --keys FILE [--server-key KEY] [--name NAME] [--app NAME]`: a
-// sandbox of a control plane (control_plane_backend()) created elsewhere (another host, or
-// this one before its store was lost) becomes a record of this store, reached with the keys
+// `gpubox adopt REMOTE_ID --keys FILE [--backend NAME] [--server-key KEY] [--name NAME] [--app NAME]`:
+// a sandbox of a control plane (Modal's, a Kubernetes cluster's) created elsewhere (another host,
+// or this one before its store was lost) becomes a record of this store, reached with the keys
 // it was created with.
-#include <cctype>
 #include <fstream>
 #include <iostream>
 
@@ -13,36 +12,48 @@ namespace gpubox::host::cli {
 
 namespace {
 
-// "remote_id" -> "REMOTE_ID": a key as the name of an argument.
-std::string upper(std::string key) {
-  for (char& c : key) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return key;
+// The control plane a remote id belongs to: --backend's, else the one whose ids begin as it does.
+Result<const Backend*> plane_of(const Args& args) {
+  if (auto name = args.last("--backend")) return control_plane_backend(*name);
+  for (const Backend* backend : control_plane_backends()) {
+    const ControlPlane* plane = backend->control_plane();
+    if (plane && !args.positional.empty() && args.positional[0].rfind(plane->id_prefix, 0) == 0) return backend;
+  }
+  return control_plane_backend();
 }
 
 }  // namespace
 
 std::optional<HelpLine> adopt_help(const std::vector<const Backend*>& backends) {
+  std::string planes, docs;
   for (const Backend* backend : backends) {
     if (const ControlPlane* plane = backend->control_plane()) {
-      return HelpLine{"adopt " + upper(plane->id_key) + " --keys FILE",
-                      "record a " + plane->name + " sandbox created elsewhere (gpubox adopt --help, " + plane->doc + ")"};
+      planes += (planes.empty() ? "" : " or ") + plane->name;
+      docs += (docs.empty() ? "" : ", ") + plane->doc;
     }
   }
-  return std::nullopt;
+  if (planes.empty()) return std::nullopt;
+  return HelpLine{"adopt REMOTE_ID --keys FILE", "record a " + planes + " sandbox created elsewhere (gpubox adopt --help, " + docs + ")"};
 }
 
 int run_adopt(const std::vector<std::string>& raw, const Global& global) {
-  auto backend = control_plane_backend();
-  if (!backend) return fail("adopt", backend.status(), kExitUsage);
-  const ControlPlane& plane = *(*backend)->control_plane();
+  std::string ids;
+  for (const Backend* backend : control_plane_backends()) {
+    if (const ControlPlane* plane = backend->control_plane()) ids += (ids.empty() ? "" : ", ") + plane->name + "'s " + plane->id_prefix + "...";
+  }
   const std::string kUsage =
-      "usage: gpubox adopt " + upper(plane.id_key) + " --keys FILE [--server-key KEY] [--name NAME] [--app NAME] [--json]\n"
+      "usage: gpubox adopt REMOTE_ID --keys FILE [--backend NAME] [--server-key KEY] [--name NAME] [--app NAME] [--json]\n"
+      "  REMOTE_ID: " + ids + " (--backend picks the control plane; else the id's beginning does).\n"
+      "  --app: the Modal app, or the Kubernetes namespace (--namespace too; default: default).\n"
       "  FILE: the client's key pair as gpubox keeps it (STORE/sandboxes/ID/client_keys.json:\n"
       "  {\"public_key\", \"secret_key\"}), with the agent's public key as \"server_key\" in it or as\n"
       "  --server-key (the record's spec.server_key). Prints the new sandbox id.\n";
-  auto args = parse_args(raw, {"--keys", "--server-key", "--name", "--app"}, {});
+  auto args = parse_args(raw, {"--keys", "--server-key", "--name", "--app", "--namespace", "--backend"}, {});
   if (!args) return fail_usage("adopt", args.status());
   if (args->flag("--help")) return show_usage(kUsage.c_str());
+  auto backend = plane_of(*args);
+  if (!backend) return fail("adopt", backend.status(), kExitUsage);
+  const ControlPlane& plane = *(*backend)->control_plane();
   if (args->positional.size() != 1 || args->positional[0].rfind(plane.id_prefix, 0) != 0) {
     return fail_usage("adopt", "expected one " + plane.name + " sandbox id (" + plane.id_prefix + "...)");
   }
@@ -62,7 +73,7 @@ int run_adopt(const std::vector<std::string>& raw, const Global& global) {
   auto store = SandboxStore::open_default();
   if (!store) return fail("adopt", store.status(), kExitUsage);
   auto adopted = (*backend)->adopt(*store, {args->positional[0], client, server_key, args->last("--name").value_or(""),
-                                            args->last("--app").value_or("gpubox")});
+                                            args->last("--namespace").value_or(args->last("--app").value_or(""))});
   if (!adopted) return fail("adopt", adopted.status(), exit_code_for(adopted.status()));
   if (global.json || args->flag("--json")) {
     std::cout << nlohmann::json{{"id", adopted->id}, {"name", adopted->name}, {"backend", (*backend)->name()},

@@ -57,10 +57,10 @@ std::string upper_words(std::string key) {
 
 // `gpubox ls --remote`: what the control plane runs in the app, by gpubox's tag, beside the local records.
 int list_remote(const Args& args, const Global& global, const SandboxStore& store) {
-  auto backend = control_plane_backend();
+  auto backend = control_plane_backend(args.last("--backend").value_or(""));
   if (!backend) return fail("ls", backend.status(), kExitUsage);
   const ControlPlane& plane = *(*backend)->control_plane();
-  auto listed = (*backend)->list_remote(args.last("--app").value_or("gpubox"));
+  auto listed = (*backend)->list_remote(args.last("--namespace").value_or(args.last("--app").value_or("")));
   if (!listed) return fail("ls", listed.status(), exit_code_for(listed.status()));
   std::map<std::string, std::string> known;
   for (const auto& record : store.list()) {
@@ -98,15 +98,15 @@ std::string own_end_labels() {
 }  // namespace
 
 int run_ls(const std::vector<std::string>& raw, const Global& global) {
-  auto plane = control_plane_backend();
+  auto default_plane = control_plane_backend();
   const std::string kUsage =
-      "usage: gpubox ls [--json] [--remote [--app NAME]]\n"
+      "usage: gpubox ls [--json] [--remote [--backend NAME] [--app NAME]]\n"
       "  STATE is creating, running, or dead with how it ended (terminated, shut down, idle timeout,\n"
       "  lease expired, deadline, command ended, out of memory, agent crashed" + own_end_labels() + ").\n" +
-      (plane ? "  --remote: the " + (*plane)->control_plane()->name +
-                   " app's running sandboxes that gpubox started (by their gpubox.sandbox tag).\n"
+      (default_plane ? "  --remote: the sandboxes gpubox started that a control plane runs: --backend's (default " + (*default_plane)->name() +
+                   "), in --app (the Modal app, or the Kubernetes namespace: --namespace too).\n"
              : std::string());
-  auto args = parse_args(raw, {"--app"}, {"--remote"});
+  auto args = parse_args(raw, {"--app", "--namespace", "--backend"}, {"--remote"});
   if (!args) return fail_usage("ls", args.status());
   if (args->flag("--help")) return show_usage(kUsage.c_str());
   if (!args->positional.empty()) return fail_usage("ls", "unexpected argument '" + args->positional[0] + "'");

@@ -23,6 +23,8 @@ _MODAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")   # apps and Volu
 _MODAL_GPU = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")          # H100, A100-80GB, any (the count is gpu_count)
 MODAL_MAX_TIMEOUT = 86400   # Modal's container timeout is 1 s to 24 h
 MODAL_MAX_GPUS = 8
+KUBERNETES_OPTIONS = ("namespace", "context", "queue", "warm_pool")   # SandboxConfig.kubernetes: create's --FLAGs
+_KUBERNETES_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")   # a PersistentVolumeClaim's name
 _MEMORY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*\Z", re.IGNORECASE)
 
 
@@ -289,6 +291,7 @@ class SandboxConfig:
     network: bool = False              # outbound network, asked for by name; packages by name and remote repos need it
     execution_mode: Optional[object] = None  # Seer's; accepted and unused (every gpubox sandbox has all modes)
     modal_app: Optional[str] = None    # modal: the Modal app the sandbox belongs to (None: "gpubox")
+    kubernetes: Optional[Dict[str, str]] = None  # kubernetes: namespace, context, queue, warm_pool (docs/kubernetes.md)
     budget: Optional[str] = None       # the budget that holds its cost first (None: the default one, if set;
                                        # "none": no budget); past its ceiling start() raises BudgetExceeded
 
@@ -359,6 +362,8 @@ class SandboxConfig:
         traits.checks(self)
         if not traits.takes_app and self.modal_app is not None:
             _fail(S + "modal_app", "only with backend 'modal'")
+        if self.kubernetes is not None and self.backend != "kubernetes":
+            _fail(S + "kubernetes", "only with backend 'kubernetes'")
         if self.budget is not None and (not isinstance(self.budget, str) or not _MODAL_NAME.match(self.budget)):
             _fail(S + "budget", "expected a budget's name (gpubox budget lists them) or 'none', got %r" % (self.budget,))
 
@@ -396,6 +401,25 @@ class SandboxConfig:
                       "A-Z a-z 0-9 . _ -; created when missing) mounted read-write, got %r" % (name,))
         if self.modal_app is not None and (not isinstance(self.modal_app, str) or not _MODAL_NAME.match(self.modal_app)):
             _fail(S + "modal_app", "expected a Modal app name (1-64 of A-Z a-z 0-9 . _ -), got %r" % (self.modal_app,))
+
+    def _check_kubernetes(self):
+        """What gpubox on Kubernetes refuses, named by field."""
+        S = "SandboxConfig."
+        options = self.kubernetes or {}
+        if not isinstance(options, dict) or not all(isinstance(v, str) and v for v in options.values()):
+            _fail(S + "kubernetes", "expected a dict of option to a non-empty string, got %r" % (options,))
+        unknown = sorted(set(options) - set(KUBERNETES_OPTIONS))
+        if unknown:
+            _fail(S + "kubernetes", "unknown option %s (expected %s)" % (", ".join(unknown), ", ".join(KUBERNETES_OPTIONS)))
+        if self.gpu is not None and not 1 <= self.gpu_count <= 64:
+            _fail(S + "gpu_count", "1 to 64 nvidia.com/gpu, got %r" % (self.gpu_count,))
+        if self.models or any(repo.is_local for repo in self.repos):
+            _fail(S + ("models" if self.models else "repos"), "backend 'kubernetes' cannot mount this machine's files; "
+                  "keep them on a PersistentVolumeClaim (volumes={'/weights': 'CLAIM'})")
+        for target, name in self.volumes.items():
+            if not _KUBERNETES_NAME.match(name) or target.startswith("/run/gpubox"):
+                _fail("%svolumes[%r]" % (S, target), "with backend 'kubernetes', the name of a PersistentVolumeClaim "
+                      "of the namespace, got %r" % (name,))
 
     def needs_network(self) -> List[str]:
         """What needs the network (packages by name, remote repos); empty when nothing does."""

@@ -67,16 +67,19 @@ def plan_create(config: SandboxConfig, name: Optional[str] = None) -> CreatePlan
     if config.idle_timeout:
         args += ["--idle-timeout", repr(float(config.idle_timeout))]
     traits = backends.backend(config.backend)
-    args += ["--network", traits.open_network if config.network else "none"]
+    if traits.open_network:
+        args += ["--network", traits.open_network if config.network else "none"]
     if config.modal_app:
         args += ["--app", config.modal_app]
+    for key, value in sorted((config.kubernetes or {}).items()):
+        args += ["--" + key.replace("_", "-"), value]
     if config.budget:
         args += ["--budget", config.budget]
     args += _gpu_flag(config)
     for secret in config.secrets:  # the CLI reads the value from its environment, which is ours
         args += ["--secret", secret]
     for target, source in sorted(config.volumes.items()):
-        if traits.volumes_by_name:  # a Modal Volume by name
+        if traits.volumes_by_name:  # a Modal Volume, or a PersistentVolumeClaim, by name
             args += ["--volume", "%s:%s" % (source, target)]
             continue
         read_only = source.endswith(":ro")

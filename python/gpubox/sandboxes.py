@@ -49,8 +49,9 @@ def sandboxes() -> List[dict]:
         pid = record.get("agent_pid", 0)
         spec = record.get("spec", {})
         traits = backends.backend(record.get("backend", ""))
-        if traits and traits.state_from_control_plane:  # no host process: what Modal said last (`gpubox ls` asks it)
-            record["state"] = "dead" if "modal_ended" in spec else "running" if spec.get("modal_id") else "creating"
+        if traits and traits.control_plane_id:  # no host process: what the control plane said last (`gpubox ls` asks it)
+            ended = traits.control_plane_id[:-len("_id")] + "_ended"
+            record["state"] = "dead" if ended in spec else "running" if spec.get(traits.control_plane_id) else "creating"
         else:
             record["state"] = ("creating" if pid <= 0 else
                                "running" if _alive(pid, record.get("agent_start_time", -1)) else "dead")

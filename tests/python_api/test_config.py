@@ -323,6 +323,7 @@ class PackagingTest(unittest.TestCase):
             self.assertLessEqual(modules, names)
             requires = sorted(l.split(":", 1)[1].strip() for l in metadata.splitlines() if l.startswith("Requires-Dist:"))
             self.assertEqual(requires, ["inspect-ai (>=0.3.285) ; extra == 'inspect'",
+                                        "kubernetes (>=37) ; extra == 'kubernetes'",
                                         "modal (<1.7,>=1.6) ; extra == 'modal'", "msgpack (>=1.0)",
                                         "numpy ; extra == 'numpy'", "pydantic (>=2) ; extra == 'inspect'",
                                         "pyzmq (>=23)", "torch ; extra == 'torch'"])

@@ -165,7 +165,8 @@ class ModalBackend final : public Backend {
   AgentLogSource agent_log_source(const SandboxRecord&) const override { return AgentLogSource::through_agent; }
 
   Result<SandboxRecord> adopt(SandboxStore& store, const AdoptRequest& request) const override {
-    return adopt_modal_sandbox(store, request.remote_id, request.client_keys, request.server_key, request.name, request.app);
+    return adopt_modal_sandbox(store, request.remote_id, request.client_keys, request.server_key, request.name,
+                               request.app.empty() ? "gpubox" : request.app);
   }
 
   std::vector<InfoLine> describe(const SandboxRecord& record, const nlohmann::json&) const override {

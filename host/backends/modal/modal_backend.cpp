@@ -2,38 +2,14 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include "host/backends/backend.h"
-#include "host/program_run.h"
+#include "host/backends/python_module.h"
 #include "host/sandbox_keys.h"
 #include "rpc/client.h"
 #include "rpc/keys.h"
 
 namespace gpubox::host {
 namespace {
-
-// The checkout's python, when this CLI runs from its build/bin: the
-// module is found there without installing the package.
-std::string checkout_python_dir() {
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "";
-  std::string exe(self, static_cast<size_t>(n));
-  std::string dir = exe.substr(0, exe.rfind('/')) + "/../../python";
-  return ::access((dir + "/gpubox/modal_backend.py").c_str(), R_OK) == 0 ? dir : "";
-}
-
-void add_checkout_to_python_path() {
-  static bool done = false;
-  if (done) return;
-  done = true;
-  std::string dir = checkout_python_dir();
-  if (dir.empty()) return;
-  const char* current = std::getenv("PYTHONPATH");
-  std::string value = current && *current ? std::string(current) + ":" + dir : dir;
-  ::setenv("PYTHONPATH", value.c_str(), 1);
-}
 
 nlohmann::json create_request(const ModalSandboxSpec& spec, const SandboxRecord& record, const nlohmann::json& config,
                               const std::string& server_public, const rpc::KeyPair& client_keys) {
@@ -66,42 +42,10 @@ nlohmann::json create_request(const ModalSandboxSpec& spec, const SandboxRecord&
 
 std::string modal_state_dir(const std::string& id) { return std::string(kSandboxStateDir) + "/" + id; }
 
-std::string modal_python() {
-  const char* given = std::getenv("GPUBOX_PYTHON");
-  return given && *given ? given : "python3";
-}
-
 Result<nlohmann::json> modal_call(const std::string& command, const nlohmann::json& request,
                                   std::chrono::milliseconds timeout) {
-  add_checkout_to_python_path();
-  std::string python = modal_python();
-  std::string input = request.dump();
-  auto ran = run_program(python, {"-m", "gpubox.modal_backend", command}, timeout, &input);
-  if (!ran) {
-    if (ran.status().code() == ErrorCode::invalid_request) {
-      return Status(ErrorCode::invalid_request, "--backend modal needs Python with Modal's SDK: '" + python +
-                                                    "' was not found (set GPUBOX_PYTHON)");
-    }
-    return ran.status();
-  }
-  std::string line = ran->out;
-  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
-  line = line.substr(line.rfind('\n') == std::string::npos ? 0 : line.rfind('\n') + 1);
-  auto result = nlohmann::json::parse(line, nullptr, false);
-  if (!result.is_object()) {
-    std::string why = ran->error_line();
-    if (why.find("ModuleNotFoundError") != std::string::npos) {  // gpubox or its pyzmq/msgpack
-      return Status(ErrorCode::invalid_request, "--backend modal: " + python + " cannot run the Modal backend (" + why +
-                                                    "): pip install 'gpubox[modal]', or set GPUBOX_PYTHON to a Python that has it");
-    }
-    return Status(ErrorCode::internal, "the Modal backend (" + python + " -m gpubox.modal_backend " + command + ") failed: " + why);
-  }
-  if (result.contains("error")) {
-    const auto& error = result["error"];
-    std::string message = error.value("message", "failed");
-    return Status(error.value("code", "") == "usage" ? ErrorCode::invalid_request : ErrorCode::unavailable, message);
-  }
-  return result;
+  static const PythonModule kModule{"gpubox.modal_backend", "modal", "Modal's SDK", "pip install 'gpubox[modal]'"};
+  return call_python_module(kModule, command, request, timeout);
 }
 
 Result<SandboxRecord> create_modal_sandbox(SandboxStore& store, const ModalSandboxSpec& spec) {

@@ -1,9 +1,8 @@
 // The Modal backend: a sandbox is a Modal Sandbox whose PID 1 is the static
 // agent, reached through one raw TCP tunnel secured by CURVE. The Modal steps
 // (create, terminate, state, remote list) run in Python through Modal's own
-// SDK: `PYTHON -m gpubox.modal_backend CMD` (python/gpubox/modal_backend.py)
-// with the request as JSON on its stdin, so the agent's config and keys are in
-// no argv; PYTHON is $GPUBOX_PYTHON, else python3 on PATH. Everything after
+// SDK: `PYTHON -m gpubox.modal_backend CMD` (python/gpubox/modal_backend.py,
+// run as host/backends/python_module.h says). Everything after
 // create goes through the agent's RPC port, as for every backend. One
 // thread; forks.
 #pragma once
@@ -54,9 +53,6 @@ struct ModalSandboxSpec {
 // The Modal flags of `gpubox create` (--app, --image, --gpu, --region, --volume, --modal-secret, --tag,
 // --network, --ready-timeout) into *spec; invalid_request naming the flag, also for one given without modal.
 Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec);
-
-// The Python that runs the module: $GPUBOX_PYTHON, else "python3".
-std::string modal_python();
 
 // The agent's state dir in the Modal sandbox of gpubox id `id` (spec.state_dir): /run/gpubox/ID.
 std::string modal_state_dir(const std::string& id);
