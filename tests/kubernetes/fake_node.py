@@ -18,8 +18,8 @@ The status is the kubelet's: Running and Ready (once a readiness probe's port
 answers, if it has one), then Succeeded or Failed with the exit code when the
 container ends (restarted instead under restartPolicy Always, or OnFailure
 with a non-zero code). A Pod being deleted has its container removed (after
-up to 5 s of SIGTERM) and is then deleted for good, as the kubelet confirms
-a graceful deletion."""
+up to 5 s of SIGTERM, in a thread of its own) and is then deleted for good, as
+the kubelet confirms a graceful deletion."""
 
 import base64
 import json
@@ -28,6 +28,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 
 from agent_sandbox import find_condition, timestamp
 
@@ -85,12 +86,13 @@ class FakeNode:
         self.containers = {}  # pod uid -> Container
         self.failed = {}  # pod uid -> why its container could not be made (not retried)
         self.written = {}  # pod uid -> the status this node last wrote, as compared
+        self.stopping = set()  # uids of the Pods whose graceful deletion a thread is finishing
 
     # --- the pass ---
 
     def sync(self, pods):
         live = {p["metadata"]["uid"]: p for p in pods}
-        for uid in [u for u in self.containers if u not in live]:
+        for uid in [u for u in list(self.containers) if u not in live and u not in self.stopping]:
             self.remove(self.containers[uid], "its Pod is gone")
         for table in (self.failed, self.written):
             for uid in [u for u in table if u not in live]:
@@ -106,11 +108,10 @@ class FakeNode:
         meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         if meta.get("deletionTimestamp"):
-            if uid in self.containers:
+            if uid not in self.stopping:
+                self.stopping.add(uid)
                 grace = min(int(meta.get("deletionGracePeriodSeconds") or 0), 5)
-                self.remove(self.containers[uid], "its Pod is being deleted", grace)
-            self.core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
-            self.log("pod %s/%s: deleted (graceful deletion confirmed)" % (ns, name))
+                threading.Thread(target=self.finish_deletion, args=(ns, name, uid, grace), daemon=True).start()
             return
         if status.get("phase") in ("Succeeded", "Failed"):
             return
@@ -180,7 +181,7 @@ class FakeNode:
 
     def free_ip(self):
         out = podman("ps", "--all", "--filter", "label=%s=1" % LABEL, "--format", "{{index .Labels \"%s\"}}" % IP_LABEL)
-        used = set(out.stdout.split()) | {c.ip for c in self.containers.values()}
+        used = set(out.stdout.split()) | {c.ip for c in list(self.containers.values())}
         for x in range(0, 256):
             for y in range(2, 255):
                 ip = "127.77.%d.%d" % (x, y)
@@ -301,10 +302,26 @@ class FakeNode:
         self.log("pod %s/%s: container %s started at %s" % (ns, name, container.name, container.ip))
         return container
 
+    def finish_deletion(self, ns, name, uid, grace):
+        """A graceful deletion, beside the passes: the container stopped (SIGTERM, then SIGKILL after
+        grace seconds), then the Pod deleted for good."""
+        try:
+            container = self.containers.get(uid)
+            if container is not None:
+                self.remove(container, "its Pod is being deleted", grace)
+            try:
+                self.core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+                self.log("pod %s/%s: deleted (graceful deletion confirmed)" % (ns, name))
+            except Exception as e:
+                if getattr(e, "status", None) != 404:
+                    self.log("pod %s/%s: could not confirm its deletion: %s" % (ns, name, e))
+        finally:
+            self.stopping.discard(uid)
+
     def remove(self, container, why, grace=0):
         podman("rm", "--force", "--time", str(grace), container.name, timeout=grace + 60)
         shutil.rmtree(container.pod_dir, ignore_errors=True)
-        self.containers.pop(container.uid, None)
+        self.containers.pop(container.uid, None)  # dict operations are atomic: no lock beside the threads
         self.log("pod %s/%s: container %s removed (%s)" % (container.namespace, container.pod, container.name, why))
 
     def remove_all(self):

@@ -80,6 +80,26 @@ class ClusterTest(unittest.TestCase):
     def container(self, pod):
         return "%s-%s-%s-%s" % (fake_node.LABEL, self.cluster.run_id, self.ns, pod)
 
+    def template_and_pool(self, replicas):
+        self.create("sandboxtemplates", {"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxTemplate",
+                                         "metadata": {"name": "tmpl"},
+                                         "spec": {"podTemplate": {"spec": busybox("exec sleep 600")}}},
+                    a.EXTENSIONS_GROUP)
+        self.create("sandboxwarmpools", {"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
+                                         "metadata": {"name": "pool"},
+                                         "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": "tmpl"}}},
+                    a.EXTENSIONS_GROUP)
+
+    def claim(self, name):
+        return self.create("sandboxclaims", {"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim",
+                                             "metadata": {"name": name}, "spec": {"warmPoolRef": {"name": "pool"}}},
+                           a.EXTENSIONS_GROUP)
+
+    def claim_ready(self, name):
+        c = self.get("sandboxclaims", name, a.EXTENSIONS_GROUP)
+        ready = a.find_condition((c.get("status") or {}).get("conditions"), "Ready")
+        return c if ready and ready["status"] == "True" else None
+
     # --- tests ---
 
     def test_sandbox_with_secret_volume_runs_and_is_reachable(self):
@@ -166,14 +186,7 @@ class ClusterTest(unittest.TestCase):
         self.assertIn(self.container("queued"), self.cluster.containers())
 
     def test_warm_pool_and_claim(self):
-        self.create("sandboxtemplates", {"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxTemplate",
-                                         "metadata": {"name": "tmpl"},
-                                         "spec": {"podTemplate": {"spec": busybox("exec sleep 600")}}},
-                    a.EXTENSIONS_GROUP)
-        self.create("sandboxwarmpools", {"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
-                                         "metadata": {"name": "pool"},
-                                         "spec": {"replicas": 1, "sandboxTemplateRef": {"name": "tmpl"}}},
-                    a.EXTENSIONS_GROUP)
+        self.template_and_pool(replicas=1)
 
         def pool_ready():
             pool = self.get("sandboxwarmpools", "pool", a.EXTENSIONS_GROUP)
@@ -186,16 +199,8 @@ class ClusterTest(unittest.TestCase):
         warm_name = warm[0]["metadata"]["name"]
         self.assertTrue(warm_name.startswith("pool-"), warm_name)
 
-        claim = self.create("sandboxclaims", {"apiVersion": "extensions.agents.x-k8s.io/v1beta1",
-                                              "kind": "SandboxClaim", "metadata": {"name": "mine"},
-                                              "spec": {"warmPoolRef": {"name": "pool"}}}, a.EXTENSIONS_GROUP)
-
-        def claim_ready():
-            c = self.get("sandboxclaims", "mine", a.EXTENSIONS_GROUP)
-            ready = a.find_condition((c.get("status") or {}).get("conditions"), "Ready")
-            return c if ready and ready["status"] == "True" else None
-
-        c = self.cluster.wait("the claim to be ready", claim_ready)
+        claim = self.claim("mine")
+        c = self.cluster.wait("the claim to be ready", lambda: self.claim_ready("mine"))
         self.assertEqual(c["status"]["sandbox"]["name"], warm_name)
         self.assertEqual(c["metadata"]["annotations"][a.ASSIGNED_SANDBOX_ANNOTATION], warm_name)
         adopted = self.get("sandboxes", warm_name)
@@ -217,6 +222,37 @@ class ClusterTest(unittest.TestCase):
         self.custom.delete_namespaced_custom_object(a.EXTENSIONS_GROUP, a.VERSION, self.ns, "sandboxclaims", "mine")
         self.cluster.wait("the claimed sandbox to go", lambda: self.get("sandboxes", warm_name) is None
                           and self.container(warm_name) not in self.cluster.containers(), 30)
+
+    def test_claim_without_warm_sandbox_gets_cold_one(self):
+        self.template_and_pool(replicas=0)
+        claim = self.claim("cold")
+        self.cluster.wait("the claim to be ready", lambda: self.claim_ready("cold"))
+        made = self.get("sandboxes", "cold")
+        self.assertEqual(made["metadata"]["labels"][a.LAUNCH_TYPE_LABEL], "cold")
+        self.assertEqual(made["metadata"]["ownerReferences"][0]["uid"], claim["metadata"]["uid"])
+        self.assertEqual(made["spec"]["podTemplate"]["spec"]["automountServiceAccountToken"], False)
+
+    def test_persistent_volume_claim_must_exist_and_outlives_pods(self):
+        pod = busybox("echo kept > /data/file; exec sleep 600", volumeMounts=[{"name": "d", "mountPath": "/data"}])
+        pod["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+        self.create("sandboxes", sandbox("first", pod))
+        scheduled = self.cluster.wait("PodScheduled False", lambda: (lambda c: c if c and c["status"] == "False"
+                                      else None)(a.find_condition((self.get("sandboxes", "first").get("status") or {})
+                                                                  .get("conditions"), "PodScheduled")))
+        self.assertEqual(scheduled["reason"], "Unschedulable")
+        self.assertIn('persistentvolumeclaim "data" not found', scheduled["message"])
+        self.core.create_namespaced_persistent_volume_claim(self.ns, {
+            "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+        self.ready_sandbox("first")
+        self.custom.delete_namespaced_custom_object(a.GROUP, a.VERSION, self.ns, "sandboxes", "first")
+        self.cluster.wait("the first pod to go", lambda: "Pod/first" not in self.cluster.objects(self.ns))
+        again = busybox("exec sleep 600", volumeMounts=pod["containers"][0]["volumeMounts"])
+        again["volumes"] = pod["volumes"]
+        self.create("sandboxes", sandbox("second", again))
+        self.ready_sandbox("second")
+        out = fake_node.podman("exec", self.container("second"), "/bin/busybox", "cat", "/data/file")
+        self.assertEqual(out.stdout, "kept\n")
 
 
 if __name__ == "__main__":
