@@ -7,9 +7,12 @@ is bound to the node; otherwise it stays Pending with PodScheduled False,
 Unschedulable, saying why. A bound Pod runs its first container as the podman
 container gpubox-k8s-test-<run>-<namespace>-<name> (labels gpubox-k8s-test=1
 and gpubox-k8s-test.run=<run>): image (never pulled), command as the
-entrypoint, args, env (name/value), limits as --cpus/--memory, and volumes as
+entrypoint, args, env (name/value), limits as --cpus/--memory (no swap), the
+securityContext (seccomp Unconfined, capabilities, privileged, no privilege
+escalation, read-only root, runAsUser/runAsGroup), and volumes as
 host directories: secret and configMap data in a fresh 0700 directory (files
-0400 unless the volume says a mode) mounted read-only, emptyDir a fresh
+0400 unless the volume says a mode; owned by runAsUser where one is set)
+mounted read-only, emptyDir a fresh
 directory, persistentVolumeClaim one directory per (namespace, claim) that
 outlives the Pod, hostPath the path itself. Its pod IP is a loopback address
 127.77.X.Y of its own, with every containerPort P published at IP:P, so the
@@ -57,6 +60,30 @@ def memory_bytes(quantity):
         if text.endswith(suffix):
             return int(float(text[:-len(suffix)]) * units[suffix])
     return int(float(text))
+
+
+def security_arguments(pod_context, context):
+    """podman's flags for a container's securityContext over its Pod's."""
+    merged = dict(pod_context, **context)
+    args = []
+    if (merged.get("seccompProfile") or {}).get("type") == "Unconfined":
+        args += ["--security-opt", "seccomp=unconfined"]
+    for cap in (context.get("capabilities") or {}).get("add") or []:
+        args += ["--cap-add", cap]
+    for cap in (context.get("capabilities") or {}).get("drop") or []:
+        args += ["--cap-drop", cap]
+    if context.get("privileged"):
+        args.append("--privileged")
+    if context.get("allowPrivilegeEscalation") is False:
+        args += ["--security-opt", "no-new-privileges"]
+    if context.get("readOnlyRootFilesystem"):
+        args.append("--read-only")
+    if merged.get("runAsUser") is not None:
+        user = str(merged["runAsUser"])
+        if merged.get("runAsGroup") is not None:
+            user += ":%d" % merged["runAsGroup"]
+        args += ["--user", user]
+    return args
 
 
 class Container:
@@ -227,6 +254,12 @@ class FakeNode:
                     with open(target, "wb") as f:
                         f.write(data[item["key"]])
                     os.chmod(target, item.get("mode") or source.get("defaultMode") or 0o400)
+                # Whoever the container runs as reads them (the kubelet's fsGroup ownership, simplified).
+                owner = self.run_as(pod)
+                if owner:
+                    for where, _, files in os.walk(path):
+                        for entry in [where] + [os.path.join(where, f) for f in files]:
+                            os.chown(entry, *owner)
                 dirs[vname] = (path, True)
             elif "persistentVolumeClaim" in volume:
                 claim = volume["persistentVolumeClaim"]["claimName"]
@@ -243,6 +276,15 @@ class FakeNode:
             else:
                 self.log("pod %s/%s: volume %s of an unsupported kind, not mounted" % (ns, pod["metadata"]["name"], vname))
         return dirs
+
+    @staticmethod
+    def run_as(pod):
+        """(uid, gid) the first container runs as when its securityContext says, else None."""
+        merged = dict(pod["spec"].get("securityContext") or {}, **(pod["spec"]["containers"][0].get("securityContext") or {}))
+        if merged.get("runAsUser") is None:
+            return None
+        gid = merged.get("fsGroup", merged.get("runAsGroup"))
+        return int(merged["runAsUser"]), int(gid) if gid is not None else -1
 
     def start(self, pod):
         ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
@@ -276,8 +318,9 @@ class FakeNode:
         limits = (c.get("resources") or {}).get("limits") or {}
         if "cpu" in limits:
             args.append("--cpus=%g" % cpus(limits["cpu"]))
-        if "memory" in limits:
-            args.append("--memory=%d" % memory_bytes(limits["memory"]))
+        if "memory" in limits:  # no swap, as on a node
+            args += ["--memory=%d" % memory_bytes(limits["memory"]), "--memory-swap=%d" % memory_bytes(limits["memory"])]
+        args += security_arguments(spec.get("securityContext") or {}, c.get("securityContext") or {})
         for p in c.get("ports") or []:
             args += ["--publish", "%s:%d:%d/%s" % (container.ip, p["containerPort"], p["containerPort"],
                                                    (p.get("protocol") or "TCP").lower())]

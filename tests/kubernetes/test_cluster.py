@@ -107,7 +107,8 @@ class ClusterTest(unittest.TestCase):
         pod = busybox("exec httpd -f -p 7000 -h /keys", ports=[{"containerPort": 7000}],
                       volumeMounts=[{"name": "keys", "mountPath": "/keys"}],
                       resources={"limits": {"cpu": "500m", "memory": "64Mi", "nvidia.com/gpu": "1"}})
-        pod["volumes"] = [{"name": "keys", "secret": {"secretName": "keys", "defaultMode": 0o444}}]
+        pod["volumes"] = [{"name": "keys", "secret": {"secretName": "keys"}}]
+        pod["securityContext"] = {"runAsUser": 1000}  # the 0700 directory and 0400 file are this user's
         made = self.create("sandboxes", sandbox("sb", pod, labels={"app": "gpubox"}))
         status = self.ready_sandbox("sb")["status"]
         ip = status["podIPs"][0]
