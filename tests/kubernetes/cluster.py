@@ -18,6 +18,7 @@ kube-apiserver.log and work_dir/controller.log. stop() ends the controller
 (which removes its podman containers) and then the API server."""
 
 import glob
+import json
 import os
 import shutil
 import signal
@@ -218,8 +219,8 @@ class TestCluster:
     def containers(self):
         """This cluster's podman containers: name -> state (running, exited, ...)."""
         out = fake_node.podman("ps", "--all", "--filter", "label=%s=%s" % (fake_node.RUN_LABEL, self.run_id),
-                               "--format", "{{.Names}} {{.State}}")
-        return dict(line.split(None, 1) for line in out.stdout.splitlines() if line.strip())
+                               "--format", "json")
+        return {c["Names"][0]: c["State"] for c in json.loads(out.stdout or "[]")}
 
     def objects(self, namespace):
         """Every object of the kinds gpubox may create in namespace, as "Kind/name" (service-account tokens aside)."""

@@ -79,7 +79,12 @@ class Controller:
         return json.loads(call(_preload_content=False).data)["items"]
 
     def list_custom(self, kind):
-        return self.custom.list_cluster_custom_object(*kind)["items"]
+        try:
+            return self.custom.list_cluster_custom_object(*kind)["items"]
+        except client.ApiException as e:
+            if not_found(e):  # a cluster started without the CRDs
+                return []
+            raise
 
     def create_custom(self, kind, obj):
         return self.custom.create_namespaced_custom_object(*kind[:2], obj["metadata"]["namespace"], kind[2], obj)

@@ -109,13 +109,15 @@ class ClusterTest(unittest.TestCase):
                       resources={"limits": {"cpu": "500m", "memory": "64Mi", "nvidia.com/gpu": "1"}})
         pod["volumes"] = [{"name": "keys", "secret": {"secretName": "keys"}}]
         pod["securityContext"] = {"runAsUser": 1000}  # the 0700 directory and 0400 file are this user's
-        made = self.create("sandboxes", sandbox("sb", pod, labels={"app": "gpubox"}))
+        made = self.create("sandboxes", sandbox("sb", pod, labels={"app": "gpubox"}, service=True))
         status = self.ready_sandbox("sb")["status"]
         ip = status["podIPs"][0]
         self.assertTrue(ip.startswith("127.77."), ip)
         self.assertEqual(status["selector"], a.NAME_HASH_LABEL + "=" + a.name_hash("sb"))
         ready = a.find_condition(status["conditions"], "Ready")
-        self.assertEqual((ready["reason"], ready["message"]), ("DependenciesReady", "Pod is Ready"))
+        self.assertEqual((ready["reason"], ready["message"]), ("DependenciesReady", "Pod is Ready; Service Exists"))
+        self.assertEqual((status["service"], status["serviceFQDN"]), ("sb", "sb.%s.svc.cluster.local" % self.ns))
+        self.assertEqual(self.core.read_namespaced_service("sb", self.ns).spec.cluster_ip, "None")
 
         p = self.core.read_namespaced_pod("sb", self.ns)
         self.assertEqual(p.status.phase, "Running")
