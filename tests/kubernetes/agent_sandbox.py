@@ -177,6 +177,22 @@ def pod_for(sandbox):
     }
 
 
+def claims_for(sandbox):
+    """The PersistentVolumeClaims reconcilePVCs creates from spec.volumeClaimTemplates ("<template>-<sandbox>")."""
+    out = []
+    for t in sandbox["spec"].get("volumeClaimTemplates") or []:
+        meta = t.get("metadata") or {}
+        labels = dict(meta.get("labels") or {})
+        labels[NAME_HASH_LABEL] = name_hash(sandbox["metadata"]["name"])
+        out.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": meta["name"] + "-" + sandbox["metadata"]["name"],
+                                 "namespace": sandbox["metadata"]["namespace"], "labels": labels,
+                                 "annotations": dict(meta.get("annotations") or {}),
+                                 "ownerReferences": [controller_ref(sandbox, GROUP + "/" + VERSION, "Sandbox")]},
+                    "spec": t["spec"]})
+    return out
+
+
 def service_for(sandbox):
     """The headless Service reconcileService creates when spec.service is true."""
     nh = name_hash(sandbox["metadata"]["name"])

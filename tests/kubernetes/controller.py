@@ -16,14 +16,17 @@ Watches wake it; each pass lists everything and reconciles it level by level
   Sandbox's labels and owner moved to the claim), or after 2 s without one a
   new Sandbox named as the claim (launch-type cold); status Ready copied from
   the Sandbox's, status.sandbox {name, podIPs, serviceFQDN}; lifecycle expiry.
-- Sandbox: its Pod (named as the Sandbox, owned by it), its headless Service
+- Sandbox: its PersistentVolumeClaims ("<template>-<sandbox>", from
+  spec.volumeClaimTemplates), its Pod (named as the Sandbox, owned by it), its headless Service
   when spec.service is true, its status (conditions Suspended, PodScheduled,
   Finished, Ready; podIPs, nodeName, selector, service, serviceFQDN), and
   spec.shutdownTime: the Pod and Service deleted, and the Sandbox too under
   shutdownPolicy Delete.
-- The garbage collector, for the kinds above only: a Sandbox, Pod or Service
-  whose owners are all gone is deleted; an owner deleted in the foreground
+- The garbage collector, for the kinds above only: a Sandbox, Pod, Service or
+  PersistentVolumeClaim whose owners are all gone is deleted; an owner deleted in the foreground
   loses its finalizer once its dependents are gone. Secrets are left alone.
+- The pvc-protection controller: a PersistentVolumeClaim being deleted goes
+  once no unfinished Pod uses it.
 - Kueue: a Pod created with the label kueue.x-k8s.io/queue-name gets the
   scheduling gate kueue.x-k8s.io/admission (the tests remove it to admit it).
 
@@ -51,6 +54,7 @@ TEMPLATES = (a.EXTENSIONS_GROUP, a.VERSION, "sandboxtemplates")
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 WARM_CANDIDATE_GRACE = 2.0  # warmCandidateGracePeriod
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
 
 
 def log(line):
@@ -115,18 +119,23 @@ class Controller:
         templates = {key(t): t for t in self.list_custom(TEMPLATES)}
         pods = self.raw_list(self.core.list_pod_for_all_namespaces)
         services = self.raw_list(self.core.list_service_for_all_namespaces)
+        volume_claims = self.raw_list(self.core.list_persistent_volume_claim_for_all_namespaces)
         self.collect_garbage([("Sandbox", s) for s in sandboxes] + [("SandboxClaim", c) for c in claims] +
                              [("SandboxWarmPool", p) for p in pools],
                              [(SANDBOXES, s) for s in sandboxes] + [("pod", p) for p in pods] +
-                             [("service", s) for s in services])
+                             [("service", s) for s in services] + [("pvc", c) for c in volume_claims])
+        self.protect_volume_claims(volume_claims, pods)
+        self.node.prune_volumes({key(c) for c in volume_claims})
         for pool in pools:
             self.guard("warm pool", pool, self.reconcile_pool, pool, templates, sandboxes)
         for claim in claims:
             self.guard("claim", claim, self.reconcile_claim, claim, templates, pools, sandboxes)
         pods_by_key = {key(p): p for p in pods}
         services_by_key = {key(s): s for s in services}
+        claims_by_key = {key(c) for c in volume_claims}
         for sandbox in sandboxes:
-            self.guard("sandbox", sandbox, self.reconcile_sandbox, sandbox, pods_by_key, services_by_key)
+            self.guard("sandbox", sandbox, self.reconcile_sandbox, sandbox, pods_by_key, services_by_key,
+                       claims_by_key)
         self.node.sync(self.raw_list(self.core.list_pod_for_all_namespaces))
 
     @staticmethod
@@ -159,6 +168,8 @@ class Controller:
                     self.core.delete_namespaced_pod(name, ns)
                 elif kind == "service":
                     self.core.delete_namespaced_service(name, ns)
+                elif kind == "pvc":
+                    self.core.delete_namespaced_persistent_volume_claim(name, ns)
                 else:
                     self.delete_custom(kind, obj)
                 log("gc: deleted %s %s/%s (its owner is gone)" % (kind if isinstance(kind, str) else "sandbox", ns, name))
@@ -176,6 +187,23 @@ class Controller:
                     {"metadata": {"finalizers": [f for f in finalizers if f != "foregroundDeletion"] or None,
                                   "resourceVersion": owner["metadata"]["resourceVersion"]}})
                 log("gc: %s %s/%s has no dependents left, deleted" % (kind, *key(owner)))
+
+    def protect_volume_claims(self, volume_claims, pods):
+        """The pvc-protection controller: a deleted claim that no unfinished Pod uses loses the
+        kubernetes.io/pvc-protection finalizer (the API server's admission adds it to every claim)."""
+        in_use = set()
+        for pod in pods:
+            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                for volume in pod["spec"].get("volumes") or []:
+                    if volume.get("persistentVolumeClaim"):
+                        in_use.add((pod["metadata"]["namespace"], volume["persistentVolumeClaim"]["claimName"]))
+        for pvc in volume_claims:
+            finalizers = pvc["metadata"].get("finalizers") or []
+            if pvc["metadata"].get("deletionTimestamp") and PVC_PROTECTION in finalizers and key(pvc) not in in_use:
+                self.core.patch_namespaced_persistent_volume_claim(*reversed(key(pvc)), {"metadata": {
+                    "finalizers": [f for f in finalizers if f != PVC_PROTECTION] or None,
+                    "resourceVersion": pvc["metadata"]["resourceVersion"]}})
+                log("persistent volume claim %s/%s: no pod uses it, deleted" % key(pvc))
 
     # --- SandboxWarmPool ---
 
@@ -351,11 +379,15 @@ class Controller:
 
     # --- Sandbox ---
 
-    def reconcile_sandbox(self, sandbox, pods, services):
+    def reconcile_sandbox(self, sandbox, pods, services, volume_claims):
         meta, spec = sandbox["metadata"], sandbox["spec"]
         if meta.get("deletionTimestamp"):
             return
         ns = meta["namespace"]
+        for body in a.claims_for(sandbox):
+            if key(body) not in volume_claims:
+                self.core.create_namespaced_persistent_volume_claim(ns, body, _preload_content=False)
+                log("sandbox %s/%s: created persistent volume claim %s" % (*key(sandbox), body["metadata"]["name"]))
         pod = pods.get((ns, a.pod_name(sandbox)))
         service = services.get((ns, meta["name"]))
         expire = a.expire_at(spec.get("shutdownTime"))

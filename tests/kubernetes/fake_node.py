@@ -14,9 +14,10 @@ host directories: secret and configMap data in a fresh 0700 directory (files
 0400 unless the volume says a mode; owned by runAsUser where one is set)
 mounted read-only, emptyDir a fresh
 directory, persistentVolumeClaim one directory per (namespace, claim) that
-outlives the Pod, hostPath the path itself. Its pod IP is a loopback address
-127.77.X.Y of its own, with every containerPort P published at IP:P, so the
-pod IP and port reach the container from the host as they would in-cluster.
+outlives the Pod (and goes with the claim), hostPath the path itself. Its pod
+IP is a loopback address 127.77.X.Y of its own, with every containerPort P
+published at IP:P, so the pod IP and port reach the container from the host
+as they would in-cluster.
 The status is the kubelet's: Running and Ready (once a readiness probe's port
 answers, if it has one), then Succeeded or Failed with the exit code when the
 container ends (restarted instead under restartPolicy Always, or OnFailure
@@ -366,6 +367,16 @@ class FakeNode:
         shutil.rmtree(container.pod_dir, ignore_errors=True)
         self.containers.pop(container.uid, None)  # dict operations are atomic: no lock beside the threads
         self.log("pod %s/%s: container %s removed (%s)" % (container.namespace, container.pod, container.name, why))
+
+    def prune_volumes(self, claims):
+        """Deletes the data of a PersistentVolumeClaim that is gone (a dynamically provisioned volume's
+        reclaim policy, Delete); claims: its (namespace, name) pairs."""
+        root = os.path.join(self.work_dir, "pvcs")
+        for ns in os.listdir(root) if os.path.isdir(root) else []:
+            for name in os.listdir(os.path.join(root, ns)):
+                if (ns, name) not in claims:
+                    shutil.rmtree(os.path.join(root, ns, name), ignore_errors=True)
+                    self.log("volume of persistentvolumeclaim %s/%s deleted (the claim is gone)" % (ns, name))
 
     def remove_all(self):
         for container in list(self.containers.values()):

@@ -256,6 +256,24 @@ class ClusterTest(unittest.TestCase):
         self.ready_sandbox("second")
         out = fake_node.podman("exec", self.container("second"), "/bin/busybox", "cat", "/data/file")
         self.assertEqual(out.stdout, "kept\n")
+        self.core.delete_namespaced_persistent_volume_claim("data", self.ns)
+        time.sleep(1.5)
+        self.assertIn("PersistentVolumeClaim/data", self.cluster.objects(self.ns))  # in use: protected
+        self.custom.delete_namespaced_custom_object(a.GROUP, a.VERSION, self.ns, "sandboxes", "second")
+        self.cluster.wait("everything to go", lambda: self.cluster.objects(self.ns) == [], 30)
+
+    def test_volume_claim_templates_make_claims_the_sandbox_owns(self):
+        pod = busybox("exec sleep 600", volumeMounts=[{"name": "work", "mountPath": "/work"}])
+        made = self.create("sandboxes", sandbox("vct", pod, volumeClaimTemplates=[{
+            "metadata": {"name": "work"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]))
+        self.ready_sandbox("vct")
+        pvc = self.core.read_namespaced_persistent_volume_claim("work-vct", self.ns)
+        self.assertEqual(pvc.metadata.owner_references[0].uid, made["metadata"]["uid"])
+        self.assertEqual(self.core.read_namespaced_pod("vct", self.ns).spec.volumes[0].persistent_volume_claim.claim_name,
+                         "work-vct")
+        self.custom.delete_namespaced_custom_object(a.GROUP, a.VERSION, self.ns, "sandboxes", "vct")
+        self.cluster.wait("everything to go", lambda: self.cluster.objects(self.ns) == [], 30)
 
 
 if __name__ == "__main__":
