@@ -5,7 +5,8 @@
 # bases of setup_images.sh; gpubox-modeld against transformers and the
 # tokenizer against Hugging Face's tokenizers, from build/venv and
 # tests/assets; the Inspect provider against inspect_ai, from
-# build/venv-inspect), the suite under ASan+UBSan (without the container
+# build/venv-inspect; the Kubernetes backend against a real kube-apiserver
+# that scripts/setup_kubernetes.sh builds), the suite under ASan+UBSan (without the container
 # tests, gpubox-modeld and the suites labelled release_only: docs/build.md
 # says why),
 # then a short run of every libFuzzer target. Prints each phase's time.
@@ -20,6 +21,7 @@ phase setup scripts/setup.sh
 phase setup_python scripts/setup_python.sh
 phase setup_npm scripts/setup_npm.sh
 phase setup_images scripts/setup_images.sh
+phase setup_kubernetes scripts/setup_kubernetes.sh
 # Run by hand or by CI alike, what the setup just installed must be there.
 source scripts/lib/strict_prerequisites.sh
 

@@ -46,6 +46,7 @@ class TestShIsStrictTest(unittest.TestCase):
             lines = [line.strip() for line in f]
         strict = lines.index("source scripts/lib/strict_prerequisites.sh")
         self.assertLess(lines.index("phase setup_images scripts/setup_images.sh"), strict)
+        self.assertLess(lines.index("phase setup_kubernetes scripts/setup_kubernetes.sh"), strict)
         self.assertGreater(lines.index('phase "build default" scripts/build.sh default'), strict)
 
     def test_under_the_strict_environment_a_missing_prerequisite_fails_whatever_ci_was(self):
