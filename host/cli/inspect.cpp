@@ -81,7 +81,7 @@ int list_remote(const Args& args, const Global& global, const SandboxStore& stor
     // Tags are what whoever runs in the control plane's app set.
     std::printf("%-28s  %-12s  %s\n", escape_for_terminal(row[plane.id_key].get<std::string>()).c_str(),
                 escape_for_terminal(row["gpubox_id"].get<std::string>()).c_str(),
-                row["in_store"].get<bool>() ? "yes" : "no (gpubox adopt, not built yet)");
+                row["in_store"].get<bool>() ? "yes" : "no (gpubox adopt)");
   }
   return kExitOk;
 }

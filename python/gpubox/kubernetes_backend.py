@@ -174,7 +174,9 @@ def _resources(request: Dict[str, Any]) -> Dict[str, Any]:
 def pod_template(image: str, secret: str, labels: Dict[str, str], request: Dict[str, Any]) -> Dict[str, Any]:
     """The pod of a gpubox sandbox: the agent (the image's ENTRYPOINT) reading its config from the Secret's file."""
     mounts = [{"name": "gpubox-config", "mountPath": CONFIG_DIR, "readOnly": True}]
-    volumes: List[Dict[str, Any]] = [{"name": "gpubox-config", "secret": {"secretName": secret, "defaultMode": 0o400}}]
+    # config.json only: a pool's Secret also holds the clients' keys, which its pods must not see.
+    volumes: List[Dict[str, Any]] = [{"name": "gpubox-config", "secret": {
+        "secretName": secret, "defaultMode": 0o400, "items": [{"key": "config.json", "path": "config.json"}]}}]
     for i, volume in enumerate(request.get("volumes") or []):
         mounts.append({"name": "volume-%d" % i, "mountPath": volume["path"]})
         volumes.append({"name": "volume-%d" % i, "persistentVolumeClaim": {"claimName": volume["claim"]}})
@@ -208,6 +210,10 @@ def _ready(obj: Optional[Dict[str, Any]]) -> Tuple[bool, str]:
 def _pod_ips(obj: Dict[str, Any], claim: bool) -> List[str]:
     status = obj.get("status") or {}
     return list(((status.get("sandbox") or {}) if claim else status).get("podIPs") or [])
+
+
+def _endpoint(pod_ip: str) -> str:
+    return "tcp://%s:%d" % ("[%s]" % pod_ip if ":" in pod_ip else pod_ip, AGENT_PORT)
 
 
 def _pod_note(cluster: Cluster, name: str) -> str:
@@ -317,7 +323,7 @@ def create(request: Dict[str, Any]) -> Dict[str, Any]:
             _own(cluster, secret, obj)
         obj = _await_ready(cluster, CLAIMS if pool else SANDBOXES, name, ready_timeout)
         pod_ip = _pod_ips(obj, bool(pool))[0]
-        endpoint = "tcp://%s:%d" % ("[%s]" % pod_ip if ":" in pod_ip else pod_ip, AGENT_PORT)
+        endpoint = _endpoint(pod_ip)
         _await_agent(endpoint, server_key, client_keys, max(ready_timeout - (time.monotonic() - started), 5.0))
     except BaseException:
         _delete_created(cluster, created)
@@ -468,16 +474,17 @@ def adopt(request: Dict[str, Any]) -> Dict[str, Any]:
     """A running sandbox gpubox created elsewhere (or before the store was lost): its endpoint, checked with the keys."""
     cluster = Cluster(request)
     name = request.get("kubernetes_id") or ""
-    kind, obj = SANDBOXES, cluster.get(SANDBOXES, name)
+    # A claim first: one that found no warm member has a Sandbox of its own name (not labelled gpubox's).
+    kind, obj = CLAIMS, cluster.get(CLAIMS, name)
     if obj is None:
-        kind, obj = CLAIMS, cluster.get(CLAIMS, name)
+        kind, obj = SANDBOXES, cluster.get(SANDBOXES, name)
     if obj is None or (obj["metadata"].get("labels") or {}).get(MANAGED_BY) != "gpubox":
         _fail("no Sandbox or SandboxClaim '%s' that gpubox created in namespace %s" % (name, cluster.namespace))
     ready, why = _ready(obj)
     ips = _pod_ips(obj, kind == CLAIMS)
     if not ready or not ips:
         _fail("%s/%s is not Ready (%s)" % (cluster.namespace, name, why))
-    endpoint = "tcp://%s:%d" % (ips[0], AGENT_PORT)
+    endpoint = _endpoint(ips[0])
     _await_agent(endpoint, request.get("server_public_key") or "", request.get("client_keys") or {},
                  float(request.get("ready_timeout_s", 30)))
     labels = obj["metadata"].get("labels") or {}
@@ -502,8 +509,6 @@ def ls(request: Dict[str, Any]) -> Dict[str, Any]:
             raise
         for obj in listed.get("items") or []:
             labels = obj["metadata"].get("labels") or {}
-            if kind == SANDBOXES and labels.get(POOL_LABEL):
-                continue  # a warm pool's sandbox: gpubox's only once claimed
             found.append({"kubernetes_id": obj["metadata"]["name"], "gpubox_id": labels.get(ID_LABEL, ""),
                           "kind": "SandboxClaim" if kind == CLAIMS else "Sandbox", "tags": labels})
     return {"namespace": cluster.namespace, "sandboxes": found}
@@ -527,8 +532,9 @@ def warm_pool_manifests(name: str, replicas: int = 1, gpu: int = 0, image: str =
     return {"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta(secret),
          "stringData": {"config.json": json.dumps(config), "client_keys.json": json.dumps(keys)}},
+        # Unmanaged: agent-sandbox's own NetworkPolicy would let in only its router, not gpubox's host.
         {"apiVersion": "%s/%s" % TEMPLATES[:2], "kind": "SandboxTemplate", "metadata": meta(name),
-         "spec": {"podTemplate": pod_template(image, secret, pod_labels, request)}},
+         "spec": {"podTemplate": pod_template(image, secret, pod_labels, request), "networkPolicyManagement": "Unmanaged"}},
         {"apiVersion": "%s/%s" % POOLS[:2], "kind": "SandboxWarmPool", "metadata": meta(name),
          "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": name}}},
     ]}

@@ -66,7 +66,7 @@ TEST(BackendFolder, OtherBackendsFlagsAreRefusedForIt) {
 
 TEST(BackendFolder, ItAppearsInCreatesUsageAndInHelp) {
   std::string usage = cli::create_usage(with_testbox());
-  EXPECT_THAT(usage, HasSubstr("[--backend local|podman|docker|modal|testbox]"));
+  EXPECT_THAT(usage, HasSubstr("[--backend local|podman|docker|modal|kubernetes|testbox]"));
   EXPECT_THAT(usage, HasSubstr("       testbox:       [--testbox-zone ZONE] [--testbox-spot] [--image IMAGE]\n"));
   EXPECT_THAT(usage, HasSubstr("  --testbox-zone  testbox: where its sandboxes would run\n"));
   EXPECT_THAT(cli::create_usage(all_backends()), Not(HasSubstr("testbox")));
@@ -74,7 +74,7 @@ TEST(BackendFolder, ItAppearsInCreatesUsageAndInHelp) {
   EXPECT_EQ(usage.find("       podman|docker: [--image"), usage.rfind("       podman|docker: [--image"));
   std::string help = cli::format_help({cli::create_help(with_testbox())});
   EXPECT_EQ(help, "  create [options]                   create a sandbox and print its id (gpubox create --help);\n"
-                  "                                     --backend local|podman|docker|modal|testbox, --from-snapshot NAME\n");
+                  "                                     --backend local|podman|docker|modal|kubernetes|testbox, --from-snapshot NAME\n");
 }
 
 TEST(BackendFolder, HelpLinesKeepTheirColumns) {

@@ -126,7 +126,8 @@ class SandboxLifeTest(KubernetesTestCase):
         self.assertEqual(container["args"], ["--config", "/run/gpubox-config/config.json"])
         self.assertEqual(container["resources"]["limits"], {"nvidia.com/gpu": "1", "cpu": "2", "memory": "4096Mi"})
         self.assertNotIn("env", container)  # the keys travel as a file only
-        self.assertEqual(pod["volumes"][0], {"name": "gpubox-config", "secret": {"secretName": name, "defaultMode": 0o400}})
+        self.assertEqual(pod["volumes"][0], {"name": "gpubox-config", "secret": {
+            "secretName": name, "defaultMode": 0o400, "items": [{"key": "config.json", "path": "config.json"}]}})
         self.assertEqual(pod["volumes"][1]["persistentVolumeClaim"], {"claimName": "weights"})
         self.assertEqual(box["spec"]["shutdownPolicy"], "Delete")
         self.assertIn("shutdownTime", box["spec"])
@@ -173,9 +174,9 @@ class SandboxLifeTest(KubernetesTestCase):
         print("create to ready: %.2f s" % create_s, file=sys.stderr)
 
     def delete_claim(self, name):
-        """Deletes the PVC, and its pvc-protection finalizer as that controller would once no pod uses it."""
+        """Deletes the PVC (the user's), and waits until the test controller let it go (pvc-protection)."""
         self.core().delete_namespaced_persistent_volume_claim(name, self.ns)
-        self.core().patch_namespaced_persistent_volume_claim(name, self.ns, {"metadata": {"finalizers": None}})
+        self.cluster.wait("PVC %s gone" % name, lambda: "PersistentVolumeClaim/" + name not in self.cluster.objects(self.ns))
 
     def client_keys_file(self, sandbox):
         return os.path.join(self.env["XDG_STATE_HOME"], "gpubox", "sandboxes", sandbox, "client_keys.json")

@@ -24,14 +24,15 @@ class KubernetesBackend final : public Backend {
   std::string create_synopsis() const override {
     return "       kubernetes:    [--context NAME] [--namespace NS] [--image REF] [--gpu N] [--queue LOCALQUEUE]\n"
            "                      [--volume CLAIM:/path]... [--warm-pool POOL] [--ready-timeout S]\n"
-           "                      (no --mount, --publish, --pids, --network, --seccomp; docs/kubernetes.md)\n";
+           "                      (no --mount, --publish, --pids, --network, --seccomp, --userns; docs/kubernetes.md)\n";
   }
 
   std::string create_options_help() const override {
     return "  kubernetes: an agent-sandbox Sandbox of --image (default gpubox:latest) in --namespace of the kubeconfig's\n"
            "  --context; --gpu N as nvidia.com/gpu limits, --cpu/--memory as limits, --queue as Kueue's queue label,\n"
            "  --volume mounts an existing PersistentVolumeClaim, --timeout sets shutdownTime. --warm-pool claims a\n"
-           "  running sandbox of a pool instead. The agent is reached at the pod's IP (docs/kubernetes.md).\n";
+           "  running sandbox of a pool instead (--timeout then ends the claim; the pool's agents have their own\n"
+           "  config). The agent is reached at the pod's IP (docs/kubernetes.md).\n";
   }
 
   Status check_flags(const Args& flags) const override {
