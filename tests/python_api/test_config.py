@@ -31,7 +31,7 @@ class BadValuesTest(unittest.TestCase):
 
     def test_each_sandbox_field_is_checked(self):
         cases = {
-            "SandboxConfig.backend": dict(backend="kubernetes"),
+            "SandboxConfig.backend": dict(backend="nomad"),
             "SandboxConfig.gpu": dict(gpu=3),
             "SandboxConfig.gpu_count": dict(gpu="A100", gpu_count=0),
             "SandboxConfig.cpu": dict(cpu=-1),
@@ -75,6 +75,30 @@ class BadValuesTest(unittest.TestCase):
             with self.subTest(field=field):
                 self.assert_refused(field.strip(), lambda: gpubox.SandboxConfig(backend="modal", **values))
         self.assert_refused("SandboxConfig.modal_app", lambda: gpubox.SandboxConfig(modal_app="gpubox"))
+
+    def test_what_kubernetes_refuses_names_the_field(self):
+        cases = {
+            "SandboxConfig.kubernetes": dict(kubernetes={"namespce": "ns"}),
+            "SandboxConfig.kubernetes ": dict(kubernetes={"namespace": ""}),
+            "SandboxConfig.gpu_count": dict(gpu="A100", gpu_count=65),
+            "SandboxConfig.models": dict(models=[gpubox.ModelConfig("gpt2", path="/tmp")]),
+            "SandboxConfig.volumes['/w']": dict(volumes={"/w": "/tmp/weights"}),
+        }
+        for field, values in cases.items():
+            with self.subTest(field=field):
+                self.assert_refused(field.strip(), lambda: gpubox.SandboxConfig(backend="kubernetes", **values))
+        self.assert_refused("SandboxConfig.kubernetes", lambda: gpubox.SandboxConfig(kubernetes={"namespace": "ns"}))
+
+    def test_kubernetes_options_are_create_flags(self):
+        config = gpubox.SandboxConfig(backend="kubernetes", image="registry/gpubox:1", gpu="H100", gpu_count=2,
+                                      volumes={"/weights": "weights"},
+                                      kubernetes={"namespace": "research", "context": "lab", "queue": "gpu"})
+        args = plan.plan_create(config).create_args
+        self.assertNotIn("--network", args, "the cluster's network: no --network")
+        joined = " ".join(args)
+        for expected in ("--backend kubernetes", "--image registry/gpubox:1", "--gpu 2", "--volume weights:/weights",
+                         "--namespace research", "--context lab", "--queue gpu"):
+            self.assertIn(expected, joined)
 
     def test_model_and_repo_fields(self):
         M = gpubox.ModelConfig
