@@ -419,16 +419,30 @@ def terminate(request: Dict[str, Any]) -> Dict[str, Any]:
     while ended is None and time.monotonic() < give_up:
         time.sleep(0.25)
         ended = _ended(cluster, kind, name)
+    obj = cluster.get(kind, name)
+    pod = _pod_name(cluster, kind, obj) if obj else ""
     cluster.delete(kind, name)
     if request.get("secret"):
         cluster.delete_secret(request["secret"])
+    # Gone means its pod too (the garbage collector deletes it after the Sandbox), so that its GPUs are free.
     gone_by = time.monotonic() + 60
-    while cluster.get(kind, name) is not None and time.monotonic() < gone_by:
+    while (cluster.get(kind, name) is not None or (pod and _pod_exists(cluster, pod))) and time.monotonic() < gone_by:
         time.sleep(0.2)
     return {"kubernetes_id": name, "terminated": ended is None, "ended": ended}
 
 
+def _pod_exists(cluster: Cluster, name: str) -> bool:
+    try:
+        cluster.core.read_namespaced_pod(name, cluster.namespace)
+        return True
+    except Exception as e:
+        if cluster.is_missing(e):
+            return False
+        raise
+
+
 def _pod_name(cluster: Cluster, kind, obj: Dict[str, Any]) -> str:
+    """The pod of a Sandbox (its name), or of a claim's sandbox ("" before one is assigned)."""
     if kind == CLAIMS:
         return ((obj.get("status") or {}).get("sandbox") or {}).get("name") or ""
     return obj["metadata"]["name"]

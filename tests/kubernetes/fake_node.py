@@ -87,6 +87,17 @@ def security_arguments(pod_context, context):
     return args
 
 
+def qos_class(container):
+    """Kubernetes' QoS class of a one-container pod: over cpu and memory only (extended resources do not count)."""
+    resources = container.get("resources") or {}
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    if all(k in limits and requests.get(k, limits[k]) == limits[k] for k in ("cpu", "memory")):
+        return "Guaranteed"
+    if any(k in limits or k in requests for k in ("cpu", "memory")):
+        return "Burstable"
+    return "BestEffort"
+
+
 class Container:
     """What the node keeps of one Pod's container."""
 
@@ -458,7 +469,8 @@ class FakeNode:
         status = {"phase": phase, "conditions": conds, "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
                   "podIP": container.ip, "podIPs": [{"ip": container.ip}],
                   "startTime": (pod.get("status") or {}).get("startTime") or container.started_at,
-                  "qosClass": "Guaranteed" if (c.get("resources") or {}).get("limits") else "BestEffort"}
+                  # The API server sets it when the Pod is made and never lets it change.
+                  "qosClass": (pod.get("status") or {}).get("qosClass") or qos_class(c)}
         cs = {"name": c["name"], "image": c["image"], "imageID": c["image"], "containerID": "podman://" + container.id,
               "ready": ready, "restartCount": container.restarts, "started": phase == "Running"}
         if container.last_terminated:

@@ -252,6 +252,24 @@ class PythonApiAndMcpTest(KubernetesTestCase):
         return result.structured_content["stdout"]
 
 
+class BudgetTest(KubernetesTestCase):
+    def test_gpu_hours_are_held_as_for_the_container_backends(self):
+        self.ok("budget", "init", "cluster", "--max-gpu-hours", "2")
+        # 2 GPUs for 2 h is past the ceiling: refused before anything reaches the cluster.
+        ran = self.gpubox("--json", "create", "--backend", "kubernetes", "--namespace", self.ns, "--image", IMAGE,
+                          "--gpu", "2", "--timeout", "7200", "--budget", "cluster")
+        self.assertEqual(json.loads(ran.stdout)["error"]["code"], "budget_exceeded", ran.stdout)
+        self.assertEqual(self.cluster.objects(self.ns), [])
+        created = json.loads(self.ok("--json", "create", "--backend", "kubernetes", "--namespace", self.ns, "--image",
+                                     IMAGE, "--gpu", "1", "--timeout", "3600", "--budget", "cluster"))
+        self.assertEqual((created["budget"]["reserved_usd"], created["budget"]["reserved_gpu_hours"]), (0.0, 1.0))
+        self.ok("terminate", created["id"])
+        shown = next(b for b in json.loads(self.ok("budget", "--json"))["budgets"] if b["name"] == "cluster")
+        self.assertEqual(shown["reserved_gpu_hours"], 0.0)
+        self.assertGreater(shown["settled_gpu_hours"], 0.0)  # the seconds it ran, on one GPU
+        self.assertLess(shown["settled_gpu_hours"], 0.1)
+
+
 class WarmPoolTest(KubernetesTestCase):
     def test_a_claim_on_a_warm_pool_of_the_gpubox_image(self):
         # The docs' flow: the module prints the pool's objects, which are applied (kubectl apply -f -).
