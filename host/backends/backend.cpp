@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "host/sandbox_keys.h"
 #include "host/snapshot.h"
+#include "rpc/client.h"
 
 
 namespace gpubox::host {
@@ -95,6 +97,20 @@ std::string default_agent_path() {
   if (n <= 0) return "gpubox-agent";
   std::string path(self, static_cast<size_t>(n));
   return path.substr(0, path.rfind('/') + 1) + "gpubox-agent";
+}
+
+bool ask_agent_to_shut_down(const SandboxRecord& record) {
+  auto options = client_options_for(record);
+  if (!options) return false;
+  options->connect_timeout = std::chrono::milliseconds(5'000);
+  auto client = rpc::Client::connect(*options);
+  return client && static_cast<bool>((*client)->call("sys.shutdown"));
+}
+
+SandboxEnd end_reported(const std::string& reason, const std::string& who, const nlohmann::json& ended) {
+  SandboxEnd how{reason, who + " ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
+  if (ended.value("exit_code", nlohmann::json()).is_number_integer()) how.exit_code = ended["exit_code"].get<int>();
+  return how;
 }
 
 }  // namespace gpubox::host

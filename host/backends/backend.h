@@ -234,6 +234,15 @@ class Backend {
 // before it started, running while it lives, dead after.
 std::string state_of_agent_process(const SandboxRecord& record);
 
+// For the backends whose sandboxes run elsewhere: asks the record's agent to shut down
+// (sys.shutdown: jobs staged, outputs persisted) before the control plane ends the sandbox;
+// whether it said yes.
+bool ask_agent_to_shut_down(const SandboxRecord& record);
+
+// The end of a sandbox that its control plane reported ({exit_code, reason}, spec.NAME_ended):
+// reason, "WHO ended it: ITS REASON" and the exit code when it gave one.
+SandboxEnd end_reported(const std::string& reason, const std::string& who, const nlohmann::json& ended);
+
 // The path of the gpubox-agent binary: $GPUBOX_AGENT, else beside this executable.
 std::string default_agent_path();
 

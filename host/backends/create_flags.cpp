@@ -1,8 +1,34 @@
 #include "host/backends/create_flags.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <regex>
 
 namespace gpubox::host {
+
+Status read_image_flag(const Args& flags, std::string* image) {
+  auto given = flags.last("--image");
+  if (!given) return Status::ok();
+  static const std::regex kImage("[A-Za-z0-9][A-Za-z0-9._/:@-]*");
+  if (given->size() > 255 || !std::regex_match(*given, kImage)) {
+    return Status::invalid_request("--image: '" + *given + "' is not an image reference ([REGISTRY/]NAME[:TAG] or NAME@sha256:DIGEST)");
+  }
+  *image = *given;
+  return Status::ok();
+}
+
+Status read_ready_timeout_flag(const Args& flags, double min_s, std::chrono::milliseconds* timeout) {
+  auto text = flags.last("--ready-timeout");
+  if (!text) return Status::ok();
+  auto value = parse_number(*text, min_s, 3600);
+  if (!value) {
+    char range[64];
+    std::snprintf(range, sizeof range, "%g to 3600", min_s);
+    return Status::invalid_request("--ready-timeout: expected seconds from " + std::string(range) + ", got '" + *text + "'");
+  }
+  *timeout = std::chrono::milliseconds(static_cast<long long>(*value * 1000));
+  return Status::ok();
+}
 
 std::vector<BackendFlag> backend_flags(const std::vector<const Backend*>& backends) {
   std::vector<BackendFlag> flags;

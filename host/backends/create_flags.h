@@ -4,6 +4,7 @@
 // take. Pure; any thread.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,12 @@ std::vector<const Backend*> backends_defining(const std::string& flag, const std
 
 // Whether backend takes flag: one of its own, or one it borrows.
 bool takes_flag(const Backend& backend, const std::string& flag);
+
+// --image into *image when given: an image reference, else invalid_request naming it.
+Status read_image_flag(const Args& flags, std::string* image);
+
+// --ready-timeout (seconds from min_s to 3600) into *timeout when given, else invalid_request naming it.
+Status read_ready_timeout_flag(const Args& flags, double min_s, std::chrono::milliseconds* timeout);
 
 // "FLAG: only with --backend A or B" (A, B: the backends that define it) for the first flag given
 // that chosen does not take, else ok.

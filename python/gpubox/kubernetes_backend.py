@@ -33,9 +33,12 @@ inside the cluster or a network that routes pod IPs. One thread.
 import base64
 import datetime
 import json
+import os
 import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
+
+from .control_plane import BackendError, await_agent, run_command, usage_error
 
 AGENT_PORT = 7000
 CONFIG_DIR = "/run/gpubox-config"
@@ -56,25 +59,12 @@ INSTALL_HINT = ("install agent-sandbox %s with its extensions: kubectl apply -f 
 CLIENT_HINT = "pip install 'kubernetes>=37' (or pip install 'gpubox[kubernetes]')"
 
 
-class BackendError(Exception):
-    """A failure with what to do about it; `code` is "usage" (exit 2) or "failed" (exit 1)."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _fail(message: str):
-    raise BackendError("usage", message)
-
-
 def _client():
     try:
         import kubernetes
     except ImportError:
-        _fail("the Kubernetes backend needs the official kubernetes client, which is not installed for %s: %s"
-              % (sys.executable, CLIENT_HINT))
+        usage_error("the Kubernetes backend needs the official kubernetes client, which is not installed for %s: %s"
+                    % (sys.executable, CLIENT_HINT))
     return kubernetes
 
 
@@ -89,14 +79,13 @@ class Cluster:
         try:
             self.api = k8s.config.new_client_from_config(context=self.context)
         except k8s.config.ConfigException as e:
-            import os
             if self.context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
                 k8s.config.load_incluster_config()
                 self.api = k8s.client.ApiClient()
             else:
                 where = os.environ.get("KUBECONFIG") or "~/.kube/config"
-                _fail("no usable kubeconfig (%s: %s): set KUBECONFIG, or pass --context with a context it has"
-                      % (where, str(e).strip()))
+                usage_error("no usable kubeconfig (%s: %s): set KUBECONFIG, or pass --context with a context it has"
+                            % (where, str(e).strip()))
         self.core = k8s.client.CoreV1Api(self.api)
         self.custom = k8s.client.CustomObjectsApi(self.api)
 
@@ -108,8 +97,8 @@ class Cluster:
             self.core.read_namespace(self.namespace)
         except self.k8s.client.ApiException as e:
             if e.status == 404:
-                _fail("--namespace: namespace '%s' does not exist in the cluster of context %s (kubectl create namespace %s)"
-                      % (self.namespace, self.context or "(current)", self.namespace))
+                usage_error("--namespace: namespace '%s' does not exist in the cluster of context %s (kubectl create namespace %s)"
+                            % (self.namespace, self.context or "(current)", self.namespace))
             raise
 
     def check_crds(self, *kinds) -> None:
@@ -119,8 +108,8 @@ class Cluster:
                 self.custom.list_namespaced_custom_object(group, version, self.namespace, plural, limit=1)
             except self.k8s.client.ApiException as e:
                 if e.status == 404:
-                    _fail("the cluster does not serve %s.%s/%s: agent-sandbox is not installed; %s"
-                          % (plural, group, version, INSTALL_HINT))
+                    usage_error("the cluster does not serve %s.%s/%s: agent-sandbox is not installed; %s"
+                                % (plural, group, version, INSTALL_HINT))
                 raise
 
     def get(self, kind, name: str) -> Optional[Dict[str, Any]]:
@@ -252,36 +241,15 @@ def _await_ready(cluster: Cluster, kind, name: str, timeout_s: float) -> Dict[st
         time.sleep(0.2)
 
 
-def _await_agent(endpoint: str, server_key: str, client_keys: Dict[str, str], timeout_s: float) -> None:
-    """Returns once the agent answers sys.ping with these keys; BackendError when the time is up."""
-    from .client import Client, RpcError
-    give_up = time.monotonic() + timeout_s
-    last = "no answer"
-    while True:
-        left = give_up - time.monotonic()
-        if left <= 0:
-            raise BackendError("failed", "the sandbox's agent did not answer sys.ping on %s within %g s (%s)"
-                               % (endpoint, timeout_s, last))
-        try:
-            with Client(endpoint, server_public_key=server_key, client_secret_key=client_keys.get("secret_key"),
-                        client_public_key=client_keys.get("public_key"), connect_timeout=min(left, 2.0)) as client:
-                client.call("sys.ping", timeout=min(left, 5.0))
-                return
-        except RpcError as e:
-            last = e.message
-            if e.code == "permission_denied":
-                raise BackendError("failed", e.message) from None
-
-
 def _check_create(request: Dict[str, Any]) -> None:
     if not request.get("gpubox_id"):
-        _fail("gpubox_id: required")
+        usage_error("gpubox_id: required")
     if not request.get("warm_pool") and (not request.get("server_public_key")
                                          or not (request.get("client_keys") or {}).get("public_key")):
-        _fail("server_public_key and client_keys: the CURVE keys the host connects with are required")
+        usage_error("server_public_key and client_keys: the CURVE keys the host connects with are required")
     for volume in request.get("volumes") or []:
         if not isinstance(volume, dict) or not volume.get("claim") or not str(volume.get("path", "")).startswith("/"):
-            _fail("volumes: expected [{claim, path}], got %r" % (volume,))
+            usage_error("volumes: expected [{claim, path}], got %r" % (volume,))
 
 
 def _check_volumes(cluster: Cluster, request: Dict[str, Any]) -> None:
@@ -290,8 +258,8 @@ def _check_volumes(cluster: Cluster, request: Dict[str, Any]) -> None:
             cluster.core.read_namespaced_persistent_volume_claim(volume["claim"], cluster.namespace)
         except Exception as e:
             if cluster.is_missing(e):
-                _fail("--volume: PersistentVolumeClaim '%s' does not exist in namespace %s"
-                      % (volume["claim"], cluster.namespace))
+                usage_error("--volume: PersistentVolumeClaim '%s' does not exist in namespace %s"
+                            % (volume["claim"], cluster.namespace))
             raise
 
 
@@ -324,7 +292,7 @@ def create(request: Dict[str, Any]) -> Dict[str, Any]:
         obj = _await_ready(cluster, CLAIMS if pool else SANDBOXES, name, ready_timeout)
         pod_ip = _pod_ips(obj, bool(pool))[0]
         endpoint = _endpoint(pod_ip)
-        _await_agent(endpoint, server_key, client_keys, max(ready_timeout - (time.monotonic() - started), 5.0))
+        await_agent(endpoint, server_key, client_keys, max(ready_timeout - (time.monotonic() - started), 5.0))
     except BaseException:
         _delete_created(cluster, created)
         raise
@@ -390,12 +358,12 @@ def _delete_created(cluster: Cluster, created: List[Tuple[str, Any]]) -> None:
 def pool_keys(cluster: Cluster, pool: str) -> Dict[str, Any]:
     """The pool's client key pair and agent key, from its Secret gpubox-pool-NAME."""
     if cluster.get(POOLS, pool) is None:
-        _fail("--warm-pool: no SandboxWarmPool '%s' in namespace %s (python3 -m gpubox.kubernetes_backend warm-pool %s "
-              "--namespace %s | kubectl apply -f -)" % (pool, cluster.namespace, pool, cluster.namespace))
+        usage_error("--warm-pool: no SandboxWarmPool '%s' in namespace %s (python3 -m gpubox.kubernetes_backend warm-pool %s "
+                    "--namespace %s | kubectl apply -f -)" % (pool, cluster.namespace, pool, cluster.namespace))
     data = cluster.secret_data("gpubox-pool-" + pool)
     if not data or "client_keys.json" not in data:
-        _fail("--warm-pool: the pool '%s' has no Secret gpubox-pool-%s with client_keys.json: it was not made by "
-              "`python3 -m gpubox.kubernetes_backend warm-pool`" % (pool, pool))
+        usage_error("--warm-pool: the pool '%s' has no Secret gpubox-pool-%s with client_keys.json: it was not made by "
+                    "`python3 -m gpubox.kubernetes_backend warm-pool`" % (pool, pool))
     keys = json.loads(data["client_keys.json"])
     return {"server_key": keys["server_key"],
             "client_keys": {"public_key": keys["public_key"], "secret_key": keys["secret_key"]}}
@@ -404,7 +372,7 @@ def pool_keys(cluster: Cluster, pool: str) -> Dict[str, Any]:
 def _object_of(cluster: Cluster, request: Dict[str, Any]):
     name = request.get("kubernetes_id")
     if not isinstance(name, str) or not name:
-        _fail("kubernetes_id: expected the name of a Sandbox or SandboxClaim gpubox created")
+        usage_error("kubernetes_id: expected the name of a Sandbox or SandboxClaim gpubox created")
     kind = CLAIMS if request.get("kind") == "SandboxClaim" else SANDBOXES
     return kind, name
 
@@ -493,13 +461,13 @@ def adopt(request: Dict[str, Any]) -> Dict[str, Any]:
     if obj is None:
         kind, obj = SANDBOXES, cluster.get(SANDBOXES, name)
     if obj is None or (obj["metadata"].get("labels") or {}).get(MANAGED_BY) != "gpubox":
-        _fail("no Sandbox or SandboxClaim '%s' that gpubox created in namespace %s" % (name, cluster.namespace))
+        usage_error("no Sandbox or SandboxClaim '%s' that gpubox created in namespace %s" % (name, cluster.namespace))
     ready, why = _ready(obj)
     ips = _pod_ips(obj, kind == CLAIMS)
     if not ready or not ips:
-        _fail("%s/%s is not Ready (%s)" % (cluster.namespace, name, why))
+        usage_error("%s/%s is not Ready (%s)" % (cluster.namespace, name, why))
     endpoint = _endpoint(ips[0])
-    _await_agent(endpoint, request.get("server_public_key") or "", request.get("client_keys") or {},
+    await_agent(endpoint, request.get("server_public_key") or "", request.get("client_keys") or {},
                  float(request.get("ready_timeout_s", 30)))
     labels = obj["metadata"].get("labels") or {}
     is_pool = kind == CLAIMS
@@ -580,26 +548,7 @@ COMMANDS = {"create": create, "terminate": terminate, "info": info, "ls": ls, "a
 def main(argv: List[str]) -> int:
     if argv and argv[0] == "warm-pool":
         return warm_pool_command(argv[1:])
-    if len(argv) != 1 or argv[0] not in COMMANDS:
-        print(json.dumps({"error": {"code": "usage", "message": "usage: python -m gpubox.kubernetes_backend "
-                                    + "|".join(COMMANDS) + " < REQUEST.json, or warm-pool NAME [...]"}}))
-        return 2
-    try:
-        request = json.loads(sys.stdin.read() or "{}")
-        if not isinstance(request, dict):
-            _fail("the request on stdin must be a JSON object")
-        result = COMMANDS[argv[0]](request)
-    except BackendError as e:
-        print(json.dumps({"error": {"code": e.code, "message": e.message}}))
-        return 2 if e.code == "usage" else 1
-    except json.JSONDecodeError as e:
-        print(json.dumps({"error": {"code": "usage", "message": "the request on stdin is not JSON: %s" % e}}))
-        return 2
-    except Exception as e:  # the client's: ApiException, urllib3's connection errors, ...
-        print(json.dumps({"error": {"code": "failed", "message": "Kubernetes: %s" % _describe(e)}}))
-        return 1
-    print(json.dumps(result))
-    return 0
+    return run_command("gpubox.kubernetes_backend", COMMANDS, argv, lambda e: "Kubernetes: " + _describe(e))
 
 
 def _describe(error: Exception) -> str:

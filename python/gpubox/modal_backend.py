@@ -26,6 +26,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from .control_plane import BackendError, await_agent, run_command, usage_error
+
 AGENT_PORT = 7000
 AGENT_IN_IMAGE = "/usr/local/bin/gpubox-agent"
 WORKDIR = "/workspace"
@@ -35,15 +37,6 @@ DEFAULT_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 TAG = "gpubox.sandbox"  # the tag holding the gpubox id of each sandbox this backend starts
 INSTALL_HINT = "pip install 'modal>=1.6,<1.7' (or pip install 'gpubox[modal]')"
 TOKEN_HINT = "`modal token new` (or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET)"
-
-
-class BackendError(Exception):
-    """A failure with what to do about it; `code` is "usage" (exit 2) or "failed" (exit 1)."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def sdk():
@@ -57,10 +50,6 @@ def sdk():
     if not config.get("token_id") or not config.get("token_secret"):
         raise BackendError("usage", "no Modal token is configured: run %s" % TOKEN_HINT)
     return modal
-
-
-def _fail(message: str):
-    raise BackendError("usage", message)
 
 
 def agent_config_secret(agent_config: Dict[str, Any]) -> Dict[str, str]:
@@ -78,10 +67,10 @@ def sandbox_arguments(request: Dict[str, Any], modal) -> Tuple[Tuple[str, ...], 
     """
     agent = request.get("agent")
     if not isinstance(agent, str) or not agent.startswith("/"):
-        _fail("agent: expected the absolute path of the static gpubox-agent, got %r" % (agent,))
+        usage_error("agent: expected the absolute path of the static gpubox-agent, got %r" % (agent,))
     config = request.get("agent_config")
     if not isinstance(config, dict):
-        _fail("agent_config: expected an object")
+        usage_error("agent_config: expected an object")
     image_ref = request.get("image") or DEFAULT_IMAGE
     # A snapshot's image (snapshot_filesystem) holds the sandbox's files; the agent is added again, so it is this CLI's.
     base = modal.Image.from_id(request["from_snapshot"]) if request.get("from_snapshot") else modal.Image.from_registry(image_ref)
@@ -94,19 +83,19 @@ def sandbox_arguments(request: Dict[str, Any], modal) -> Tuple[Tuple[str, ...], 
     secrets = [modal.Secret.from_dict(agent_config_secret(config))]
     for name in request.get("modal_secrets", []):
         if not isinstance(name, str) or not name:
-            _fail("modal_secrets: expected names of Modal secrets, got %r" % (name,))
+            usage_error("modal_secrets: expected names of Modal secrets, got %r" % (name,))
         secrets.append(modal.Secret.from_name(name))
     kwargs["secrets"] = secrets
     env = request.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        _fail("env: expected an object of strings")
+        usage_error("env: expected an object of strings")
     if env:
         kwargs["env"] = dict(env)
 
     timeout = request.get("timeout_s")
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 1 <= timeout <= 86400:
-            _fail("timeout_s: Modal's container timeout is 1 to 86400 seconds, got %r" % (timeout,))
+            usage_error("timeout_s: Modal's container timeout is 1 to 86400 seconds, got %r" % (timeout,))
         kwargs["timeout"] = int(math.ceil(timeout))
     if request.get("gpu"):
         kwargs["gpu"] = str(request["gpu"])
@@ -122,7 +111,7 @@ def sandbox_arguments(request: Dict[str, Any], modal) -> Tuple[Tuple[str, ...], 
     for volume in request.get("volumes", []):
         name, path = volume.get("name"), volume.get("path")
         if not isinstance(name, str) or not name or not isinstance(path, str) or not path.startswith("/"):
-            _fail("volumes: expected NAME:/absolute/path, got %r" % (volume,))
+            usage_error("volumes: expected NAME:/absolute/path, got %r" % (volume,))
         volumes[path] = modal.Volume.from_name(name, create_if_missing=True)
     if volumes:
         kwargs["volumes"] = volumes
@@ -135,13 +124,13 @@ def sandbox_arguments(request: Dict[str, Any], modal) -> Tuple[Tuple[str, ...], 
     elif network == "allow":
         cidrs = request.get("cidrs") or []
         if not cidrs or not all(isinstance(c, str) and "/" in c for c in cidrs):
-            _fail("cidrs: --network allow needs CIDRs such as 10.0.0.0/8, got %r" % (cidrs,))
+            usage_error("cidrs: --network allow needs CIDRs such as 10.0.0.0/8, got %r" % (cidrs,))
         kwargs["outbound_cidr_allowlist"] = list(cidrs)
         notes["network"] = "outbound only to " + ",".join(cidrs) + " (outbound_cidr_allowlist)"
     elif network == "open":
         notes["network"] = "open (Modal's default outbound network)"
     else:
-        _fail("network: expected none, allow or open, got %r" % (network,))
+        usage_error("network: expected none, allow or open, got %r" % (network,))
     if request.get("name"):
         kwargs["name"] = str(request["name"])
     tags = dict(request.get("tags") or {})
@@ -189,28 +178,12 @@ def _tunnel(sandbox, modal, timeout: float) -> Tuple[str, int]:
 
 def _await_agent(sandbox, endpoint: str, request: Dict[str, Any], modal) -> None:
     """Returns once the agent answers sys.ping through the tunnel; BackendError when it exits or the time is up."""
-    from .client import Client, RpcError
-    server_key = request.get("server_public_key")
-    client_keys = request.get("client_keys") or {}
-    give_up = time.monotonic() + float(request.get("ready_timeout_s", 120))
-    last = "no answer"
-    while True:
+    def check_ended():
         ended = _exit_reason(modal, sandbox)
         if ended:
             raise _not_ready(ended)
-        left = give_up - time.monotonic()
-        if left <= 0:
-            raise BackendError("failed", "the sandbox's agent did not answer sys.ping on %s within %g s (%s)"
-                               % (endpoint, float(request.get("ready_timeout_s", 120)), last))
-        try:
-            with Client(endpoint, server_public_key=server_key, client_secret_key=client_keys.get("secret_key"),
-                        client_public_key=client_keys.get("public_key"), connect_timeout=min(left, 2.0)) as client:
-                client.call("sys.ping", timeout=min(left, 5.0))
-                return
-        except RpcError as e:
-            last = e.message
-            if e.code == "permission_denied":
-                raise BackendError("failed", e.message) from None
+    await_agent(endpoint, request.get("server_public_key"), request.get("client_keys") or {},
+                float(request.get("ready_timeout_s", 120)), check_ended)
 
 
 def create(request: Dict[str, Any]) -> Dict[str, Any]:
@@ -218,7 +191,7 @@ def create(request: Dict[str, Any]) -> Dict[str, Any]:
     modal = sdk()
     args, kwargs, notes = sandbox_arguments(request, modal)
     if not request.get("server_public_key") or not (request.get("client_keys") or {}).get("secret_key"):
-        _fail("server_public_key and client_keys: the CURVE keys the host connects with are required")
+        usage_error("server_public_key and client_keys: the CURVE keys the host connects with are required")
     started = time.monotonic()
     app = _app(modal, request)
     sandbox = modal.Sandbox.create(*args, app=app, **kwargs)
@@ -241,7 +214,7 @@ def create(request: Dict[str, Any]) -> Dict[str, Any]:
 def _sandbox(modal, request):
     modal_id = request.get("modal_id")
     if not isinstance(modal_id, str) or not modal_id:
-        _fail("modal_id: expected a Modal sandbox id (sb-...)")
+        usage_error("modal_id: expected a Modal sandbox id (sb-...)")
     return modal.Sandbox.from_id(modal_id)
 
 
@@ -277,7 +250,7 @@ def info(request: Dict[str, Any]) -> Dict[str, Any]:
     if ids is None:
         ids = [request.get("modal_id")]
     if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
-        _fail("modal_ids: expected Modal sandbox ids (sb-...)")
+        usage_error("modal_ids: expected Modal sandbox ids (sb-...)")
     return {"sandboxes": {modal_id: _state(modal, modal_id) for modal_id in ids}}
 
 
@@ -287,7 +260,7 @@ def adopt(request: Dict[str, Any]) -> Dict[str, Any]:
     sandbox = _sandbox(modal, request)
     ended = _exit_reason(modal, sandbox)
     if ended:
-        _fail("modal_id: sandbox %s has ended (%s)" % (request["modal_id"], ended["reason"]))
+        usage_error("modal_id: sandbox %s has ended (%s)" % (request["modal_id"], ended["reason"]))
     host, port = _tunnel(sandbox, modal, float(request.get("ready_timeout_s", 60)))
     endpoint = "tcp://%s:%d" % (host, port)
     _await_agent(sandbox, endpoint, request, modal)
@@ -312,7 +285,7 @@ def snapshot(request: Dict[str, Any]) -> Dict[str, Any]:
     modal = sdk()
     sandbox = _sandbox(modal, request)
     if _exit_reason(modal, sandbox):
-        _fail("modal_id: sandbox %s has ended: nothing to snapshot" % request["modal_id"])
+        usage_error("modal_id: sandbox %s has ended: nothing to snapshot" % request["modal_id"])
     image = sandbox.snapshot_filesystem(timeout=int(request.get("timeout_s", 300)))
     return {"image_id": image.object_id}
 
@@ -320,30 +293,14 @@ def snapshot(request: Dict[str, Any]) -> Dict[str, Any]:
 COMMANDS = {"create": create, "terminate": terminate, "info": info, "ls": ls, "adopt": adopt, "snapshot": snapshot}
 
 
+def _describe(error: Exception) -> str:
+    """An error of Modal's SDK (AuthError, NotFoundError, InvalidError, ...) as one line."""
+    message = "Modal: %s: %s" % (type(error).__name__, error)
+    return message + (" (run %s)" % TOKEN_HINT if type(error).__name__ == "AuthError" else "")
+
+
 def main(argv: List[str]) -> int:
-    if len(argv) != 1 or argv[0] not in COMMANDS:
-        print(json.dumps({"error": {"code": "usage", "message": "usage: python -m gpubox.modal_backend "
-                                    + "|".join(COMMANDS) + " < REQUEST.json"}}))
-        return 2
-    try:
-        request = json.loads(sys.stdin.read() or "{}")
-        if not isinstance(request, dict):
-            _fail("the request on stdin must be a JSON object")
-        result = COMMANDS[argv[0]](request)
-    except BackendError as e:
-        print(json.dumps({"error": {"code": e.code, "message": e.message}}))
-        return 2 if e.code == "usage" else 1
-    except json.JSONDecodeError as e:
-        print(json.dumps({"error": {"code": "usage", "message": "the request on stdin is not JSON: %s" % e}}))
-        return 2
-    except Exception as e:  # the SDK's errors: AuthError, NotFoundError, InvalidError, ...
-        message = "%s: %s" % (type(e).__name__, e)
-        if type(e).__name__ == "AuthError":
-            message += " (run %s)" % TOKEN_HINT
-        print(json.dumps({"error": {"code": "failed", "message": "Modal: " + message}}))
-        return 1
-    print(json.dumps(result))
-    return 0
+    return run_command("gpubox.modal_backend", COMMANDS, argv, _describe)
 
 
 if __name__ == "__main__":

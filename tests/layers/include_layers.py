@@ -75,7 +75,7 @@ PYTHON_LAYERS = [
     ("wire", ["_msgpack", "_zmtp", "protocol", "_transport", "errors", "tensor_wire"]),
     ("config", ["backends", "cli_path", "config", "plan"]),
     ("client", ["user_fn", "interventions", "models", "client"]),
-    ("sandboxes", ["sandboxes", "modal_backend", "kubernetes_backend", "served", "sandbox", "workspace", "notebook", "scoped"]),
+    ("sandboxes", ["sandboxes", "control_plane", "modal_backend", "kubernetes_backend", "served", "sandbox", "workspace", "notebook", "scoped"]),
     ("toolkit", ["hook_engine", "hook_client", "hooks"]),  # gpubox.hooks, in a kernel
     ("integrations", ["inspect"]),  # gpubox.inspect: Inspect's sandbox provider
     ("package", ["__init__"]),

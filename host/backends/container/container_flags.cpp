@@ -2,6 +2,7 @@
 #include <regex>
 
 #include "host/backends/container/container_backend.h"
+#include "host/backends/create_flags.h"
 
 namespace gpubox::host {
 namespace {
@@ -25,13 +26,7 @@ Status parse_container_flags(const Args& args, bool container, ContainerSandboxS
   for (const char* flag : {"--image", "--publish", "--ready-timeout"}) {
     if (!container && args.last(flag)) return Status::invalid_request(std::string(flag) + ": only with --backend podman or docker");
   }
-  if (auto image = args.last("--image")) {
-    static const std::regex kImage("[A-Za-z0-9][A-Za-z0-9._/:@-]*");
-    if (image->size() > 255 || !std::regex_match(*image, kImage)) {
-      return Status::invalid_request("--image: '" + *image + "' is not an image reference (NAME[:TAG] or NAME@sha256:DIGEST)");
-    }
-    spec->image = *image;
-  }
+  if (Status image = read_image_flag(args, &spec->image); !image) return image;
   if (auto publish = args.last("--publish"); publish && !parse_publish(*publish, &spec->publish_ip, &spec->publish_port)) {
     return Status::invalid_request("--publish: expected IPv4[:PORT] (PORT 0-65535; 0 or none: any free port), got '" + *publish + "'");
   }
@@ -42,12 +37,7 @@ Status parse_container_flags(const Args& args, bool container, ContainerSandboxS
     }
     spec->gpus = *gpu;
   }
-  if (auto text = args.last("--ready-timeout")) {
-    auto value = parse_number(*text, 0.1, 3600);
-    if (!value) return Status::invalid_request("--ready-timeout: expected seconds from 0.1 to 3600, got '" + *text + "'");
-    spec->ready_timeout = std::chrono::milliseconds(static_cast<long long>(*value * 1000));
-  }
-  return Status::ok();
+  return read_ready_timeout_flag(args, 0.1, &spec->ready_timeout);
 }
 
 }  // namespace gpubox::host

@@ -98,10 +98,7 @@ class KubernetesBackend final : public Backend {
   }
 
   SandboxEnd end(const SandboxRecord& record) const override {
-    const auto& ended = record.spec.value("kubernetes_ended", nlohmann::json::object());
-    SandboxEnd how{own_end_reason(), "the cluster ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
-    if (ended.value("exit_code", nlohmann::json()).is_number_integer()) how.exit_code = ended["exit_code"].get<int>();
-    return how;
+    return end_reported(own_end_reason(), "the cluster", record.spec.value("kubernetes_ended", nlohmann::json::object()));
   }
 
   // group: the namespace.

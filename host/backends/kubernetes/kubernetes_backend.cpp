@@ -7,7 +7,6 @@
 
 #include "host/backends/python_module.h"
 #include "host/sandbox_keys.h"
-#include "rpc/client.h"
 #include "rpc/keys.h"
 
 namespace gpubox::host {
@@ -119,13 +118,7 @@ Status terminate_kubernetes_sandbox(const SandboxStore& store, const SandboxReco
                                     bool* killed) {
   if (killed) *killed = false;
   if (record.spec.value("kubernetes_id", "").empty()) return store.remove(record);  // its create never reached the cluster
-  bool asked = false;
-  if (kubernetes_state(record) == "running") {
-    if (auto options = client_options_for(record)) {
-      options->connect_timeout = std::chrono::milliseconds(5'000);
-      if (auto client = rpc::Client::connect(*options)) asked = static_cast<bool>((*client)->call("sys.shutdown"));
-    }
-  }
+  bool asked = kubernetes_state(record) == "running" && ask_agent_to_shut_down(record);
   // The agent exits after its grace; as PID 1 its exit ends the pod (restartPolicy Never).
   nlohmann::json request = kubernetes_where(record);
   request["wait_s"] = asked ? static_cast<double>(grace.count()) / 1000.0 + 10 : 0;

@@ -1,6 +1,7 @@
 // The flags `gpubox create` has for the Kubernetes backend.
 #include <regex>
 
+#include "host/backends/create_flags.h"
 #include "host/backends/kubernetes/kubernetes_backend.h"
 
 namespace gpubox::host {
@@ -28,13 +29,7 @@ Status parse_kubernetes_flags(const Args& args, KubernetesSandboxSpec* spec) {
     if (!std::regex_match(*queue, kLabelValue)) return Status::invalid_request("--queue: '" + *queue + "' is not a Kueue LocalQueue name");
     spec->queue = *queue;
   }
-  if (auto image = args.last("--image")) {
-    static const std::regex kImage("[A-Za-z0-9][A-Za-z0-9._/:@-]*");
-    if (image->size() > 255 || !std::regex_match(*image, kImage)) {
-      return Status::invalid_request("--image: '" + *image + "' is not an image reference (REGISTRY/NAME[:TAG] or NAME@sha256:DIGEST)");
-    }
-    spec->image = *image;
-  }
+  if (Status image = read_image_flag(args, &spec->image); !image) return image;
   if (auto gpu = args.last("--gpu")) {
     auto count = parse_number(*gpu, 0, 64);
     if (!count || *count != static_cast<double>(static_cast<int>(*count))) {
@@ -51,11 +46,7 @@ Status parse_kubernetes_flags(const Args& args, KubernetesSandboxSpec* spec) {
     }
     spec->volumes.push_back({claim, path});
   }
-  if (auto text = args.last("--ready-timeout")) {
-    auto value = parse_number(*text, 1, 3600);
-    if (!value) return Status::invalid_request("--ready-timeout: expected seconds from 1 to 3600, got '" + *text + "'");
-    spec->ready_timeout = std::chrono::milliseconds(static_cast<long long>(*value * 1000));
-  }
+  if (Status ready = read_ready_timeout_flag(args, 1, &spec->ready_timeout); !ready) return ready;
   for (const char* flag : {"--mount", "--publish", "--pids", "--userns", "--seccomp", "--network"}) {
     if (args.last(flag) || args.flag(flag)) {
       return Status::invalid_request(std::string(flag) + ": not with --backend kubernetes (the cluster sets the pod's network, "

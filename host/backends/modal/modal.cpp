@@ -123,10 +123,7 @@ class ModalBackend final : public Backend {
   }
 
   SandboxEnd end(const SandboxRecord& record) const override {
-    const auto& ended = record.spec.value("modal_ended", nlohmann::json::object());
-    SandboxEnd how{own_end_reason(), "Modal ended it: " + ended.value("reason", std::string("no reason given")), std::nullopt};
-    if (ended.value("exit_code", nlohmann::json()).is_number_integer()) how.exit_code = ended["exit_code"].get<int>();
-    return how;
+    return end_reported(own_end_reason(), "Modal", record.spec.value("modal_ended", nlohmann::json::object()));
   }
 
   Result<nlohmann::json> list_remote(const std::string& app) const override {

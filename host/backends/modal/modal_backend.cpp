@@ -5,7 +5,6 @@
 #include "host/backends/backend.h"
 #include "host/backends/python_module.h"
 #include "host/sandbox_keys.h"
-#include "rpc/client.h"
 #include "rpc/keys.h"
 
 namespace gpubox::host {
@@ -136,13 +135,7 @@ Status terminate_modal_sandbox(const SandboxStore& store, const SandboxRecord& r
   if (killed) *killed = false;
   std::string modal_id = record.spec.value("modal_id", "");
   if (modal_id.empty()) return store.remove(record);  // its create never reached Modal
-  bool asked = false;
-  if (modal_state(record) == "running") {
-    if (auto options = client_options_for(record)) {
-      options->connect_timeout = std::chrono::milliseconds(5'000);
-      if (auto client = rpc::Client::connect(*options)) asked = static_cast<bool>((*client)->call("sys.shutdown"));
-    }
-  }
+  bool asked = modal_state(record) == "running" && ask_agent_to_shut_down(record);
   // The agent exits after its grace; as PID 1 its exit ends the sandbox, which Modal then reports.
   double wait_s = asked ? static_cast<double>(grace.count()) / 1000.0 + 10 : 0;
   auto ended = modal_call("terminate", {{"modal_id", modal_id}, {"wait_s", wait_s}}, grace + std::chrono::seconds(120));

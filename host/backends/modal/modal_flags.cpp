@@ -2,6 +2,7 @@
 #include <regex>
 #include <sstream>
 
+#include "host/backends/create_flags.h"
 #include "host/backends/modal/modal_backend.h"
 
 namespace gpubox::host {
@@ -26,13 +27,7 @@ Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec) {
     if (!std::regex_match(*app, kName)) return Status::invalid_request("--app: '" + *app + "' is not a Modal app name (1-64 of A-Z a-z 0-9 . _ -)");
     spec->app = *app;
   }
-  if (auto image = args.last("--image")) {
-    static const std::regex kImage("[A-Za-z0-9][A-Za-z0-9._/:@-]*");
-    if (image->size() > 255 || !std::regex_match(*image, kImage)) {
-      return Status::invalid_request("--image: '" + *image + "' is not an image reference (REGISTRY/NAME[:TAG] or NAME@sha256:DIGEST)");
-    }
-    spec->image = *image;
-  }
+  if (Status image = read_image_flag(args, &spec->image); !image) return image;
   if (auto gpu = args.last("--gpu")) {
     // Modal's own form: a type, optionally :COUNT (H100, A100-80GB:2, H200:8, any).
     static const std::regex kGpu("[A-Za-z0-9][A-Za-z0-9_-]*(:[1-8])?");
@@ -79,11 +74,7 @@ Status parse_modal_flags(const Args& args, bool modal, ModalSandboxSpec* spec) {
   } else {
     return Status::invalid_request("--network: expected none, open or allow:CIDR[,CIDR...] with --backend modal, got '" + network + "'");
   }
-  if (auto text = args.last("--ready-timeout")) {
-    auto value = parse_number(*text, 1, 3600);
-    if (!value) return Status::invalid_request("--ready-timeout: expected seconds from 1 to 3600, got '" + *text + "'");
-    spec->ready_timeout = std::chrono::milliseconds(static_cast<long long>(*value * 1000));
-  }
+  if (Status ready = read_ready_timeout_flag(args, 1, &spec->ready_timeout); !ready) return ready;
   for (const char* flag : {"--mount", "--publish", "--pids", "--userns"}) {
     if (args.last(flag) || args.flag(flag)) {
       return Status::invalid_request(std::string(flag) + ": not with --backend modal (Modal Volumes: --volume NAME:/path)");
