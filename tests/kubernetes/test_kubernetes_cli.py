@@ -252,6 +252,21 @@ class PythonApiAndMcpTest(KubernetesTestCase):
         return result.structured_content["stdout"]
 
 
+class RealClusterScriptTest(KubernetesTestCase):
+    """tests/kubernetes/check_real_cluster.sh, the check for a real cluster, passes on this one and skips without one."""
+
+    def test_the_script_passes_on_the_test_cluster(self):
+        script = os.path.join(HERE, "check_real_cluster.sh")
+        skipped = subprocess.run([script], env={k: v for k, v in self.env.items() if k != "KUBECONFIG"},
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(skipped.returncode, 77, skipped.stdout + skipped.stderr)
+        self.assertIn("KUBECONFIG is not set", skipped.stdout)
+        ran = subprocess.run([script], env=dict(self.env, GPUBOX_CLI=CLI, GPUBOX_K8S_IMAGE=IMAGE, GPUBOX_K8S_NAMESPACE=self.ns),
+                             capture_output=True, text=True, timeout=600)
+        self.assertEqual(ran.returncode, 0, ran.stdout + ran.stderr)
+        self.assertEqual(self.cluster.objects(self.ns), [])
+
+
 class BudgetTest(KubernetesTestCase):
     def test_gpu_hours_are_held_as_for_the_container_backends(self):
         self.ok("budget", "init", "cluster", "--max-gpu-hours", "2")
