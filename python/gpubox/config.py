@@ -23,7 +23,9 @@ _MODAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")   # apps and Volu
 _MODAL_GPU = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")          # H100, A100-80GB, any (the count is gpu_count)
 MODAL_MAX_TIMEOUT = 86400   # Modal's container timeout is 1 s to 24 h
 MODAL_MAX_GPUS = 8
-KUBERNETES_OPTIONS = ("namespace", "context", "queue", "warm_pool")   # SandboxConfig.kubernetes: create's --FLAGs
+# SandboxConfig.kubernetes: create's --FLAGs. Not --warm-pool: a pool's agents run with its own config,
+# and a Sandbox always sends one (docs/kubernetes.md).
+KUBERNETES_OPTIONS = ("namespace", "context", "queue")
 _KUBERNETES_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")   # a PersistentVolumeClaim's name
 _MEMORY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*\Z", re.IGNORECASE)
 
@@ -291,7 +293,7 @@ class SandboxConfig:
     network: bool = False              # outbound network, asked for by name; packages by name and remote repos need it
     execution_mode: Optional[object] = None  # Seer's; accepted and unused (every gpubox sandbox has all modes)
     modal_app: Optional[str] = None    # modal: the Modal app the sandbox belongs to (None: "gpubox")
-    kubernetes: Optional[Dict[str, str]] = None  # kubernetes: namespace, context, queue, warm_pool (docs/kubernetes.md)
+    kubernetes: Optional[Dict[str, str]] = None  # kubernetes: namespace, context, queue (docs/kubernetes.md)
     budget: Optional[str] = None       # the budget that holds its cost first (None: the default one, if set;
                                        # "none": no budget); past its ceiling start() raises BudgetExceeded
 
