@@ -2,6 +2,7 @@
 
 #include "host/program_run.h"
 #include "tests/cli/fake_modal_process.h"
+#include "tests/cli/test_cluster_process.h"
 #include "tests/image/test_image.h"
 
 #include <fcntl.h>
@@ -53,6 +54,22 @@ void reap_orphans() {
 std::unique_ptr<FakeModalProcess>& shared_fake_modal() {
   static std::unique_ptr<FakeModalProcess> fake;
   return fake;
+}
+
+// The Kubernetes test cluster the kubernetes instances of a test process share (started by the first).
+std::unique_ptr<TestClusterProcess>& shared_test_cluster() {
+  static std::unique_ptr<TestClusterProcess> cluster;
+  return cluster;
+}
+
+// Starts the process that `shared` holds unless it runs; "" or what went wrong.
+template <typename Process>
+std::string start_shared(std::unique_ptr<Process>& shared) {
+  if (shared) return "";
+  std::string problem;
+  shared = std::make_unique<Process>(&problem);
+  if (!problem.empty()) shared.reset();
+  return problem;
 }
 
 }  // namespace
@@ -210,49 +227,62 @@ std::string CliTest::create(const std::vector<std::string>& args) {
 void BackendCliTest::SetUp() {
   CliTest::SetUp();
   if (!container()) return;
-  std::string problem = modal() ? fake_modal_problem() : podman_problem();
+  std::string problem = modal() ? fake_modal_problem() : kubernetes() ? kubernetes_cluster_problem() : podman_problem();
   if (problem.empty() && docker()) problem = docker_problem();
   if (!problem.empty()) GPUBOX_MISSING(problem);
   std::string built = docker() ? load_test_image_into_docker(kTestImagePython) : build_test_image(kTestImagePython);
   ASSERT_EQ(built, "") << "building the sandbox image for the " << backend() << " backend";
-  if (!modal()) return;
-  auto& fake = shared_fake_modal();
-  if (!fake) {
-    std::string started;
-    fake = std::make_unique<FakeModalProcess>(&started);
-    if (!started.empty()) fake.reset();
-    ASSERT_EQ(started, "") << "starting the fake Modal control plane";
-  }
-  modal_running_before_ = fake->running(fake->containers());
+  if (modal()) ASSERT_EQ(start_shared(shared_fake_modal()), "") << "starting the fake Modal control plane";
+  if (kubernetes()) ASSERT_EQ(start_shared(shared_test_cluster()), "") << "starting the Kubernetes test cluster";
+  if (control_plane()) control_plane_before_ = control_plane_left();
 }
 
-void BackendCliTest::TearDownTestSuite() { shared_fake_modal().reset(); }
+void BackendCliTest::TearDownTestSuite() {
+  shared_fake_modal().reset();
+  shared_test_cluster().reset();
+}
 
 std::map<std::string, std::string> BackendCliTest::backend_environment() const {
-  if (!modal() || !shared_fake_modal()) return {};
-  return shared_fake_modal()->user_environment();
+  if (modal() && shared_fake_modal()) return shared_fake_modal()->user_environment();
+  if (kubernetes() && shared_test_cluster()) return shared_test_cluster()->user_environment();
+  return {};
 }
 
 pid_t BackendCliTest::agent_pid(const std::string& id) const {
-  if (!modal()) return record(id)["agent_pid"].get<pid_t>();
-  // Modal's agent is no process of this host; the fake's container is.
-  std::string container = FakeModalProcess::container_of(record(id)["spec"].value("modal_id", ""));
+  if (!control_plane()) return record(id)["agent_pid"].get<pid_t>();
+  // A control plane's agent is no process of this host; the container that stands in for its machine is.
+  std::string container = modal() ? FakeModalProcess::container_of(record(id)["spec"].value("modal_id", ""))
+                                  : shared_test_cluster()->container_of(record(id)["spec"].value("kubernetes_id", ""));
   auto pid = host::run_program("podman", {"inspect", "--format", "{{.State.Pid}}", container});
   return pid && pid->status == 0 ? static_cast<pid_t>(std::stol(pid->out)) : -1;
 }
 
+nlohmann::json BackendCliTest::listing_after_agent_died() const {
+  auto listed = nlohmann::json::parse(run({"ls", "--json"}).out, nullptr, false);
+  for (int i = 0; kubernetes() && i < 300 && !(listed.size() == 1 && listed[0]["state"] == "dead"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    listed = nlohmann::json::parse(run({"ls", "--json"}).out, nullptr, false);
+  }
+  return listed;
+}
+
+std::vector<std::string> BackendCliTest::control_plane_left() const {
+  if (modal() && shared_fake_modal()) return shared_fake_modal()->running(shared_fake_modal()->containers());
+  if (kubernetes() && shared_test_cluster()) return shared_test_cluster()->left();
+  return {};
+}
+
 void BackendCliTest::TearDown() {
   CliTest::TearDown();
-  if (modal() && shared_fake_modal()) {
-    auto& fake = *shared_fake_modal();
+  if (control_plane()) {
     std::vector<std::string> left;
-    for (const auto& name : fake.running(fake.containers())) {
-      if (std::find(modal_running_before_.begin(), modal_running_before_.end(), name) == modal_running_before_.end()) {
-        left.push_back(name);
+    for (const auto& thing : control_plane_left()) {
+      if (std::find(control_plane_before_.begin(), control_plane_before_.end(), thing) == control_plane_before_.end()) {
+        left.push_back(thing);
       }
     }
-    EXPECT_TRUE(left.empty()) << "Modal sandboxes of this test still run after terminate --all: " << left.size()
-                              << (left.empty() ? "" : " (" + left[0] + ", ...)");
+    EXPECT_TRUE(left.empty()) << "sandboxes of this test are still on " << backend() << " after terminate --all: "
+                              << left.size() << (left.empty() ? "" : " (" + left[0] + ", ...)");
     return;
   }
   if (!container() || !podman_problem().empty() || (docker() && !docker_problem().empty())) return;
@@ -277,7 +307,11 @@ std::string PodmanCliTest::podman(const std::vector<std::string>& args) const {
 
 std::vector<std::string> BackendCliTest::backend_args() const {
   if (!container()) return {};
-  return {"--backend", backend(), "--image", test_image_tag(kTestImagePython)};
+  std::vector<std::string> args = {"--backend", backend(), "--image", test_image_tag(kTestImagePython)};
+  if (kubernetes() && shared_test_cluster()) {
+    args.insert(args.end(), {"--namespace", shared_test_cluster()->namespace_name()});
+  }
+  return args;
 }
 
 nlohmann::json CliTest::record(const std::string& id) const {

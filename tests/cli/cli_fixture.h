@@ -63,12 +63,15 @@ class CliTest : public ::testing::Test {
 
 // A CliTest run once per backend: "local", "podman" with the image that
 // image/Dockerfile builds on the Python stand-in base (tests/image/test_image.h),
-// and "modal": the same image as a sandbox of the fake Modal control plane
-// (tests/modal/fake_modal, one per test process, reached by the real SDK;
-// tests/cli/fake_modal_process.h). Every `gpubox create` of the test gets
-// --backend (and --image); TearDown also checks that no container of the
-// test's store (or, on modal, of the fake) is left running. Skips, saying why,
-// where podman (or, for modal, the venv's SDK) is missing.
+// "docker" with the same image, and the control planes: "modal", that image as
+// a sandbox of the fake Modal control plane (tests/modal/fake_modal;
+// tests/cli/fake_modal_process.h), and "kubernetes", as a pod of the test
+// cluster's one namespace (tests/kubernetes; tests/cli/test_cluster_process.h),
+// each one per test process. Every `gpubox create` of the test gets --backend
+// (and --image, --namespace); TearDown also checks that no container of the
+// test's store (or, on a control plane, of the test's sandboxes there) is left
+// running and nothing of it in the namespace. Skips, saying why, where podman
+// (or the venv's SDK, or the kube-apiserver) is missing.
 class BackendCliTest : public CliTest, public ::testing::WithParamInterface<std::string> {
  protected:
   static void TearDownTestSuite();
@@ -79,12 +82,20 @@ class BackendCliTest : public CliTest, public ::testing::WithParamInterface<std:
   virtual std::string backend() const { return GetParam(); }
   bool container() const { return backend() != "local"; }
   bool modal() const { return backend() == "modal"; }
+  bool kubernetes() const { return backend() == "kubernetes"; }
+  // Sandboxes a remote control plane runs, reached through it (the agent's log, the end, no host limits).
+  bool control_plane() const { return modal() || kubernetes(); }
   bool docker() const { return backend() == "docker"; }
-  // The host pid of the sandbox's agent (PID 1 of its container, for podman and modal).
+  // The host pid of the sandbox's agent (PID 1 of its container, for podman and the control planes).
   pid_t agent_pid(const std::string& id) const;
+  // `ls --json` after the test killed the agent of its one sandbox: at once, but on kubernetes once
+  // that shows it dead (bounded), since a node reports a pod's end only when it notices, as a kubelet does.
+  nlohmann::json listing_after_agent_died() const;
 
  private:
-  std::vector<std::string> modal_running_before_;  // the fake's running containers when the test began
+  // What the control plane runs or holds now: the fake Modal's running containers, the cluster's left().
+  std::vector<std::string> control_plane_left() const;
+  std::vector<std::string> control_plane_before_;  // control_plane_left() when the test began
 };
 
 // Tests of the podman backend alone (what local sandboxes do not have).

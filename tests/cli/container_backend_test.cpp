@@ -1,7 +1,7 @@
 // The podman backend through the real CLI: real containers of the image that
 // image/Dockerfile builds, reached over CURVE on a published 127.0.0.1 port.
-// The CLI's sandbox tests marked TEST_P(BackendCliTest, …) run against both
-// backends (instantiated here); the tests below are the container's own:
+// The CLI's sandbox tests marked TEST_P(BackendCliTest, …) run against every
+// backend (instantiated here); the tests below are the container's own:
 // engine limits, the relayed port of --network none, secrets kept out of
 // `inspect`, logs and argv, a container killed from outside, images without
 // a working agent, and flags refused before anything starts.
@@ -25,7 +25,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 namespace fs = std::filesystem;
 
-// Names the instances /local, /podman and /modal.
+// Names the instances /local, /podman, /docker, /modal and /kubernetes.
 struct BackendName {
   std::string operator()(const ::testing::TestParamInfo<std::string>& backend) const { return backend.param; }
 };
@@ -36,7 +36,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, BackendCliTest, ::testing::Values("local"), B
 #else
 // modal: the podman image as a sandbox of the fake Modal control plane (tests/modal/fake_modal).
 // docker: the same image loaded into Debian's dockerd, which ctest starts (tests/cli/docker_engine.sh).
-INSTANTIATE_TEST_SUITE_P(Backends, BackendCliTest, ::testing::Values("local", "podman", "docker", "modal"), BackendName());
+// kubernetes: the podman image as a pod of the test cluster (tests/kubernetes/run_cluster.py).
+INSTANTIATE_TEST_SUITE_P(Backends, BackendCliTest, ::testing::Values("local", "podman", "docker", "modal", "kubernetes"),
+                         BackendName());
 #endif
 
 std::string trimmed(std::string text) {
@@ -46,12 +48,13 @@ std::string trimmed(std::string text) {
 
 // Sandbox code runs under a seccomp filter (status mode 2): gpubox's (local)
 // or the engine's default profile (podman, docker); --seccomp unconfined
-// removes it. Modal's gVisor filters by itself: --seccomp is refused there.
+// removes it. Modal's gVisor filters by itself, and a cluster sets the pod's
+// security context: --seccomp is refused on both.
 TEST_P(BackendCliTest, SandboxCodeRunsUnderASeccompFilter) {
-  if (modal()) {
+  if (control_plane()) {
     CliRun refused = run({"create", "--seccomp", "unconfined"});
     EXPECT_EQ(refused.status, 2);
-    EXPECT_THAT(refused.err, HasSubstr("--seccomp: not with --backend modal"));
+    EXPECT_THAT(refused.err, HasSubstr("--seccomp: not with --backend " + backend()));
     EXPECT_TRUE(store_entries().empty());
     return;
   }
@@ -65,6 +68,14 @@ TEST_P(BackendCliTest, SandboxCodeRunsUnderASeccompFilter) {
 }
 
 TEST_P(BackendCliTest, SnapshotKeepsFilesPackagesAndSettingsButNotProcesses) {
+  if (kubernetes()) {
+    // A pod's filesystem has no image to commit: what lasts is on a --volume claim.
+    CliRun refused = run({"snapshot", create(), "--name", "snap-1"});
+    EXPECT_EQ(refused.status, 2);
+    EXPECT_THAT(refused.err, HasSubstr("snapshots of Kubernetes sandboxes are not supported"));
+    EXPECT_EQ(run({"snapshots", "--json"}).out, "[]\n");
+    return;
+  }
   CliRun created = run({"create", "--name", "origin", "--env", "COLOUR=blue", "--memory", "200"});
   ASSERT_EQ(created.status, 0) << created.err;
   std::string id = trimmed(created.out);

@@ -1,10 +1,8 @@
 #include "tests/cli/fake_modal_process.h"
 
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -12,10 +10,11 @@
 
 #include "host/program_run.h"
 #include "tests/cli/cli_fixture.h"
+#include "tests/cli/venv_child.h"
 #include "tests/image/test_image.h"
 
-#if !defined(GPUBOX_VENV_PYTHON) || !defined(GPUBOX_MODAL_TESTS_DIR) || !defined(GPUBOX_PYTHON_DIR)
-#error "GPUBOX_VENV_PYTHON, GPUBOX_MODAL_TESTS_DIR and GPUBOX_PYTHON_DIR must be defined"
+#if !defined(GPUBOX_VENV_PYTHON) || !defined(GPUBOX_MODAL_TESTS_DIR)
+#error "GPUBOX_VENV_PYTHON and GPUBOX_MODAL_TESTS_DIR must be defined"
 #endif
 
 namespace gpubox::testing {
@@ -43,18 +42,9 @@ FakeModalProcess::FakeModalProcess(std::string* problem) {
   work_ = pattern;
   fs::create_directories(work_ + "/volumes");
   std::string url_file = work_ + "/url", calls = work_ + "/calls", log = work_ + "/fake.log";
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    if (::chdir(GPUBOX_MODAL_TESTS_DIR) != 0) ::_exit(127);
-    FILE* out = std::freopen(log.c_str(), "w", stdout);
-    if (out) ::dup2(STDOUT_FILENO, STDERR_FILENO);
-    ::setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
-    ::setenv("FAKE_MODAL_SECRETS", "{}", 1);
-    std::string volumes = work_ + "/volumes";
-    ::execl(GPUBOX_VENV_PYTHON, GPUBOX_VENV_PYTHON, "-m", "fake_modal", "--url-file", url_file.c_str(), "--calls",
-            calls.c_str(), "--volumes-dir", volumes.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  pid_ = start_venv_python(GPUBOX_MODAL_TESTS_DIR, log,
+                           {"-m", "fake_modal", "--url-file", url_file, "--calls", calls, "--volumes-dir", work_ + "/volumes"},
+                           {{"FAKE_MODAL_SECRETS", "{}"}});
   auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!fs::exists(url_file)) {
     int status = 0;
@@ -72,18 +62,7 @@ FakeModalProcess::~FakeModalProcess() { stop(); }
 
 void FakeModalProcess::stop() {
   if (pid_ > 0) {
-    ::kill(pid_, SIGTERM);
-    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-    int status = 0;
-    pid_t got = 0;
-    // The test process is a subreaper that reaps orphans; ECHILD means someone reaped the fake already.
-    while ((got = ::waitpid(pid_, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    if (got == 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
-    }
+    end_child(pid_, std::chrono::seconds(90));
     pid_ = -1;
   }
   if (!work_.empty()) {
@@ -94,14 +73,12 @@ void FakeModalProcess::stop() {
 }
 
 std::map<std::string, std::string> FakeModalProcess::user_environment() const {
-  const char* current = std::getenv("PYTHONPATH");
-  return {{"MODAL_SERVER_URL", url_},
-          {"MODAL_TOKEN_ID", "ak-gpubox-cli-test"},
-          {"MODAL_TOKEN_SECRET", "as-gpubox-cli-test"},
-          {"MODAL_CONFIG_PATH", work_ + "/no-modal.toml"},  // no user profile of this machine
-          {"GPUBOX_PYTHON", GPUBOX_VENV_PYTHON},
-          {"PYTHONDONTWRITEBYTECODE", "1"},
-          {"PYTHONPATH", std::string(GPUBOX_PYTHON_DIR) + (current && *current ? std::string(":") + current : "")}};
+  auto env = venv_python_environment();
+  env.insert({{"MODAL_SERVER_URL", url_},
+              {"MODAL_TOKEN_ID", "ak-gpubox-cli-test"},
+              {"MODAL_TOKEN_SECRET", "as-gpubox-cli-test"},
+              {"MODAL_CONFIG_PATH", work_ + "/no-modal.toml"}});  // no user profile of this machine
+  return env;
 }
 
 std::vector<std::string> FakeModalProcess::containers() const {

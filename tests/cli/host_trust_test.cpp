@@ -84,7 +84,7 @@ TEST_F(CliTest, AnImpostorOfTheSocketInTheSandboxNeverHearsTheHost) {
 }
 
 // On every backend: where the host reads the agent's log (a host-private
-// file, docker's own log, or through Modal's agent) a link or FIFO that
+// file, docker's own log, or through a control plane's agent) a link or FIFO that
 // sandbox code plants at /run/gpubox/agent.log is never followed.
 TEST_P(BackendCliTest, ALinkOrFifoPlantedAsTheAgentsLogIsNotWhatTheHostReads) {
   std::string id = create();
@@ -96,8 +96,8 @@ TEST_P(BackendCliTest, ALinkOrFifoPlantedAsTheAgentsLogIsNotWhatTheHostReads) {
   ASSERT_EQ(planted.out, "planted\n") << planted.err;
   CliRun logs = run({"logs", id});
   EXPECT_THAT(logs.out, Not(HasSubstr("host-only-content")));
-  // On Modal the log is the sandbox's own file, read inside it: the planted link is all there is.
-  if (!modal()) {
+  // On a control plane the log is the sandbox's own file, read inside it: the planted link is all there is.
+  if (!control_plane()) {
     EXPECT_EQ(logs.status, 0) << logs.err;
     EXPECT_THAT(logs.out, HasSubstr("agent starting"));
   }
@@ -107,7 +107,7 @@ TEST_P(BackendCliTest, ALinkOrFifoPlantedAsTheAgentsLogIsNotWhatTheHostReads) {
   auto began = Clock::now();
   logs = run({"logs", id});
   EXPECT_LT(Clock::now() - began, std::chrono::seconds(20)) << "a FIFO hung `gpubox logs`";
-  if (!modal()) {
+  if (!control_plane()) {
     EXPECT_EQ(logs.status, 0) << logs.err;
     EXPECT_THAT(logs.out, HasSubstr("agent starting"));
   }
@@ -128,12 +128,14 @@ TEST_P(BackendCliTest, AForgedExitRecordIsNotHowTheSandboxEnded) {
     if (stat.empty() || stat.find(") Z") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  auto info = nlohmann::json::parse(run({"ls", "--json"}).out);
+  auto info = listing_after_agent_died();
   ASSERT_EQ(info.size(), 1u);
   EXPECT_EQ(info[0]["state"], "dead");
   EXPECT_NE(info[0]["ended"]["reason"], "shutdown") << info.dump();
   EXPECT_THAT(info[0]["ended"].dump(), Not(HasSubstr("forged")));
-  if (!modal()) EXPECT_EQ(info[0]["ended"]["reason"], "agent_crashed") << info.dump();
+  // The cluster saw the pod fail; the agent's own record, in the pod, went with it.
+  if (kubernetes()) EXPECT_EQ(info[0]["ended"]["reason"], "ended_on_kubernetes") << info.dump();
+  if (!control_plane()) EXPECT_EQ(info[0]["ended"]["reason"], "agent_crashed") << info.dump();
   expect_dead_sandbox_cleaned_up(id);
 }
 

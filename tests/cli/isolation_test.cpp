@@ -178,7 +178,7 @@ TEST_P(BackendCliTest, SecretsReachTheSandboxButNoListingLogOrStateFile) {
 
 TEST_P(BackendCliTest, ADeadAgentIsShownAndCleanedUp) {
   std::string id = create();
-  pid_t agent = agent_pid(id);  // on modal: PID 1 of the fake's container, as an OOM kill would end it
+  pid_t agent = agent_pid(id);  // on a control plane: PID 1 of the container standing in, as an OOM kill would end it
   ASSERT_EQ(::kill(agent, SIGKILL), 0);
   ASSERT_TRUE([&] {
     for (int i = 0; i < 200; ++i) {
@@ -189,8 +189,7 @@ TEST_P(BackendCliTest, ADeadAgentIsShownAndCleanedUp) {
     }
     return false;
   }());
-  CliRun ls = run({"ls", "--json"});
-  EXPECT_EQ(nlohmann::json::parse(ls.out)[0]["state"], "dead");
+  EXPECT_EQ(listing_after_agent_died()[0]["state"], "dead");
   expect_dead_sandbox_cleaned_up(id);
   EXPECT_TRUE(store_entries().empty());
   EXPECT_TRUE(cgroups_of(id).empty());

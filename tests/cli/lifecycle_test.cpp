@@ -198,11 +198,12 @@ TEST_F(CliTest, NamesJsonInfoAndRpc) {
 }
 
 TEST_P(BackendCliTest, PidsLimitStopsAForkBomb) {
-  if (modal()) {
-    // Modal has no pids limit to set: --pids is refused before anything reaches Modal.
+  if (control_plane()) {
+    // Modal has no pids limit to set, and a cluster sets the pod's limits:
+    // --pids is refused before anything reaches either.
     CliRun refused = run({"create", "--pids", "16"});
     EXPECT_EQ(refused.status, 2);
-    EXPECT_THAT(refused.err, HasSubstr("--pids: not with --backend modal"));
+    EXPECT_THAT(refused.err, HasSubstr("--pids: not with --backend " + backend()));
     EXPECT_TRUE(store_entries().empty());
     return;
   }
@@ -264,12 +265,12 @@ TEST_P(BackendCliTest, LogsFollowShowsWhatTheAgentWritesWhileFollowing) {
   EXPECT_THAT(logs.out, HasSubstr("agent ready"));
   EXPECT_THAT(logs.out, HasSubstr("job started"));
   EXPECT_THAT(logs.out, HasSubstr("job staged"));
-  // On modal the follower polls through the agent's RPC: what the agent writes as it shuts down
+  // On a control plane the follower polls through the agent's RPC: what the agent writes as it shuts down
   // ("shutting down", then "agent exiting") may come after its port closed, so only the host's files have it.
-  if (!modal()) EXPECT_THAT(logs.out, HasSubstr("shutting down"));
+  if (!control_plane()) EXPECT_THAT(logs.out, HasSubstr("shutting down"));
   CliRun after = run({"logs", id});
-  if (modal()) {
-    // The log was inside the sandbox, which Modal has ended: nothing to read any more.
+  if (control_plane()) {
+    // The log was inside the sandbox, which has ended (on Kubernetes with its pod: restartPolicy Never).
     EXPECT_EQ(after.status, 3) << after.out;
     EXPECT_THAT(after.err, HasSubstr("dead"));
   } else {
@@ -287,8 +288,8 @@ TEST_P(BackendCliTest, LogsFollowEndsWhenTheSandboxEnds) {
   CliRun logs = run({"logs", id, "-f"});
   stopper.join();
   EXPECT_EQ(logs.status, 0) << logs.err;
-  if (modal()) {
-    // Modal's log is read through the agent's RPC, which closes before the agent writes "agent exiting":
+  if (control_plane()) {
+    // A control plane's log is read through the agent's RPC, which closes before the agent writes "agent exiting":
     // what came through ends at the shutdown, and the follower says where the rest is.
     EXPECT_THAT(logs.out, HasSubstr("agent ready"));
     EXPECT_THAT(logs.err, HasSubstr("the sandbox ended"));
