@@ -1,5 +1,7 @@
 #include "kernel/kernel_server.h"
 
+#include "kernel/frame_channel.h"
+
 #include "kernel/iopub_wire.h"
 
 #include <sys/signalfd.h>
@@ -64,6 +66,9 @@ KernelServer::KernelServer(zmq::context_t& context, const xeus::xconfiguration& 
       session_(xeus::new_xguid()) {
   for (zmq::socket_t* socket : {&shell_, &stdin_, &control_, &heartbeat_, &iopub_}) {
     socket->set(zmq::sockopt::linger, 1000);
+    // A peer's frame header names its size: refuse one past the executor's own frame limit before
+    // libzmq allocates it (a stray client's bytes once claimed 10^18, and ASan's malloc aborted PID 1).
+    socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes));
   }
   // A frontend that connects again with the routing id of a connection the
   // ROUTER has not dropped yet (jupyter_client's id is its session; a DEALER
