@@ -388,7 +388,7 @@ def terminate(request: Dict[str, Any]) -> Dict[str, Any]:
         time.sleep(0.25)
         ended = _ended(cluster, kind, name)
     obj = cluster.get(kind, name)
-    pod = _pod_name(cluster, kind, obj) if obj else ""
+    pod = _pod_name(kind, obj) if obj else ""
     cluster.delete(kind, name)
     if request.get("secret"):
         cluster.delete_secret(request["secret"])
@@ -409,7 +409,7 @@ def _pod_exists(cluster: Cluster, name: str) -> bool:
         raise
 
 
-def _pod_name(cluster: Cluster, kind, obj: Dict[str, Any]) -> str:
+def _pod_name(kind, obj: Dict[str, Any]) -> str:
     """The pod of a Sandbox (its name), or of a claim's sandbox ("" before one is assigned)."""
     if kind == CLAIMS:
         return ((obj.get("status") or {}).get("sandbox") or {}).get("name") or ""
@@ -422,7 +422,7 @@ def _ended(cluster: Cluster, kind, name: str) -> Optional[Dict[str, Any]]:
     if obj is None:
         return {"exit_code": None, "reason": "%s %s/%s no longer exists" % (
             "SandboxClaim" if kind == CLAIMS else "Sandbox", cluster.namespace, name)}
-    pod_name = _pod_name(cluster, kind, obj)
+    pod_name = _pod_name(kind, obj)
     if not pod_name:
         return None
     try:
