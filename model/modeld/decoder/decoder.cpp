@@ -5,22 +5,30 @@
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <limits>
 #include <numbers>
 #include <tuple>
 #include <utility>
+
+#include "base/thread_annotations.h"
 
 #include "model/modeld/decoder/cpu_linear.h"
 #include "model/modeld/gpu/gpu_exclusion.h"
 #include "model/modeld/decoder/grouped_attention.h"
 #include "model/modeld/decoder/head_results.h"
 #include "model/modeld/decoder/weight_loader.h"
+#include "model/modeld/split/rank_exchange.h"
+#include "model/modeld/split/rank_group.h"
+#include "model/modeld/split/rank_hooks.h"
+#include "model/modeld/split/rank_workers.h"
 
 namespace gpubox::modeld {
 namespace {
@@ -192,9 +200,17 @@ class PartHooks final : public Hooks {
 
 // The bound weights and what the forward pass derives from them once.
 struct Decoder::Weights : BoundWeights {
-  Architecture arch;
+  Architecture arch;      // of this rank's part (heads, KV heads, inner units, vocabulary)
   c10::ScalarType dtype = at::kFloat;
   c10::Device device = c10::Device(c10::kCPU);
+  // A rank of a split model: which, where its vocabulary starts, how it reaches the others.
+  struct Rank {
+    int index = 0;
+    std::int64_t vocab_start = 0;
+    RankExchange* exchange = nullptr;
+    RankCollectives* collectives = nullptr;
+  };
+  std::optional<Rank> rank;  // none: the whole model
   Tensor inv_freq;        // fp32 on device
   Tensor local_inv_freq;  // of arch.local_rope, when set
   Tensor embed_scale;
@@ -203,6 +219,32 @@ struct Decoder::Weights : BoundWeights {
 
   void hook(Hooks* hooks, HookPoint point, int layer, Tensor& value) const {
     if (hooks && hooks->wants(point, layer)) hooks->apply(point, layer, value);
+  }
+
+  // x summed over the ranks: by c10d's all-reduce (NCCL, Gloo), or, when
+  // autograd records the pass, by the exchange's differentiable sum.
+  Tensor reduce(Tensor x) const {
+    if (!rank) return x;
+    if (at::GradMode::is_enabled()) return rank->exchange->all_reduce_sum(rank->index, x, device);
+    x = x.contiguous();
+    rank->collectives->all_reduce_sum(x);
+    return x;
+  }
+
+  // A rank's part of a row-split product summed over the ranks, then its bias and the residual added.
+  Tensor joined(const Tensor& part, const Tensor& b, const Tensor& residual) const {
+    Tensor out = reduce(part);
+    if (b.defined()) out = out + b;
+    return residual.defined() ? residual + out : out;
+  }
+
+  // The embeddings of ids; a split's rank looks up the ids in its share of the vocabulary, zeros elsewhere, and sums.
+  Tensor embed_rows(const Tensor& ids) const {
+    if (!rank) return at::embedding(embed, ids);
+    Tensor local = ids - rank->vocab_start;
+    Tensor outside = (local < 0).logical_or(local >= embed.size(0));
+    Tensor rows = at::embedding(embed, local.clamp(0, embed.size(0) - 1)).masked_fill(outside.unsqueeze(-1), 0);
+    return reduce(rows);
   }
 
   Tensor norm(const Tensor& x, const Tensor& w, const Tensor& b) const {
@@ -362,12 +404,20 @@ struct Decoder::Weights : BoundWeights {
     z = z.transpose(1, 2);  // [batch, tokens, heads, d]
     hook(hooks, HookPoint::z, layer, z);
     Tensor flat = z.reshape({batch, tokens, heads * d});
-    Tensor out = residual.defined() ? project_add(flat, w.o_w, w.o_b, residual) : project(flat, w.o_w, w.o_b);
-    if (!hooks || !hooks->wants(HookPoint::result, layer)) return out;
+    WeightLayout layout = arch.fused_conv1d ? WeightLayout::in_out : WeightLayout::out_in;
     std::vector<HookedRows> requests;
-    for (const auto& part : parts) requests.push_back({part.first_row, part.rows, part.hooks});
-    return hooked_results(layer, z, w.o_w, w.o_b, arch.fused_conv1d ? WeightLayout::in_out : WeightLayout::out_in, requests,
-                          residual, out);
+    bool results = hooks && hooks->wants(HookPoint::result, layer);
+    if (results) {
+      for (const auto& part : parts) requests.push_back({part.first_row, part.rows, part.hooks});
+    }
+    if (rank) {  // this rank's heads' share of the projection, summed over the ranks; then b_O and the residual
+      Tensor out = project(flat, w.o_w, Tensor());
+      if (results) out = hooked_results(layer, z, w.o_w, Tensor(), layout, requests, Tensor(), out);
+      return joined(out, w.o_b, residual);
+    }
+    Tensor out = residual.defined() ? project_add(flat, w.o_w, w.o_b, residual) : project(flat, w.o_w, w.o_b);
+    if (!results) return out;
+    return hooked_results(layer, z, w.o_w, w.o_b, layout, requests, residual, out);
   }
 
   // One part's attention: its keys k and values v [rows, tokens, kv_heads, d]
@@ -438,6 +488,7 @@ struct Decoder::Weights : BoundWeights {
       hook(hooks, HookPoint::mlp_pre, layer, pre);
       Tensor post = activate(pre);
       hook(hooks, HookPoint::mlp_post, layer, post);
+      if (rank) return joined(project(post, w.proj_w, Tensor()), w.proj_b, residual);
       return residual.defined() ? project_add(post, w.proj_w, w.proj_b, residual) : project(post, w.proj_w, w.proj_b);
     }
     auto gate_up = project(x, w.gate_up_w, w.gate_up_b).chunk(2, -1);
@@ -446,39 +497,102 @@ struct Decoder::Weights : BoundWeights {
     hook(hooks, HookPoint::mlp_pre_linear, layer, linear);
     Tensor post = activate(pre) * linear;
     hook(hooks, HookPoint::mlp_post, layer, post);
+    if (rank) return joined(project(post, w.down_w, Tensor()), w.down_b, residual);
     return residual.defined() ? project_add(post, w.down_w, w.down_b, residual) : project(post, w.down_w, w.down_b);
   }
 };
 
-Decoder::Decoder(std::unique_ptr<Weights> weights) : weights_(std::move(weights)) {}
+// A split model's ranks beyond their weights: their threads, their c10d
+// collectives, their exchange through memory; one pass at a time.
+struct Decoder::Split {
+  Split(int ranks, std::vector<std::unique_ptr<RankCollectives>> links)
+      : collectives(std::move(links)), exchange(ranks), workers(ranks) {}
+  std::vector<std::unique_ptr<RankCollectives>> collectives;
+  RankExchange exchange;
+  RankWorkers workers;
+  Mutex passes;  // every rank takes part in each pass, so passes run one after another
+};
+
+namespace {
+
+// How long a rank waits in a collective for the others before it gives up (a rank that died).
+constexpr std::chrono::seconds kCollectiveTimeout{60};
+
+// The splits of an architecture that work: rank counts dividing its heads, KV heads and MLP width.
+std::vector<std::int64_t> working_splits(const Architecture& arch) {
+  std::vector<std::int64_t> counts;
+  for (std::int64_t n = 1; n <= arch.num_kv_heads; ++n) {
+    if (arch.num_heads % n == 0 && arch.num_kv_heads % n == 0 && arch.intermediate_size % n == 0) counts.push_back(n);
+  }
+  return counts;
+}
+
+}  // namespace
+
+Decoder::Decoder(std::vector<std::unique_ptr<Weights>> ranks) : ranks_(std::move(ranks)) {}
 Decoder::~Decoder() = default;
 
 Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const weights::Checkpoint& checkpoint,
                                                c10::ScalarType dtype, c10::Device device, LoadProgress& progress) {
+  return load(arch, checkpoint, dtype, std::vector<c10::Device>{device}, progress);
+}
+
+Result<std::unique_ptr<Decoder>> Decoder::load(const Architecture& arch, const weights::Checkpoint& checkpoint,
+                                               c10::ScalarType dtype, const std::vector<c10::Device>& devices,
+                                               LoadProgress& progress) {
+  const int ranks = static_cast<int>(devices.size());
+  if (ranks > 1 && (arch.num_heads % ranks || arch.num_kv_heads % ranks || arch.intermediate_size % ranks)) {
+    return Status(ErrorCode::invalid_request,
+                  fmt::format("{} attention heads in {} KV groups with an MLP of {} units do not split over {} ranks "
+                              "(each rank holds whole KV groups with their query heads, and as many units); splits that work: {}",
+                              arch.num_heads, arch.num_kv_heads, arch.intermediate_size, ranks,
+                              fmt::join(working_splits(arch), ", ")));
+  }
+  std::vector<std::unique_ptr<RankCollectives>> links;
+  if (ranks > 1) {
+    auto connected = connect_ranks(devices, kCollectiveTimeout);
+    if (!connected) return connected.status();
+    links = std::move(*connected);
+  }
+  std::vector<std::unique_ptr<Weights>> loaded;
+  std::string where;
   try {
     // Not InferenceMode: inference tensors could not be saved for a backward pass (capture_grad).
     c10::NoGradGuard no_grad;
-    auto w = std::make_unique<Weights>();
-    w->arch = arch;
-    w->dtype = dtype;
-    w->device = device;
-    auto bound = bind_weights(arch, checkpoint, dtype, device, progress);
-    if (!bound) return bound.status();
-    static_cast<BoundWeights&>(*w) = std::move(*bound);
-    const std::int64_t h = arch.hidden_size;
-    auto options = at::TensorOptions().device(device);
-    if (arch.rope.kind != RopeKind::none) w->inv_freq = inverse_frequencies(arch.rope, arch.head_dim).to(device);
-    if (arch.local_rope) w->local_inv_freq = inverse_frequencies(*arch.local_rope, arch.head_dim).to(device);
-    if (arch.scale_embeddings) {
-      w->embed_scale = at::scalar_tensor(std::sqrt(static_cast<double>(h)), options.dtype(dtype));
+    for (int r = 0; r < ranks; ++r) {
+      c10::Device device = devices[static_cast<std::size_t>(r)];
+      where = device.str();
+      Shard shard{r, ranks};
+      auto w = std::make_unique<Weights>();
+      w->arch = rank_architecture(arch, shard);
+      w->dtype = dtype;
+      w->device = device;
+      auto bound = bind_weights(arch, checkpoint, dtype, device, progress, shard);
+      if (!bound) return bound.status();
+      static_cast<BoundWeights&>(*w) = std::move(*bound);
+      const std::int64_t h = arch.hidden_size;
+      auto options = at::TensorOptions().device(device);
+      if (arch.rope.kind != RopeKind::none) w->inv_freq = inverse_frequencies(arch.rope, arch.head_dim).to(device);
+      if (arch.local_rope) w->local_inv_freq = inverse_frequencies(*arch.local_rope, arch.head_dim).to(device);
+      if (arch.scale_embeddings) {
+        w->embed_scale = at::scalar_tensor(std::sqrt(static_cast<double>(h)), options.dtype(dtype));
+      }
+      if (ranks > 1) w->rank = Weights::Rank{r, shard.vocab_start(arch.vocab_size), nullptr, links[static_cast<std::size_t>(r)].get()};
+      loaded.push_back(std::move(w));
     }
-    return std::unique_ptr<Decoder>(new Decoder(std::move(w)));
   } catch (const c10::OutOfMemoryError& e) {
-    return Status(ErrorCode::resource_exhausted, fmt::format("out of memory on {} while loading: {}", device.str(),
+    return Status(ErrorCode::resource_exhausted, fmt::format("out of memory on {} while loading: {}", where,
                                                              e.what_without_backtrace()));
   } catch (const c10::Error& e) {
     return Status(ErrorCode::internal, fmt::format("loading failed: {}", e.what_without_backtrace()));
   }
+  auto decoder = std::unique_ptr<Decoder>(new Decoder(std::move(loaded)));
+  decoder->whole_ = arch;
+  if (ranks > 1) {
+    decoder->split_ = std::make_unique<Split>(ranks, std::move(links));
+    for (auto& w : decoder->ranks_) w->rank->exchange = &decoder->split_->exchange;
+  }
+  return decoder;
 }
 
 at::Tensor Decoder::forward(const ForwardInput& input, KvCache* cache, bool last_only, Hooks* hooks, bool with_grad) const {
@@ -493,8 +607,64 @@ at::Tensor Decoder::forward_batch(const at::Tensor& ids, const at::Tensor& posit
 
 at::Tensor Decoder::run_pass(const at::Tensor& ids, const at::Tensor& positions, const std::vector<PassSegment>& segments,
                              const at::Tensor& cache_slot, bool last_only, bool with_grad) const {
+  if (split_) return split_pass(ids, positions, segments, cache_slot, last_only, with_grad);
+  return rank_pass(*ranks_[0], ids, positions, segments, cache_slot, last_only, with_grad);
+}
+
+at::Tensor Decoder::split_pass(const at::Tensor& ids, const at::Tensor& positions, const std::vector<PassSegment>& segments,
+                               const at::Tensor& cache_slot, bool last_only, bool with_grad) const {
+  MutexLock one_pass(split_->passes);
+  RankExchange& exchange = split_->exchange;
+  if (std::string failure = exchange.failure(); !failure.empty()) throw RankFailure(failure);
+  const int ranks = static_cast<int>(ranks_.size());
+  // Each rank's caches and hooks: the ranks advance their own cache lengths, the callers' follow rank 0's.
+  std::vector<std::vector<PassSegment>> rank_segments(static_cast<std::size_t>(ranks));
+  std::vector<std::vector<std::unique_ptr<RankHooks>>> rank_hooks(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    const Weights& w = *ranks_[static_cast<std::size_t>(r)];
+    for (const auto& segment : segments) {
+      PassSegment mine = segment;
+      if (segment.cache) {
+        TORCH_CHECK(segment.cache->shards.size() == ranks_.size(), "a split model's cache holds one shard per rank");
+        mine.cache = &segment.cache->shards[static_cast<std::size_t>(r)];
+        mine.cache->length = segment.cache->length;
+      }
+      if (segment.key_mask.defined()) mine.key_mask = segment.key_mask.to(w.device);
+      if (segment.hooks) {
+        rank_hooks[static_cast<std::size_t>(r)].push_back(std::make_unique<RankHooks>(segment.hooks, r, exchange, w.device));
+        mine.hooks = rank_hooks[static_cast<std::size_t>(r)].back().get();
+      }
+      rank_segments[static_cast<std::size_t>(r)].push_back(mine);
+    }
+  }
+  Tensor logits;
+  exchange.begin_pass();
+  split_->workers.run([&](int r) {
+    const Weights& w = *ranks_[static_cast<std::size_t>(r)];
+    try {
+      Tensor out = rank_pass(w, ids.to(w.device), positions.to(w.device), rank_segments[static_cast<std::size_t>(r)],
+                             cache_slot.defined() ? cache_slot.to(w.device) : cache_slot, last_only, with_grad);
+      if (r == 0) logits = out;
+    } catch (const RankFailure&) {
+      throw;  // another rank's failure, already recorded
+    } catch (const std::exception& e) {
+      if (exchange.pass_abandoned()) throw;  // rank 0's hooks refused the pass: every rank left it at the same point
+      const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+      exchange.fail(fmt::format("rank {} on {} failed: {}", r, w.device.str(),
+                                torch_error ? torch_error->what_without_backtrace() : e.what()));
+      throw RankFailure(exchange.failure());
+    }
+  });
+  for (const auto& segment : segments) {
+    if (segment.cache) segment.cache->length = segment.cache->shards[0].length;
+  }
+  return logits;
+}
+
+at::Tensor Decoder::rank_pass(const Weights& w, const at::Tensor& ids, const at::Tensor& positions,
+                              const std::vector<PassSegment>& segments, const at::Tensor& cache_slot, bool last_only,
+                              bool with_grad) {
   c10::InferenceMode inference(!with_grad);
-  const Weights& w = *weights_;
   GpuWork gpu_work(w.device.is_cuda());  // never during another thread's CUDA graph capture
   const Architecture& arch = w.arch;
   std::int64_t tokens = ids.size(1);
@@ -515,7 +685,7 @@ at::Tensor Decoder::run_pass(const at::Tensor& ids, const at::Tensor& positions,
   }
   PartHooks part_hooks(parts);
   Hooks* hooks = segments.size() == 1 ? segments[0].hooks : (any_hooks ? &part_hooks : nullptr);
-  Tensor h = at::embedding(w.embed, ids);
+  Tensor h = w.embed_rows(ids);
   if (with_grad) h.requires_grad_(true);
   // hook_embed after Gemma's scale, as transformers' embed_tokens gives it (TransformerLens folds it into W_E).
   if (arch.scale_embeddings) h = h * w.embed_scale;
@@ -576,31 +746,67 @@ at::Tensor Decoder::run_pass(const at::Tensor& ids, const at::Tensor& positions,
   Tensor logits = native_linear(h, w.lm_head, Tensor(), WeightLayout::out_in);
   if (!logits.defined()) logits = at::linear(h, w.lm_head);
   if (arch.final_softcap) logits = at::tanh(logits / *arch.final_softcap) * *arch.final_softcap;
+  if (w.rank) {  // each rank's share of the vocabulary, joined on rank 0
+    auto shares = w.rank->exchange->gather(w.rank->index, logits, w.device);
+    if (w.rank->index != 0) return Tensor();
+    logits = at::cat(shares, -1);
+  }
   w.hook(hooks, HookPoint::logits, -1, logits);
   return logits;
 }
 
+void KvCache::zero() {
+  for (auto& keys_of_layer : keys) keys_of_layer.zero_();
+  for (auto& values_of_layer : values) values_of_layer.zero_();
+  for (auto& shard : shards) shard.zero();
+}
+
 KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity, bool zeroed) const {
-  const Weights& w = *weights_;
+  auto rank_cache = [&](const Weights& w) {
+    KvCache cache;
+    cache.capacity = capacity;
+    auto options = at::TensorOptions().dtype(w.dtype).device(w.device);
+    for (std::size_t i = 0; i < w.layers.size(); ++i) {
+      std::vector<std::int64_t> shape = {batch, w.arch.num_kv_heads, capacity, w.arch.head_dim};
+      cache.keys.push_back(zeroed ? at::zeros(shape, options) : at::empty(shape, options));
+      cache.values.push_back(zeroed ? at::zeros(shape, options) : at::empty(shape, options));
+    }
+    return cache;
+  };
+  if (!split_) return rank_cache(*ranks_[0]);
   KvCache cache;
   cache.capacity = capacity;
-  auto options = at::TensorOptions().dtype(w.dtype).device(w.device);
-  for (std::size_t i = 0; i < w.layers.size(); ++i) {
-    std::vector<std::int64_t> shape = {batch, w.arch.num_kv_heads, capacity, w.arch.head_dim};
-    cache.keys.push_back(zeroed ? at::zeros(shape, options) : at::empty(shape, options));
-    cache.values.push_back(zeroed ? at::zeros(shape, options) : at::empty(shape, options));
-  }
+  for (const auto& w : ranks_) cache.shards.push_back(rank_cache(*w));
   return cache;
 }
 
-const Architecture& Decoder::architecture() const { return weights_->arch; }
-c10::ScalarType Decoder::dtype() const { return weights_->dtype; }
-c10::Device Decoder::device() const { return weights_->device; }
-std::uint64_t Decoder::weight_bytes() const { return weights_->held_bytes; }
-std::uint64_t Decoder::parameter_count() const { return weights_->parameters; }
-const std::vector<std::string>& Decoder::unexpected_tensors() const { return weights_->unexpected; }
+const Architecture& Decoder::architecture() const { return whole_; }
+c10::ScalarType Decoder::dtype() const { return ranks_[0]->dtype; }
+c10::Device Decoder::device() const { return ranks_[0]->device; }
+std::vector<c10::Device> Decoder::devices() const {
+  std::vector<c10::Device> devices;
+  for (const auto& w : ranks_) devices.push_back(w->device);
+  return devices;
+}
+std::uint64_t Decoder::weight_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& w : ranks_) bytes += w->held_bytes;
+  return bytes;
+}
+std::vector<std::uint64_t> Decoder::rank_weight_bytes() const {
+  std::vector<std::uint64_t> bytes;
+  for (const auto& w : ranks_) bytes.push_back(w->held_bytes);
+  return bytes;
+}
+std::uint64_t Decoder::parameter_count() const {
+  std::uint64_t parameters = 0;
+  for (const auto& w : ranks_) parameters += w->parameters;
+  return parameters;
+}
+const std::vector<std::string>& Decoder::unexpected_tensors() const { return ranks_[0]->unexpected; }
+std::string Decoder::failure() const { return split_ ? split_->exchange.failure() : std::string(); }
 std::string Decoder::attention_backend(PassKind kind) const {
-  return sdpa_backend_name(weights_->backends[static_cast<int>(kind)].load());
+  return sdpa_backend_name(ranks_[0]->backends[static_cast<int>(kind)].load());
 }
 
 }  // namespace gpubox::modeld

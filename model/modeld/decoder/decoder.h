@@ -40,6 +40,10 @@ struct KvCache {
   std::vector<at::Tensor> values;
   std::int64_t length = 0;    // slots filled
   std::int64_t capacity = 0;
+  // A split model's: one cache per rank, of its KV heads on its device (keys
+  // and values above are then empty; length and capacity are the ranks').
+  std::vector<KvCache> shards;
+  void zero();  // every slot of every layer (and shard) to 0
 };
 
 struct ForwardInput {
@@ -87,6 +91,15 @@ class Decoder {
   // copied. The checkpoint must outlive the decoder.
   static Result<std::unique_ptr<Decoder>> load(const Architecture& architecture, const weights::Checkpoint& checkpoint,
                                                c10::ScalarType dtype, c10::Device device, LoadProgress& progress);
+  // The model split over devices (tensor parallel: one rank per device, all
+  // CPUs or all distinct GPUs), each rank binding only its slices
+  // (weight_loader.h's Shard). Callers see one model: forward() and
+  // forward_batch() take inputs on device() and return logits there. One pass
+  // runs at a time. A head count, KV-group count or MLP width the ranks do
+  // not divide is an invalid_request naming the numbers and the splits that work.
+  static Result<std::unique_ptr<Decoder>> load(const Architecture& architecture, const weights::Checkpoint& checkpoint,
+                                               c10::ScalarType dtype, const std::vector<c10::Device>& devices,
+                                               LoadProgress& progress);
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
@@ -105,22 +118,36 @@ class Decoder {
   // zeroed: slots not yet written hold 0 (a static step reads them, masked; never NaN).
   KvCache new_cache(std::int64_t batch, std::int64_t capacity, bool zeroed = false) const;
 
-  const Architecture& architecture() const;
+  const Architecture& architecture() const;  // the whole model's
   c10::ScalarType dtype() const;
-  c10::Device device() const;
-  std::uint64_t weight_bytes() const;             // as held (after casts)
+  c10::Device device() const;                      // rank 0's
+  std::vector<c10::Device> devices() const;        // one per rank
+  std::uint64_t weight_bytes() const;             // as held (after casts), every rank's
+  std::vector<std::uint64_t> rank_weight_bytes() const;  // each rank's
   std::uint64_t parameter_count() const;          // elements of the weights, norms and biases included
   const std::vector<std::string>& unexpected_tensors() const;  // in the files, unused
   // The SDPA kernel PyTorch picked for this model's first pass of a kind:
   // "math", "flash_attention", "efficient_attention"…; "none" before such a pass ran.
   std::string attention_backend(PassKind kind) const;
+  // Why a split model is down (a rank failed: named, with its device and
+  // error; every pass then throws RankFailure); "" while it is not.
+  std::string failure() const;
 
  private:
   struct Weights;
-  explicit Decoder(std::unique_ptr<Weights> weights);
+  struct Split;
+  explicit Decoder(std::vector<std::unique_ptr<Weights>> ranks);
   at::Tensor run_pass(const at::Tensor& ids, const at::Tensor& positions, const std::vector<PassSegment>& segments,
                       const at::Tensor& cache_slot, bool last_only, bool with_grad) const;
-  std::unique_ptr<Weights> weights_;
+  // One rank's pass over its weights (the whole pass when the model is not split).
+  static at::Tensor rank_pass(const Weights& w, const at::Tensor& ids, const at::Tensor& positions,
+                              const std::vector<PassSegment>& segments, const at::Tensor& cache_slot, bool last_only,
+                              bool with_grad);
+  at::Tensor split_pass(const at::Tensor& ids, const at::Tensor& positions, const std::vector<PassSegment>& segments,
+                        const at::Tensor& cache_slot, bool last_only, bool with_grad) const;
+  std::vector<std::unique_ptr<Weights>> ranks_;  // one per rank; a model on one device has one
+  std::unique_ptr<Split> split_;                 // the ranks' threads and collectives when there are several
+  Architecture whole_;                           // the model's (a rank's Weights hold its part's)
 };
 
 }  // namespace gpubox::modeld

@@ -117,57 +117,80 @@ class PinnedUploader {
   std::size_t turn_ = 0;
 };
 
+// A part of a tensor along one axis (a rank's rows or columns); axis -1: all of it.
+struct Slice {
+  int axis = -1;
+  std::int64_t start = 0, length = 0;
+  Tensor of(const Tensor& whole) const { return axis < 0 ? whole : whole.narrow(axis, start, length); }
+};
+
+// One tensor (or its slice) of a stack take_stacked builds.
+struct StackedPart {
+  std::string name;
+  std::vector<std::int64_t> shape;  // the whole tensor's, as the file must hold it
+  Slice slice = {};
+};
+
 // Binds checkpoint tensors by name, checking shapes; remembers what it used.
 class WeightBinder {
  public:
-  WeightBinder(const weights::Checkpoint& checkpoint, c10::ScalarType dtype, c10::Device device, LoadProgress& progress)
-      : checkpoint_(checkpoint), dtype_(dtype), device_(device), progress_(progress) {
+  WeightBinder(const weights::Checkpoint& checkpoint, c10::ScalarType dtype, c10::Device device, LoadProgress& progress,
+               const Shard& shard)
+      : checkpoint_(checkpoint), dtype_(dtype), device_(device), progress_(progress), shard_(shard) {
     if (!device.is_cpu()) uploader_.emplace(device);
   }
 
-  // The tensor named name with exactly shape, as dtype on device. A tensor
-  // used in place has its pages mapped now when every forward reads all of
-  // it; one that is not (an untied embedding, of which a forward reads the
-  // rows it looks up; a tied copy, only checked) faults in as it is used.
+  // The tensor named name with exactly shape, or its slice along one axis
+  // (a rank's part), as dtype on device. A tensor (or slice) of the model's
+  // dtype that lies contiguous in the mapped file is used in place, its pages
+  // mapped now when every forward reads all of it; one that is not (an untied
+  // embedding, of which a forward reads the rows it looks up; a tied copy,
+  // only checked) faults in as it is used. whole_on_every_rank: a tensor each
+  // rank of a split holds whole (counted once over the ranks).
   Result<Tensor> take(const std::string& name, std::vector<std::int64_t> shape, bool as_float32 = false,
-                      bool read_whole = true) {
+                      bool read_whole = true, const Slice& slice = {}) {
     auto found = locate(name, shape);
     if (!found) return found.status();
     c10::ScalarType wanted = as_float32 ? at::kFloat : dtype_;
-    Tensor bound = found->mapped;
-    if (found->mapped.scalar_type() != wanted || !device_.is_cpu()) {
-      bound = uploader_ ? uploader_->upload(found->mapped).to(wanted) : found->mapped.to(wanted);  // cast on the device
+    Tensor part = slice.of(found->mapped);
+    Tensor bound = part;
+    if (part.scalar_type() != wanted || !device_.is_cpu() || !part.is_contiguous()) {
+      Tensor host = part.contiguous();  // a slice's own bytes only
+      bound = uploader_ ? uploader_->upload(host).to(wanted) : host.to(wanted);  // cast on the device
       found->release();  // copied: the mapped bytes are not read again
     } else if (read_whole) {
-      populate(found->bytes);  // used in place: every forward reads all of it
+      populate({static_cast<const std::byte*>(part.data_ptr()), part.nbytes()});  // used in place: every forward reads all of it
     }
-    count(name, found->bytes.size(), bound);
+    count(name, file_share(*found, part, slice), bound, slice.axis < 0);
     return bound;
   }
 
-  // Tensors of shapes [rows_i, columns] stacked along their first axis into
-  // one [sum of rows_i, columns] tensor of the model's dtype on the device
-  // (q, k and v, or gate and up: one product where there were several). The
-  // parts are copied, and their mapped pages dropped.
-  Result<Tensor> take_stacked(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& parts) {
+  // Tensors (or slices along one axis) stacked along axis into one tensor of
+  // the model's dtype on the device (q, k and v, or gate and up: one product
+  // where there were several; a rank's columns of GPT-2's c_attn). The parts
+  // are copied, and their mapped pages dropped.
+  Result<Tensor> take_stacked(const std::vector<StackedPart>& parts, int axis = 0) {
     std::vector<Located> located;
+    std::vector<Tensor> pieces;
     std::int64_t rows = 0;
-    for (const auto& [name, shape] : parts) {
-      auto found = locate(name, shape);
+    for (const auto& part : parts) {
+      auto found = locate(part.name, part.shape);
       if (!found) return found.status();
-      rows += shape[0];
+      pieces.push_back(part.slice.of(found->mapped));
+      rows += pieces.back().size(axis);
       located.push_back(std::move(*found));
     }
-    std::vector<std::int64_t> shape = parts[0].second;
-    shape[0] = rows;
+    std::vector<std::int64_t> shape = pieces[0].sizes().vec();
+    shape[static_cast<std::size_t>(axis)] = rows;
     Tensor stacked = at::empty(shape, at::TensorOptions().dtype(dtype_).device(device_));
     std::int64_t offset = 0;
     for (std::size_t i = 0; i < located.size(); ++i) {
-      std::int64_t part_rows = parts[i].second[0];
-      stacked.narrow(0, offset, part_rows).copy_(uploader_ ? uploader_->upload(located[i].mapped) : located[i].mapped);
+      std::int64_t part_rows = pieces[i].size(axis);
+      Tensor host = pieces[i].contiguous();
+      stacked.narrow(axis, offset, part_rows).copy_(uploader_ ? uploader_->upload(host) : host);
       offset += part_rows;
       located[i].release();
-      count(parts[i].first, located[i].bytes.size(), Tensor());
+      count(parts[i].name, file_share(located[i], pieces[i], parts[i].slice), Tensor(), false);
     }
     held_bytes_ += static_cast<std::uint64_t>(stacked.nbytes());
     held_elements_ += static_cast<std::uint64_t>(stacked.numel());
@@ -224,12 +247,20 @@ class WeightBinder {
     return Located{mapped, bytes, found->file->mapped()};
   }
 
-  // Records a tensor as used and loaded; bound (when defined) is what is held of it.
-  void count(const std::string& name, std::size_t file_bytes, const Tensor& bound) {
+  // The file bytes a rank's part stands for in the progress: its slice's, or
+  // a whole tensor's share (every rank reads it) so the ranks' sum is the file's.
+  std::size_t file_share(const Located& found, const Tensor& part, const Slice& slice) const {
+    if (slice.axis >= 0) return static_cast<std::size_t>(part.nbytes());
+    return found.bytes.size() / static_cast<std::size_t>(shard_.ranks);
+  }
+
+  // Records a tensor as used and loaded; bound (when defined) is what is held
+  // of it. whole: every rank of a split holds it, so only rank 0 counts its elements.
+  void count(const std::string& name, std::size_t file_bytes, const Tensor& bound, bool whole) {
     used_.insert(name);
     if (bound.defined()) {
       held_bytes_ += static_cast<std::uint64_t>(bound.nbytes());
-      held_elements_ += static_cast<std::uint64_t>(bound.numel());
+      if (!whole || shard_.rank == 0) held_elements_ += static_cast<std::uint64_t>(bound.numel());
     }
     progress_.bytes_loaded += file_bytes;
     progress_.tensors_loaded += 1;
@@ -239,6 +270,7 @@ class WeightBinder {
   c10::ScalarType dtype_;
   c10::Device device_;
   LoadProgress& progress_;
+  Shard shard_;
   std::optional<PinnedUploader> uploader_;  // on a GPU
   std::set<std::string> used_;
   std::uint64_t held_bytes_ = 0;
@@ -269,14 +301,33 @@ void split_gate_up(LayerWeights& l, std::int64_t inner) {
 
 }  // namespace
 
+Architecture rank_architecture(const Architecture& whole, const Shard& shard) {
+  Architecture arch = whole;
+  arch.num_heads = shard.length(whole.num_heads);
+  arch.num_kv_heads = shard.length(whole.num_kv_heads);
+  arch.intermediate_size = shard.length(whole.intermediate_size);
+  arch.vocab_size = shard.vocab_length(whole.vocab_size);
+  return arch;
+}
+
 Result<BoundWeights> bind_weights(const Architecture& arch, const weights::Checkpoint& checkpoint,
-                                  c10::ScalarType dtype, c10::Device device, LoadProgress& progress) {
+                                  c10::ScalarType dtype, c10::Device device, LoadProgress& progress, const Shard& shard) {
   BoundWeights w;
-  progress.bytes_total = checkpoint.total_bytes();
-  progress.tensors_total = checkpoint.names().size();
-  WeightBinder bind(checkpoint, dtype, device, progress);
-  const std::int64_t h = arch.hidden_size, q_out = arch.num_heads * arch.head_dim, kv_out = arch.num_kv_heads * arch.head_dim;
+  if (shard.rank == 0) {
+    progress.bytes_total = checkpoint.total_bytes();
+    progress.tensors_total = checkpoint.names().size() * static_cast<std::uint64_t>(shard.ranks);
+  }
+  WeightBinder bind(checkpoint, dtype, device, progress, shard);
+  const std::int64_t h = arch.hidden_size, d = arch.head_dim, q_out = arch.num_heads * d, kv_out = arch.num_kv_heads * d;
   const std::int64_t inner = arch.intermediate_size;
+  const bool split = shard.ranks > 1;
+  // This rank's part of count units of width along axis, starting at offset (in units of width).
+  auto part = [&](int axis, std::int64_t count, std::int64_t width = 1, std::int64_t offset = 0) {
+    return split ? Slice{axis, offset + shard.start(count) * width, shard.length(count) * width} : Slice{};
+  };
+  const Slice vocab = split ? Slice{0, shard.vocab_start(arch.vocab_size), shard.vocab_length(arch.vocab_size)} : Slice{};
+  // Per layer: query rows, key and value rows, inner units; in a Linear's [out, in] layout.
+  const Slice q_rows = part(0, arch.num_heads, d), kv_rows = part(0, arch.num_kv_heads, d), inner_rows = part(0, inner);
   bool one_plus = arch.norm == NormKind::rms_norm_one_plus;
   auto norm_weight = [&](const std::string& name, Tensor& into, std::int64_t size) -> Status {
     GPUBOX_BIND(into, bind.take(name, {size}, one_plus));
@@ -285,7 +336,7 @@ Result<BoundWeights> bind_weights(const Architecture& arch, const weights::Check
   };
   if (arch.name == "gpt2") {
     std::string p = bind.has("transformer.wte.weight") ? "transformer." : "";
-    GPUBOX_BIND(w.embed, bind.take(p + "wte.weight", {arch.vocab_size, h}));
+    GPUBOX_BIND(w.embed, bind.take(p + "wte.weight", {arch.vocab_size, h}, false, true, vocab));
     GPUBOX_BIND(w.pos_embed, bind.take(p + "wpe.weight", {arch.max_positions, h}));
     GPUBOX_BIND(w.final_w, bind.take(p + "ln_f.weight", {h}));
     GPUBOX_BIND(w.final_b, bind.take(p + "ln_f.bias", {h}));
@@ -296,18 +347,29 @@ Result<BoundWeights> bind_weights(const Architecture& arch, const weights::Check
       GPUBOX_BIND(l.ln1_b, bind.take(b + "ln_1.bias", {h}));
       GPUBOX_BIND(l.ln2_w, bind.take(b + "ln_2.weight", {h}));
       GPUBOX_BIND(l.ln2_b, bind.take(b + "ln_2.bias", {h}));
-      GPUBOX_BIND(l.qkv_w, bind.take(b + "attn.c_attn.weight", {h, 3 * h}));
-      GPUBOX_BIND(l.qkv_b, bind.take(b + "attn.c_attn.bias", {3 * h}));
-      GPUBOX_BIND(l.o_w, bind.take(b + "attn.c_proj.weight", {h, h}));
+      // Conv1D layout [in, out]: c_attn's q, k and v columns, this rank's heads of each.
+      if (split) {
+        std::vector<StackedPart> columns, biases;
+        for (std::int64_t which = 0; which < 3; ++which) {
+          columns.push_back({b + "attn.c_attn.weight", {h, 3 * h}, part(1, arch.num_heads, d, which * h)});
+          biases.push_back({b + "attn.c_attn.bias", {3 * h}, part(0, arch.num_heads, d, which * h)});
+        }
+        GPUBOX_BIND(l.qkv_w, bind.take_stacked(columns, 1));
+        GPUBOX_BIND(l.qkv_b, bind.take_stacked(biases));
+      } else {
+        GPUBOX_BIND(l.qkv_w, bind.take(b + "attn.c_attn.weight", {h, 3 * h}));
+        GPUBOX_BIND(l.qkv_b, bind.take(b + "attn.c_attn.bias", {3 * h}));
+      }
+      GPUBOX_BIND(l.o_w, bind.take(b + "attn.c_proj.weight", {h, h}, false, true, q_rows));
       GPUBOX_BIND(l.o_b, bind.take(b + "attn.c_proj.bias", {h}));
-      GPUBOX_BIND(l.fc_w, bind.take(b + "mlp.c_fc.weight", {h, inner}));
-      GPUBOX_BIND(l.fc_b, bind.take(b + "mlp.c_fc.bias", {inner}));
-      GPUBOX_BIND(l.proj_w, bind.take(b + "mlp.c_proj.weight", {inner, h}));
+      GPUBOX_BIND(l.fc_w, bind.take(b + "mlp.c_fc.weight", {h, inner}, false, true, part(1, inner)));
+      GPUBOX_BIND(l.fc_b, bind.take(b + "mlp.c_fc.bias", {inner}, false, true, inner_rows));
+      GPUBOX_BIND(l.proj_w, bind.take(b + "mlp.c_proj.weight", {inner, h}, false, true, inner_rows));
       GPUBOX_BIND(l.proj_b, bind.take(b + "mlp.c_proj.bias", {h}));
       w.layers.push_back(std::move(l));
     }
   } else {
-    GPUBOX_BIND(w.embed, bind.take("model.embed_tokens.weight", {arch.vocab_size, h}, false, arch.tie_embeddings));
+    GPUBOX_BIND(w.embed, bind.take("model.embed_tokens.weight", {arch.vocab_size, h}, false, arch.tie_embeddings, vocab));
     if (Status s = norm_weight("model.norm.weight", w.final_w, h); !s) return s;
     for (std::int64_t i = 0; i < arch.num_layers; ++i) {
       LayerWeights l;
@@ -327,34 +389,36 @@ Result<BoundWeights> bind_weights(const Architecture& arch, const weights::Check
       }
       // q, k and v as one product, and gate and up as another (fewer, larger
       // kernels per token); the single names stay bound as views of the stack.
-      GPUBOX_BIND(l.qkv_w, bind.take_stacked({{a + "q_proj.weight", {q_out, h}},
-                                              {a + "k_proj.weight", {kv_out, h}},
-                                              {a + "v_proj.weight", {kv_out, h}}}));
-      GPUBOX_BIND(l.o_w, bind.take(a + "o_proj.weight", {h, q_out}));
+      GPUBOX_BIND(l.qkv_w, bind.take_stacked({{a + "q_proj.weight", {q_out, h}, q_rows},
+                                              {a + "k_proj.weight", {kv_out, h}, kv_rows},
+                                              {a + "v_proj.weight", {kv_out, h}, kv_rows}}));
+      GPUBOX_BIND(l.o_w, bind.take(a + "o_proj.weight", {h, q_out}, false, true, part(1, arch.num_heads, d)));
       if (arch.qkv_bias) {
-        GPUBOX_BIND(l.qkv_b, bind.take_stacked({{a + "q_proj.bias", {q_out}},
-                                                {a + "k_proj.bias", {kv_out}},
-                                                {a + "v_proj.bias", {kv_out}}}));
+        GPUBOX_BIND(l.qkv_b, bind.take_stacked({{a + "q_proj.bias", {q_out}, q_rows},
+                                                {a + "k_proj.bias", {kv_out}, kv_rows},
+                                                {a + "v_proj.bias", {kv_out}, kv_rows}}));
       }
-      split_qkv(l, q_out, kv_out);
+      split_qkv(l, q_rows.axis < 0 ? q_out : q_rows.length, kv_rows.axis < 0 ? kv_out : kv_rows.length);
       if (arch.o_bias) GPUBOX_BIND(l.o_b, bind.take(a + "o_proj.bias", {h}));
       std::string m = b + "mlp.";
-      GPUBOX_BIND(l.gate_up_w, bind.take_stacked({{m + "gate_proj.weight", {inner, h}}, {m + "up_proj.weight", {inner, h}}}));
-      GPUBOX_BIND(l.down_w, bind.take(m + "down_proj.weight", {h, inner}));
+      GPUBOX_BIND(l.gate_up_w, bind.take_stacked({{m + "gate_proj.weight", {inner, h}, inner_rows},
+                                                  {m + "up_proj.weight", {inner, h}, inner_rows}}));
+      GPUBOX_BIND(l.down_w, bind.take(m + "down_proj.weight", {h, inner}, false, true, part(1, inner)));
       if (arch.mlp_bias) {
-        GPUBOX_BIND(l.gate_up_b, bind.take_stacked({{m + "gate_proj.bias", {inner}}, {m + "up_proj.bias", {inner}}}));
+        GPUBOX_BIND(l.gate_up_b, bind.take_stacked({{m + "gate_proj.bias", {inner}, inner_rows},
+                                                    {m + "up_proj.bias", {inner}, inner_rows}}));
         GPUBOX_BIND(l.down_b, bind.take(m + "down_proj.bias", {h}));
       }
-      split_gate_up(l, inner);
+      split_gate_up(l, inner_rows.axis < 0 ? inner : inner_rows.length);
       w.layers.push_back(std::move(l));
     }
   }
   if (!arch.tie_embeddings || bind.has("lm_head.weight")) {
     if (arch.tie_embeddings) {
       // A tied copy some files carry: checked, and the embedding is used.
-      if (auto tied = bind.take("lm_head.weight", {arch.vocab_size, h}, false, false); !tied) return tied.status();
+      if (auto tied = bind.take("lm_head.weight", {arch.vocab_size, h}, false, false, vocab); !tied) return tied.status();
     } else {
-      GPUBOX_BIND(w.lm_head, bind.take("lm_head.weight", {arch.vocab_size, h}));
+      GPUBOX_BIND(w.lm_head, bind.take("lm_head.weight", {arch.vocab_size, h}, false, true, vocab));
     }
   }
   if (!w.lm_head.defined()) w.lm_head = w.embed;

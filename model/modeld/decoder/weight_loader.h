@@ -6,6 +6,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <algorithm>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <cstdint>
@@ -45,13 +46,40 @@ struct BoundWeights {
   std::vector<std::string> unexpected;
 };
 
+// Which part of a model one rank of a split holds (tensor parallel, by
+// Megatron's scheme): its query heads with their whole KV groups (q, k, v by
+// rows; o by columns), its share of the MLP's inner units (gate, up, fc by
+// output; down, proj by input) and of the vocabulary (embedding and
+// unembedding rows, a contiguous range; the last rank's may be shorter).
+// Norms, biases after a reduction and GPT-2's position embedding are whole on
+// every rank. {0, 1} is the whole model.
+struct Shard {
+  int rank = 0;
+  int ranks = 1;
+  // The range [start, start + length) of count units that is this rank's (count divisible by ranks).
+  std::int64_t start(std::int64_t count) const { return count / ranks * rank; }
+  std::int64_t length(std::int64_t count) const { return count / ranks; }
+  // The vocabulary's rows: ranks of ceil(vocab / ranks) rows, the last one the rest.
+  std::int64_t vocab_start(std::int64_t vocab) const { return std::min(vocab, (vocab + ranks - 1) / ranks * rank); }
+  std::int64_t vocab_length(std::int64_t vocab) const {
+    return std::min(vocab, vocab_start(vocab) + (vocab + ranks - 1) / ranks) - vocab_start(vocab);
+  }
+};
+
+// The architecture one rank computes: heads, KV heads, inner units and vocabulary its shard's.
+Architecture rank_architecture(const Architecture& whole, const Shard& shard);
+
 // Binds every tensor the architecture expects (Decoder::load's contract:
 // tensors of the file's dtype on the CPU are used in place, as views of the
 // mapped file; others are cast or copied, and their mapped pages dropped).
 // A missing tensor, a wrong shape or dtype is an invalid_request naming it.
 // REQUIRES: a c10::NoGradGuard in scope. Throws what LibTorch throws (out of
 // memory on the device included); Decoder::load turns that into a Status.
+// With a shard of a split, only that rank's slices are read and held (views
+// of the mapped file where they lie contiguous in it), and the model's
+// parameters are counted once over the ranks (rank 0 counts what is whole on every rank).
 Result<BoundWeights> bind_weights(const Architecture& arch, const weights::Checkpoint& checkpoint,
-                                  c10::ScalarType dtype, c10::Device device, LoadProgress& progress);
+                                  c10::ScalarType dtype, c10::Device device, LoadProgress& progress,
+                                  const Shard& shard = {});
 
 }  // namespace gpubox::modeld

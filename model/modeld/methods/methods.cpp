@@ -33,6 +33,13 @@ using nlohmann::json;
 // How long model.unload waits for the model's running calls to end before it answers "released": false.
 constexpr std::chrono::seconds kUnloadWait{2};
 
+// One per rank: where each part of the model runs.
+json device_names(const Decoder& decoder) {
+  json names = json::array();
+  for (const auto& device : decoder.devices()) names.push_back(device.str());
+  return names;
+}
+
 json model_info(const LoadedModel& model) {
   const Architecture& a = model.architecture;
   json info = {{"name", model.spec.name},
@@ -56,6 +63,9 @@ json model_info(const LoadedModel& model) {
                {"hook_points", hook_points(a).size()},
                {"kv_cache", model.scheduler->kv_cache()},
                {"saes", model.saes->list(model.spec.hidden)}};
+  info["devices"] = device_names(*model.decoder);
+  info["tensor_parallel"] = model.decoder->devices().size();
+  info["rank_memory_bytes"] = model.decoder->rank_weight_bytes();
   if (model.chat && model.chat->has_template()) info["chat_templates"] = model.chat->names();
   if (!model.chat_error.empty()) info["chat_template_error"] = model.chat_error;
   if (!model.spec.hidden) info["path"] = model.spec.path;
@@ -250,6 +260,8 @@ void add_status_methods(rpc::MethodRegistry& methods, ModelRegistry& registry, S
       if (auto ready = registry.ready(entry["name"]); ready) {
         entry["architecture"] = (*ready)->architecture.name;
         entry["device"] = (*ready)->decoder->device().str();
+        entry["devices"] = device_names(*(*ready)->decoder);
+        entry["tensor_parallel"] = (*ready)->decoder->devices().size();
         entry["dtype"] = dtype_wire_name((*ready)->decoder->dtype());
         entry["hook_points"] = hook_points((*ready)->architecture).size();
       }

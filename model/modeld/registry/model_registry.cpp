@@ -70,12 +70,19 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
   model->architecture = std::move(*arch);
   auto dtype = model_dtype_from_name(spec.dtype);
   if (!dtype) return dtype.status();
-  auto device = parse_device(spec.device);
-  if (!device) return device.status();
+  auto device_names = rank_devices(spec);
+  if (!device_names) return device_names.status();
+  std::vector<c10::Device> devices;
+  for (const auto& name : *device_names) {
+    auto device = parse_device(name);
+    if (!device) return device.status();
+    devices.push_back(*device);
+  }
+  const c10::Device* device = &devices[0];
   auto checkpoint = weights::Checkpoint::open_dir(spec.path);
   if (!checkpoint) return checkpoint.status();
   model->checkpoint = std::move(*checkpoint);
-  auto decoder = Decoder::load(model->architecture, *model->checkpoint, *dtype, *device, progress);
+  auto decoder = Decoder::load(model->architecture, *model->checkpoint, *dtype, devices, progress);
   if (!decoder) return decoder.status();
   model->decoder = std::move(*decoder);
   std::optional<std::uint64_t> requested;
@@ -163,6 +170,15 @@ Status ModelRegistry::add(const ModelLoadSpec& spec) {
   return Status::ok();
 }
 
+void ModelRegistry::reload_locked(std::vector<std::shared_ptr<Entry>>::iterator down) {
+  auto entry = std::make_shared<Entry>();
+  entry->spec = (*down)->spec;
+  entry->replaces = (*down)->model;
+  *down = entry;  // the old entry's budget share goes with it, once the calls holding its model are over
+  entry->kv_share = join_kv_budget(kv_budget_, entry->spec);
+  loaders_.emplace_back([this, entry] { load(entry); });
+}
+
 void ModelRegistry::save_locked() const {
   if (config_path_.empty()) return;
   std::vector<ModelLoadSpec> specs;
@@ -191,6 +207,10 @@ void ModelRegistry::save_loads_locked(const LoadedModel& model, const std::strin
 }
 
 void ModelRegistry::load(std::shared_ptr<Entry> entry) {
+  // A model that went down is released first (its devices' memory), when its last call ends.
+  for (int waited = 0; !entry->replaces.expired() && waited < 600; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   // What callers had loaded into this model before a restart: loaded with it, before it is ready.
   std::optional<ModelLoads> kept = loads_.loads(entry->spec.name);
   ModelLoadSpec spec = entry->spec;
@@ -237,11 +257,18 @@ Result<std::weak_ptr<const LoadedModel>> ModelRegistry::remove(const std::string
   return Status(ErrorCode::not_found, fmt::format("no model \"{}\" (model.list shows the loaded ones)", name));
 }
 
-Result<std::shared_ptr<const LoadedModel>> ModelRegistry::ready(const std::string& name) const {
+Result<std::shared_ptr<const LoadedModel>> ModelRegistry::ready(const std::string& name) {
   MutexLock lock(mutex_);
-  for (const auto& entry : entries_) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    const auto& entry = *it;
     if (entry->spec.name != name) continue;
-    if (entry->state == "ready") return entry->model;
+    if (entry->state == "ready") {
+      std::string down = entry->model->decoder->failure();
+      if (down.empty()) return entry->model;
+      std::fprintf(stderr, "gpubox-modeld: model \"%s\" is down (%s); loading it again\n", name.c_str(), down.c_str());
+      reload_locked(it);
+      return Status(ErrorCode::unavailable, fmt::format("model \"{}\" is down: {}; it is loading again", name, down));
+    }
     if (entry->state == "failed") {
       return Status(ErrorCode::unavailable, fmt::format("model \"{}\" failed to load: {}", name, entry->error));
     }

@@ -68,7 +68,9 @@ class ModelRegistry {
   // (its memory is released then; at once when none does).
   Result<std::weak_ptr<const LoadedModel>> remove(const std::string& name);
   // The ready model: not_found, or unavailable while it loads or after it failed (the message says why).
-  Result<std::shared_ptr<const LoadedModel>> ready(const std::string& name) const;
+  // A split model one of whose ranks failed is down: unavailable, naming the
+  // rank, and loaded again from its spec (once the calls holding it are over).
+  Result<std::shared_ptr<const LoadedModel>> ready(const std::string& name);
   // {"models": [{name, state, bytes_loaded, bytes_total, tensors_loaded, tensors_total, error?}]}
   nlohmann::json status() const;
   // How each GPU's memory is split among its models' weights and KV caches (KvBudget::status).
@@ -83,7 +85,10 @@ class ModelRegistry {
     std::string error;
     std::shared_ptr<const LoadedModel> model;
     std::unique_ptr<KvBudget::Share> kv_share;  // until the loader takes it
+    std::weak_ptr<const LoadedModel> replaces;   // a model that went down: the load waits until it is released
   };
+  // Replaces a ready model that went down by a new load of its spec.
+  void reload_locked(std::vector<std::shared_ptr<Entry>>::iterator down) REQUIRES(mutex_);
   void load(std::shared_ptr<Entry> entry);
   void save_locked() const REQUIRES(mutex_);
   void save_loads_locked(const LoadedModel& model, const std::string& sha256 = "", std::string_view archive = {}) const

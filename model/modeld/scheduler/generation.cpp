@@ -102,6 +102,8 @@ class StepRunner {
     if (mode == DecodeSteps::graph) {
       if (passes) {
         log_once("decode steps with interventions run eagerly, not as a CUDA graph");
+      } else if (decoder.devices().size() > 1) {
+        log_once("CUDA graphs asked for on a split model: its decode steps run eagerly");
       } else if (!decoder.device().is_cuda()) {
         log_once("CUDA graphs asked for on a " + decoder.device().str() + " model: its decode steps run eagerly");
       } else {
@@ -112,10 +114,7 @@ class StepRunner {
       TORCH_CHECK(given_cache->capacity == length + new_tokens && given_cache->length == 0,
                   "a generation's cache must be empty and hold its prompt and new tokens");
       cache_ = *given_cache;
-      if (fixed_) {  // fixed steps attend over the whole capacity: unwritten slots must be zeros, not old values
-        for (auto& keys : cache_.keys) keys.zero_();
-        for (auto& values : cache_.values) values.zero_();
-      }
+      if (fixed_) cache_.zero();  // fixed steps attend over the whole capacity: unwritten slots must be zeros, not old values
     } else {
       cache_ = decoder.new_cache(batch, length + new_tokens, fixed_);
     }

@@ -17,15 +17,20 @@ std::uint64_t KvPool::bytes_per_token(const Decoder& decoder) {
 
 KvPool::KvPool(const Decoder& decoder, std::uint64_t bytes) {
   const Architecture& arch = decoder.architecture();
-  kv_heads_ = arch.num_kv_heads;
   head_dim_ = arch.head_dim;
   bytes_per_token_ = bytes_per_token(decoder);
   blocks_ = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / (bytes_per_token_ * kBlockTokens)));
-  auto options = at::TensorOptions().dtype(decoder.dtype()).device(decoder.device());
+  auto devices = decoder.devices();
   GpuWork gpu_work(decoder.device().is_cuda());  // never during another thread's CUDA graph capture
-  for (std::int64_t layer = 0; layer < arch.num_layers; ++layer) {
-    keys_.push_back(at::empty({kv_heads_, blocks_ * kBlockTokens, head_dim_}, options));
-    values_.push_back(at::empty({kv_heads_, blocks_ * kBlockTokens, head_dim_}, options));
+  for (const c10::Device& device : devices) {
+    RankBlocks rank;
+    rank.kv_heads = arch.num_kv_heads / static_cast<std::int64_t>(devices.size());
+    auto options = at::TensorOptions().dtype(decoder.dtype()).device(device);
+    for (std::int64_t layer = 0; layer < arch.num_layers; ++layer) {
+      rank.keys.push_back(at::empty({rank.kv_heads, blocks_ * kBlockTokens, head_dim_}, options));
+      rank.values.push_back(at::empty({rank.kv_heads, blocks_ * kBlockTokens, head_dim_}, options));
+    }
+    ranks_.push_back(std::move(rank));
   }
 }
 
@@ -35,15 +40,22 @@ std::int64_t KvPool::blocks_for(std::int64_t rows, std::int64_t capacity) {
 
 KvCache KvPool::cache_at(std::int64_t first_block, std::int64_t rows, std::int64_t capacity) const {
   std::int64_t total = blocks_ * kBlockTokens, offset = first_block * kBlockTokens * head_dim_;
-  // Row r's positions follow row r-1's: [rows, kv_heads, capacity, head_dim] over [kv_heads, tokens, head_dim].
-  std::vector<std::int64_t> sizes = {rows, kv_heads_, capacity, head_dim_};
-  std::vector<std::int64_t> strides = {capacity * head_dim_, total * head_dim_, head_dim_, 1};
+  auto rank_cache = [&](const RankBlocks& rank) {
+    // Row r's positions follow row r-1's: [rows, kv_heads, capacity, head_dim] over [kv_heads, tokens, head_dim].
+    std::vector<std::int64_t> sizes = {rows, rank.kv_heads, capacity, head_dim_};
+    std::vector<std::int64_t> strides = {capacity * head_dim_, total * head_dim_, head_dim_, 1};
+    KvCache cache;
+    cache.capacity = capacity;
+    for (std::size_t layer = 0; layer < rank.keys.size(); ++layer) {
+      cache.keys.push_back(rank.keys[layer].as_strided(sizes, strides, offset));
+      cache.values.push_back(rank.values[layer].as_strided(sizes, strides, offset));
+    }
+    return cache;
+  };
+  if (ranks_.size() == 1) return rank_cache(ranks_[0]);
   KvCache cache;
   cache.capacity = capacity;
-  for (std::size_t layer = 0; layer < keys_.size(); ++layer) {
-    cache.keys.push_back(keys_[layer].as_strided(sizes, strides, offset));
-    cache.values.push_back(values_[layer].as_strided(sizes, strides, offset));
-  }
+  for (const auto& rank : ranks_) cache.shards.push_back(rank_cache(rank));
   return cache;
 }
 

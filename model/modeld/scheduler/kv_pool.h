@@ -3,7 +3,9 @@
 // positions. A request's rows take one run of blocks (which run: Admission,
 // admission.h) and see it as a KvCache of [rows, kv_heads, capacity, head_dim]
 // views, row after row, whose addresses never move (what a CUDA graph
-// replays: static steps take their cache from here too). Immutable after construction.
+// replays: static steps take their cache from here too). A split model's pool
+// is one such set per rank, of its KV heads on its device, the same blocks in
+// each. Immutable after construction.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +38,13 @@ class KvPool {
  private:
   std::uint64_t bytes_per_token_;
   std::int64_t blocks_;
-  std::int64_t kv_heads_, head_dim_;
-  std::vector<at::Tensor> keys_, values_;  // per layer [kv_heads, blocks * kBlockTokens, head_dim]
+  std::int64_t head_dim_;
+  // One per rank (one rank when the model is not split).
+  struct RankBlocks {
+    std::int64_t kv_heads = 0;
+    std::vector<at::Tensor> keys, values;  // per layer [kv_heads, blocks * kBlockTokens, head_dim]
+  };
+  std::vector<RankBlocks> ranks_;
 };
 
 // The pool size a CPU model gets without kv_cache_mb: a quarter of the memory

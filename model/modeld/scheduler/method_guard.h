@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "model/modeld/split/rank_exchange.h"
 
 namespace gpubox::modeld {
 
@@ -17,6 +18,8 @@ template <typename Body>
 Result<nlohmann::json> guarded(const char* method, Body&& body) {
   try {
     return body();
+  } catch (const RankFailure& e) {  // a split model's rank failed: the model is down until it loads again
+    return Status(ErrorCode::unavailable, fmt::format("{}: {} (the model is down: it loads again)", method, e.what()));
   } catch (const c10::OutOfMemoryError& e) {
     return Status(ErrorCode::resource_exhausted, fmt::format("{}: out of memory on the device: {}", method, e.what_without_backtrace()));
   } catch (const c10::Error& e) {
