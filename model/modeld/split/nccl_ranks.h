@@ -1,5 +1,5 @@
 // The boundary between connect_ranks (rank_group.cpp, linked into modeld) and
-// libgpubox_nccl_ranks.so (gpu/cuda/nccl_ranks.cpp, built against the wheel's
+// libgpubox_nccl_ranks.so (split/cuda/nccl_ranks.cpp, built against the wheel's
 // CUDA side and NCCL, loaded by modeld only for ranks on GPUs): one C entry
 // point that connects one rank, so that modeld needs no NCCL or CUDA header.
 #pragma once

@@ -17,9 +17,14 @@
 
 namespace gpubox::modeld {
 
-// One rank's end of the group. Every rank calls the same collectives in the
-// same order, each on its own thread; a collective that does not complete
-// within the group's timeout (a rank that died) throws c10::Error.
+// One rank's end of the group, used by that rank's thread only. Every rank
+// calls the same collectives in the same order, each on its own thread. Over
+// Gloo a collective that does not complete within the group's timeout (a
+// rank that died or never came) throws c10::Error, and the group is broken.
+// Over NCCL a collective is queued on NCCL's stream and the caller's current
+// stream waits for it, not the host: c10d's watchdog acts on one that misses
+// the timeout (by default, TORCH_NCCL_ASYNC_ERROR_HANDLING=3, it ends the
+// process); a bad tensor still throws c10::Error at once.
 class RankCollectives {
  public:
   virtual ~RankCollectives() = default;
@@ -27,12 +32,16 @@ class RankCollectives {
   virtual void all_reduce_sum(at::Tensor& t) = 0;
 };
 
-// Connects one rank per device (all CPU, or all CUDA and distinct), the ranks
-// in the order given; returns each rank's end, index = rank. Blocks until
-// every rank has joined (the constructors rendezvous through an in-process
-// c10d::HashStore, each on a thread of its own). An error names the backend
-// and why: NCCL's library missing ("libnccl.so.2 cannot be loaded: ..."), a
-// device that does not exist, a Gloo device that cannot bind 127.0.0.1.
+// Connects one rank per device (all CPU, or all CUDA with distinct indices),
+// the ranks in the order given; returns each rank's end, index = rank. Blocks
+// until every rank has joined (the constructors rendezvous through an
+// in-process c10d::HashStore, each on a thread of its own; a rank that fails
+// leaves the others waiting up to TIMEOUT). Errors: invalid_request for the
+// devices (none, a mix, a cuda device named twice or without an index, one
+// that does not exist) or a timeout that is not positive; unavailable, naming
+// the backend and why, for the rest: CUDA or libgpubox_nccl_ranks.so that
+// cannot be loaded (with dlerror(): libnccl.so.2 missing, say), a Gloo device
+// that cannot bind 127.0.0.1, a modeld built without Gloo's headers.
 Result<std::vector<std::unique_ptr<RankCollectives>>> connect_ranks(const std::vector<c10::Device>& devices,
                                                                   std::chrono::milliseconds timeout);
 
