@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +15,11 @@
 #include <exception>
 #include <functional>
 #include <thread>
+
+#include "model/modeld/gpu/beside_executable.h"
+#include "model/modeld/gpu/cuda_runtime.h"
+#include "model/modeld/split/nccl_ranks.h"
+#include "tests/prerequisite.h"
 
 namespace gpubox::modeld {
 namespace {
@@ -218,6 +224,22 @@ TEST(RankGroup, CudaRanksWithoutTheirGpusAreAnError) {
   EXPECT_NE(ranks.status().code(), ErrorCode::ok);
   EXPECT_NE(ranks.status().message().find("NCCL"), std::string::npos) << ranks.status().message();
   std::printf("cuda:0 and cuda:1 here: %s\n", ranks.status().to_string().c_str());
+}
+
+// libgpubox_nccl_ranks.so, beside this test as beside modeld, loads into a process linked to
+// libtorch_cpu only, exports the entry point of nccl_ranks.h, and hands back its failure on a
+// GPU-less machine (CUDA's, before ProcessGroupNCCL's) as an error, not an exception across the boundary.
+TEST(RankGroup, TheNcclLibraryLoadsAndFailsCleanlyWithoutAGpu) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU: NCCL ranks are the device tests'";
+  std::string error;
+  void* entry = load_beside_executable(kNcclRanksLibrary, kConnectNcclRankSymbol, error);
+  if (!entry) GPUBOX_MISSING(error << " (built where the torch wheel's CUDA runtime headers and nccl.h are)");
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  RankCollectives* made = reinterpret_cast<ConnectNcclRankFunction>(entry)(&store, 0, 1, 0, 2000, &error);
+  EXPECT_EQ(made, nullptr);
+  delete made;
+  EXPECT_FALSE(error.empty());
+  std::printf("ProcessGroupNCCL here: %s\n", error.c_str());
 }
 
 }  // namespace
