@@ -4,6 +4,7 @@
 
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #ifdef USE_C10D_GLOO
@@ -148,7 +149,14 @@ Result<std::vector<std::unique_ptr<RankCollectives>>> connect_ranks(const std::v
   // The constructors rendezvous: every rank's must run at once.
   std::vector<std::thread> threads;
   threads.reserve(devices.size());
-  for (int rank = 0; rank < size; ++rank) threads.emplace_back(connect, rank);
+  for (int rank = 0; rank < size; ++rank) {
+    try {
+      threads.emplace_back(connect, rank);
+    } catch (const std::system_error& e) {  // the ranks started time out waiting for the rest
+      for (int rest = rank; rest < size; ++rest) errors[rest] = fmt::format("no thread to connect it: {}", e.what());
+      break;
+    }
+  }
   for (std::thread& thread : threads) thread.join();
 
   std::string failures;
