@@ -15,6 +15,7 @@ packages=(
   python3 python3-zmq python3-msgpack python3-jupyter-client python3-nbclient
   python3-ipykernel python3-jupyter-kernel-test python3-matplotlib jupyter-console python3-comm
   python3-torch python3-venv libpcre2-dev libutf8proc-dev
+  libgloo-dev
   docker.io
 )
 # Node.js and npm for scripts/setup_npm.sh, from Debian only where no npm is

@@ -10,6 +10,8 @@
 #   libexec/gpubox-modeld          stripped, no RPATH: it links libtorch_cpu
 #                                  and libc10 of the lock's torch, and finds the
 #                                  machine's through bin/gpubox-modeld
+#   libexec/libgpubox_*.so         stripped, no RPATH: what modeld loads from
+#                                  beside itself on a GPU (CUDA graphs, NCCL ranks)
 #   bin/gpubox-modeld              the wrapper (tests/device/modeld_wrapper.sh)
 #                                  that refuses a torch of another version and
 #                                  puts that torch's lib/ on the library path
@@ -52,10 +54,10 @@ bin=${GPUBOX_DEVICE_BIN:-}
 if [ -z "$bin" ]; then
   echo "prepare.sh: building gpubox-agent, gpubox and gpubox-modeld (default preset)"
   [ -f "$root/build/build.ninja" ] || cmake --preset default >/dev/null
-  cmake --build --preset default --target gpubox-agent gpubox gpubox-modeld gpubox_step_graph >/dev/null
+  cmake --build --preset default --target gpubox-agent gpubox gpubox-modeld gpubox_step_graph gpubox_nccl_ranks >/dev/null
   bin="$root/build/bin"
 fi
-for program in gpubox-agent gpubox gpubox-modeld libgpubox_step_graph.so; do
+for program in gpubox-agent gpubox gpubox-modeld libgpubox_step_graph.so libgpubox_nccl_ranks.so; do
   [ -f "$bin/$program" ] || fail "$bin/$program is missing"
 done
 
@@ -74,9 +76,12 @@ done
 strip -o "$partial/libexec/gpubox-modeld" "$bin/gpubox-modeld"
 patchelf --remove-rpath "$partial/libexec/gpubox-modeld"
 "$bin/gpubox-modeld" --torch-version > "$partial/torch-version"
-# Beside the real binary, where modeld looks for it (step_graph.h): CUDA graphs of decode steps.
-strip -o "$partial/libexec/libgpubox_step_graph.so" "$bin/libgpubox_step_graph.so"
-patchelf --remove-rpath "$partial/libexec/libgpubox_step_graph.so"
+# Beside the real binary, where modeld looks for them (gpu/beside_executable.h): CUDA graphs of
+# decode steps (step_graph.h), the NCCL ranks of a model split across GPUs (split/nccl_ranks.h).
+for library in libgpubox_step_graph.so libgpubox_nccl_ranks.so; do
+  strip -o "$partial/libexec/$library" "$bin/$library"
+  patchelf --remove-rpath "$partial/libexec/$library"
+done
 install -m 0755 "$root/tests/device/modeld_wrapper.sh" "$partial/bin/gpubox-modeld"
 
 # The libraries modeld loads from this machine's system, less glibc's, the

@@ -49,9 +49,10 @@ SOURCE_SUFFIXES = (".h", ".cpp", ".cc", ".in", ".inc")
 # The rooms of each folder, lowest first.
 ROOMS = {
     # config: modeld.json and modeld's private files; gpu: the CUDA runtime, GPU info and graphs;
-    # decoder: the forward pass, its ops and tensors; scheduler: generation, batches, the KV cache;
-    # interventions: hook-point ops, SAEs, fns; registry: the loaded models; methods: model.* and gpu.*.
-    "model/modeld": ["config", "gpu", "decoder", "scheduler", "interventions", "registry", "methods", "top"],
+    # decoder: the forward pass, its ops and tensors; split: a model across devices (tensor parallelism);
+    # scheduler: generation, batches, the KV cache; interventions: hook-point ops, SAEs, fns;
+    # registry: the loaded models; methods: model.* and gpu.*.
+    "model/modeld": ["config", "gpu", "decoder", "split", "scheduler", "interventions", "registry", "methods", "top"],
     # .: the process table, log, config, event loop, supervisor, signals; usage: what the sandbox uses;
     # lifecycle: the watchdogs; jobs; serve: the served interfaces; methods: the RPC methods.
     "agent": [".", "usage", "lifecycle", "jobs", "serve", "methods", "top"],

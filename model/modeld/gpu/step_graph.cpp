@@ -1,14 +1,10 @@
 #include "model/modeld/gpu/step_graph.h"
 
-#include <dlfcn.h>
-#include <fmt/format.h>
-#include <limits.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <mutex>
 #include <string>
 
+#include "model/modeld/gpu/beside_executable.h"
 #include "model/modeld/gpu/cuda_runtime.h"
 #include "model/modeld/gpu/gpu_exclusion.h"
 
@@ -21,22 +17,8 @@ CaptureStepGraphFunction capture_function(std::string& why_not) {
   static CaptureStepGraphFunction function = nullptr;
   static std::string error;
   std::call_once(once, [] {
-    char self[PATH_MAX] = {};
-    ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    if (length <= 0) {
-      error = "cannot locate this executable (/proc/self/exe)";
-      return;
-    }
-    std::string path(self, static_cast<std::size_t>(length));
-    path = path.substr(0, path.rfind('/') + 1) + kStepGraphLibrary;
-    void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!library) {
-      const char* why = ::dlerror();
-      error = fmt::format("cannot load {}: {}", path, why ? why : "unknown error");
-      return;
-    }
-    function = reinterpret_cast<CaptureStepGraphFunction>(::dlsym(library, kCaptureStepGraphSymbol));
-    if (!function) error = fmt::format("{} has no {}", path, kCaptureStepGraphSymbol);
+    function = reinterpret_cast<CaptureStepGraphFunction>(
+        load_beside_executable(kStepGraphLibrary, kCaptureStepGraphSymbol, error));
   });
   why_not = error;
   return function;
