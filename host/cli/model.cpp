@@ -460,8 +460,8 @@ int run_load(ModelClient& models, const Args& args, bool as_json) {
 
 int run_model(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw,
-                         {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device", "--tensor-parallel",
-                          "--capture", "--out", "--system", "--volume", "--to", "--subdir", "--revision", "--endpoint",
+                         {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device",
+                          "--tensor-parallel", "--capture", "--out", "--system", "--volume", "--to", "--subdir", "--revision", "--endpoint",
                           "--timeout", "--budget", "--egress-gib", "--sae-capture", "--hook"},
                          {"--stream", "--ignore-eos", "--hidden", "--wait", "--chat", "--allow-cpu-split"});
   if (!args) return fail_usage(kModelCommand, args.status());

@@ -415,7 +415,8 @@ TEST(ModelHostConfig, SplitKeysAreCheckedAndReachModeld) {
     auto parsed = parse_config(R"({"kernel": {"models": [{"name": "k", "path": "/k", "loader": "transformers", )" + extra + "}]}}");
     return parsed.is_ok() ? std::string("accepted") : parsed.status().message();
   };
-  EXPECT_THAT(kernel(R"("device": "cuda:0,1")"), HasSubstr("kernel.models[0].device: a list of GPUs (\"cuda:0,1\") splits a model only in model_host.models"));
+  EXPECT_THAT(kernel(R"("device": "cuda:0,1")"),
+              HasSubstr("kernel.models[0].device: a list of GPUs (\"cuda:0,1\") splits a model only in model_host.models"));
   EXPECT_THAT(kernel(R"("tensor_parallel": 2)"), HasSubstr("kernel.models[0].tensor_parallel: only in model_host.models"));
   EXPECT_THAT(kernel(R"("allow_cpu_split": true)"), HasSubstr("kernel.models[0].allow_cpu_split: only in model_host.models"));
 }
