@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 
 namespace gpubox {
 namespace {
@@ -323,7 +324,17 @@ kernel::PreloadedModel parse_model(const json& value, const std::string& path) {
   }
   static const std::regex kDevice("cpu|cuda(:[0-9]{1,3})?");
   reader.string("device", &model.device);
+  if (model.device.find(',') != std::string::npos) {
+    throw ConfigError{reader.child_path("device") + ": a list of GPUs (\"" + model.device +
+                      "\") splits a model only in model_host.models; the kernel loads a model on one device"};
+  }
   if (!std::regex_match(model.device, kDevice)) fail(reader.child_path("device"), "\"cpu\", \"cuda\" or \"cuda:N\"", model.device);
+  for (const char* key : {"tensor_parallel", "allow_cpu_split"}) {
+    if (reader.find(key)) {
+      throw ConfigError{reader.child_path(key) + ": only in model_host.models (gpubox-modeld splits a model across "
+                        "devices); the kernel loads a model on one device"};
+    }
+  }
   reader.string("dtype", &model.dtype);
   if (!model.dtype.empty() && model.dtype != "float32" && model.dtype != "float16" && model.dtype != "bfloat16" &&
       model.dtype != "float64") {
@@ -403,6 +414,41 @@ void parse_kernel(const json& value, KernelConfig* kernel) {
   reader.finish();
 }
 
+// A hosted model's device ("cpu", "cuda", "cuda:N" or a list "cuda:N,M,...": the
+// model split across those GPUs), tensor_parallel and allow_cpu_split, refused
+// as modeld's rank_devices refuses them (model/modeld/config/host_config.h).
+void parse_split(ObjectReader& reader, HostedModel* model) {
+  // At most 64 GPUs of up to 3 digits; the length is checked first (std::regex recurses per character).
+  static const std::regex kDevice("cpu|cuda(:[0-9]{1,3}(,[0-9]{1,3}){0,63})?");
+  const std::string device_path = reader.child_path("device"), ranks_path = reader.child_path("tensor_parallel");
+  if (model->device.size() > 300 || !std::regex_match(model->device, kDevice)) {
+    fail(device_path, "\"cpu\", \"cuda\", \"cuda:N\" or a list of up to 64 GPUs \"cuda:N,M,...\"", model->device);
+  }
+  std::vector<int> listed;  // the GPUs of "cuda:N" or "cuda:N,M,..."
+  if (model->device.rfind("cuda:", 0) == 0) {
+    std::stringstream items(model->device.substr(5));
+    for (std::string item; std::getline(items, item, ',');) listed.push_back(std::stoi(item));
+  }
+  std::set<int> seen;
+  for (int gpu : listed) {
+    if (!seen.insert(gpu).second) fail(device_path, "each GPU listed once (cuda:" + std::to_string(gpu) + " is twice)", model->device);
+  }
+  if (reader.find("tensor_parallel")) {
+    int ranks = 1;
+    reader.integer("tensor_parallel", 1, 64, &ranks);
+    model->tensor_parallel = ranks;
+  }
+  reader.boolean("allow_cpu_split", &model->allow_cpu_split);
+  if (listed.size() > 1 && model->tensor_parallel && *model->tensor_parallel != static_cast<int>(listed.size())) {
+    throw ConfigError{ranks_path + ": " + std::to_string(*model->tensor_parallel) + " does not match device \"" + model->device +
+                      "\", which lists " + std::to_string(listed.size()) + " GPUs"};
+  }
+  if (model->device == "cpu" && model->tensor_parallel.value_or(1) > 1 && !model->allow_cpu_split) {
+    throw ConfigError{ranks_path + ": " + std::to_string(*model->tensor_parallel) +
+                      " ranks on device \"cpu\" is a CPU split, for tests and small machines: it needs allow_cpu_split: true"};
+  }
+}
+
 // Same conventions as kernel.models: unknown keys refused, names unique, paths absolute.
 HostedModel parse_hosted_model(const json& value, const std::string& path) {
   ObjectReader reader(value, path);
@@ -417,9 +463,8 @@ HostedModel parse_hosted_model(const json& value, const std::string& path) {
   if (model.path.empty() || model.path[0] != '/' || model.path.find('\0') != std::string::npos) {
     fail(reader.child_path("path"), "an absolute path", model.path);
   }
-  static const std::regex kDevice("cpu|cuda(:[0-9]{1,3})?");
   reader.string("device", &model.device);
-  if (!std::regex_match(model.device, kDevice)) fail(reader.child_path("device"), "\"cpu\", \"cuda\" or \"cuda:N\"", model.device);
+  parse_split(reader, &model);
   // Default: bfloat16 on a GPU (half the memory, the usual serving dtype), float32 on the CPU.
   model.dtype = model.device == "cpu" ? "float32" : "bfloat16";
   reader.string("dtype", &model.dtype);
@@ -647,17 +692,21 @@ std::string config_to_json(const Config& config) {
   if (config.model_host.enabled) {
     json host = {{"models", json::array()}};
     if (!config.model_host.binary.empty()) host["binary"] = config.model_host.binary;
-    for (const auto& model : config.model_host.models) {
-      json entry = {{"name", model.name}, {"path", model.path}, {"dtype", model.dtype},
-                    {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs},
-                    {"max_batch", model.max_batch}, {"max_queue", model.max_queue}};
-      if (model.kv_cache_mb) entry["kv_cache_mb"] = *model.kv_cache_mb;
-      if (!model.saes.empty()) entry["saes"] = model.saes;
-      host["models"].push_back(std::move(entry));
-    }
+    for (const auto& model : config.model_host.models) host["models"].push_back(hosted_model_entry(model, model.path));
     document["model_host"] = std::move(host);
   }
   return document.dump(2);
+}
+
+json hosted_model_entry(const HostedModel& model, const std::string& path) {
+  json entry = {{"name", model.name},     {"path", path},     {"dtype", model.dtype},
+                {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs},
+                {"max_batch", model.max_batch}, {"max_queue", model.max_queue}};
+  if (model.tensor_parallel) entry["tensor_parallel"] = *model.tensor_parallel;
+  if (model.allow_cpu_split) entry["allow_cpu_split"] = true;
+  if (model.kv_cache_mb) entry["kv_cache_mb"] = *model.kv_cache_mb;
+  if (!model.saes.empty()) entry["saes"] = model.saes;
+  return entry;
 }
 
 }  // namespace gpubox

@@ -91,7 +91,9 @@ struct HostedModel {
   std::string name;              // unique; how model.* calls and sys.info name it
   std::string path;              // absolute: the Hugging Face directory
   std::string dtype;             // "float32", "bfloat16" or "float16"; default by device
-  std::string device = "cpu";    // "cpu", "cuda" or "cuda:N"
+  std::string device = "cpu";    // "cpu", "cuda", "cuda:N" or "cuda:N,M,..." (split across those GPUs, in rank order)
+  std::optional<int> tensor_parallel;  // ranks, 1..64; none: the device list's length, else 1 (modeld's rank_devices)
+  bool allow_cpu_split = false;  // tensor_parallel > 1 on "cpu" (tests, small machines); refused without it
   bool hidden = false;           // the path never shows in sys.info, logs or model.* errors
   bool cuda_graphs = false;      // decode steps replayed as a CUDA graph (on cuda; opt-in until a GPU run proves them)
   // The continuous-batching scheduler's limits (model/modeld/scheduler/batch_scheduler.h), passed to modeld as they are.
@@ -136,5 +138,9 @@ Result<std::string> decode_config_env(std::string_view value);
 
 // The config as JSON in the schema's own shape, secret values redacted.
 std::string config_to_json(const Config& config);
+
+// model's entry of modeld.json (modeld's ModelLoadSpec keys) with path as modeld
+// is to load it; config_to_json's model_host.models entries are these with model.path.
+nlohmann::json hosted_model_entry(const HostedModel& model, const std::string& path);
 
 }  // namespace gpubox

@@ -97,12 +97,7 @@ Status ModeldSupervisor::write_models_file(const std::string& path) {
       continue;
     }
     if (model.hidden) hidden_paths_.push_back(placed[i].load_path);
-    nlohmann::json entry = {{"name", model.name}, {"path", placed[i].load_path}, {"dtype", model.dtype},
-                            {"device", model.device}, {"hidden", model.hidden}, {"cuda_graphs", model.cuda_graphs},
-                            {"max_batch", model.max_batch}, {"max_queue", model.max_queue}};
-    if (model.kv_cache_mb) entry["kv_cache_mb"] = *model.kv_cache_mb;
-    if (!model.saes.empty()) entry["saes"] = model.saes;
-    models.push_back(std::move(entry));
+    models.push_back(hosted_model_entry(model, placed[i].load_path));
   }
   std::string text = nlohmann::json{{"models", std::move(models)}}.dump(2) + "\n";
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));

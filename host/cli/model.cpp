@@ -37,7 +37,8 @@ constexpr char kModelUsage[] =
     "       gpubox model ID sae load NAME SAE PATH [--hook HOOK]\n"
     "       gpubox model ID sae ls NAME\n"
     "       gpubox model ID sae unload NAME SAE\n"
-    "       gpubox model ID load NAME PATH [--dtype D] [--device D] [--hidden] [--wait]\n"
+    "       gpubox model ID load NAME PATH [--dtype D] [--device D] [--tensor-parallel N] [--allow-cpu-split]\n"
+    "                                  [--hidden] [--wait]\n"
     "       gpubox model ID unload NAME\n"
     "       gpubox model ID pull REPO --volume NAME|--to DIR [--subdir DIR] [--revision REV] [--endpoint URL]\n"
     "                              [--timeout S] [--budget NAME|none] [--egress-gib G]   (also: gpubox model pull ID REPO ...)\n"
@@ -50,6 +51,8 @@ constexpr char kModelUsage[] =
     "  (sae:SAE), SAE:K the top K per position (sae:SAE:indices, sae:SAE:values). sae load loads an SAE in\n"
     "  SAELens' format (a directory in the sandbox with cfg.json and sae_weights.safetensors) for model NAME\n"
     "  at its cfg.json's hook (or --hook); sae ls lists a model's SAEs.\n"
+    "  load --device cuda:0,1 or --tensor-parallel N splits the model across GPUs (one rank each; N from\n"
+    "  cuda:K on, or cuda:0 on with --device cuda); on the CPU a split needs --allow-cpu-split (docs/models.md).\n"
     "  --chat sends PROMPT as the user's message (after --system's), rendered\n"
     "  with the model's chat template (docs/chat_templates.md). --json: the methods' results as JSON.\n"
     "  pull runs a job in the sandbox that downloads the Hugging Face repository REPO (the image's\n"
@@ -110,6 +113,20 @@ std::optional<std::vector<std::int64_t>> parse_ids(const std::string& text) {
   return ids;
 }
 
+// A list of devices as one word: "cuda:0,cuda:1".
+std::string joined_devices(const json& devices) {
+  std::string joined;
+  for (const auto& device : devices) joined += (joined.empty() ? "" : ",") + string_or_dump(device);
+  return joined;
+}
+
+// model ls's DEVICE: the "devices" of a model split across several, else its "device".
+json shown_device(const json& model) {
+  const json devices = model.value("devices", json::array());
+  if (devices.is_array() && devices.size() > 1) return joined_devices(devices);
+  return model.value("device", json("-"));
+}
+
 int run_list(ModelClient& models, bool as_json) {
   auto listed = models.list();
   if (!listed) return call_error(listed.status());
@@ -119,7 +136,7 @@ int run_list(ModelClient& models, bool as_json) {
     double total = static_cast<double>(m.value("bytes_total", 0ULL)), done = static_cast<double>(m.value("bytes_loaded", 0ULL));
     std::printf("%-24s %-8s %-14s %-10s %-8s %.1f/%.1f MiB%s\n", model_text(m.value("name", json("?"))).c_str(),
                 model_text(m.value("state", json("?"))).c_str(), model_text(m.value("architecture", json("-"))).c_str(),
-                model_text(m.value("dtype", json("-"))).c_str(), model_text(m.value("device", json("-"))).c_str(), done / 1048576.0,
+                model_text(m.value("dtype", json("-"))).c_str(), model_text(shown_device(m)).c_str(), done / 1048576.0,
                 total / 1048576.0, m.contains("error") ? ("  " + model_text(m["error"])).c_str() : "");
   }
   return kExitOk;
@@ -133,6 +150,7 @@ int run_model_info(ModelClient& models, const std::string& name, bool as_json) {
   for (const auto& [key, value] : info->items()) {
     std::string text = model_text(value);
     if (key == "hook_points") text += "   (gpubox model ID hooks " + escape_for_terminal(name) + " lists them)";
+    if (key == "devices" && value.is_array()) text = model_text(joined_devices(value));
     if (key == "kv_cache") {
       char line[128];
       std::snprintf(line, sizeof line, "%lld tokens (%.1f MiB, %llu bytes a token)", value.value("tokens", 0LL),
@@ -418,6 +436,14 @@ int run_load(ModelClient& models, const Args& args, bool as_json) {
   json spec = {{"name", args.positional[2]}, {"path", args.positional[3]}};
   if (auto dtype = args.last("--dtype")) spec["dtype"] = *dtype;
   if (auto device = args.last("--device")) spec["device"] = *device;
+  if (auto ranks = args.last("--tensor-parallel")) {
+    auto number = parse_number(*ranks, 1, 64);
+    if (!number || *number != static_cast<double>(static_cast<int>(*number))) {
+      return usage_error("--tensor-parallel '" + *ranks + "': expected an integer from 1 to 64 (the ranks the model is split into)");
+    }
+    spec["tensor_parallel"] = static_cast<int>(*number);
+  }
+  if (args.flag("--allow-cpu-split")) spec["allow_cpu_split"] = true;
   if (args.flag("--hidden")) spec["hidden"] = true;
   auto loaded = models.load(spec);
   if (!loaded) return call_error(with_mount_hint(loaded.status()));
@@ -435,9 +461,9 @@ int run_load(ModelClient& models, const Args& args, bool as_json) {
 int run_model(const std::vector<std::string>& raw, const Global& global) {
   auto args = parse_args(raw,
                          {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--stop", "--ids", "--dtype", "--device",
-                          "--capture", "--out", "--system", "--volume", "--to", "--subdir", "--revision", "--endpoint",
+                          "--tensor-parallel", "--capture", "--out", "--system", "--volume", "--to", "--subdir", "--revision", "--endpoint",
                           "--timeout", "--budget", "--egress-gib", "--sae-capture", "--hook"},
-                         {"--stream", "--ignore-eos", "--hidden", "--wait", "--chat"});
+                         {"--stream", "--ignore-eos", "--hidden", "--wait", "--chat", "--allow-cpu-split"});
   if (!args) return fail_usage(kModelCommand, args.status());
   if (args->flag("--help")) return show_usage(kModelUsage);
   // The spelling `model pull ID REPO` is `model ID pull REPO`.

@@ -244,6 +244,8 @@ void add_sandbox_tools(ToolRegistry& tools, ToolEnv& env) {
                                                                  {"device", {{"type", "string"}}},
                                                                  {"hidden", {{"type", "boolean"}}},
                                                                  {"cuda_graphs", {{"type", "boolean"}}},
+                                                                 {"tensor_parallel", {{"type", "integer"}}},
+                                                                 {"allow_cpu_split", {{"type", "boolean"}}},
                                                                  {"max_batch", {{"type", "integer"}}},
                                                                  {"max_queue", {{"type", "integer"}}},
                                                                  {"kv_cache_mb", {{"type", "integer"}}},
@@ -252,7 +254,8 @@ void add_sandbox_tools(ToolRegistry& tools, ToolEnv& env) {
                                                  {"additionalProperties", false}}},
                                       {"description", "models for the sandbox's model host (docs/config.md "
                                                       "model_host.models): name, path (the Hugging Face directory as "
-                                                      "the sandbox sees it: mount it), dtype, device, saes [{name, "
+                                                      "the sandbox sees it: mount it), dtype, device (\"cuda:0,1\": split "
+                                                      "across those GPUs), tensor_parallel, allow_cpu_split, saes [{name, "
                                                       "path, hook?}], kv_cache_mb...; create waits until each began "
                                                       "loading and fails naming one that cannot load"}}},
                           {"models_optional", {{"type", "boolean"}, {"description", "keep the sandbox when a model fails to load"}}}},

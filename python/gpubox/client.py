@@ -330,13 +330,19 @@ class Client:
         return self.call("sys.info").get("model_host", {}).get("state") in ("starting", "restarting")
 
     def load_model(self, name: str, path: str, dtype: Optional[str] = None, device: Optional[str] = None,
-                   hidden: bool = False, wait: bool = False) -> "Model":
-        """model.load; returns the Model (waited for when wait is true)."""
+                   hidden: bool = False, wait: bool = False, tensor_parallel: Optional[int] = None,
+                   allow_cpu_split: Optional[bool] = None) -> "Model":
+        """model.load; returns the Model (waited for when wait is true). device "cuda:0,1" or
+        tensor_parallel N splits the model across devices (rpc/PROTOCOL.md model.load)."""
         params = {"name": name, "path": path}
         if dtype is not None:
             params["dtype"] = dtype
         if device is not None:
             params["device"] = device
+        if tensor_parallel is not None:
+            params["tensor_parallel"] = tensor_parallel
+        if allow_cpu_split is not None:
+            params["allow_cpu_split"] = allow_cpu_split
         if hidden:
             params["hidden"] = True
         self.call("model.load", params=params)

@@ -171,13 +171,15 @@ class HostedModel:
     name: str
     path: str
     dtype: Optional[str] = None        # None: float32 on cpu, bfloat16 on cuda
-    device: Optional[str] = None       # None: "cuda" when the sandbox has a GPU, else "cpu"
+    device: Optional[str] = None       # None: "cuda" when the sandbox has a GPU, else "cpu"; "cuda:0,1": split across those
     saes: List[dict] = field(default_factory=list)
     hidden: bool = False
     cuda_graphs: bool = False
     max_batch: Optional[int] = None
     max_queue: Optional[int] = None
     kv_cache_mb: Optional[int] = None  # None: sized automatically
+    tensor_parallel: Optional[int] = None  # ranks (1-64) the model is split into; None: the device list's length, else 1
+    allow_cpu_split: bool = False      # tensor_parallel > 1 on the CPU (tests, small machines)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not 1 <= len(self.name) <= 256:
@@ -187,11 +189,19 @@ class HostedModel:
             _fail(where + ".path", "expected the model's directory, got %r" % (self.path,))
         if self.dtype is not None and self.dtype not in HOSTED_DTYPES:
             _fail(where + ".dtype", "expected one of %s or None, got %r" % (", ".join(HOSTED_DTYPES), self.dtype))
-        if self.device is not None and not re.match(r"(cpu|cuda(:\d+)?)\Z", str(self.device)):
-            _fail(where + ".device", "expected 'cpu', 'cuda' or 'cuda:N', got %r" % (self.device,))
-        for flag in ("hidden", "cuda_graphs"):
+        if self.device is not None and not re.match(r"(cpu|cuda(:\d{1,3}(,\d{1,3}){0,63})?)\Z", str(self.device)):
+            _fail(where + ".device", "expected 'cpu', 'cuda', 'cuda:N' or a list of GPUs 'cuda:N,M,...', got %r" % (self.device,))
+        gpus = [int(n) for n in self.device[5:].split(",")] if self.device and self.device.startswith("cuda:") else []
+        if len(set(gpus)) != len(gpus):
+            _fail(where + ".device", "expected each GPU listed once, got %r" % (self.device,))
+        for flag in ("hidden", "cuda_graphs", "allow_cpu_split"):
             if not isinstance(getattr(self, flag), bool):
                 _fail("%s.%s" % (where, flag), "expected True or False, got %r" % (getattr(self, flag),))
+        if self.tensor_parallel is not None:
+            _number(where + ".tensor_parallel", self.tensor_parallel, 1, 64, integer=True)
+            if len(gpus) > 1 and self.tensor_parallel != len(gpus):
+                _fail(where + ".tensor_parallel", "%d does not match device %r, which lists %d GPUs"
+                      % (self.tensor_parallel, self.device, len(gpus)))
         for key, low, high in (("max_batch", 1, 4096), ("max_queue", 0, 100000), ("kv_cache_mb", 1, 1048576)):
             if getattr(self, key) is not None:
                 _number("%s.%s" % (where, key), getattr(self, key), low, high, integer=True)

@@ -137,9 +137,15 @@ def hosted_models(config: SandboxConfig) -> Tuple[List[dict], List[str]]:
             paths = targets
         entry = {"name": model.name, "path": paths[0], "device": model.device or ("cuda" if config.gpu else "cpu"),
                  "hidden": model.hidden, "cuda_graphs": model.cuda_graphs}
-        for key in ("dtype", "max_batch", "max_queue", "kv_cache_mb"):
+        if entry["device"] == "cpu" and (model.tensor_parallel or 1) > 1 and not model.allow_cpu_split:
+            raise ValueError("HostedModel(%r).tensor_parallel: %d ranks on the CPU (the sandbox has no GPU, or device='cpu') "
+                             "is a CPU split, for tests and small machines: it needs allow_cpu_split=True"
+                             % (model.name, model.tensor_parallel))
+        for key in ("dtype", "max_batch", "max_queue", "kv_cache_mb", "tensor_parallel"):
             if getattr(model, key) is not None:
                 entry[key] = getattr(model, key)
+        if model.allow_cpu_split:
+            entry["allow_cpu_split"] = True
         if model.saes:
             entry["saes"] = [dict(sae, path=path) for sae, path in zip(model.saes, paths[1:])]
         entries.append(entry)

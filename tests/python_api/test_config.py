@@ -175,6 +175,8 @@ class PlanTest(unittest.TestCase):
         import shutil
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    assert_refused = BadValuesTest.assert_refused
+
     def test_every_field_maps_to_the_cli_or_the_agent_config(self):
         os.environ["GPUBOX_TEST_PLAN_SECRET"] = "value"
         d = self.dir
@@ -288,6 +290,67 @@ class PlanTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"HostedModel\('t'\)\.path: .*with backend 'modal', a path in one of "
                                                 r"volumes \(/weights\)"):
             gpubox.SandboxConfig(backend="modal", volumes={"/weights": "w"}, model_host=[gpubox.HostedModel("t", d)])
+
+    def test_a_model_split_across_devices(self):
+        d = self.dir
+        config = gpubox.SandboxConfig(gpu="any", model_host=[
+            gpubox.HostedModel("listed", d + "/base", device="cuda:0,1"),
+            gpubox.HostedModel("counted", d + "/base", tensor_parallel=4),
+            gpubox.HostedModel("matching", d + "/base", device="cuda:2,3", tensor_parallel=2),
+            gpubox.HostedModel("cpu", d + "/base", device="cpu", tensor_parallel=2, allow_cpu_split=True),
+            gpubox.HostedModel("one", d + "/base")])
+        models = plan.plan_create(config).agent_config["model_host"]["models"]
+        self.assertEqual(models[0]["device"], "cuda:0,1")
+        self.assertNotIn("tensor_parallel", models[0])  # taken from the list
+        self.assertEqual((models[1]["device"], models[1]["tensor_parallel"]), ("cuda", 4))
+        self.assertEqual(models[2]["tensor_parallel"], 2)
+        self.assertEqual((models[3]["tensor_parallel"], models[3]["allow_cpu_split"]), (2, True))
+        for key in ("tensor_parallel", "allow_cpu_split"):
+            self.assertNotIn(key, models[4])  # the default: one device, nothing written
+        self.assertNotIn("allow_cpu_split", models[1])
+        # Without a GPU the model goes to the CPU: a split there needs allow_cpu_split.
+        message = self.assert_refused("HostedModel('c').tensor_parallel", lambda: plan.plan_create(gpubox.SandboxConfig(
+            model_host=[gpubox.HostedModel("c", d + "/base", tensor_parallel=2)])))
+        self.assertIn("allow_cpu_split=True", message)
+
+    def test_split_refusals_name_the_field(self):
+        d = self.dir
+        for value in (0, 65, -1, 2.0, "2", True):
+            with self.subTest(tensor_parallel=value):
+                self.assert_refused("HostedModel('t').tensor_parallel", lambda: gpubox.HostedModel("t", d, tensor_parallel=value))
+        for value in (1, "yes", None):
+            with self.subTest(allow_cpu_split=value):
+                self.assert_refused("HostedModel('t').allow_cpu_split", lambda: gpubox.HostedModel("t", d, allow_cpu_split=value))
+        for device in ("cuda:0,", "cuda:0, 1", "cuda:,1", "cpu,cpu", "cuda:0;1"):
+            with self.subTest(device=device):
+                self.assert_refused("HostedModel('t').device", lambda: gpubox.HostedModel("t", d, device=device))
+        message = self.assert_refused("HostedModel('t').device", lambda: gpubox.HostedModel("t", d, device="cuda:1,1"))
+        self.assertIn("each GPU listed once", message)
+        message = self.assert_refused("HostedModel('t').tensor_parallel",
+                                      lambda: gpubox.HostedModel("t", d, device="cuda:0,1", tensor_parallel=3))
+        self.assertIn("3 does not match device 'cuda:0,1', which lists 2 GPUs", message)
+        # The kernel's models load on one device.
+        self.assert_refused("ModelConfig('k').device", lambda: gpubox.ModelConfig("k", device="cuda:0,1"))
+
+    def test_load_model_sends_the_split_only_when_given(self):
+        sent = []
+
+        class Recording(gpubox.Client):
+            def __init__(self):  # no connection: call() records
+                pass
+
+            def call(self, method, /, timeout=None, *, params=None, **kwargs):
+                sent.append((method, params))
+                return {"name": params["name"], "state": "loading"}
+
+        client = Recording()
+        client.load_model("a", "/m/a", device="cuda:0,1")
+        client.load_model("b", "/m/b", device="cpu", tensor_parallel=2, allow_cpu_split=True)
+        client.load_model("c", "/m/c", tensor_parallel=4, allow_cpu_split=False)
+        self.assertEqual(sent, [
+            ("model.load", {"name": "a", "path": "/m/a", "device": "cuda:0,1"}),
+            ("model.load", {"name": "b", "path": "/m/b", "device": "cpu", "tensor_parallel": 2, "allow_cpu_split": True}),
+            ("model.load", {"name": "c", "path": "/m/c", "tensor_parallel": 4, "allow_cpu_split": False})])
 
     def test_network_is_asked_for_by_name(self):
         local = gpubox.SandboxConfig(python_packages=[self.dir + "/pkg"], repos=[gpubox.RepoConfig(self.dir + "/repo.git")])

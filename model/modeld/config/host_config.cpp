@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -49,16 +50,76 @@ static std::optional<std::int64_t> integer_in(const nlohmann::json& value, std::
   return number;
 }
 
+// The most ranks one model is split into.
+constexpr std::int64_t kMaxRanks = 64;
+
+// A GPU index: 1 to 9 digits (no sign, no space); nullopt otherwise.
+static std::optional<std::int64_t> gpu_index(const std::string& text) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoll(text);
+}
+
+Result<std::vector<std::string>> rank_devices(const ModelLoadSpec& spec) {
+  auto bad = [](const std::string& what) { return Status(ErrorCode::invalid_request, what); };
+  const std::string& device = spec.device;
+  if (spec.tensor_parallel && (*spec.tensor_parallel < 1 || *spec.tensor_parallel > kMaxRanks)) {
+    return bad(fmt::format("\"tensor_parallel\" {} is not from 1 to {}", *spec.tensor_parallel, kMaxRanks));
+  }
+  std::vector<std::int64_t> listed;  // the GPUs of "cuda:N" or "cuda:N,M,..."
+  if (device.rfind("cuda:", 0) == 0) {
+    for (std::size_t start = 5;;) {
+      std::size_t comma = std::min(device.find(',', start), device.size());
+      auto index = gpu_index(device.substr(start, comma - start));
+      if (!index) {  // an item that is not an index: no list
+        listed.clear();
+        break;
+      }
+      listed.push_back(*index);
+      if (comma == device.size()) break;
+      start = comma + 1;
+    }
+  }
+  if (device != "cpu" && device != "cuda" && listed.empty()) {
+    return bad(fmt::format("\"device\" \"{}\" is not cpu, cuda, cuda:N or cuda:N,M,... (GPU indices, no spaces)", device));
+  }
+  if (static_cast<std::int64_t>(listed.size()) > kMaxRanks) {
+    return bad(fmt::format("\"device\" \"{}\" lists {} GPUs; at most {}", device, listed.size(), kMaxRanks));
+  }
+  std::set<std::int64_t> seen;
+  for (auto index : listed) {
+    if (!seen.insert(index).second) return bad(fmt::format("\"device\" \"{}\" lists cuda:{} twice", device, index));
+  }
+  bool is_list = listed.size() > 1;
+  if (is_list && spec.tensor_parallel && *spec.tensor_parallel != static_cast<std::int64_t>(listed.size())) {
+    return bad(fmt::format("\"tensor_parallel\" {} does not match \"device\" \"{}\", which lists {} GPUs",
+                           *spec.tensor_parallel, device, listed.size()));
+  }
+  std::int64_t ranks = is_list ? static_cast<std::int64_t>(listed.size()) : spec.tensor_parallel.value_or(1);
+  if (ranks == 1) return std::vector<std::string>{device};
+  if (device == "cpu" && !spec.allow_cpu_split) {
+    return bad(fmt::format("\"tensor_parallel\" {} on \"device\" \"cpu\" splits the model across CPU ranks, which is for "
+                           "tests and small machines: set \"allow_cpu_split\": true to allow it",
+                           ranks));
+  }
+  std::vector<std::string> devices;
+  for (std::int64_t rank = 0; rank < ranks; ++rank) {
+    if (device == "cpu") devices.push_back("cpu");
+    else if (is_list) devices.push_back(fmt::format("cuda:{}", listed[rank]));
+    else devices.push_back(fmt::format("cuda:{}", (listed.empty() ? 0 : listed[0]) + rank));
+  }
+  return devices;
+}
+
 Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const std::string& where) {
   auto bad = [&](const std::string& what) { return Status(ErrorCode::invalid_request, fmt::format("{}: {}", where, what)); };
   if (!entry.is_object()) return bad("must be an object");
-  static const std::set<std::string> known = {"name",        "path",      "dtype",     "device",      "hidden",
-                                              "cuda_graphs", "max_batch", "max_queue", "kv_cache_mb", "saes"};
+  static const std::set<std::string> known = {"name",      "path",      "dtype",       "device", "tensor_parallel", "allow_cpu_split",
+                                              "hidden",    "cuda_graphs", "max_batch", "max_queue",     "kv_cache_mb", "saes"};
   for (const auto& [key, value] : entry.items()) {
     if (!known.count(key)) {
-      return bad(fmt::format(
-          "unknown key \"{}\" (known: name, path, dtype, device, hidden, cuda_graphs, max_batch, max_queue, kv_cache_mb, saes)",
-          key));
+      return bad(fmt::format("unknown key \"{}\" (known: name, path, dtype, device, tensor_parallel, allow_cpu_split, hidden, "
+                             "cuda_graphs, max_batch, max_queue, kv_cache_mb, saes)",
+                             key));
     }
   }
   ModelLoadSpec spec;
@@ -78,14 +139,19 @@ Result<ModelLoadSpec> parse_model_load_spec(const nlohmann::json& entry, const s
     }
   }
   if (entry.contains("device")) {
-    if (!entry["device"].is_string()) return bad("\"device\" must be cpu, cuda or cuda:N");
+    if (!entry["device"].is_string()) return bad("\"device\" must be cpu, cuda, cuda:N or cuda:N,M,...");
     spec.device = entry["device"];
-    bool cuda_n = spec.device.rfind("cuda:", 0) == 0 && spec.device.size() > 5 &&
-                  spec.device.find_first_not_of("0123456789", 5) == std::string::npos;
-    if (spec.device != "cpu" && spec.device != "cuda" && !cuda_n) {
-      return bad(fmt::format("\"device\" \"{}\" is not cpu, cuda or cuda:N", spec.device));
-    }
   }
+  if (entry.contains("tensor_parallel")) {
+    auto number = integer_in(entry["tensor_parallel"], 1, kMaxRanks);
+    if (!number) return bad(fmt::format("\"tensor_parallel\" must be an integer from 1 to {}", kMaxRanks));
+    spec.tensor_parallel = *number;
+  }
+  if (entry.contains("allow_cpu_split")) {
+    if (!entry["allow_cpu_split"].is_boolean()) return bad("\"allow_cpu_split\" must be true or false");
+    spec.allow_cpu_split = entry["allow_cpu_split"];
+  }
+  if (auto ranks = rank_devices(spec); !ranks) return bad(ranks.status().message());
   if (entry.contains("hidden")) {
     if (!entry["hidden"].is_boolean()) return bad("\"hidden\" must be true or false");
     spec.hidden = entry["hidden"];
@@ -153,6 +219,8 @@ Status write_host_config(const std::string& path, const std::vector<ModelLoadSpe
     nlohmann::json model = {{"name", spec.name}, {"path", spec.path}, {"dtype", spec.dtype}, {"device", spec.device},
                              {"hidden", spec.hidden}, {"cuda_graphs", spec.cuda_graphs}, {"max_batch", spec.max_batch},
                              {"max_queue", spec.max_queue}};
+    if (spec.tensor_parallel) model["tensor_parallel"] = *spec.tensor_parallel;
+    if (spec.allow_cpu_split) model["allow_cpu_split"] = true;
     if (spec.kv_cache_mb) model["kv_cache_mb"] = *spec.kv_cache_mb;
     if (!spec.saes.empty()) {
       model["saes"] = nlohmann::json::array();
