@@ -10,6 +10,9 @@ namespace {
 
 using nlohmann::json;
 
+// More layers than any model has (the largest have about 130).
+constexpr std::int64_t kMaxLayers = 10000;
+
 // Reads config.json fields with errors that name the file and the field.
 class FieldReader {
  public:
@@ -21,6 +24,12 @@ class FieldReader {
       return error(key, "a positive integer");
     }
     return it->get<std::int64_t>();
+  }
+  // A layer count: per-layer tables are sized by it, so a number no model has is refused, not allocated.
+  Result<std::int64_t> layer_count(const char* key) const {
+    auto count = positive(key);
+    if (count && *count > kMaxLayers) return error(key, fmt::format("a layer count from 1 to {}", kMaxLayers));
+    return count;
   }
   Result<std::int64_t> positive_or(const char* key, std::int64_t fallback) const {
     auto it = config_.find(key);
@@ -134,7 +143,7 @@ std::vector<std::int64_t> token_ids(const json& value) {
 Status read_gpt2(const FieldReader& f, Architecture& a) {
   auto hidden = f.positive("n_embd");
   auto heads = f.positive("n_head");
-  auto layers = f.positive("n_layer");
+  auto layers = f.layer_count("n_layer");
   auto positions = f.positive("n_positions");
   if (!hidden) return hidden.status();
   if (!heads) return heads.status();
@@ -175,7 +184,7 @@ Status read_gpt2(const FieldReader& f, Architecture& a) {
 Status read_llama_family(const FieldReader& f, Architecture& a) {
   auto hidden = f.positive("hidden_size");
   auto heads = f.positive("num_attention_heads");
-  auto layers = f.positive("num_hidden_layers");
+  auto layers = f.layer_count("num_hidden_layers");
   auto inner = f.positive("intermediate_size");
   auto positions = f.positive("max_position_embeddings");
   if (!hidden) return hidden.status();

@@ -1,5 +1,9 @@
 #include "model/modeld/decoder/cpu_linear.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <cstdlib>
 
 namespace gpubox::modeld {
@@ -164,3 +168,15 @@ void cpu_linear(const LinearProblem&, CpuLinearIsa) { std::abort(); }
 }  // namespace gpubox::modeld
 
 #endif
+
+namespace gpubox::modeld {
+
+void set_cpu_threads_of_this_thread(int threads) {
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+
+}  // namespace gpubox::modeld

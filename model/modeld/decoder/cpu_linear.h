@@ -48,6 +48,12 @@ CpuLinearIsa cpu_linear_isa();
 inline bool cpu_linear_available() { return cpu_linear_isa() != CpuLinearIsa::none; }
 const char* to_string(CpuLinearIsa isa);
 
+// Sets how many CPU threads the calling thread's parallel LibTorch ops and
+// products use (OpenMP's count, which is the thread's own: a split model's
+// ranks take their shares of the CPU this way). No effect in a build without OpenMP.
+// REQUIRES: LibTorch's threads are set up on this thread (at::get_num_threads() was called).
+void set_cpu_threads_of_this_thread(int threads);
+
 // REQUIRES: 1 <= rows <= kCpuLinearMaxRows; in, out >= 1; this CPU has isa (not none).
 void cpu_linear(const LinearProblem& problem, CpuLinearIsa isa = cpu_linear_isa());
 

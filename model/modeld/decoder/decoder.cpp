@@ -2,6 +2,7 @@
 #include "model/modeld/decoder/decoder.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
@@ -515,6 +516,25 @@ struct Decoder::Split {
 
 namespace {
 
+// A CPU rank's share of the CPU's threads for a pass (as a process per rank
+// would have it), on the thread that runs it; the thread's own count comes back after.
+class RankCpuThreads {
+ public:
+  RankCpuThreads(const c10::Device& device, int ranks) {
+    if (!device.is_cpu() || ranks < 2) return;
+    before_ = at::get_num_threads();
+    set_cpu_threads_of_this_thread(std::max(1, before_ / ranks));
+  }
+  ~RankCpuThreads() {
+    if (before_ > 0) set_cpu_threads_of_this_thread(before_);
+  }
+  RankCpuThreads(const RankCpuThreads&) = delete;
+  RankCpuThreads& operator=(const RankCpuThreads&) = delete;
+
+ private:
+  int before_ = 0;
+};
+
 // How long a rank waits in a collective for the others before it gives up (a rank that died).
 constexpr std::chrono::seconds kCollectiveTimeout{60};
 
@@ -641,6 +661,7 @@ at::Tensor Decoder::split_pass(const at::Tensor& ids, const at::Tensor& position
   exchange.begin_pass();
   split_->workers.run([&](int r) {
     const Weights& w = *ranks_[static_cast<std::size_t>(r)];
+    RankCpuThreads threads(w.device, ranks);
     try {
       Tensor out = rank_pass(w, ids.to(w.device), positions.to(w.device), rank_segments[static_cast<std::size_t>(r)],
                              cache_slot.defined() ? cache_slot.to(w.device) : cache_slot, last_only, with_grad);

@@ -1,6 +1,7 @@
 #include "model/modeld/registry/model_registry.h"
 
 #include <chrono>
+#include <limits>
 #include <cstdio>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -49,17 +50,21 @@ std::string scrub(const ModelLoadSpec& spec, std::string message) {
 
 }  // namespace
 
-std::unique_ptr<KvBudget::Share> join_kv_budget(KvBudget& budget, const ModelLoadSpec& spec) {
-  if (spec.device != "cuda" && spec.device.rfind("cuda:", 0) != 0) return nullptr;
-  int index = spec.device == "cuda" ? 0 : std::atoi(spec.device.c_str() + 5);
-  return budget.join(index, spec.name);
+KvShares join_kv_budget(KvBudget& budget, const ModelLoadSpec& spec) {
+  KvShares shares;
+  auto devices = rank_devices(spec);
+  if (!devices) return shares;  // the load fails on the same spec, naming why
+  for (const auto& device : *devices) {
+    if (device != "cuda" && device.rfind("cuda:", 0) != 0) continue;
+    shares.push_back(budget.join(device == "cuda" ? 0 : std::atoi(device.c_str() + 5), spec.name));
+  }
+  return shares;
 }
 
-Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress,
-                                                std::unique_ptr<KvBudget::Share> kv_share) {
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress, KvShares kv_shares) {
   auto started = std::chrono::steady_clock::now();
   auto model = std::make_unique<LoadedModel>();
-  model->kv_share = std::move(kv_share);
+  model->kv_shares = std::move(kv_shares);
   model->spec = spec;
   auto config = read_json(spec.path + "/config.json", true);
   if (!config) return config.status();
@@ -88,11 +93,20 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
   std::optional<std::uint64_t> requested;
   if (spec.kv_cache_mb) requested = static_cast<std::uint64_t>(*spec.kv_cache_mb) << 20;
   std::uint64_t kv_bytes = 0;
-  if (model->kv_share) {
-    model->kv_share->weights_loaded(model->decoder->weight_bytes());
-    auto granted = model->kv_share->pool_bytes(requested, useful_kv_pool_bytes(*model->decoder, spec.max_batch));
-    if (!granted) return granted.status();
-    kv_bytes = *granted;
+  if (!model->kv_shares.empty()) {
+    // Each rank's pool holds its KV heads: a 1/N part of the pool on each device, the smallest grant for all.
+    const auto ranks = static_cast<std::uint64_t>(model->kv_shares.size());
+    auto rank_bytes = model->decoder->rank_weight_bytes();
+    for (std::size_t r = 0; r < model->kv_shares.size(); ++r) model->kv_shares[r]->weights_loaded(rank_bytes[r]);
+    std::optional<std::uint64_t> requested_part;
+    if (requested) requested_part = *requested / ranks;
+    std::uint64_t part = std::numeric_limits<std::uint64_t>::max();
+    for (auto& share : model->kv_shares) {
+      auto granted = share->pool_bytes(requested_part, useful_kv_pool_bytes(*model->decoder, spec.max_batch) / ranks);
+      if (!granted) return granted.status();
+      part = std::min(part, *granted);
+    }
+    kv_bytes = part * ranks;
   } else {
     kv_bytes = requested ? *requested : default_kv_pool_bytes(*model->decoder);
   }
@@ -163,7 +177,7 @@ Status ModelRegistry::add(const ModelLoadSpec& spec) {
   }
   auto entry = std::make_shared<Entry>();
   entry->spec = spec;
-  entry->kv_share = join_kv_budget(kv_budget_, spec);  // now, so that models loading together split the device
+  entry->kv_shares = join_kv_budget(kv_budget_, spec);  // now, so that models loading together split the device
   entries_.push_back(entry);
   loaders_.emplace_back([this, entry] { load(entry); });
   save_locked();
@@ -175,7 +189,7 @@ void ModelRegistry::reload_locked(std::vector<std::shared_ptr<Entry>>::iterator 
   entry->spec = (*down)->spec;
   entry->replaces = (*down)->model;
   *down = entry;  // the old entry's budget share goes with it, once the calls holding its model are over
-  entry->kv_share = join_kv_budget(kv_budget_, entry->spec);
+  entry->kv_shares = join_kv_budget(kv_budget_, entry->spec);
   loaders_.emplace_back([this, entry] { load(entry); });
 }
 
@@ -217,7 +231,7 @@ void ModelRegistry::load(std::shared_ptr<Entry> entry) {
   if (kept) spec.saes = spec_saes_kept(spec.saes, *kept);
   Result<std::unique_ptr<LoadedModel>> loaded = Status(ErrorCode::internal, "not loaded");
   try {
-    loaded = load_model(spec, entry->progress, std::move(entry->kv_share));
+    loaded = load_model(spec, entry->progress, std::move(entry->kv_shares));
   } catch (const std::exception& e) {
     loaded = Status(ErrorCode::internal, e.what());
   }

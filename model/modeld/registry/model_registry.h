@@ -28,8 +28,10 @@
 
 namespace gpubox::modeld {
 
+using KvShares = std::vector<std::unique_ptr<KvBudget::Share>>;
+
 struct LoadedModel {
-  std::unique_ptr<KvBudget::Share> kv_share;  // its place in its GPU's budget (null on the CPU); given back last
+  KvShares kv_shares;  // its place in each of its GPUs' budgets (none on the CPU); given back last
   ModelLoadSpec spec;
   Architecture architecture;
   std::unique_ptr<weights::Checkpoint> checkpoint;
@@ -84,7 +86,7 @@ class ModelRegistry {
     std::string state = "loading";  // loading, ready, failed
     std::string error;
     std::shared_ptr<const LoadedModel> model;
-    std::unique_ptr<KvBudget::Share> kv_share;  // until the loader takes it
+    KvShares kv_shares;  // until the loader takes them
     std::weak_ptr<const LoadedModel> replaces;   // a model that went down: the load waits until it is released
   };
   // Replaces a ready model that went down by a new load of its spec.
@@ -102,12 +104,11 @@ class ModelRegistry {
   std::vector<std::thread> loaders_ GUARDED_BY(mutex_);
 };
 
-// The model's place in budget when spec.device is a GPU ("cuda", "cuda:N"); null on the CPU.
-std::unique_ptr<KvBudget::Share> join_kv_budget(KvBudget& budget, const ModelLoadSpec& spec);
+// The model's place in the budget of each GPU it runs on (one per rank); none on the CPU.
+KvShares join_kv_budget(KvBudget& budget, const ModelLoadSpec& spec);
 
 // Loads one model directory (config.json, generation_config.json, safetensors, tokenizer.json,
-// tokenizer_config.json's chat template). kv_share: join_kv_budget's, joined before the load began.
-Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress,
-                                                std::unique_ptr<KvBudget::Share> kv_share);
+// tokenizer_config.json's chat template). kv_shares: join_kv_budget's, joined before the load began.
+Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadProgress& progress, KvShares kv_shares);
 
 }  // namespace gpubox::modeld
