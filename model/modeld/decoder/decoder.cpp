@@ -228,7 +228,7 @@ struct Decoder::Weights : BoundWeights {
     if (!rank) return x;
     if (at::GradMode::is_enabled()) return rank->exchange->all_reduce_sum(rank->index, x, device);
     x = x.contiguous();
-    rank->collectives->all_reduce_sum(x);
+    rank->collectives->all_reduce_sum(x, [exchange = rank->exchange] { return !exchange->failure().empty(); });
     return x;
   }
 
@@ -535,6 +535,19 @@ class RankCpuThreads {
   int before_ = 0;
 };
 
+// A test's injected rank failure: GPUBOX_MODELD_TEST_FAIL_RANK=R makes rank R
+// of the first split model to run a pass throw once, after its collectives of
+// that pass, as a rank that dies between them would (tests/model/modeld's
+// split suite). True once, on that rank.
+bool injected_failure(int rank) {
+  static const int failing = [] {
+    const char* value = std::getenv("GPUBOX_MODELD_TEST_FAIL_RANK");
+    return value && *value ? std::atoi(value) : -1;
+  }();
+  static std::atomic<bool> taken{false};
+  return rank == failing && !taken.exchange(true);
+}
+
 // How long a rank waits in a collective for the others before it gives up (a rank that died).
 constexpr std::chrono::seconds kCollectiveTimeout{60};
 
@@ -768,6 +781,7 @@ at::Tensor Decoder::rank_pass(const Weights& w, const at::Tensor& ids, const at:
   if (!logits.defined()) logits = at::linear(h, w.lm_head);
   if (arch.final_softcap) logits = at::tanh(logits / *arch.final_softcap) * *arch.final_softcap;
   if (w.rank) {  // each rank's share of the vocabulary, joined on rank 0
+    if (injected_failure(w.rank->index)) throw std::runtime_error("injected failure (GPUBOX_MODELD_TEST_FAIL_RANK)");
     auto shares = w.rank->exchange->gather(w.rank->index, logits, w.device);
     if (w.rank->index != 0) return Tensor();
     logits = at::cat(shares, -1);

@@ -221,8 +221,10 @@ void ModelRegistry::save_loads_locked(const LoadedModel& model, const std::strin
 }
 
 void ModelRegistry::load(std::shared_ptr<Entry> entry) {
-  // A model that went down is released first (its devices' memory), when its last call ends.
-  for (int waited = 0; !entry->replaces.expired() && waited < 600; ++waited) {
+  // A model that went down is released first (its devices' memory), here or when its last call ends.
+  std::weak_ptr<const LoadedModel> replaced = entry->replaces;
+  entry->replaces.reset();
+  for (int waited = 0; !replaced.expired() && waited < 600; ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   // What callers had loaded into this model before a restart: loaded with it, before it is ready.

@@ -87,7 +87,9 @@ class ModelRegistry {
     std::string error;
     std::shared_ptr<const LoadedModel> model;
     KvShares kv_shares;  // until the loader takes them
-    std::weak_ptr<const LoadedModel> replaces;   // a model that went down: the load waits until it is released
+    // A model that went down, which this load replaces: dropped by the loader
+    // (its release may wait for a collective's timeout), then waited for.
+    std::shared_ptr<const LoadedModel> replaces;
   };
   // Replaces a ready model that went down by a new load of its spec.
   void reload_locked(std::vector<std::shared_ptr<Entry>>::iterator down) REQUIRES(mutex_);

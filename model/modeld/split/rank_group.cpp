@@ -53,7 +53,7 @@ class GlooRank final : public RankCollectives {
  public:
   explicit GlooRank(c10::intrusive_ptr<c10d::ProcessGroupGloo> group) : group_(std::move(group)) {}
 
-  void all_reduce_sum(at::Tensor& t) override {
+  void all_reduce_sum(at::Tensor& t, const std::function<bool()>& give_up) override {
     TORCH_CHECK(t.device().is_cpu() && t.is_contiguous(),
                 "all_reduce_sum over Gloo needs a contiguous cpu tensor, not one on ", t.device().str(),
                 t.is_contiguous() ? "" : " (not contiguous)");
@@ -61,7 +61,12 @@ class GlooRank final : public RankCollectives {
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
     try {
-      group_->allreduce(tensors, options)->wait();
+      auto work = group_->allreduce(tensors, options);
+      // In slices, asking give_up between them: a rank that failed elsewhere never reaches this
+      // all-reduce, and the others should not wait out the group's timeout for it.
+      while (!wait_a_while(*work)) {
+        TORCH_CHECK(!give_up || !give_up(), "Gloo all-reduce abandoned: another rank failed");
+      }
     } catch (const c10::Error&) {
       throw;
     } catch (const std::exception& e) {  // gloo's own (gloo::IoException: a timeout, a peer gone), as the contract's
@@ -70,6 +75,17 @@ class GlooRank final : public RankCollectives {
   }
 
  private:
+  // Waits for work up to a slice of time: true once it completed (its error thrown), false while it runs.
+  static bool wait_a_while(c10d::Work& work) {
+    constexpr std::chrono::milliseconds kSlice{20};
+    try {
+      return work.wait(kSlice);
+    } catch (const c10::Error&) {
+      if (work.isCompleted()) throw;  // its own failure (Gloo's timeout, a peer gone)
+      return false;                   // the slice ended first
+    }
+  }
+
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
 };
 

@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -29,7 +30,11 @@ class RankCollectives {
  public:
   virtual ~RankCollectives() = default;
   // Replaces t (contiguous, on this rank's device) by the sum of every rank's t, in place.
-  virtual void all_reduce_sum(at::Tensor& t) = 0;
+  void all_reduce_sum(at::Tensor& t) { all_reduce_sum(t, {}); }
+  // As above; while it waits for the others (over Gloo), give_up is asked
+  // every few milliseconds and, once it says true (another rank failed),
+  // this rank stops waiting at once and throws c10::Error; the group is then broken.
+  virtual void all_reduce_sum(at::Tensor& t, const std::function<bool()>& give_up) = 0;
 };
 
 // Connects one rank per device (all CPU, or all CUDA with distinct indices),

@@ -174,6 +174,24 @@ TEST(RankGroup, ARankThatNeverArrivesMakesTheOtherThrowWithinTheTimeout) {
   EXPECT_LT(waited, 15s);     // and gave up near the timeout, not never
 }
 
+// A rank that failed elsewhere never reaches the all-reduce: give_up ends the others' wait at
+// once instead of at the group's timeout (the decoder asks whether its exchange is broken).
+TEST(RankGroup, GivingUpEndsTheWaitLongBeforeTheTimeout) {
+  Ranks ranks = connect_cpu(2, 3s);
+  ASSERT_EQ(ranks.size(), 2u);
+  auto start = std::chrono::steady_clock::now();
+  int asked = 0;
+  at::Tensor t = at::ones({1024});
+  EXPECT_THROW(ranks[0]->all_reduce_sum(t, [&] {
+    ++asked;
+    return std::chrono::steady_clock::now() - start > 100ms;
+  }), c10::Error);  // rank 1 never calls
+  auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 100ms);
+  EXPECT_LT(waited, 1s);  // not the 3 s timeout
+  EXPECT_GE(asked, 2);    // asked while it waited, not once
+}
+
 TEST(RankGroup, ATensorThatIsNotContiguousIsRefused) {
   Ranks ranks = connect_cpu(2);
   ASSERT_EQ(ranks.size(), 2u);

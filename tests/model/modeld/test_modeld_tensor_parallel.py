@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import unittest
 
 import numpy as np
@@ -246,6 +247,45 @@ class TensorParallelOnCpu(unittest.TestCase):
                 for word in words:
                     self.assertIn(word, message)
         self.assertEqual([m["name"] for m in self.modeld.client.call("model.list")["models"]], before)
+
+
+class ARankThatFails(unittest.TestCase):
+    """A rank of a split model fails (GPUBOX_MODELD_TEST_FAIL_RANK=1: rank 1 throws once, after
+    its collectives of a pass, as a rank that dies between them would): the call gets
+    unavailable naming the rank at once, nothing waits for a timeout, the model is down
+    until it has loaded again in the same modeld, and the other models serve throughout."""
+
+    def test_the_model_goes_down_naming_the_rank_and_loads_again(self):
+        directory = tempfile.mkdtemp(prefix="modeld-split-fail-")
+        self.addCleanup(shutil.rmtree, directory, True)
+        path, _ = tiny_models.make(directory, "llama", seed=430)
+        os.environ["GPUBOX_MODELD_TEST_FAIL_RANK"] = "1"
+        try:
+            modeld = Modeld([{"name": "one", "path": path},
+                             {"name": "split", "path": path, "device": "cpu", "tensor_parallel": 2, "allow_cpu_split": True}],
+                            os.path.join(directory, "run"))
+        finally:
+            del os.environ["GPUBOX_MODELD_TEST_FAIL_RANK"]
+        self.addCleanup(modeld.close)
+        modeld.wait_all_ready()
+        want = Model(modeld.client, "one").run(ids=[CLEAN])["logits"].numpy()
+        started = time.monotonic()
+        with self.assertRaises(RpcError) as failed:
+            Model(modeld.client, "split").run(ids=[CLEAN])
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertEqual(failed.exception.code, "unavailable")
+        self.assertIn("rank 1 on cpu failed: injected failure", failed.exception.message)
+        np.testing.assert_array_equal(Model(modeld.client, "one").run(ids=[CLEAN])["logits"].numpy(), want)
+        with self.assertRaises(RpcError) as down:
+            Model(modeld.client, "split").generate(CLEAN, max_new_tokens=2)
+        self.assertEqual(down.exception.code, "unavailable")
+        self.assertIn("is down: rank 1 on cpu failed", down.exception.message)
+        self.assertIn("loading again", down.exception.message)
+        modeld.wait_all_ready()
+        got = Model(modeld.client, "split").run(ids=[CLEAN])["logits"].numpy()
+        self.assertLess(relative_error(got, want), SPLIT_BOUND)
+        self.assertEqual(modeld.client.call("modeld.status")["pid"], modeld.process.pid)
+        self.assertIn('model "split" is down (rank 1 on cpu failed', modeld.log_text())
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ class NcclRank final : public gpubox::modeld::RankCollectives {
     }
   }
 
-  void all_reduce_sum(at::Tensor& t) override {
+  // give_up is not asked: the host does not wait for NCCL (the stream does; c10d's watchdog ends a collective that hangs).
+  void all_reduce_sum(at::Tensor& t, const std::function<bool()>&) override {
     TORCH_CHECK(t.device() == device_ && t.is_contiguous(), "all_reduce_sum over NCCL needs a contiguous tensor on ",
                 device_.str(), ", not one on ", t.device().str(), t.is_contiguous() ? "" : " (not contiguous)");
     c10::cuda::CUDAGuard on_device(device_);
