@@ -49,10 +49,11 @@ SOURCE_SUFFIXES = (".h", ".cpp", ".cc", ".in", ".inc")
 # The rooms of each folder, lowest first.
 ROOMS = {
     # config: modeld.json and modeld's private files; gpu: the CUDA runtime, GPU info and graphs;
-    # decoder: the forward pass, its ops and tensors; split: a model across devices (tensor parallelism);
+    # split: the ranks of a model across devices (collectives, threads, what they share);
+    # decoder: the forward pass, its ops and tensors (a split model's ranks' passes too);
     # scheduler: generation, batches, the KV cache; interventions: hook-point ops, SAEs, fns;
     # registry: the loaded models; methods: model.* and gpu.*.
-    "model/modeld": ["config", "gpu", "decoder", "split", "scheduler", "interventions", "registry", "methods", "top"],
+    "model/modeld": ["config", "gpu", "split", "decoder", "scheduler", "interventions", "registry", "methods", "top"],
     # .: the process table, log, config, event loop, supervisor, signals; usage: what the sandbox uses;
     # lifecycle: the watchdogs; jobs; serve: the served interfaces; methods: the RPC methods.
     "agent": [".", "usage", "lifecycle", "jobs", "serve", "methods", "top"],

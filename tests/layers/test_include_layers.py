@@ -39,7 +39,7 @@ class IncludeLayersTest(unittest.TestCase):
         result = check(ROOT)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertIn("rpc     -> base", result.stdout)
-        for heading in ("rooms of model/modeld/, lowest first: config gpu decoder",
+        for heading in ("rooms of model/modeld/, lowest first: config gpu split decoder",
                         "rooms of agent/, lowest first: .", "rooms of host/, lowest first: .",
                         "layers of python/gpubox/, lowest first: wire"):
             self.assertIn(heading, result.stdout)

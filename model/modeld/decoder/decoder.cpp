@@ -28,7 +28,7 @@
 #include "model/modeld/decoder/weight_loader.h"
 #include "model/modeld/split/rank_exchange.h"
 #include "model/modeld/split/rank_group.h"
-#include "model/modeld/split/rank_hooks.h"
+#include "model/modeld/decoder/rank_hooks.h"
 #include "model/modeld/split/rank_workers.h"
 
 namespace gpubox::modeld {

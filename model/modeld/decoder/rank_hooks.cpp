@@ -1,4 +1,4 @@
-#include "model/modeld/split/rank_hooks.h"
+#include "model/modeld/decoder/rank_hooks.h"
 
 #include <ATen/ATen.h>
 
