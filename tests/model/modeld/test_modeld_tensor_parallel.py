@@ -95,6 +95,23 @@ class TensorParallelOnCpu(unittest.TestCase):
                 self.assertEqual(split.generate(CLEAN, max_new_tokens=12, temperature=0)["tokens"], tokens)
                 self.assertEqual(len(tokens), 12)
 
+    def test_streaming_static_steps_and_weights_are_those_of_one_device(self):
+        for name in ("gpt2", "llama", "gemma2"):
+            with self.subTest(architecture=name):
+                one, split = self.both(name)
+                want = one.generate(CLEAN, max_new_tokens=8, temperature=0)["tokens"]
+                streamed = [step["tokens"][0] for step in split.generate_stream(CLEAN, max_new_tokens=8, temperature=0)
+                            if "tokens" in step]
+                self.assertEqual(streamed, want)
+                # static steps: each rank writes its KV heads at a slot of its cache and attends over all of it
+                self.assertEqual(split.generate(CLEAN, max_new_tokens=8, temperature=0, decode_steps="fixed")["tokens"], want)
+                # model.weights reads the checkpoint: whole tensors, the split's as one device's
+                names = [n for n in one.weights() if n.endswith(("W_Q", "W_O", "W_in", "W_U", "W_E"))][:6]
+                self.assertEqual(len(names), 6)
+                mine, theirs = split.weights(names), one.weights(names)
+                for weight in names:
+                    np.testing.assert_array_equal(mine[weight].numpy(), theirs[weight].numpy(), weight)
+
     def test_every_hook_point_captures_what_one_device_does(self):
         for name in ARCHITECTURES:
             one, split = self.both(name)
