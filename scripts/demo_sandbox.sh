@@ -125,6 +125,10 @@ if [ -n "${DEMO_MODEL:-}" ]; then
   echo "   activations at TransformerLens-named hook points, written to a safetensors file:"
   run "$gpubox" model "$id" run tiny "Once upon a time" --capture blocks.1.hook_resid_post --capture blocks.0.attn.hook_pattern \
     --out "$work/acts.safetensors"
+  echo "   the same model split over two ranks (tensor parallelism: on a machine with GPUs one rank per GPU;"
+  echo "   here two CPU threads with Gloo between them), loaded while the sandbox runs: the same tokens:"
+  run "$gpubox" model "$id" load tiny-split /models/tiny --device cpu --tensor-parallel 2 --allow-cpu-split --wait
+  run "$gpubox" model "$id" generate tiny-split "Once upon a time" --max-new-tokens 16
   echo "   a model that is not there gets a clear error:"
   set +e
   run "$gpubox" model "$id" info no-such-model

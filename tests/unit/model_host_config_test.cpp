@@ -223,14 +223,20 @@ TEST(ModelLoadSpec, BatchLimitsParseWriteAndReadBack) {
   EXPECT_EQ(spec->kv_cache_mb, 512);
 }
 
+// rank_devices of a spec with these three fields.
+Result<std::vector<std::string>> rank_devices_of(const std::string& device, std::optional<std::int64_t> tensor_parallel,
+                                                 bool allow_cpu_split) {
+  modeld::ModelLoadSpec spec;
+  spec.device = device;
+  spec.tensor_parallel = tensor_parallel;
+  spec.allow_cpu_split = allow_cpu_split;
+  return modeld::rank_devices(spec);
+}
+
 // rank_devices: one device per rank for each form of device and tensor_parallel.
 TEST(ModelLoadSpec, RankDevicesForEachForm) {
   auto ranks = [](const std::string& device, std::optional<std::int64_t> tensor_parallel, bool allow_cpu_split = false) {
-    modeld::ModelLoadSpec spec;
-    spec.device = device;
-    spec.tensor_parallel = tensor_parallel;
-    spec.allow_cpu_split = allow_cpu_split;
-    auto devices = modeld::rank_devices(spec);
+    auto devices = rank_devices_of(device, tensor_parallel, allow_cpu_split);
     EXPECT_TRUE(devices.is_ok()) << device << ": " << devices.status().message();
     return devices.is_ok() ? *devices : std::vector<std::string>{};
   };
@@ -249,11 +255,7 @@ TEST(ModelLoadSpec, RankDevicesForEachForm) {
 
 TEST(ModelLoadSpec, RankDevicesRefusalsNameTheValue) {
   auto error = [](const std::string& device, std::optional<std::int64_t> tensor_parallel, bool allow_cpu_split = false) {
-    modeld::ModelLoadSpec spec;
-    spec.device = device;
-    spec.tensor_parallel = tensor_parallel;
-    spec.allow_cpu_split = allow_cpu_split;
-    auto devices = modeld::rank_devices(spec);
+    auto devices = rank_devices_of(device, tensor_parallel, allow_cpu_split);
     if (devices.is_ok()) {
       ADD_FAILURE() << "accepted: " << device;
       return std::string();
