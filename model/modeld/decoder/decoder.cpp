@@ -647,6 +647,7 @@ at::Tensor Decoder::run_pass(const at::Tensor& ids, const at::Tensor& positions,
 at::Tensor Decoder::split_pass(const at::Tensor& ids, const at::Tensor& positions, const std::vector<PassSegment>& segments,
                                const at::Tensor& cache_slot, bool last_only, bool with_grad) const {
   MutexLock one_pass(split_->passes);
+  GpuWork gpu_work(ranks_[0]->device.is_cuda());  // for every rank's work (rank_pass's note)
   RankExchange& exchange = split_->exchange;
   if (std::string failure = exchange.failure(); !failure.empty()) throw RankFailure(failure);
   const int ranks = static_cast<int>(ranks_.size());
@@ -699,7 +700,9 @@ at::Tensor Decoder::rank_pass(const Weights& w, const at::Tensor& ids, const at:
                               const std::vector<PassSegment>& segments, const at::Tensor& cache_slot, bool last_only,
                               bool with_grad) {
   c10::InferenceMode inference(!with_grad);
-  GpuWork gpu_work(w.device.is_cuda());  // never during another thread's CUDA graph capture
+  // Never during another thread's CUDA graph capture; a split pass holds it once, on the calling
+  // thread, for all its ranks (a rank waiting for it while another waits in a collective would deadlock).
+  GpuWork gpu_work(w.device.is_cuda() && !w.rank);
   const Architecture& arch = w.arch;
   std::int64_t tokens = ids.size(1);
   bool fixed = cache_slot.defined();
