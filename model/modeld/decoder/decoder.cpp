@@ -1,4 +1,4 @@
-// Over 600 lines: the one forward pass every architecture is (embeddings, attention with its masks and batch parts, MLP, norms), whose pieces share the bound weights and the pass's hooks.
+// Over 600 lines: the one forward pass every architecture is (embeddings, attention with its masks and batch parts, MLP, norms), whose pieces share the bound weights and the pass's hooks, and how the ranks of a split model run it together.
 #include "model/modeld/decoder/decoder.h"
 
 #include <ATen/ATen.h>
@@ -20,15 +20,14 @@
 #include <utility>
 
 #include "base/thread_annotations.h"
-
 #include "model/modeld/decoder/cpu_linear.h"
-#include "model/modeld/gpu/gpu_exclusion.h"
 #include "model/modeld/decoder/grouped_attention.h"
 #include "model/modeld/decoder/head_results.h"
+#include "model/modeld/decoder/rank_hooks.h"
 #include "model/modeld/decoder/weight_loader.h"
+#include "model/modeld/gpu/gpu_exclusion.h"
 #include "model/modeld/split/rank_exchange.h"
 #include "model/modeld/split/rank_group.h"
-#include "model/modeld/decoder/rank_hooks.h"
 #include "model/modeld/split/rank_workers.h"
 
 namespace gpubox::modeld {
