@@ -10,32 +10,45 @@
 #                            naming the driver's and torch's CUDA versions); the
 #                            carry checked against its MANIFEST, pyzmq installed,
 #                            the binaries under /opt/gpubox-device (setup.sh)
-#   decode_profile       45  one decode step: ops, kernels and time per token
+#   decode_profile       40  one decode step: ops, kernels and time per token
 #   decode_8b           120  the headline: Llama 3 8B's shapes in bfloat16, modeld
 #                            alone, loaded once: ms/token of dynamic, fixed and
 #                            graph steps, graph = fixed tokens (pass/fail), the
 #                            limit (bytes a step reads / gpu.probe's copy), each
 #                            figure against its target (decode_bench.py)
-#   compare_float32      35  modeld's logits and greedy tokens on cuda against
-#   compare_bfloat16     35  transformers for every architecture (compare_hf.py)
+#   compare_float32      30  modeld's logits and greedy tokens on cuda against
+#   compare_bfloat16     30  transformers for every architecture (compare_hf.py)
 #   transformers_8b      55  transformers eager's decode on the same 8B checkpoint
 #                            (transformers_decode.py): the >= 4x target
-#   model_bench          50  modeld against transformers on the 1 GB model: load,
+#   model_bench          35  modeld against transformers on the 1 GB model: load,
 #                            forward, generate (model_bench.py)
 #   transformers_loader  30  the kernel's transformers and PEFT loader on cuda
 #   local_sandbox_gpu    30  a local sandbox with --gpu: nvidia-smi and a torch
 #                            matmul inside
-#   hooks_bench          25  interventions against nnsight/TransformerLens where present
+#   hooks_bench          20  interventions against nnsight/TransformerLens where present
 #   sae_bench            25  a top-64 capture of a 16k SAE in modeld on cuda against
 #                            a plain forward, and against the capture encoded on
 #                            the CPU as a caller would (sae_bench.py)
+#   split_2gpu           35  on 2+ GPUs: a model split over cuda:0,1 (NCCL) against
+#                            cuda:0 alone, float32 and bfloat16 logits and greedy
+#                            tokens, what the split adds per layer, NCCL's
+#                            all-reduce; on 1 GPU one line and "skipped"
+#                            (split_check.py)
+#
+# The 35 s of split_2gpu came from steps whose caps look loosest against what they
+# run (no GPU run has timed them yet; the CPU dry run's seconds beside the caps):
+# model_bench 50 -> 35 (the 1 GB model, the least valuable figure: the 8B steps
+# measure the headline), compare_* 35 -> 30 each, decode_profile 45 -> 40,
+# hooks_bench 25 -> 20 (tests/device/README.md). A step exiting 77 where
+# SKIPPABLE allows it (split_2gpu on one GPU) is recorded as "skipped".
 #
 # A failing step does not stop the others (only a failed setup does). Results,
 # 3 files under $OUT (default build/device-results), rewritten after every
 # step so that a run cut off at any moment returns what it measured:
 # summary.txt (one line a step: result, seconds, key figures; the steps not
-# reached yet are "not_run"), summary.json (the same, and every figure),
-# logs.tar.gz (each step's log and figure files).
+# reached yet are "not_run", one that cannot apply here "skipped"),
+# summary.json (the same, and every figure), logs.tar.gz (each step's log and
+# figure files).
 #
 #   tests/device/run.sh                 on the GPU machine
 #   tests/device/run.sh --cpu-dry-run   every step on the CPU, small shapes (the
@@ -45,7 +58,7 @@
 # transformers), GPUBOX_DEVICE_CARRY (default build/device-carry),
 # GPUBOX_DEVICE_PREFIX (default /opt/gpubox-device), GPUBOX_DRY_RUN_CAP_SCALE
 # (default 3: the dry run's caps and budget are this many times the GPU's).
-# Exit 0: every step passed; 1: a step failed or did not run; 2: bad
+# Exit 0: every step passed (or was skipped); 1: a step failed or did not run; 2: bad
 # arguments; 77: no GPU here and no --cpu-dry-run.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -78,9 +91,12 @@ deadline=$((SECONDS + BUDGET))
 setup_ok=1
 # Each step's cap in seconds, in the order the steps run (the header says what each does).
 STEPS="setup decode_profile decode_8b compare_float32 compare_bfloat16 transformers_8b model_bench transformers_loader
-  local_sandbox_gpu hooks_bench sae_bench"
-declare -A CAP=([setup]=30 [decode_profile]=45 [decode_8b]=120 [compare_float32]=35 [compare_bfloat16]=35
-  [transformers_8b]=55 [model_bench]=50 [transformers_loader]=30 [local_sandbox_gpu]=30 [hooks_bench]=25 [sae_bench]=25)
+  local_sandbox_gpu hooks_bench sae_bench split_2gpu"
+declare -A CAP=([setup]=30 [decode_profile]=40 [decode_8b]=120 [compare_float32]=30 [compare_bfloat16]=30
+  [transformers_8b]=55 [model_bench]=35 [transformers_loader]=30 [local_sandbox_gpu]=30 [hooks_bench]=20 [sae_bench]=25
+  [split_2gpu]=35)
+# The steps whose exit 77 means "does not apply to this machine" (recorded as skipped, not failed).
+declare -A SKIPPABLE=([split_2gpu]=1)
 caps=0
 for step in $STEPS; do caps=$((caps + CAP[$step])); done
 ((caps <= 480)) || { echo "run.sh: the steps' caps add up to $caps s, over the 480 s budget"; exit 2; }
@@ -106,7 +122,7 @@ report() {
 }
 
 # run_step NAME COMMAND...: runs COMMAND under NAME's cap with its output in logs/NAME.log, records
-# NAME, its result (pass, fail, timeout, not_run), seconds and exit status, then rewrites the results.
+# NAME, its result (pass, fail, timeout, skipped, not_run), seconds and exit status, then rewrites the results.
 run_step() {
   local name=$1 limit=${CAP[$1]}
   shift
@@ -126,11 +142,12 @@ run_step() {
   case $rc in
     0) result=pass ;;
     124|137) result=timeout ;;
+    77) result=fail; [[ -n ${SKIPPABLE[$name]:-} ]] && result=skipped ;;
     *) result=fail ;;
   esac
   printf '%s\t%s\t%s\t%s\t\n' "$name" "$result" "$took" "$rc" >> "$WORK/steps.tsv"
   echo "   $result in ${took} s (exit $rc)"
-  [[ $result == pass ]] || tail -n 25 "$WORK/logs/$name.log" | sed 's/^/   | /'
+  [[ $result == pass || $result == skipped ]] || tail -n 25 "$WORK/logs/$name.log" | sed 's/^/   | /'
   report >/dev/null
 }
 
@@ -152,6 +169,7 @@ BENCH_ARGS=(--repeat 1)
 HOOKS_ARGS=(--repeat 5)
 PROFILE_ARGS=()
 SAE_ARGS=(--repeat 7)
+SPLIT_ARGS=()
 if [[ $DRY_RUN == 1 ]]; then
   SHAPE_8B=(--arch llama8b --layers 2 --hidden-size 512)  # the 8B code path at a size the CPU runs
   DECODE_8B_ARGS=(--repeat 1 --new-tokens 8)
@@ -161,6 +179,7 @@ if [[ $DRY_RUN == 1 ]]; then
   HOOKS_ARGS=(--layers 2 --repeat 1 --tokens 16 --long 64 --new-tokens 4)
   PROFILE_ARGS=(--layers 2 --steps 4)
   SAE_ARGS=(--repeat 1 --d-sae 1024 --tokens 32)
+  SPLIT_ARGS=(--hidden 256 --depths 1,3 --new-tokens 8 --repeat 1 --allreduce-iterations 50)
 fi
 run_step decode_profile "$PYTHON" "$HERE/decode_profile.py" --device "$DEVICE" --dtype bfloat16 \
   --modeld "$GPUBOX_MODELD" --json "$WORK/figures/decode_profile.json" "${PROFILE_ARGS[@]}"
@@ -181,6 +200,8 @@ run_step hooks_bench "$PYTHON" "$ROOT/tests/bench/hooks_bench.py" --device "$DEV
   "${HOOKS_ARGS[@]}"
 run_step sae_bench "$PYTHON" "$ROOT/tests/bench/sae_bench.py" --device "$DEVICE" --modeld "$GPUBOX_MODELD" \
   --json "$WORK/figures/sae_bench.json" "${SAE_ARGS[@]}"
+run_step split_2gpu "$PYTHON" "$HERE/split_check.py" --device "$DEVICE" --modeld "$GPUBOX_MODELD" \
+  --json "$WORK/figures/split_2gpu.json" "${SPLIT_ARGS[@]}"
 
 report
 status=$?

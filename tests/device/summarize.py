@@ -4,10 +4,13 @@ seconds, key figures) and summary.json (the same, with every figure file the
 steps wrote), from run.sh's steps.tsv and figures/ folder. run.sh writes it
 again after every step, so a run cut off at any moment still returns one:
 the steps of --planned that steps.tsv does not list yet are "not_run", "not
-reached". Each file is written beside its name, then renamed over it.
+reached". A step that cannot apply to the machine (split_2gpu on one GPU:
+run.sh records its exit 77 as "skipped") counts as neither passed nor failed,
+and does not fail the run. Each file is written beside its name, then renamed
+over it.
 
 usage: summarize.py --steps steps.tsv --figures DIR --mode cuda|cpu --seconds S --carry DIR --out DIR [--planned "A B"]
-Exit 0 when every step passed, 1 otherwise.
+Exit 0 when every step passed or was skipped, 1 otherwise.
 """
 import argparse
 import datetime
@@ -122,6 +125,20 @@ def sae_bench(report, figures):
             "%.2fx ours (target >= 2x); same features %.4f" % (100 * report["overhead"], report["speedup"], report["agree"])))
 
 
+def split_2gpu(report, figures):
+    """Split against one device: each dtype's logits error against its bound and greedy agreement, what the split
+    adds per layer, the all-reduce's own time."""
+    parts = ["%s %.1e (bound %.0e), greedy %d/%d" % (dtype, report[dtype]["logits_relative_error"], report[dtype]["bound"],
+                                                    report[dtype]["greedy_agree"], report[dtype]["greedy_tokens"])
+             for dtype in ("float32", "bfloat16")]
+    decode = report["decode"]
+    parts.append("per layer one %.1f us, split %.1f us: +%.1f us" % (
+        decode["per_layer_us"]["one"], decode["per_layer_us"]["split"], decode["split_adds_per_layer_us"]))
+    parts += ["all-reduce of %s: %s" % (numel, "%.1f us" % us if us is not None else "not measured")
+              for numel, us in report["allreduce_us"].items()]
+    return "; ".join(parts)
+
+
 def bandwidth_limit(profile, figures):
     """"; " and the profile's ms/token against its limit, the bytes a step reads / decode_8b's measured bandwidth
     ("" on the CPU, or before decode_8b has run)."""
@@ -135,7 +152,7 @@ def bandwidth_limit(profile, figures):
 
 FIGURES = {"compare_float32": compare, "compare_bfloat16": compare, "decode_8b": decode_8b,
            "transformers_8b": transformers_8b, "model_bench": model_bench, "hooks_bench": hooks_bench,
-           "decode_profile": decode_profile, "sae_bench": sae_bench}
+           "decode_profile": decode_profile, "sae_bench": sae_bench, "split_2gpu": split_2gpu}
 
 
 def log_line(logs, name):
@@ -188,18 +205,19 @@ def main():
     passed = sum(s["result"] == "pass" for s in steps)
     failed = sum(s["result"] in ("fail", "timeout") for s in steps)
     not_run = sum(s["result"] == "not_run" for s in steps)
+    skipped = sum(s["result"] == "skipped" for s in steps)
     header = "gpubox device check, %s, %s on %s, carry %.1f MiB, %s s" % (
         "cuda" if args.mode == "cuda" else "--cpu-dry-run (cpu)", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         platform.node(), carry_mib(args.carry), args.seconds)
     lines = [header, "%-20s %-8s %8s  %s" % ("step", "result", "seconds", "key figures")]
     lines += ["%-20s %-8s %8.1f  %s" % (s["step"], s["result"], s["seconds"], s["key_figures"]) for s in steps]
-    lines.append("%d passed, %d failed, %d not run" % (passed, failed, not_run))
+    lines.append("%d passed, %d skipped, %d failed, %d not run" % (passed, skipped, failed, not_run))
     os.makedirs(args.out, exist_ok=True)
     write(os.path.join(args.out, "summary.txt"), "\n".join(lines) + "\n")
     write(os.path.join(args.out, "summary.json"), json.dumps(
-        {"header": header, "mode": args.mode, "seconds": float(args.seconds), "passed": passed, "failed": failed,
-         "not_run": not_run, "steps": steps, "figures": figures}, indent=1))
-    return 0 if passed == len(steps) else 1
+        {"header": header, "mode": args.mode, "seconds": float(args.seconds), "passed": passed, "skipped": skipped,
+         "failed": failed, "not_run": not_run, "steps": steps, "figures": figures}, indent=1))
+    return 0 if passed + skipped == len(steps) else 1
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The device check's arithmetic and summary, which a GPU run reads once and cannot redo: the bytes a
 decode step reads (tests/bench/decode_limit.py), its targets, and summarize.py's summary of a run cut
-off after some steps. Run by ctest (device_summary) in build/venv's Python."""
+off after some steps, and of a step skipped (split_2gpu on one GPU). Run by ctest (device_summary) in build/venv's Python."""
 import json
 import os
 import shutil
@@ -98,6 +98,48 @@ class Summary(unittest.TestCase):
         self.assertIn("over transformers eager 5.00x (target >= 4x: met)", line)  # the later step's figure
         self.assertIn("graph = fixed tokens: pass", line)
         self.assertEqual(sorted(os.listdir(out)), ["summary.json", "summary.txt"])  # no .partial left
+
+    def test_a_skipped_step_does_not_fail_the_run_and_keeps_its_one_line(self):
+        """split_2gpu on a machine with one GPU: run.sh records its exit 77 as skipped; the summary shows the
+        step's one line, counts it apart, and exits 0; split figures from a 2-GPU run are summarized."""
+        work = tempfile.mkdtemp(prefix="summary-")
+        self.addCleanup(shutil.rmtree, work)
+        os.makedirs(os.path.join(work, "figures"))
+        os.makedirs(os.path.join(work, "logs"))
+        with open(os.path.join(work, "logs", "split_2gpu.log"), "w") as f:
+            f.write("split_2gpu: this machine has 1 GPU; a split needs 2\n")
+        with open(os.path.join(work, "steps.tsv"), "w") as f:
+            f.write("setup\tpass\t3.0\t0\t\nsplit_2gpu\tskipped\t2.1\t77\t\n")
+        out = os.path.join(work, "out")
+
+        def summarize():
+            run = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), "--steps",
+                                  os.path.join(work, "steps.tsv"), "--figures", os.path.join(work, "figures"), "--mode",
+                                  "cuda", "--seconds", "5", "--carry", work, "--out", out, "--planned", "setup split_2gpu"])
+            with open(os.path.join(out, "summary.json")) as f:
+                summary = json.load(f)
+            with open(os.path.join(out, "summary.txt")) as f:
+                return run.returncode, summary, f.read()
+
+        code, summary, text = summarize()
+        self.assertEqual(code, 0)
+        self.assertEqual((summary["passed"], summary["skipped"], summary["failed"], summary["not_run"]), (1, 1, 0, 0))
+        self.assertEqual(summary["steps"][1]["key_figures"], "split_2gpu: this machine has 1 GPU; a split needs 2")
+        self.assertIn("1 passed, 1 skipped, 0 failed, 0 not run", text)
+
+        with open(os.path.join(work, "steps.tsv"), "w") as f:
+            f.write("setup\tpass\t3.0\t0\t\nsplit_2gpu\tpass\t25.0\t0\t\n")
+        with open(os.path.join(work, "figures", "split_2gpu.json"), "w") as f:
+            json.dump({"float32": {"logits_relative_error": 3e-7, "bound": 1e-5, "greedy_agree": 12, "greedy_tokens": 12},
+                       "bfloat16": {"logits_relative_error": 8e-3, "bound": 3e-2, "greedy_agree": 9, "greedy_tokens": 12},
+                       "decode": {"per_layer_us": {"one": 100.0, "split": 140.0}, "split_adds_per_layer_us": 40.0},
+                       "allreduce_us": {"1024": 14.5, "8192": None}}, f)
+        code, summary, _ = summarize()
+        self.assertEqual(code, 0)
+        self.assertEqual(summary["steps"][1]["key_figures"],
+                         "float32 3.0e-07 (bound 1e-05), greedy 12/12; bfloat16 8.0e-03 (bound 3e-02), greedy 9/12; "
+                         "per layer one 100.0 us, split 140.0 us: +40.0 us; all-reduce of 1024: 14.5 us; "
+                         "all-reduce of 8192: not measured")
 
 
 if __name__ == "__main__":
