@@ -145,8 +145,8 @@ class WeightBinder {
   // dtype that lies contiguous in the mapped file is used in place, its pages
   // mapped now when every forward reads all of it; one that is not (an untied
   // embedding, of which a forward reads the rows it looks up; a tied copy,
-  // only checked) faults in as it is used. whole_on_every_rank: a tensor each
-  // rank of a split holds whole (counted once over the ranks).
+  // only checked) faults in as it is used. Without a slice every rank of a
+  // split holds the tensor whole (its elements counted by rank 0 alone).
   Result<Tensor> take(const std::string& name, std::vector<std::int64_t> shape, bool as_float32 = false,
                       bool read_whole = true, const Slice& slice = {}) {
     auto found = locate(name, shape);
@@ -257,13 +257,12 @@ class WeightBinder {
   // Records a tensor as used and loaded; bound (when defined) is what is held
   // of it. whole: every rank of a split holds it, so only rank 0 counts its elements.
   void count(const std::string& name, std::size_t file_bytes, const Tensor& bound, bool whole) {
-    used_.insert(name);
+    if (used_.insert(name).second) progress_.tensors_loaded += 1;  // GPT-2's c_attn comes in three slices
     if (bound.defined()) {
       held_bytes_ += static_cast<std::uint64_t>(bound.nbytes());
       if (!whole || shard_.rank == 0) held_elements_ += static_cast<std::uint64_t>(bound.numel());
     }
     progress_.bytes_loaded += file_bytes;
-    progress_.tensors_loaded += 1;
   }
 
   const weights::Checkpoint& checkpoint_;

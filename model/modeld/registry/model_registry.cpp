@@ -1,8 +1,8 @@
 #include "model/modeld/registry/model_registry.h"
 
 #include <chrono>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <fstream>
@@ -83,7 +83,7 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
     if (!device) return device.status();
     devices.push_back(*device);
   }
-  const c10::Device* device = &devices[0];
+  const c10::Device device = devices[0];  // rank 0's: where the SAEs and the caller's functions run
   auto checkpoint = weights::Checkpoint::open_dir(spec.path);
   if (!checkpoint) return checkpoint.status();
   model->checkpoint = std::move(*checkpoint);
@@ -117,7 +117,7 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
   } catch (const c10::Error& e) {
     return Status(ErrorCode::resource_exhausted,
                   fmt::format("the KV cache of {} MiB does not fit on {} (set kv_cache_mb lower): {}", kv_bytes >> 20,
-                              device->str(), e.what_without_backtrace()));
+                              device.str(), e.what_without_backtrace()));
   }
   std::string tokenizer_path = spec.path + "/tokenizer.json";
   struct stat info {};
@@ -130,7 +130,7 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
   if (chat) model->chat = *chat;
   else model->chat_error = chat.status().message();
   for (std::size_t i = 0; i < spec.saes.size(); ++i) {
-    auto sae = load_sae(spec.saes[i], model->architecture, *device, fmt::format("saes[{}]", i));
+    auto sae = load_sae(spec.saes[i], model->architecture, device, fmt::format("saes[{}]", i));
     if (!sae) return sae.status();
     if (Status added = model->saes->add(std::move(*sae)); !added) return added;
   }
@@ -185,6 +185,8 @@ Status ModelRegistry::add(const ModelLoadSpec& spec) {
 }
 
 void ModelRegistry::reload_locked(std::vector<std::shared_ptr<Entry>>::iterator down) {
+  std::fprintf(stderr, "gpubox-modeld: model \"%s\" is down (%s); loading it again\n", (*down)->spec.name.c_str(),
+               (*down)->model->decoder->failure().c_str());
   auto entry = std::make_shared<Entry>();
   entry->spec = (*down)->spec;
   entry->replaces = (*down)->model;
@@ -281,7 +283,6 @@ Result<std::shared_ptr<const LoadedModel>> ModelRegistry::ready(const std::strin
     if (entry->state == "ready") {
       std::string down = entry->model->decoder->failure();
       if (down.empty()) return entry->model;
-      std::fprintf(stderr, "gpubox-modeld: model \"%s\" is down (%s); loading it again\n", name.c_str(), down.c_str());
       reload_locked(it);
       return Status(ErrorCode::unavailable, fmt::format("model \"{}\" is down: {}; it is loading again", name, down));
     }
@@ -297,10 +298,12 @@ Result<std::shared_ptr<const LoadedModel>> ModelRegistry::ready(const std::strin
                                                   known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
 }
 
-nlohmann::json ModelRegistry::status() const {
+nlohmann::json ModelRegistry::status() {
   MutexLock lock(mutex_);
   nlohmann::json models = nlohmann::json::array();
-  for (const auto& entry : entries_) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if ((*it)->state == "ready" && !(*it)->model->decoder->failure().empty()) reload_locked(it);  // listed as loading
+    const auto& entry = *it;
     nlohmann::json model = {{"name", entry->spec.name},
                             {"state", entry->state},
                             {"bytes_loaded", entry->progress.bytes_loaded.load()},

@@ -74,7 +74,8 @@ class ModelRegistry {
   // rank, and loaded again from its spec (once the calls holding it are over).
   Result<std::shared_ptr<const LoadedModel>> ready(const std::string& name);
   // {"models": [{name, state, bytes_loaded, bytes_total, tensors_loaded, tensors_total, error?}]}
-  nlohmann::json status() const;
+  // A split model that went down is listed as loading: it starts loading again here, as on its next call.
+  nlohmann::json status();
   // How each GPU's memory is split among its models' weights and KV caches (KvBudget::status).
   nlohmann::json kv_budget() const { return kv_budget_.status(); }
   std::vector<std::string> names() const;
