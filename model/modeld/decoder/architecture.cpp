@@ -66,7 +66,7 @@ class FieldReader {
 
  private:
   const json& config_;
-  const std::string& source_;
+  std::string source_;  // a copy: readers of a part of config.json are made with a literal ("rope")
 };
 
 Result<Activation> parse_activation(const FieldReader& fields, const char* key, const std::string& fallback) {
