@@ -35,6 +35,7 @@ import tiny_models
 from gpubox.client import Client, RpcError
 from gpubox.models import Model
 from modeld_process import Modeld
+from served_models import ServedTinyModels
 from test_modeld_batching import outcome, requests_of_every_kind
 from test_modeld_hooks import relative_error
 
@@ -56,25 +57,15 @@ def split_name(name):
     return name + "-split"
 
 
-class TensorParallelOnCpu(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="modeld-split-")
-        cls.paths = {}
-        entries = []
-        for i, name in enumerate(ARCHITECTURES):
-            path, _ = tiny_models.make(cls.dir, name, seed=400 + i)
-            cls.paths[name] = path
-            entries.append({"name": name, "path": path})
-            entries.append({"name": split_name(name), "path": path, "device": "cpu", "tensor_parallel": 2,
-                            "allow_cpu_split": True})
-        cls.modeld = Modeld(entries, os.path.join(cls.dir, "run"))
-        cls.modeld.wait_all_ready()
+class TensorParallelOnCpu(ServedTinyModels):
+    ARCHITECTURES = ARCHITECTURES
+    SEED = 400
 
     @classmethod
-    def tearDownClass(cls):
-        cls.modeld.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+    def extra_models(cls):
+        """Each architecture again, split over two CPU ranks."""
+        return [{"name": split_name(name), "path": path, "device": "cpu", "tensor_parallel": 2, "allow_cpu_split": True}
+                for name, (path, _) in cls.models.items()]
 
     def both(self, name):
         return Model(self.modeld.client, name), Model(self.modeld.client, split_name(name))
@@ -245,7 +236,7 @@ class TensorParallelOnCpu(unittest.TestCase):
                 self.assertEqual(listed[split_name(name)]["devices"], ["cpu", "cpu"])
 
     def test_splits_that_do_not_work_are_refused_and_load_nothing(self):
-        path = self.paths["llama"]
+        path = self.models["llama"][0]
         cases = [({"tensor_parallel": 3, "allow_cpu_split": True},
                   ["4 attention heads", "2 KV groups", "3 ranks", "splits that work: 1, 2"]),
                  ({"tensor_parallel": 2}, ["allow_cpu_split"])]
