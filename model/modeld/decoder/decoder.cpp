@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 #include <limits>
 #include <numbers>
+#include <numeric>
 #include <tuple>
 #include <utility>
 
@@ -825,15 +826,14 @@ std::vector<c10::Device> Decoder::devices() const {
   for (const auto& w : ranks_) devices.push_back(w->device);
   return devices;
 }
-std::uint64_t Decoder::weight_bytes() const {
-  std::uint64_t bytes = 0;
-  for (const auto& w : ranks_) bytes += w->held_bytes;
-  return bytes;
-}
 std::vector<std::uint64_t> Decoder::rank_weight_bytes() const {
   std::vector<std::uint64_t> bytes;
   for (const auto& w : ranks_) bytes.push_back(w->held_bytes);
   return bytes;
+}
+std::uint64_t Decoder::weight_bytes() const {
+  auto bytes = rank_weight_bytes();
+  return std::accumulate(bytes.begin(), bytes.end(), std::uint64_t{0});
 }
 std::uint64_t Decoder::parameter_count() const {
   std::uint64_t parameters = 0;
