@@ -150,10 +150,14 @@ CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::st
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   // `gpubox [--json] create …`: the test's backend comes first (a snapshot brings its own).
   bool from_snapshot = std::find(args.begin(), args.end(), "--from-snapshot") != args.end();
+  // A bound against hangs. A create on a container backend waits for a container (a pod) and its
+  // agent, which a machine busy with the suite's other tests can make slow: it gets longer.
+  auto limit = std::chrono::seconds(60);
   for (size_t at = 1; !from_snapshot && at < argv_strings.size() && at <= 2; ++at) {
     if (argv_strings[at] == "create") {
       std::vector<std::string> backend = backend_args();
       argv_strings.insert(argv_strings.begin() + static_cast<long>(at) + 1, backend.begin(), backend.end());
+      if (!backend.empty()) limit = std::chrono::seconds(120);
       break;
     }
     if (argv_strings[at] != "--json") break;
@@ -181,7 +185,7 @@ CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::st
   if (during) side = std::thread([&during, pid] { during(pid); });
   CliRun result;
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto deadline = std::chrono::steady_clock::now() + limit;
   int open = 2;
   while (open > 0 && std::chrono::steady_clock::now() < deadline) {
     if (::poll(fds, 2, 1000) < 0 && errno != EINTR) break;
@@ -200,7 +204,8 @@ CliRun CliTest::run(const std::vector<std::string>& args, const std::map<std::st
   }
   if (open > 0) {
     ::kill(pid, SIGKILL);
-    ADD_FAILURE() << "gpubox " << (args.empty() ? "" : args[0]) << " still ran after 60 s";
+    ADD_FAILURE() << "gpubox " << (args.empty() ? "" : args[0]) << " still ran after " << limit.count()
+                  << " s; its stderr so far: " << result.err << backend_log();
   }
   for (auto& fd : fds) {
     if (fd.fd >= 0) ::close(fd.fd);
@@ -240,6 +245,11 @@ void BackendCliTest::SetUp() {
 void BackendCliTest::TearDownTestSuite() {
   shared_fake_modal().reset();
   shared_test_cluster().reset();
+}
+
+std::string BackendCliTest::backend_log() const {
+  if (kubernetes() && shared_test_cluster()) return "\nthe test cluster's controller logged:\n" + shared_test_cluster()->log_tail();
+  return "";
 }
 
 std::map<std::string, std::string> BackendCliTest::backend_environment() const {

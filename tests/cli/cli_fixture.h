@@ -41,6 +41,8 @@ class CliTest : public ::testing::Test {
   virtual std::vector<std::string> backend_args() const { return {}; }
   // What the backend adds to the CLI's environment: {} here.
   virtual std::map<std::string, std::string> backend_environment() const { return {}; }
+  // What the backend's own processes logged lately, for a failure's message: "" here.
+  virtual std::string backend_log() const { return ""; }
   // The environment run() gives the CLI: ours, this test's XDG_STATE_HOME and GPUBOX_AGENT, the backend's, then env.
   std::vector<std::string> cli_environment(const std::map<std::string, std::string>& env = {}) const;
   // `gpubox create ARGS...`; fails the test unless it printed an id.
@@ -79,6 +81,7 @@ class BackendCliTest : public CliTest, public ::testing::WithParamInterface<std:
   void TearDown() override;
   std::vector<std::string> backend_args() const override;
   std::map<std::string, std::string> backend_environment() const override;
+  std::string backend_log() const override;
   virtual std::string backend() const { return GetParam(); }
   bool container() const { return backend() != "local"; }
   bool modal() const { return backend() == "modal"; }

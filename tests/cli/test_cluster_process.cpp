@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <deque>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -77,6 +78,18 @@ void TestClusterProcess::stop() {
     fs::remove_all(work_, ignored);
     work_.clear();
   }
+}
+
+std::string TestClusterProcess::log_tail() const {
+  std::istringstream all(read_text(work_ + "/cluster/controller.log") + read_text(work_ + "/run_cluster.log"));
+  std::deque<std::string> last;
+  for (std::string line; std::getline(all, line);) {
+    last.push_back(line);
+    if (last.size() > 40) last.pop_front();
+  }
+  std::string tail;
+  for (const auto& line : last) tail += line + "\n";
+  return tail;
 }
 
 std::map<std::string, std::string> TestClusterProcess::user_environment() const {

@@ -31,6 +31,8 @@ class TestClusterProcess {
   // What is on the cluster now: the namespace's objects ("Kind/name") and running containers
   // ("container NAME"); a line naming the failure when it cannot say.
   std::vector<std::string> left() const;
+  // The last lines the cluster's controller (its pods' node) and run_cluster.py logged.
+  std::string log_tail() const;
   void stop();
 
  private:
