@@ -136,6 +136,26 @@ TEST(KvBudget, AnUnloadedModelGivesItsShareBackAndAReloadGetsIt) {
   EXPECT_EQ(again->pool_bytes(std::nullopt, UINT64_MAX).value(), pool);  // not the 64 MiB floor
 }
 
+TEST(KvBudget, ASplitModelKeepsTheSmallestGrantAndTheRestGoesBack) {
+  KvBudget budget(std::make_shared<FakeDevice>(80 * kGB, 0));
+  auto resident = budget.join(1, "resident");  // cuda:1 already holds another model
+  resident->weights_loaded(40 * kGB);
+  ASSERT_TRUE(resident->pool_bytes(10 * kGB, UINT64_MAX));
+  std::vector<std::unique_ptr<KvBudget::Share>> split;
+  for (int device : {0, 1}) split.push_back(budget.join(device, "split"));
+  std::uint64_t smallest = UINT64_MAX;
+  for (auto& share : split) {
+    share->weights_loaded(8 * kGB);
+    smallest = std::min(smallest, share->pool_bytes(std::nullopt, UINT64_MAX).value());
+  }
+  EXPECT_EQ(smallest, 80 * kGB - 8 * kGB - 40 * kGB - 10 * kGB - 8 * kGB);  // cuda:1's
+  for (auto& share : split) share->keep(smallest);
+  EXPECT_EQ(budget.status()["devices"][0]["pools_bytes"].get<std::uint64_t>(), smallest);
+  auto next = budget.join(0, "next");  // gets what cuda:0's larger grant held beyond the smallest
+  next->weights_loaded(1 * kGB);
+  EXPECT_EQ(next->pool_bytes(std::nullopt, UINT64_MAX).value(), 80 * kGB - 8 * kGB - 8 * kGB - smallest - 1 * kGB);
+}
+
 TEST(KvBudget, KvCacheMbBeyondTheDeviceIsRefusedNamingBothNumbers) {
   KvBudget budget(std::make_shared<FakeDevice>(80 * kGB, 0));
   auto share = budget.join(3, "big");

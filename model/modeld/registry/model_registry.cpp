@@ -94,7 +94,8 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
   if (spec.kv_cache_mb) requested = static_cast<std::uint64_t>(*spec.kv_cache_mb) << 20;
   std::uint64_t kv_bytes = 0;
   if (!model->kv_shares.empty()) {
-    // Each rank's pool holds its KV heads: a 1/N part of the pool on each device, the smallest grant for all.
+    // Each rank's pool holds its KV heads: a 1/N part of the pool on each device, the smallest grant for
+    // all; what a larger grant held beyond it goes back to its device.
     const auto ranks = static_cast<std::uint64_t>(model->kv_shares.size());
     auto rank_bytes = model->decoder->rank_weight_bytes();
     for (std::size_t r = 0; r < model->kv_shares.size(); ++r) model->kv_shares[r]->weights_loaded(rank_bytes[r]);
@@ -106,6 +107,7 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
       if (!granted) return granted.status();
       part = std::min(part, *granted);
     }
+    for (auto& share : model->kv_shares) share->keep(part);
     kv_bytes = part * ranks;
   } else {
     kv_bytes = requested ? *requested : default_kv_pool_bytes(*model->decoder);

@@ -87,6 +87,12 @@ Result<std::uint64_t> KvBudget::grant(int device, std::uint64_t ticket, std::opt
   return share;
 }
 
+void KvBudget::keep(int device, std::uint64_t ticket, std::uint64_t bytes) {
+  MutexLock lock(mutex_);
+  Member& self = devices_[device].members[ticket];
+  if (self.pool) self.pool = std::min(*self.pool, bytes);
+}
+
 void KvBudget::leave(int device, std::uint64_t ticket) {
   {
     MutexLock lock(mutex_);

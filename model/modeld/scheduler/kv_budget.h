@@ -73,6 +73,7 @@ class KvBudget {
   void weights_loaded(int device, std::uint64_t ticket, std::uint64_t bytes);
   Result<std::uint64_t> grant(int device, std::uint64_t ticket, std::optional<std::uint64_t> requested,
                               std::uint64_t useful);
+  void keep(int device, std::uint64_t ticket, std::uint64_t bytes);
   void leave(int device, std::uint64_t ticket);
 
   std::shared_ptr<const DeviceMemory> memory_;
@@ -98,6 +99,9 @@ class KvBudget::Share {
   Result<std::uint64_t> pool_bytes(std::optional<std::uint64_t> requested, std::uint64_t useful) {
     return budget_.grant(device_, ticket_, requested, useful);
   }
+  // The pool took only bytes of its grant (a split model's ranks all take the smallest of
+  // their devices' grants): the rest goes back to the device's budget.
+  void keep(std::uint64_t bytes) { budget_.keep(device_, ticket_, bytes); }
   int device() const { return device_; }
 
  private:
