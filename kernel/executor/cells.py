@@ -30,12 +30,15 @@ def execute(backend, request):
                          bool(request.get("silent", False)), bool(request.get("store_history", True)))
         flush_figures()
         state.running = False
-    except KeyboardInterrupt:
-        # It arrived between the cell's end and here (even inside the line above):
-        # the cell counts as interrupted, and nothing of it leaks into the next one.
+    except KeyboardInterrupt:  # from user code the backend does not catch (plain mode's reprs of the value)
         state.running = False
         if state.error is None:
             record_error("KeyboardInterrupt", "", ["KeyboardInterrupt"])
+    if state.interrupt_pending and state.error is None:
+        # It arrived while no user code ran (IPython's bookkeeping, the cell's figures) and
+        # waited for some that never came: the cell counts as interrupted all the same.
+        record_error("KeyboardInterrupt", "", ["KeyboardInterrupt"])
+    state.interrupt_pending = False
     ok = ok and state.error is None
     reply = {"type": "done", "status": "ok" if ok else "error"}
     if not ok and state.error is not None:

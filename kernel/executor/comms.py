@@ -5,7 +5,7 @@ import sys
 
 from .channel import emit, flush_std
 from .import_watch import AfterImport
-from .state import state
+from .state import run_user_code, state
 from .tracebacks import clean_traceback
 
 
@@ -80,7 +80,7 @@ class Comms:
         state.interrupt_pending = False
         state.running = True  # output is acknowledged in order, and SIGINT interrupts the handler
         try:
-            getattr(self.manager, msg_type)(None, None, msg)
+            run_user_code(getattr(self.manager, msg_type), None, None, msg)
             flush_std()
         except KeyboardInterrupt:
             sys.stderr.write("KeyboardInterrupt in a comm handler\n")

@@ -8,6 +8,7 @@ from .channel import emit, emit_final
 from .deferred_imports import DeferredImports, enable_jedi
 from .display import plain_clear_output, send_display
 from .ipython_speedups import skip_idle_token_transforms, speed_up_formatters
+from .state import run_user_code, run_user_code_async
 from .tracebacks import strip_executor_frames
 
 
@@ -88,9 +89,15 @@ def make_ipython_backend():
                 if self._nodes_left > 0:
                     self._nodes_left -= 1
                     self._last_node_code = code_obj if self._nodes_left == 0 else None
-                return await InteractiveShell.run_code(self, code_obj, *args, **kwargs)
+                # Only the node's code is interruptible, not IPython's bookkeeping around it.
+                return await run_user_code_async(InteractiveShell.run_code, self, code_obj, *args, **kwargs)
 
             Shell.run_ast_nodes = run_ast_nodes
+            Shell.run_code = run_code
+        else:  # an IPython before 7: run_code is a plain function
+            def run_code(self, code_obj, *args, **kwargs):
+                return run_user_code(InteractiveShell.run_code, self, code_obj, *args, **kwargs)
+
             Shell.run_code = run_code
 
         config = Config()

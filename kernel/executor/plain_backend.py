@@ -11,6 +11,7 @@ import types
 from .cells import ask_exit, record_error
 from .channel import emit_final
 from .display import plain_display, plain_format
+from .state import run_user_code
 from .tracebacks import clean_traceback
 
 
@@ -48,8 +49,8 @@ class PlainBackend:
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
         try:
-            exec(compile(tree, filename, "exec"), self.ns)
-            value = eval(compile(last, filename, "eval"), self.ns) if last is not None else None
+            code = compile(tree, filename, "exec")
+            value = run_user_code(self._run, code, compile(last, filename, "eval") if last is not None else None)
         except BaseException as error:  # KeyboardInterrupt and SystemExit too: the cell failed, the executor lives
             record_error(type(error).__name__, str(error), clean_traceback(type(error), error, error.__traceback__))
             return False
@@ -62,9 +63,14 @@ class PlainBackend:
             if store_history:
                 self.ns["Out"][count] = value
                 self.ns["_%d" % count] = value
-            data, metadata = plain_format(value)
+            data, metadata = run_user_code(plain_format, value)  # the value's reprs are user code
             emit_final({"type": "execute_result", "data": data, "metadata": metadata})
         return True
+
+    def _run(self, code, last):
+        """The cell's statements, then its trailing expression's value (None without one)."""
+        exec(code, self.ns)
+        return eval(last, self.ns) if last is not None else None
 
     def complete(self, code, cursor_pos):
         import rlcompleter

@@ -57,6 +57,51 @@ class InterruptThenExecuteTest(KernelTestCase):
                                             settle=0.05)
 
 
+# IPython sets its history Event as each cell begins; a lock that stays held a moment once taken
+# widens to 0.5 s the instant where a KeyboardInterrupt would leave that Event's lock held.
+SLOW_HISTORY_LOCK = """import threading, time
+class _SlowLock:
+    def __init__(self):
+        self._lock = threading.Lock()
+    def acquire(self, *args):
+        return self._lock.acquire(*args)
+    def release(self):
+        self._lock.release()
+    def __enter__(self):
+        self._lock.acquire()
+        time.sleep(0.5)
+        return True
+    def __exit__(self, *exc):
+        self._lock.release()
+get_ipython().history_manager.save_flag = threading.Event()
+get_ipython().history_manager.save_flag._cond = threading.Condition(_SlowLock())
+_x = "before"
+"""
+
+
+class InterruptInBookkeepingTest(KernelTestCase):
+    """An interrupt that lands in IPython's own code around a cell's (the rare CI hang of the rounds
+    above: a SIGINT at the very end of a quick cell left a lock of IPython's held, and the next cell
+    waited on it forever): the cell is interrupted, and the next one runs."""
+
+    def test_the_next_cell_runs(self):
+        pid = self.km.provisioner.process.pid
+        self.assertEqual(self.execute(SLOW_HISTORY_LOCK).content["status"], "ok")
+        for number, interrupt in enumerate([lambda: os.kill(pid, signal.SIGINT), self.km.interrupt_kernel]):
+            first = self.kc.execute("_x = %d" % number)
+            interrupt_rounds.wait_for_busy(self.kc, first, TIMEOUT)
+            time.sleep(0.1)  # inside the 0.5 s IPython's history Event takes
+            interrupt()
+            reply = interrupt_rounds.wait_for_reply(self.kc, first, 10)
+            self.assertEqual(reply["content"]["ename"], "KeyboardInterrupt")
+            after = self.execute("_x", timeout=10)  # waited forever for IPython's lock
+            self.assertEqual(after.of_type("execute_result")[0]["content"]["data"]["text/plain"], "'before'",
+                             "the interrupted cell's code never ran")
+            text = plain_text(reply["content"]["traceback"])  # raised as the cell's code began: no frame of ours or IPython's
+            self.assertNotIn("gpubox-executor", text)
+            self.assertNotIn("IPython", text)
+
+
 class StopOnErrorTest(KernelTestCase):
     def test_only_cells_queued_before_the_error_are_aborted(self):
         kc = self.kc
