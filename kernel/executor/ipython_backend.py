@@ -8,8 +8,8 @@ from .channel import emit, emit_final
 from .deferred_imports import DeferredImports, enable_jedi
 from .display import plain_clear_output, send_display
 from .ipython_speedups import skip_idle_token_transforms, speed_up_formatters
-from .state import run_user_code, run_user_code_async
-from .tracebacks import strip_executor_frames
+from .state import run_user_code, run_user_code_async, state
+from .tracebacks import clean_traceback, strip_executor_frames
 
 
 def make_ipython_backend():
@@ -121,7 +121,13 @@ def make_ipython_backend():
         def run(self, code, count, silent, store_history):
             if shell.execution_count != count:  # a trait: each set notifies its observers
                 shell.execution_count = count
-            return shell.run_cell(code, store_history=store_history, silent=silent).success
+            result = shell.run_cell(code, store_history=store_history, silent=silent)
+            error = result.error_before_exec or result.error_in_exec
+            if error is not None and state.error is None:
+                # IPython failed to show it: its traceback formatter (stack_data) raises on a
+                # frame interrupted at its first instruction, before any line. Shown plainly.
+                record_error(type(error).__name__, str(error), clean_traceback(type(error), error, error.__traceback__))
+            return result.success
 
         def complete(self, code, cursor_pos):
             # As ipykernel does: jedi (static, sees names not yet defined), then IPython's own matchers.
