@@ -101,9 +101,10 @@ Result<std::unique_ptr<LoadedModel>> load_model(const ModelLoadSpec& spec, LoadP
     for (std::size_t r = 0; r < model->kv_shares.size(); ++r) model->kv_shares[r]->weights_loaded(rank_bytes[r]);
     std::optional<std::uint64_t> requested_part;
     if (requested) requested_part = *requested / ranks;
+    const std::uint64_t useful_part = useful_kv_pool_bytes(*model->decoder, spec.max_batch) / ranks;
     std::uint64_t part = std::numeric_limits<std::uint64_t>::max();
     for (auto& share : model->kv_shares) {
-      auto granted = share->pool_bytes(requested_part, useful_kv_pool_bytes(*model->decoder, spec.max_batch) / ranks);
+      auto granted = share->pool_bytes(requested_part, useful_part);
       if (!granted) return granted.status();
       part = std::min(part, *granted);
     }
